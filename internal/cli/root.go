@@ -1,0 +1,110 @@
+// Package cli implements the verdict command line: apply and test for
+// pipelines, with no cluster.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailed  = 1
+	ExitUsage   = 2
+	exitUnknown = 3
+)
+
+// errFailures marks a run that worked but found failures.
+var errFailures = errors.New("failures found")
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, errFailures):
+		return ExitFailed
+	default:
+		fmt.Fprintln(stderr, "Error:", err)
+		return ExitUsage
+	}
+}
+
+func newRoot(stdin io.Reader, stdout io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "verdict",
+		Short:         "Verdict evaluates Kyverno-language policies",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newApply(stdin, stdout), newTest(stdout))
+	return root
+}
+
+func newApply(stdin io.Reader, stdout io.Writer) *cobra.Command {
+	opts := ApplyOptions{}
+	cmd := &cobra.Command{
+		Use:   "apply -p <policies> -r <resources>",
+		Short: "Apply policies to resource manifests and report the results",
+		Long: `Apply evaluates every policy on every resource (files or directories,
+multi-document YAML or JSON, "-" for stdin), mutations first, then
+validations. It prints the results and the summary line
+"pass: N, fail: N, warn: N, error: N, skip: N", and exits 1 when a rule fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(opts.Policies) == 0 || len(opts.Resources) == 0 {
+				return errors.New("both --policy (-p) and --resource (-r) are required")
+			}
+			counts, err := Apply(opts, stdin, stdout)
+			if err != nil {
+				return err
+			}
+			if counts.Fail > 0 {
+				return errFailures
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&opts.Policies, "policy", "p", nil, "policy files or directories")
+	f.StringSliceVarP(&opts.Resources, "resource", "r", nil, "resource files or directories")
+	f.StringVarP(&opts.Output, "output", "o", "table", "output format: table, json or report")
+	f.BoolVar(&opts.Detailed, "detailed", false, "list every result in the table, not only failures")
+	f.StringVar(&opts.Operation, "operation", "CREATE", "admission operation: CREATE, UPDATE or DELETE")
+	return cmd
+}
+
+func newTest(stdout io.Writer) *cobra.Command {
+	opts := TestOptions{}
+	cmd := &cobra.Command{
+		Use:   "test <dir>...",
+		Short: "Run Kyverno CLI test suites (kyverno-test.yaml) found below the directories",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Dirs = args
+			sum, err := RunTests(opts, stdout)
+			if err != nil {
+				return err
+			}
+			if sum.Failed > 0 || len(sum.Errors) > 0 {
+				return errFailures
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.FileName, "file-name", "f", "kyverno-test.yaml", "name of the test files")
+	f.BoolVar(&opts.JSON, "json", false, "write the results as JSON")
+	f.BoolVar(&opts.FailOnly, "fail-only", false, "with --json, list only failed assertions")
+	return cmd
+}

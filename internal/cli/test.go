@@ -1,0 +1,538 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// TestOptions configures `verdict test`.
+type TestOptions struct {
+	Dirs     []string
+	FileName string
+	JSON     bool
+	FailOnly bool
+}
+
+// assertion is the verdict on one resource named in one result entry.
+type assertion struct {
+	Test        string `json:"test"`
+	Policy      string `json:"policy"`
+	Rule        string `json:"rule"`
+	Resource    string `json:"resource"`
+	Expected    string `json:"expected"`
+	Actual      string `json:"actual,omitempty"`
+	Outcome     string `json:"outcome"` // passed, failed, unsupported
+	Reason      string `json:"reason,omitempty"`
+	Message     string `json:"message,omitempty"`
+}
+
+// TestSummary counts assertions.
+type TestSummary struct {
+	Passed      int         `json:"passed"`
+	Failed      int         `json:"failed"`
+	Unsupported int         `json:"unsupported"`
+	Errors      []string    `json:"errors,omitempty"`
+	Assertions  []assertion `json:"assertions,omitempty"`
+}
+
+// findTests returns every kyverno-test.yaml below the directories.
+func findTests(dirs []string, fileName string) ([]string, error) {
+	var out []string
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			out = append(out, d)
+			continue
+		}
+		err = filepath.WalkDir(d, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !e.IsDir() && e.Name() == fileName {
+				out = append(out, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// RunTests judges every test file and writes the report. It returns the
+// summary; the caller maps failures to the exit code.
+func RunTests(opts TestOptions, stdout io.Writer) (*TestSummary, error) {
+	if opts.FileName == "" {
+		opts.FileName = "kyverno-test.yaml"
+	}
+	files, err := findTests(opts.Dirs, opts.FileName)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no %s found below %s", opts.FileName, strings.Join(opts.Dirs, ", "))
+	}
+	eng, err := engine.New()
+	if err != nil {
+		return nil, err
+	}
+	sum := &TestSummary{}
+	for _, f := range files {
+		as, err := runTestFile(eng, f)
+		if err != nil {
+			sum.Errors = append(sum.Errors, err.Error())
+			if !opts.JSON {
+				fmt.Fprintf(stdout, "ERROR %s: %v\n", f, err)
+			}
+		}
+		for _, a := range as {
+			switch a.Outcome {
+			case "passed":
+				sum.Passed++
+			case "failed":
+				sum.Failed++
+				if !opts.JSON {
+					fmt.Fprintf(stdout, "FAIL %s: policy %s rule %s resource %s: %s\n", a.Test, a.Policy, a.Rule, a.Resource, a.Reason)
+				}
+			case "unsupported":
+				sum.Unsupported++
+			}
+			if opts.JSON && (!opts.FailOnly || a.Outcome == "failed") {
+				sum.Assertions = append(sum.Assertions, a)
+			}
+		}
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return sum, enc.Encode(sum)
+	}
+	fmt.Fprintf(stdout, "\nTest files: %d, errors: %d, unsupported assertions (policy kinds this engine does not evaluate): %d\n",
+		len(files), len(sum.Errors), sum.Unsupported)
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", sum.Passed, sum.Failed)
+	return sum, nil
+}
+
+// testRun holds one test file's loaded inputs.
+type testRun struct {
+	t          *testFile
+	eng        *engine.Engine
+	policies   []*engine.Policy
+	byName     map[string]*engine.Policy
+	unsup      map[string]bool
+	exceptions []*policy.Exception
+	resources  []map[string]any
+	values     *valuesFile
+	user       engine.UserInfo
+	// responses by resource index.
+	responses [][]engine.Response
+}
+
+func runTestFile(eng *engine.Engine, path string) ([]assertion, error) {
+	t, err := readTestFile(path)
+	if err != nil {
+		return nil, err
+	}
+	run := &testRun{t: t, eng: eng, byName: map[string]*engine.Policy{}, unsup: map[string]bool{}}
+	loadErr := run.load()
+	if loadErr != nil {
+		// Every assertion fails with the load error, except those about
+		// policy kinds we do not evaluate.
+		var out []assertion
+		for _, r := range t.Results {
+			for _, name := range r.resourceNames() {
+				a := assertion{Test: path, Policy: r.Policy, Rule: r.Rule, Resource: name, Expected: r.expected()}
+				if r.celKind() {
+					a.Outcome = "unsupported"
+				} else {
+					a.Outcome, a.Reason = "failed", "test could not be loaded: "+loadErr.Error()
+				}
+				out = append(out, a)
+			}
+		}
+		return out, fmt.Errorf("%s: %w", path, loadErr)
+	}
+	run.evaluate()
+	var out []assertion
+	for i := range t.Results {
+		out = append(out, run.judge(&t.Results[i])...)
+	}
+	return out, nil
+}
+
+func (run *testRun) load() error {
+	t := run.t
+	pdocs, err := loadDocuments(t.resolveAll(t.Policies), nil)
+	if err != nil {
+		return fmt.Errorf("policies: %w", err)
+	}
+	for _, u := range pdocs.Unsupported {
+		run.unsup[u.Name] = true
+	}
+	for _, p := range pdocs.Policies {
+		cp, err := run.eng.Compile(p)
+		if err != nil {
+			return err
+		}
+		run.policies = append(run.policies, cp)
+		run.byName[p.Metadata.Name] = cp
+		run.byName[p.Key()] = cp
+	}
+	run.exceptions = append(run.exceptions, pdocs.Exceptions...)
+	if len(t.Exceptions) > 0 {
+		edocs, err := loadDocuments(t.resolveAll(t.Exceptions), nil)
+		if err != nil {
+			return fmt.Errorf("exceptions: %w", err)
+		}
+		run.exceptions = append(run.exceptions, edocs.Exceptions...)
+	}
+	if len(t.Resources) > 0 {
+		rdocs, err := loadDocuments(t.resolveAll(t.Resources), nil)
+		if err != nil {
+			return fmt.Errorf("resources: %w", err)
+		}
+		run.resources = rdocs.Others
+		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
+	}
+	if t.Variables != "" {
+		v, err := readValues(t.resolve(t.Variables))
+		if err != nil {
+			return fmt.Errorf("variables: %w", err)
+		}
+		run.values = v
+	}
+	if t.UserInfo != "" {
+		u, err := readUserInfo(t.resolve(t.UserInfo))
+		if err != nil {
+			return fmt.Errorf("userinfo: %w", err)
+		}
+		run.user = engine.UserInfo{
+			Username: u.UserInfo.Username, UID: u.UserInfo.UID, Groups: u.UserInfo.Groups,
+			Roles: u.Roles, ClusterRoles: u.ClusterRoles,
+		}
+	}
+	return nil
+}
+
+// request builds the request for one policy on one resource, with the
+// values the test gives for that pair.
+func (run *testRun) request(p *engine.Policy, obj map[string]any) *engine.Request {
+	name := document.String(obj, "metadata", "name")
+	vals := run.values.resourceValues(p.Name(), name)
+	op := engine.OpCreate
+	if v, ok := vals["request.operation"].(string); ok && v != "" {
+		op = strings.ToUpper(v)
+	}
+	req := &engine.Request{
+		Operation:       op,
+		Object:          obj,
+		UserInfo:        run.user,
+		NamespaceLabels: run.values.namespaceLabels(document.String(obj, "metadata", "namespace")),
+		Values:          vals,
+		RuleValues:      run.values.ruleValues,
+	}
+	switch op {
+	case engine.OpDelete:
+		req.OldObject, req.Object = obj, nil
+	case engine.OpUpdate:
+		req.OldObject = obj
+	}
+	return req
+}
+
+func (run *testRun) evaluate() {
+	run.responses = make([][]engine.Response, len(run.resources))
+	for i, obj := range run.resources {
+		cur := obj
+		var out []engine.Response
+		for _, p := range run.policies {
+			req := run.request(p, cur)
+			resp := run.eng.Mutate(req, p, run.exceptions)
+			if len(resp.Rules) > 0 {
+				out = append(out, resp)
+				if resp.Patched != nil {
+					cur = resp.Patched
+				}
+			}
+		}
+		for _, p := range run.policies {
+			req := run.request(p, cur)
+			if resp := run.eng.Validate(req, p, run.exceptions); len(resp.Rules) > 0 {
+				out = append(out, resp)
+			}
+			if resp := run.eng.Generate(req, p, run.exceptions); len(resp.Rules) > 0 {
+				out = append(out, resp)
+			}
+		}
+		run.responses[i] = out
+	}
+}
+
+// resourceMatches reports whether a result's resource reference names obj.
+func resourceMatches(ref, namespace string, obj map[string]any) bool {
+	name := document.String(obj, "metadata", "name")
+	ns := document.String(obj, "metadata", "namespace")
+	if namespace != "" && namespace != ns {
+		return false
+	}
+	if ref == name {
+		return true
+	}
+	if i := strings.IndexByte(ref, '/'); i >= 0 {
+		return ref[:i] == ns && ref[i+1:] == name
+	}
+	return false
+}
+
+func ruleNameMatches(want, got string) bool {
+	return got == want || got == "autogen-"+want || got == "autogen-cronjob-"+want
+}
+
+func (run *testRun) judge(r *testResult) []assertion {
+	var out []assertion
+	for _, ref := range r.resourceNames() {
+		a := assertion{Test: run.t.path, Policy: r.Policy, Rule: r.Rule, Resource: ref, Expected: r.expected()}
+		p := run.byName[r.Policy]
+		if r.celKind() || (p == nil && run.unsup[r.Policy]) {
+			a.Outcome = "unsupported"
+			out = append(out, a)
+			continue
+		}
+		if p == nil {
+			a.Outcome, a.Reason = "failed", "policy not found in the test's policies"
+			out = append(out, a)
+			continue
+		}
+		a.Outcome, a.Actual, a.Reason, a.Message = run.judgeResource(r, p, ref)
+		out = append(out, a)
+	}
+	return out
+}
+
+func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string) (outcome, actual, reason, message string) {
+	found := false
+	resourceFound := false
+	for i, obj := range run.resources {
+		if !resourceMatches(ref, r.Namespace, obj) {
+			continue
+		}
+		resourceFound = true
+		for _, resp := range run.responses[i] {
+			if resp.Policy != p {
+				continue
+			}
+			for _, rr := range resp.Rules {
+				if !ruleNameMatches(r.Rule, rr.Name) {
+					continue
+				}
+				found = true
+				got := string(rr.Status)
+				if rr.Status == engine.StatusFail && !p.Scored {
+					got = string(engine.StatusWarn)
+				}
+				if got != r.expected() {
+					return "failed", got, fmt.Sprintf("want %s, got %s (%s)", r.expected(), got, rr.Message), rr.Message
+				}
+				if pr := r.patched(); pr != "" && rr.Type == engine.TypeMutation {
+					if why := compareWithFile(run.t.resolve(pr), resp.Patched); why != "" {
+						return "failed", got, "patched resource differs: " + why, rr.Message
+					}
+				}
+				if gr := r.GeneratedResource; gr != "" {
+					if why := compareGenerated(run.t.resolve(gr), rr.Generated); why != "" {
+						return "failed", got, "generated resource differs: " + why, rr.Message
+					}
+				}
+				actual, message = got, rr.Message
+			}
+		}
+	}
+	if !resourceFound {
+		return "failed", "", "resource not found in the test's resources", ""
+	}
+	if !found {
+		// The rule did not apply to the resource: it was not matched or
+		// was excluded, which reports as skip.
+		if r.expected() == string(engine.StatusSkip) {
+			return "passed", "skip", "", "rule not applied"
+		}
+		return "failed", "", fmt.Sprintf("want %s, but the rule did not apply to the resource", r.expected()), ""
+	}
+	return "passed", actual, "", message
+}
+
+// compareWithFile compares a resource with the document of the same kind,
+// namespace and name in a file.
+func compareWithFile(path string, got map[string]any) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	docs, err := document.DecodeAll(data)
+	if err != nil {
+		return err.Error()
+	}
+	var want map[string]any
+	for _, d := range docs {
+		if sameObject(d.Object, got) {
+			want = d.Object
+			break
+		}
+	}
+	if want == nil {
+		if len(docs) == 1 {
+			want = docs[0].Object
+		} else {
+			return "no document for this resource in " + path
+		}
+	}
+	return diff(tidy(want), tidy(got), "")
+}
+
+func compareGenerated(path string, generated []map[string]any) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	docs, err := document.DecodeAll(data)
+	if err != nil {
+		return err.Error()
+	}
+	if len(docs) == 0 {
+		return "empty file " + path
+	}
+	want := docs[0].Object
+	var why string
+	for _, g := range generated {
+		if why = diff(tidy(want), tidy(g), ""); why == "" {
+			return ""
+		}
+	}
+	if len(generated) == 0 {
+		return "nothing generated"
+	}
+	return why
+}
+
+func sameObject(a, b map[string]any) bool {
+	return document.String(a, "kind") == document.String(b, "kind") &&
+		document.String(a, "metadata", "name") == document.String(b, "metadata", "name") &&
+		document.String(a, "metadata", "namespace") == document.String(b, "metadata", "namespace")
+}
+
+// tidy drops nulls and empty objects, which serialisers treat as absent.
+func tidy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			te := tidy(e)
+			if te == nil {
+				continue
+			}
+			if m, ok := te.(map[string]any); ok && len(m) == 0 {
+				continue
+			}
+			out[k] = te
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = tidy(e)
+		}
+		return out
+	}
+	return v
+}
+
+// diff returns the first difference between want and got, or "".
+func diff(want, got any, path string) string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("%s: want an object, got %s", orSlash(path), short(got))
+		}
+		keys := make([]string, 0, len(w)+len(g))
+		for k := range w {
+			keys = append(keys, k)
+		}
+		for k := range g {
+			if _, ok := w[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			wv, wok := w[k]
+			gv, gok := g[k]
+			switch {
+			case !wok:
+				return fmt.Sprintf("%s/%s: unexpected %s", path, k, short(gv))
+			case !gok:
+				return fmt.Sprintf("%s/%s: missing, want %s", path, k, short(wv))
+			}
+			if d := diff(wv, gv, path+"/"+k); d != "" {
+				return d
+			}
+		}
+		return ""
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			return fmt.Sprintf("%s: want a list, got %s", orSlash(path), short(got))
+		}
+		if len(w) != len(g) {
+			return fmt.Sprintf("%s: want %d items, got %d", orSlash(path), len(w), len(g))
+		}
+		for i := range w {
+			if d := diff(w[i], g[i], fmt.Sprintf("%s/%d", path, i)); d != "" {
+				return d
+			}
+		}
+		return ""
+	default:
+		if !document.Equal(want, got) {
+			return fmt.Sprintf("%s: want %s, got %s", orSlash(path), short(want), short(got))
+		}
+		return ""
+	}
+}
+
+func orSlash(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
+
+func short(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	s := string(b)
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+var errTestsFailed = errors.New("tests failed")

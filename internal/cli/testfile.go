@@ -1,0 +1,253 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+)
+
+// testFile is a Kyverno CLI test (cli.kyverno.io/v1alpha1 Test).
+type testFile struct {
+	path       string
+	dir        string
+	Metadata   struct{ Name string } `json:"metadata"`
+	Name       string                `json:"name"`
+	Policies   []string              `json:"policies"`
+	Resources  []string              `json:"resources"`
+	Exceptions []string              `json:"exceptions"`
+	Variables  string                `json:"variables"`
+	UserInfo   string                `json:"userinfo"`
+	Results    []testResult          `json:"results"`
+}
+
+func (t *testFile) name() string {
+	if t.Metadata.Name != "" {
+		return t.Metadata.Name
+	}
+	if t.Name != "" {
+		return t.Name
+	}
+	return t.path
+}
+
+// testResult is one expected outcome.
+type testResult struct {
+	Policy              string   `json:"policy"`
+	Rule                string   `json:"rule"`
+	Kind                string   `json:"kind"`
+	Namespace           string   `json:"namespace"`
+	Resources           []string `json:"resources"`
+	Resource            string   `json:"resource"`
+	Result              string   `json:"result"`
+	Status              string   `json:"status"`
+	PatchedResource     string   `json:"patchedResource"`
+	PatchedResources    string   `json:"patchedResources"`
+	GeneratedResource   string   `json:"generatedResource"`
+	CloneSourceResource string   `json:"cloneSourceResource"`
+
+	IsValidatingPolicy          bool `json:"isValidatingPolicy"`
+	IsMutatingPolicy            bool `json:"isMutatingPolicy"`
+	IsMUtatingPolicy            bool `json:"isMUtatingPolicy"`
+	IsGeneratingPolicy          bool `json:"isGeneratingPolicy"`
+	IsImageValidatingPolicy     bool `json:"isImageValidatingPolicy"`
+	IsDeletingPolicy            bool `json:"isDeletingPolicy"`
+	IsValidatingAdmissionPolicy bool `json:"isValidatingAdmissionPolicy"`
+	IsMutatingAdmissionPolicy   bool `json:"isMutatingAdmissionPolicy"`
+}
+
+func (r *testResult) expected() string {
+	if r.Result != "" {
+		return r.Result
+	}
+	return r.Status
+}
+
+func (r *testResult) resourceNames() []string {
+	if len(r.Resources) > 0 {
+		return r.Resources
+	}
+	if r.Resource != "" {
+		return []string{r.Resource}
+	}
+	return nil
+}
+
+func (r *testResult) patched() string {
+	if r.PatchedResources != "" {
+		return r.PatchedResources
+	}
+	return r.PatchedResource
+}
+
+// celKind reports whether the result is about a CEL policy kind.
+func (r *testResult) celKind() bool {
+	return r.IsValidatingPolicy || r.IsMutatingPolicy || r.IsMUtatingPolicy || r.IsGeneratingPolicy ||
+		r.IsImageValidatingPolicy || r.IsDeletingPolicy || r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
+}
+
+func readTestFile(path string) (*testFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	v, err := document.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var t testFile
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t.path = path
+	t.dir = filepath.Dir(path)
+	return &t, nil
+}
+
+func (t *testFile) resolve(p string) string {
+	if filepath.IsAbs(p) || strings.Contains(p, "://") {
+		return p
+	}
+	return filepath.Join(t.dir, p)
+}
+
+func (t *testFile) resolveAll(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = t.resolve(p)
+	}
+	return out
+}
+
+// valuesFile is a Kyverno CLI values file (kind Values).
+type valuesFile struct {
+	Policies []struct {
+		Name      string `json:"name"`
+		Resources []struct {
+			Name   string         `json:"name"`
+			Values map[string]any `json:"values"`
+		} `json:"resources"`
+		Rules []struct {
+			Name          string         `json:"name"`
+			Values        map[string]any `json:"values"`
+			ForeachValues map[string]any `json:"foreachValues"`
+		} `json:"rules"`
+	} `json:"policies"`
+	GlobalValues      map[string]any `json:"globalValues"`
+	NamespaceSelector []struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	} `json:"namespaceSelector"`
+}
+
+func readValues(path string) (*valuesFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	v, err := document.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var vf valuesFile
+	if err := json.Unmarshal(b, &vf); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &vf, nil
+}
+
+// resourceValues returns the values for one policy on one resource:
+// global values, then the policy's resource values.
+func (v *valuesFile) resourceValues(policyName, resourceName string) map[string]any {
+	out := map[string]any{}
+	if v == nil {
+		return out
+	}
+	for k, val := range v.GlobalValues {
+		out[k] = val
+	}
+	for _, p := range v.Policies {
+		if p.Name != policyName {
+			continue
+		}
+		for _, r := range p.Resources {
+			if r.Name == resourceName {
+				for k, val := range r.Values {
+					out[k] = val
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (v *valuesFile) ruleValues(policyName, ruleName string) map[string]any {
+	if v == nil {
+		return nil
+	}
+	for _, p := range v.Policies {
+		if p.Name != policyName {
+			continue
+		}
+		for _, r := range p.Rules {
+			if r.Name == ruleName || "autogen-"+r.Name == ruleName || "autogen-cronjob-"+r.Name == ruleName {
+				return r.Values
+			}
+		}
+	}
+	return nil
+}
+
+func (v *valuesFile) namespaceLabels(ns string) map[string]string {
+	if v == nil {
+		return nil
+	}
+	for _, s := range v.NamespaceSelector {
+		if s.Name == ns {
+			return s.Labels
+		}
+	}
+	return nil
+}
+
+// userInfoFile is a Kyverno CLI user info file (kind UserInfo).
+type userInfoFile struct {
+	Roles        []string `json:"roles"`
+	ClusterRoles []string `json:"clusterRoles"`
+	UserInfo     struct {
+		Username string   `json:"username"`
+		UID      string   `json:"uid"`
+		Groups   []string `json:"groups"`
+	} `json:"userInfo"`
+}
+
+func readUserInfo(path string) (*userInfoFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	v, err := document.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var u userInfoFile
+	if err := json.Unmarshal(b, &u); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &u, nil
+}

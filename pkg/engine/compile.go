@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// Policy annotations the engine reads.
+const (
+	AnnotationAutogenControllers = "pod-policies.kyverno.io/autogen-controllers"
+	AnnotationScored             = "policies.kyverno.io/scored"
+	AnnotationCategory           = "policies.kyverno.io/category"
+	AnnotationSeverity           = "policies.kyverno.io/severity"
+)
+
+// Policy is a compiled policy: validated, with its autogen rules, ready to
+// be evaluated many times.
+type Policy struct {
+	Raw   *policy.Policy
+	Rules []*Rule
+	// Scored is false when failures are reported as warnings.
+	Scored   bool
+	Category string
+	Severity string
+}
+
+// Name is the policy's name.
+func (p *Policy) Name() string { return p.Raw.Metadata.Name }
+
+// Rule is a compiled rule.
+type Rule struct {
+	policy.Rule
+	// Autogen is true for rules generated for Pod controllers.
+	Autogen bool
+	// usesImages and usesServiceAccount say whether the rule refers to
+	// those computed variables, so they are built only when needed.
+	usesImages         bool
+	usesServiceAccount bool
+}
+
+// Compile checks a policy and prepares it for evaluation.
+func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
+	if errs := policy.Validate(p); len(errs) > 0 {
+		return nil, fmt.Errorf("policy %s: %w", p.Key(), errs.ToAggregate())
+	}
+	cp := &Policy{Raw: p, Scored: true}
+	if ann := p.Metadata.Annotations; ann != nil {
+		cp.Scored = ann[AnnotationScored] != "false"
+		cp.Category = ann[AnnotationCategory]
+		cp.Severity = ann[AnnotationSeverity]
+	}
+	rules, err := autogenRules(p)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: autogen: %w", p.Key(), err)
+	}
+	for i := range p.Spec.Rules {
+		cp.Rules = append(cp.Rules, newRule(p.Spec.Rules[i], false))
+	}
+	for i := range rules {
+		cp.Rules = append(cp.Rules, newRule(rules[i], true))
+	}
+	return cp, nil
+}
+
+func newRule(r policy.Rule, autogen bool) *Rule {
+	cr := &Rule{Rule: r, Autogen: autogen}
+	b, _ := json.Marshal(r)
+	s := string(b)
+	cr.usesImages = strings.Contains(s, "images")
+	cr.usesServiceAccount = strings.Contains(s, "serviceAccount")
+	return cr
+}

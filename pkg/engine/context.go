@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/jmespath"
+)
+
+// evalContext is the data JMESPath expressions see. It is copied cheaply
+// for each rule and each foreach element: only the maps on the path of a
+// change are copied, the documents themselves are shared and never
+// modified.
+type evalContext struct {
+	jp   *jmespath.Interpreter
+	data map[string]any
+}
+
+func (c *evalContext) clone() *evalContext {
+	data := make(map[string]any, len(c.data)+4)
+	for k, v := range c.data {
+		data[k] = v
+	}
+	return &evalContext{jp: c.jp, data: data}
+}
+
+// set stores value under a dotted name ("a.b.c"), copying the maps on the
+// way so that clones sharing them are not affected.
+func (c *evalContext) set(name string, value any) {
+	c.setKeys(splitVariableName(name), value)
+}
+
+func (c *evalContext) setKeys(keys []string, value any) {
+	cur := c.data
+	for i, k := range keys {
+		if i == len(keys)-1 {
+			cur[k] = value
+			return
+		}
+		old, _ := cur[k].(map[string]any)
+		next := make(map[string]any, len(old)+1)
+		for ok, ov := range old {
+			next[ok] = ov
+		}
+		cur[k] = next
+		cur = next
+	}
+}
+
+// splitVariableName splits a dotted variable name; quoted segments
+// ("a"."b.c") keep their dots.
+func splitVariableName(name string) []string {
+	if !strings.Contains(name, `"`) {
+		return strings.Split(name, ".")
+	}
+	var keys []string
+	var cur strings.Builder
+	quoted := false
+	for _, r := range name {
+		switch {
+		case r == '"':
+			quoted = !quoted
+		case r == '.' && !quoted:
+			keys = append(keys, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	return append(keys, cur.String())
+}
+
+func (c *evalContext) query(expr string) (any, error) {
+	q, err := c.jp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	return q.Search(c.data)
+}
+
+func (c *evalContext) get(name string) (any, bool) {
+	v, ok := c.data[name]
+	return v, ok
+}

@@ -1,0 +1,186 @@
+// Package document reads YAML and JSON documents into the engine's untyped
+// form (map[string]any, []any, string, float64, bool, nil) and offers the
+// small helpers every part of the engine needs on that form.
+package document
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// ErrNotObject is returned when a document is not a mapping.
+var ErrNotObject = errors.New("document is not an object")
+
+// Doc is one decoded document and where it came from.
+type Doc struct {
+	Object map[string]any
+	// Index is the position of the document in its stream, from 0.
+	Index int
+	// Line is the first line of the document in its stream, from 1.
+	Line int
+}
+
+// DecodeAll decodes every document of a multi-document YAML (or JSON)
+// stream. Empty documents are skipped; a document that is not a mapping is
+// an error naming its position.
+func DecodeAll(data []byte) ([]Doc, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []Doc
+	for i := 0; ; i++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, errIOEOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return docs, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		v, err := fromNode(&n, 0)
+		if err != nil {
+			return docs, fmt.Errorf("document %d (line %d): %w", i+1, n.Line, err)
+		}
+		if v == nil {
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return docs, fmt.Errorf("document %d (line %d): %w", i+1, n.Line, ErrNotObject)
+		}
+		docs = append(docs, Doc{Object: m, Index: i, Line: n.Line})
+	}
+}
+
+// Decode decodes a single YAML or JSON value.
+func Decode(data []byte) (any, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		return nil, err
+	}
+	return fromNode(&n, 0)
+}
+
+const maxDepth = 512
+
+func fromNode(n *yaml.Node, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, errors.New("document nested too deeply")
+	}
+	switch n.Kind {
+	case 0:
+		return nil, nil
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		return fromNode(n.Content[0], depth+1)
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return nil, nil
+		}
+		return fromNode(n.Alias, depth+1)
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := fromNode(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case yaml.MappingNode:
+		out := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, vn := n.Content[i], n.Content[i+1]
+			if k.Tag == "!!merge" || (k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Tag != "!!str") {
+				if err := mergeInto(out, vn, depth); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if k.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: mapping key is not a scalar", k.Line)
+			}
+			v, err := fromNode(vn, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[k.Value] = v
+		}
+		return out, nil
+	case yaml.ScalarNode:
+		return scalar(n)
+	}
+	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
+}
+
+func mergeInto(out map[string]any, n *yaml.Node, depth int) error {
+	v, err := fromNode(n, depth+1)
+	if err != nil {
+		return err
+	}
+	var maps []map[string]any
+	switch t := v.(type) {
+	case map[string]any:
+		maps = append(maps, t)
+	case []any:
+		for _, e := range t {
+			if m, ok := e.(map[string]any); ok {
+				maps = append(maps, m)
+			}
+		}
+	}
+	for _, m := range maps {
+		for k, val := range m {
+			if _, exists := out[k]; !exists {
+				out[k] = val
+			}
+		}
+	}
+	return nil
+}
+
+func scalar(n *yaml.Node) (any, error) {
+	switch n.ShortTag() {
+	case "!!null":
+		return nil, nil
+	case "!!bool":
+		return strings.EqualFold(n.Value, "true"), nil
+	case "!!int":
+		s := strings.ReplaceAll(n.Value, "_", "")
+		if i, err := strconv.ParseInt(s, 0, 64); err == nil {
+			return float64(i), nil
+		}
+		if u, err := strconv.ParseUint(s, 0, 64); err == nil {
+			return float64(u), nil
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return n.Value, nil
+		}
+		return f, nil
+	case "!!float":
+		switch strings.ToLower(n.Value) {
+		case ".inf", "+.inf":
+			return math.Inf(1), nil
+		case "-.inf":
+			return math.Inf(-1), nil
+		case ".nan":
+			return math.NaN(), nil
+		}
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err != nil {
+			return n.Value, nil
+		}
+		return f, nil
+	default:
+		// strings, timestamps and binary stay as written.
+		return n.Value, nil
+	}
+}

@@ -1,0 +1,66 @@
+// Package engine evaluates Kyverno-language policies: it matches rules to
+// a resource, builds each rule's variable context, checks preconditions
+// and exceptions, then validates, mutates or generates. It is pure: no
+// clients, no globals; external data comes through a ContextLoader and the
+// clock is injected.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine/jmespath"
+)
+
+// ErrInvalidOption wraps every error from an invalid option.
+var ErrInvalidOption = errors.New("invalid engine option")
+
+// Engine evaluates compiled policies. It is safe for concurrent use.
+type Engine struct {
+	jp     *jmespath.Interpreter
+	loader ContextLoader
+	now    func() time.Time
+}
+
+// Option configures an Engine.
+type Option func(*Engine) error
+
+// WithContextLoader sets where configMap, apiCall, globalReference and
+// imageRegistry context entries get their data.
+func WithContextLoader(l ContextLoader) Option {
+	return func(e *Engine) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil context loader", ErrInvalidOption)
+		}
+		e.loader = l
+		return nil
+	}
+}
+
+// WithClock sets the clock used by time functions.
+func WithClock(now func() time.Time) Option {
+	return func(e *Engine) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+		}
+		e.now = now
+		return nil
+	}
+}
+
+// New returns an Engine.
+func New(opts ...Option) (*Engine, error) {
+	e := &Engine{loader: noLoader{}, now: time.Now}
+	for _, o := range opts {
+		if err := o(e); err != nil {
+			return nil, err
+		}
+	}
+	jp, err := jmespath.New(jmespath.WithClock(func() time.Time { return e.now() }))
+	if err != nil {
+		return nil, fmt.Errorf("jmespath: %w", err)
+	}
+	e.jp = jp
+	return e, nil
+}

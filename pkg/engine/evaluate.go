@@ -1,0 +1,365 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/conditions"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// Set is what one evaluation applies: compiled policies and the
+// exceptions that may exempt resources from them.
+type Set struct {
+	Policies   []*Policy
+	Exceptions []*policy.Exception
+}
+
+// Apply runs every policy of the set on the request in Kyverno's order: all
+// mutations first (each policy sees the previous ones' patches), then the
+// validations on the mutated resource, then generation. It returns one
+// response per policy and rule kind that had any rule apply, and the final
+// patched resource.
+func (e *Engine) Apply(req *Request, set *Set) ([]Response, map[string]any) {
+	var out []Response
+	cur := *req
+	for _, p := range set.Policies {
+		if !p.hasType(TypeMutation) {
+			continue
+		}
+		resp := e.Mutate(&cur, p, set.Exceptions)
+		if len(resp.Rules) > 0 {
+			out = append(out, resp)
+		}
+		if resp.Patched != nil {
+			cur.Object = resp.Patched
+		}
+	}
+	for _, p := range set.Policies {
+		if p.hasType(TypeValidation) {
+			if resp := e.Validate(&cur, p, set.Exceptions); len(resp.Rules) > 0 {
+				out = append(out, resp)
+			}
+		}
+		if p.hasType(TypeGeneration) {
+			if resp := e.Generate(&cur, p, set.Exceptions); len(resp.Rules) > 0 {
+				out = append(out, resp)
+			}
+		}
+	}
+	return out, cur.Object
+}
+
+func (p *Policy) hasType(t RuleType) bool {
+	for _, r := range p.Rules {
+		if ruleType(&r.Rule) == t {
+			return true
+		}
+	}
+	return false
+}
+
+func ruleType(r *policy.Rule) RuleType {
+	switch {
+	case r.Validation != nil:
+		return TypeValidation
+	case r.Mutation != nil:
+		return TypeMutation
+	case r.Generation != nil:
+		return TypeGeneration
+	case len(r.VerifyImages) > 0:
+		return TypeImageVerify
+	}
+	return ""
+}
+
+// Validate runs the policy's validate rules.
+func (e *Engine) Validate(req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(req, p, exceptions, TypeValidation)
+}
+
+// Mutate runs the policy's mutate rules; Response.Patched carries the
+// result.
+func (e *Engine) Mutate(req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(req, p, exceptions, TypeMutation)
+}
+
+// Generate runs the policy's generate rules; each rule's Generated holds
+// what it would create.
+func (e *Engine) Generate(req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(req, p, exceptions, TypeGeneration)
+}
+
+// ruleRun carries the state of one rule's evaluation.
+type ruleRun struct {
+	e       *Engine
+	req     *Request
+	policy  *Policy
+	rule    *Rule
+	ctx     *evalContext
+	obj     map[string]any
+	enforce bool
+}
+
+func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t RuleType) Response {
+	obj := req.resource()
+	resp := Response{Policy: p, Resource: obj, Patched: obj}
+	if obj == nil {
+		return resp
+	}
+	in := newMatchInput(req)
+	if p.Raw.Namespaced() && in.namespace != p.Raw.Metadata.Namespace {
+		return resp
+	}
+	var base *evalContext
+	cur := obj
+	for _, r := range p.Rules {
+		if ruleType(&r.Rule) != t {
+			continue
+		}
+		if !matchResources(&r.MatchResources, in) || excluded(r.ExcludeResources, in) {
+			continue
+		}
+		if base == nil {
+			base = e.baseContext(req)
+		}
+		run := &ruleRun{e: e, req: req, policy: p, rule: r, obj: cur}
+		rr := run.evaluate(base, exceptions, in)
+		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
+			cur = run.obj
+		}
+		resp.Rules = append(resp.Rules, rr)
+		if p.Raw.Spec.ApplyRules == "One" && rr.Status == StatusPass {
+			break
+		}
+	}
+	resp.Patched = cur
+	return resp
+}
+
+// evaluate runs one matched rule, turning panics into an error result.
+func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, in *matchInput) (rr RuleResponse) {
+	r := run.rule
+	rr = RuleResponse{Name: r.Name, Type: ruleType(&r.Rule)}
+	defer func() {
+		if rec := recover(); rec != nil {
+			rr.Status = StatusError
+			rr.Message = fmt.Sprintf("internal error evaluating rule %s: %v\n%s", r.Name, rec, debug.Stack())
+		}
+	}()
+	if rr.Type == TypeValidation {
+		run.enforce = run.failureAction(in) == policy.Enforce
+		rr.Enforce = run.enforce
+	}
+	if name, ok := run.exceptionFor(exceptions, in); ok {
+		rr.Status, rr.Exception = StatusSkip, name
+		rr.Message = "rule is skipped due to policy exception " + name
+		return rr
+	}
+	run.ctx = base.clone()
+	run.ctx.set("request.object", run.obj)
+	if err := run.loadRuleContext(); err != nil {
+		return run.errorf(rr, "failed to load context: %v", err)
+	}
+	ok, msg, err := run.checkConditions(r.RawAnyAllConditions)
+	if err != nil {
+		return run.errorf(rr, "failed to evaluate preconditions: %v", err)
+	}
+	if !ok {
+		rr.Status = StatusSkip
+		rr.Message = "preconditions not met"
+		if msg != "" {
+			rr.Message = msg
+		}
+		return rr
+	}
+	switch rr.Type {
+	case TypeValidation:
+		return run.validate(rr)
+	case TypeMutation:
+		return run.mutate(rr)
+	case TypeGeneration:
+		return run.generate(rr)
+	default:
+		rr.Status = StatusSkip
+		rr.Message = "image verification is not evaluated by this engine"
+		return rr
+	}
+}
+
+func (run *ruleRun) errorf(rr RuleResponse, format string, args ...any) RuleResponse {
+	rr.Status = StatusError
+	rr.Message = fmt.Sprintf(format, args...)
+	return rr
+}
+
+// failureAction resolves Enforce or Audit for a validate rule.
+func (run *ruleRun) failureAction(in *matchInput) string {
+	spec := &run.policy.Raw.Spec
+	action := spec.ValidationFailureAction
+	overrides := spec.ValidationFailureActionOverrides
+	if v := run.rule.Validation; v != nil {
+		if v.FailureAction != "" {
+			action = v.FailureAction
+		}
+		if len(v.FailureActionOverrides) > 0 {
+			overrides = v.FailureActionOverrides
+		}
+	}
+	for _, o := range overrides {
+		if len(o.Namespaces) > 0 && !anyNamespace(o.Namespaces, in.namespace) {
+			continue
+		}
+		if o.NamespaceSelector != nil && !matchSelector(o.NamespaceSelector, in.nsLabels) {
+			continue
+		}
+		action = o.Action
+		break
+	}
+	if strings.EqualFold(action, policy.Enforce) {
+		return policy.Enforce
+	}
+	return policy.Audit
+}
+
+func anyNamespace(patterns []string, ns string) bool {
+	for _, p := range patterns {
+		if matchNamespacePattern(p, ns) {
+			return true
+		}
+	}
+	return false
+}
+
+// exceptionFor returns the first exception that exempts this rule for the
+// resource.
+func (run *ruleRun) exceptionFor(exceptions []*policy.Exception, in *matchInput) (string, bool) {
+	for _, ex := range exceptions {
+		if !exceptionNames(ex, run.policy, run.rule) {
+			continue
+		}
+		if !matchResources(&ex.Spec.Match, in) {
+			continue
+		}
+		if !ex.Spec.Conditions.IsEmpty() {
+			c := run.e.baseContext(run.req)
+			tmp := &ruleRun{e: run.e, req: run.req, policy: run.policy, rule: run.rule, ctx: c, obj: run.obj}
+			ok, _, err := tmp.checkConditions(ex.Spec.Conditions)
+			if err != nil || !ok {
+				continue
+			}
+		}
+		name := ex.Metadata.Name
+		if ex.Metadata.Namespace != "" {
+			name = ex.Metadata.Namespace + "/" + name
+		}
+		return name, true
+	}
+	return "", false
+}
+
+func exceptionNames(ex *policy.Exception, p *Policy, r *Rule) bool {
+	for _, e := range ex.Spec.Exceptions {
+		pn := e.PolicyName
+		if p.Raw.Namespaced() {
+			if pn != p.Raw.Key() && pn != p.Raw.Metadata.Name {
+				continue
+			}
+		} else if pn != p.Raw.Metadata.Name {
+			continue
+		}
+		for _, rn := range e.RuleNames {
+			if matchNamespacePattern(rn, r.Name) ||
+				matchNamespacePattern("autogen-"+rn, r.Name) ||
+				matchNamespacePattern("autogen-cronjob-"+rn, r.Name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkConditions evaluates any / all conditions with lenient variable
+// substitution. It returns the message of the first failed condition.
+func (run *ruleRun) checkConditions(c *policy.Conditions) (bool, string, error) {
+	if c.IsEmpty() {
+		return true, "", nil
+	}
+	if len(c.All) > 0 {
+		for _, cond := range c.All {
+			ok, err := run.evalCondition(&cond)
+			if err != nil {
+				return false, "", err
+			}
+			if !ok {
+				return false, run.conditionMessage(&cond), nil
+			}
+		}
+	}
+	if len(c.Any) > 0 {
+		var first string
+		for _, cond := range c.Any {
+			ok, err := run.evalCondition(&cond)
+			if err != nil {
+				return false, "", err
+			}
+			if ok {
+				return true, "", nil
+			}
+			if first == "" {
+				first = run.conditionMessage(&cond)
+			}
+		}
+		return false, first, nil
+	}
+	return true, "", nil
+}
+
+func (run *ruleRun) conditionMessage(c *policy.Condition) string {
+	if c.Message == "" {
+		return ""
+	}
+	m, err := run.e.substitute(run.ctx, c.Message, substLenient, run.req.Operation)
+	if err != nil {
+		return c.Message
+	}
+	return toText(m)
+}
+
+func (run *ruleRun) evalCondition(c *policy.Condition) (bool, error) {
+	key, err := run.e.substitute(run.ctx, c.Key, substLenient, run.req.Operation)
+	if err != nil {
+		return false, err
+	}
+	value, err := run.e.substitute(run.ctx, c.Value, substLenient, run.req.Operation)
+	if err != nil {
+		return false, err
+	}
+	ok, err := conditions.Evaluate(key, c.Operator, value)
+	if err != nil {
+		if errors.Is(err, conditions.ErrUnknownOperator) {
+			return false, err
+		}
+		return false, nil
+	}
+	return ok, nil
+}
+
+// podOf returns the pod spec holder of a resource: the Pod itself or the
+// pod template of a controller.
+func podOf(obj map[string]any) map[string]any {
+	switch document.String(obj, "kind") {
+	case "Pod":
+		return obj
+	case "CronJob":
+		return document.Map(obj, "spec", "jobTemplate", "spec", "template")
+	default:
+		if t := document.Map(obj, "spec", "template"); t != nil {
+			return t
+		}
+	}
+	return obj
+}

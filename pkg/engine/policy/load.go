@@ -1,0 +1,162 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+)
+
+// ErrUnsupportedKind marks documents of a policy kind the engine does not
+// evaluate (for example CEL policies).
+var ErrUnsupportedKind = errors.New("unsupported policy kind")
+
+// unsupportedKinds are policy kinds of the Kyverno family that this engine
+// recognises but does not evaluate.
+var unsupportedKinds = map[string]bool{
+	"ValidatingPolicy":                 true,
+	"NamespacedValidatingPolicy":       true,
+	"MutatingPolicy":                   true,
+	"NamespacedMutatingPolicy":         true,
+	"GeneratingPolicy":                 true,
+	"NamespacedGeneratingPolicy":       true,
+	"ImageValidatingPolicy":            true,
+	"NamespacedImageValidatingPolicy":  true,
+	"DeletingPolicy":                   true,
+	"NamespacedDeletingPolicy":         true,
+	"ValidatingAdmissionPolicy":        true,
+	"MutatingAdmissionPolicy":          true,
+	"ValidatingAdmissionPolicyBinding": true,
+	"MutatingAdmissionPolicyBinding":   true,
+}
+
+// Documents is what a set of YAML files holds, sorted by kind.
+type Documents struct {
+	Policies   []*Policy
+	Exceptions []*Exception
+	// Unsupported are policy documents of kinds the engine cannot
+	// evaluate, by name.
+	Unsupported []Unsupported
+	// Others are every other object (resources).
+	Others []map[string]any
+}
+
+// Unsupported names a policy the engine recognised but cannot evaluate.
+type Unsupported struct {
+	Kind, Name, Source string
+}
+
+// IsPolicyGroup reports whether apiVersion belongs to Kyverno's or
+// Verdict's policy groups.
+func IsPolicyGroup(apiVersion string) bool {
+	g, _, _ := strings.Cut(apiVersion, "/")
+	return g == GroupKyverno || g == GroupVerdict || strings.HasSuffix(g, "."+GroupKyverno)
+}
+
+// Parse reads every document of data. source names the input in errors.
+// Policies are checked with Validate; the first invalid one is an error
+// that lists all its problems.
+func Parse(data []byte, source string) (*Documents, error) {
+	docs, err := document.DecodeAll(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	out := &Documents{}
+	for _, d := range docs {
+		if err := out.add(d.Object, source); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", source, d.Index+1, err)
+		}
+	}
+	return out, nil
+}
+
+// Merge appends another set of documents.
+func (d *Documents) Merge(o *Documents) {
+	d.Policies = append(d.Policies, o.Policies...)
+	d.Exceptions = append(d.Exceptions, o.Exceptions...)
+	d.Unsupported = append(d.Unsupported, o.Unsupported...)
+	d.Others = append(d.Others, o.Others...)
+}
+
+func (d *Documents) add(obj map[string]any, source string) error {
+	apiVersion := document.String(obj, "apiVersion")
+	kind := document.String(obj, "kind")
+	if kind == "List" {
+		items, _ := obj["items"].([]any)
+		for _, it := range items {
+			if m, ok := it.(map[string]any); ok {
+				if err := d.add(m, source); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if !IsPolicyGroup(apiVersion) && !strings.HasPrefix(apiVersion, "admissionregistration.k8s.io/") {
+		d.Others = append(d.Others, obj)
+		return nil
+	}
+	switch {
+	case kind == KindClusterPolicy || kind == KindPolicy:
+		p, err := PolicyFromObject(obj)
+		if err != nil {
+			return err
+		}
+		d.Policies = append(d.Policies, p)
+	case kind == KindPolicyException:
+		e, err := ExceptionFromObject(obj)
+		if err != nil {
+			return err
+		}
+		d.Exceptions = append(d.Exceptions, e)
+	case unsupportedKinds[kind]:
+		d.Unsupported = append(d.Unsupported, Unsupported{Kind: kind, Name: document.String(obj, "metadata", "name"), Source: source})
+	default:
+		d.Others = append(d.Others, obj)
+	}
+	return nil
+}
+
+// PolicyFromObject converts an untyped ClusterPolicy or Policy, checking it
+// for unknown fields and every other problem Validate finds.
+func PolicyFromObject(obj map[string]any) (*Policy, error) {
+	var errs FieldErrors
+	checkUnknownFields(obj, policySchema, "", &errs)
+	var p Policy
+	if err := fromUntyped(obj, &p); err != nil {
+		errs.add("", "%v", err)
+		return nil, errs.ToAggregate()
+	}
+	errs = append(errs, Validate(&p)...)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Metadata.Name, errs.ToAggregate())
+	}
+	return &p, nil
+}
+
+// ExceptionFromObject converts an untyped PolicyException.
+func ExceptionFromObject(obj map[string]any) (*Exception, error) {
+	var errs FieldErrors
+	checkUnknownFields(obj, exceptionSchema, "", &errs)
+	var e Exception
+	if err := fromUntyped(obj, &e); err != nil {
+		errs.add("", "%v", err)
+	}
+	if len(e.Spec.Exceptions) == 0 {
+		errs.add("spec.exceptions", "at least one exception is required")
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("PolicyException %s: %w", e.Metadata.Name, errs.ToAggregate())
+	}
+	return &e, nil
+}
+
+func fromUntyped(obj map[string]any, out any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}

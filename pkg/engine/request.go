@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// Admission operations.
+const (
+	OpCreate  = "CREATE"
+	OpUpdate  = "UPDATE"
+	OpDelete  = "DELETE"
+	OpConnect = "CONNECT"
+)
+
+// UserInfo is who made a request: the authenticated user and the RBAC roles
+// bound to it.
+type UserInfo struct {
+	Username     string              `json:"username,omitempty"`
+	UID          string              `json:"uid,omitempty"`
+	Groups       []string            `json:"groups,omitempty"`
+	Extra        map[string][]string `json:"extra,omitempty"`
+	Roles        []string            `json:"roles,omitempty"`
+	ClusterRoles []string            `json:"clusterRoles,omitempty"`
+}
+
+// Request is one evaluation: a resource (and for updates its old state) with
+// what the admission request says about it.
+type Request struct {
+	// Operation is CREATE, UPDATE, DELETE or CONNECT; empty means a
+	// background evaluation, which matches any operation.
+	Operation string
+	Object    map[string]any
+	OldObject map[string]any
+	// SubResource names a subresource ("status", "scale"), if any.
+	SubResource string
+	UserInfo    UserInfo
+	// NamespaceLabels are the labels of the resource's namespace, for
+	// namespaceSelector.
+	NamespaceLabels map[string]string
+	// DryRun mirrors the admission request's dryRun.
+	DryRun bool
+	// Values are extra variables (dotted names) set in every rule's context
+	// before its own context entries, as the CLI's values files do.
+	Values map[string]any
+	// RuleValues, when set, returns variables for one rule of one policy;
+	// they override Values and replace context entries of the same name.
+	RuleValues func(policyName, ruleName string) map[string]any
+	// Context carries the caller's deadline to context loaders.
+	Context context.Context
+}
+
+// resource returns the object the rules look at: the old object for a
+// delete.
+func (r *Request) resource() map[string]any {
+	if r.Operation == OpDelete && r.Object == nil {
+		return r.OldObject
+	}
+	if r.Object == nil {
+		return r.OldObject
+	}
+	return r.Object
+}
+
+func (r *Request) ctx() context.Context {
+	if r.Context == nil {
+		return context.Background()
+	}
+	return r.Context
+}
+
+// ContextLoader supplies external data to rule context entries. The CLI
+// serves it from test files, the services from informers and the API.
+// A loader returns ErrNotAvailable when it has no source for a kind of
+// entry; the entry is then left out of the context.
+type ContextLoader interface {
+	ConfigMap(ctx context.Context, namespace, name string) (map[string]any, error)
+	APICall(ctx context.Context, call *policy.APICall) (any, error)
+	GlobalReference(ctx context.Context, name string) (any, error)
+	ImageData(ctx context.Context, reference string) (any, error)
+}
+
+// ErrNotAvailable tells the engine that a context source is not available
+// here (for example the API server, in the CLI).
+var ErrNotAvailable = errors.New("context source not available")
+
+// noLoader is the loader used when none is configured.
+type noLoader struct{}
+
+func (noLoader) ConfigMap(context.Context, string, string) (map[string]any, error) {
+	return nil, ErrNotAvailable
+}
+func (noLoader) APICall(context.Context, *policy.APICall) (any, error) { return nil, ErrNotAvailable }
+func (noLoader) GlobalReference(context.Context, string) (any, error) {
+	return nil, ErrNotAvailable
+}
+func (noLoader) ImageData(context.Context, string) (any, error) { return nil, ErrNotAvailable }
+
+// gvk is a resource's group, version and kind.
+type gvk struct{ group, version, kind string }
+
+func objectGVK(obj map[string]any) gvk {
+	apiVersion := document.String(obj, "apiVersion")
+	g, v := "", apiVersion
+	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
+		g, v = apiVersion[:i], apiVersion[i+1:]
+	}
+	return gvk{group: g, version: v, kind: document.String(obj, "kind")}
+}

@@ -1,0 +1,80 @@
+package engine
+
+// Status is the outcome of one rule on one resource.
+type Status string
+
+// Rule outcomes, as PolicyReports name them.
+const (
+	StatusPass  Status = "pass"
+	StatusFail  Status = "fail"
+	StatusWarn  Status = "warn"
+	StatusError Status = "error"
+	StatusSkip  Status = "skip"
+)
+
+// RuleType names the kind of rule.
+type RuleType string
+
+// Rule types.
+const (
+	TypeValidation  RuleType = "Validation"
+	TypeMutation    RuleType = "Mutation"
+	TypeGeneration  RuleType = "Generation"
+	TypeImageVerify RuleType = "ImageVerify"
+)
+
+// RuleResponse is the outcome of one rule.
+type RuleResponse struct {
+	Name    string
+	Type    RuleType
+	Status  Status
+	Message string
+	// Generated holds the resources a generate rule would create.
+	Generated []map[string]any
+	// PodSecurityChecks lists the failed checks of a podSecurity rule.
+	PodSecurityChecks []PodSecurityCheck
+	// Exception names the PolicyException that exempted the resource.
+	Exception string
+	// Enforce is true when a failure of this validate rule denies the
+	// request.
+	Enforce bool
+}
+
+// PodSecurityCheck is one failed Pod Security Standard control.
+type PodSecurityCheck struct {
+	ID      string `json:"id"`
+	Reason  string `json:"reason"`
+	Details string `json:"details,omitempty"`
+}
+
+// Response is the outcome of one policy on one resource.
+type Response struct {
+	Policy *Policy
+	// Resource is the resource the rules saw.
+	Resource map[string]any
+	// Patched is the resource after the policy's mutations (equal to
+	// Resource when nothing changed).
+	Patched map[string]any
+	Rules   []RuleResponse
+}
+
+// Counts tallies rule outcomes.
+type Counts struct {
+	Pass, Fail, Warn, Error, Skip int
+}
+
+// Add counts one outcome.
+func (c *Counts) Add(s Status) {
+	switch s {
+	case StatusPass:
+		c.Pass++
+	case StatusFail:
+		c.Fail++
+	case StatusWarn:
+		c.Warn++
+	case StatusError:
+		c.Error++
+	case StatusSkip:
+		c.Skip++
+	}
+}

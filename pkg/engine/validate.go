@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+func (run *ruleRun) validate(rr RuleResponse) RuleResponse {
+	v := run.rule.Validation
+	switch {
+	case v.Deny != nil:
+		return run.validateDeny(rr, v.Deny, v.Message)
+	case v.Pattern != nil || len(v.AnyPattern) > 0:
+		return run.validatePatterns(rr, run.obj, v.Pattern, v.AnyPattern, v.Message)
+	case len(v.ForEach) > 0:
+		return run.validateForEach(rr, v.ForEach, v.Message)
+	case v.PodSecurity != nil:
+		return run.validatePodSecurity(rr, v.PodSecurity)
+	case v.CEL != nil, v.Assert != nil, v.Manifests != nil:
+		rr.Status = StatusSkip
+		rr.Message = "validation kind not supported by this engine"
+		return rr
+	}
+	return run.errorf(rr, "rule %s has no validation", run.rule.Name)
+}
+
+func (run *ruleRun) message(msg string) (string, error) {
+	if msg == "" {
+		return "", nil
+	}
+	m, err := run.e.substitute(run.ctx, msg, substStrict, run.req.Operation)
+	if err != nil {
+		return "", err
+	}
+	return toText(m), nil
+}
+
+func (run *ruleRun) validateDeny(rr RuleResponse, deny *policy.Deny, msg string) RuleResponse {
+	denied, _, err := run.checkConditions(deny.Conditions)
+	if deny.Conditions.IsEmpty() {
+		denied = true
+	}
+	if err != nil {
+		return run.errorf(rr, "failed to check deny conditions: %v", err)
+	}
+	if !denied {
+		rr.Status = StatusPass
+		rr.Message = fmt.Sprintf("validation rule '%s' passed.", run.rule.Name)
+		return rr
+	}
+	m, err := run.message(msg)
+	if err != nil {
+		return run.errorf(rr, "failed to substitute variables in message: %v", err)
+	}
+	if m == "" {
+		m = fmt.Sprintf("validation error: rule %s failed", run.rule.Name)
+	}
+	rr.Status = StatusFail
+	rr.Message = m
+	return rr
+}
+
+func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat any, anyPat []any, msg string) RuleResponse {
+	op := run.req.Operation
+	if pat != nil {
+		p, err := run.e.substitute(run.ctx, pat, substStrict, op)
+		if err != nil {
+			return run.errorf(rr, "variable substitution failed for rule %s: %v", run.rule.Name, err)
+		}
+		perr := pattern.Validate(obj, p)
+		if perr == nil {
+			rr.Status = StatusPass
+			rr.Message = fmt.Sprintf("validation rule '%s' passed.", run.rule.Name)
+			return rr
+		}
+		if perr.Skip() {
+			rr.Status = StatusSkip
+			rr.Message = perr.Msg
+			return rr
+		}
+		rr.Status = StatusFail
+		rr.Message = run.failMessage(msg, perr)
+		return rr
+	}
+	var failed, skipped []string
+	for i, ap := range anyPat {
+		p, err := run.e.substitute(run.ctx, ap, substStrict, op)
+		if err != nil {
+			return run.errorf(rr, "variable substitution failed for rule %s: %v", run.rule.Name, err)
+		}
+		perr := pattern.Validate(obj, p)
+		if perr == nil {
+			rr.Status = StatusPass
+			rr.Message = fmt.Sprintf("validation rule '%s' anyPattern[%d] passed.", run.rule.Name, i)
+			return rr
+		}
+		switch {
+		case perr.Skip():
+			skipped = append(skipped, fmt.Sprintf("rule %s[%d] skipped: %s", run.rule.Name, i, perr.Msg))
+		case perr.Path == "":
+			failed = append(failed, fmt.Sprintf("rule %s[%d] failed: %s", run.rule.Name, i, perr.Msg))
+		default:
+			failed = append(failed, fmt.Sprintf("rule %s[%d] failed at path %s", run.rule.Name, i, perr.Path))
+		}
+	}
+	if len(failed) == 0 && len(skipped) > 0 {
+		rr.Status = StatusSkip
+		rr.Message = strings.Join(skipped, " ")
+		return rr
+	}
+	m, err := run.message(msg)
+	if err != nil {
+		return run.errorf(rr, "failed to substitute variables in message: %v", err)
+	}
+	rr.Status = StatusFail
+	if m == "" {
+		rr.Message = "validation error: " + strings.Join(failed, " ")
+	} else {
+		rr.Message = "validation error: " + withPeriod(m) + " " + strings.Join(failed, " ")
+	}
+	return rr
+}
+
+func withPeriod(s string) string {
+	if strings.HasSuffix(s, ".") {
+		return s
+	}
+	return s + "."
+}
+
+// failMessage writes Kyverno's failure text: "validation error: <message>
+// rule <name> failed at path <path>".
+func (run *ruleRun) failMessage(msg string, perr *pattern.Error) string {
+	m, err := run.message(msg)
+	if err != nil {
+		return fmt.Sprintf("failed to substitute variables in message: %v", err)
+	}
+	name := run.rule.Name
+	if m == "" {
+		if perr.Path != "" {
+			return fmt.Sprintf("validation error: rule %s failed at path %s", name, perr.Path)
+		}
+		return fmt.Sprintf("validation error: rule %s execution error: %s", name, perr.Msg)
+	}
+	if perr.Path != "" {
+		return fmt.Sprintf("validation error: %s rule %s failed at path %s", withPeriod(m), name, perr.Path)
+	}
+	return fmt.Sprintf("validation error: %s rule %s execution error: %s", withPeriod(m), name, perr.Msg)
+}
+
+// foreach outcome for one list.
+type foreachOutcome struct {
+	applied int
+	status  Status
+	message string
+}
+
+func (run *ruleRun) validateForEach(rr RuleResponse, fes []policy.ForEachValidation, msg string) RuleResponse {
+	applied := 0
+	for i := range fes {
+		out := run.foreachValidate(&fes[i], msg, 0)
+		switch out.status {
+		case StatusFail, StatusError:
+			rr.Status, rr.Message = out.status, out.message
+			return rr
+		}
+		applied += out.applied
+	}
+	if applied == 0 {
+		rr.Status = StatusSkip
+		rr.Message = "rule skipped"
+		return rr
+	}
+	rr.Status = StatusPass
+	rr.Message = fmt.Sprintf("validation rule '%s' passed.", run.rule.Name)
+	return rr
+}
+
+// foreachValidate evaluates one foreach block over its list.
+func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, depth int) foreachOutcome {
+	list, err := run.evalList(fe.List)
+	if err != nil {
+		return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to evaluate list %s: %v", fe.List, err)}
+	}
+	saved := run.ctx
+	defer func() { run.ctx = saved }()
+	out := foreachOutcome{status: StatusPass}
+	for idx, el := range list {
+		run.ctx = saved.clone()
+		setElement(run.ctx, el, idx, depth)
+		if err := run.loadEntries(fe.Context, nil); err != nil {
+			return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to load context: %v", err)}
+		}
+		ok, _, err := run.checkConditions(fe.Preconditions)
+		if err != nil {
+			return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to evaluate preconditions: %v", err)}
+		}
+		if !ok {
+			continue
+		}
+		var res RuleResponse
+		switch {
+		case fe.Deny != nil:
+			res = run.validateDeny(RuleResponse{}, fe.Deny, msg)
+		case fe.Pattern != nil || len(fe.AnyPattern) > 0:
+			target := run.obj
+			if fe.ElementScope == nil || *fe.ElementScope {
+				m, isMap := el.(map[string]any)
+				if !isMap && fe.ElementScope != nil {
+					return foreachOutcome{status: StatusError, message: "elementScope requires a list of objects"}
+				}
+				if isMap {
+					target = m
+				} else {
+					target = map[string]any{}
+					if fe.Pattern != nil {
+						res = run.validateScalar(el, fe.Pattern, msg)
+						break
+					}
+				}
+			}
+			if res.Status == "" {
+				res = run.validatePatterns(RuleResponse{}, target, fe.Pattern, fe.AnyPattern, msg)
+			}
+		case len(fe.ForEach) > 0:
+			var nested []policy.ForEachValidation
+			if err := json.Unmarshal(fe.ForEach, &nested); err != nil {
+				return foreachOutcome{status: StatusError, message: fmt.Sprintf("invalid nested foreach: %v", err)}
+			}
+			inner := foreachOutcome{status: StatusPass}
+			for j := range nested {
+				o := run.foreachValidate(&nested[j], msg, depth+1)
+				if o.status == StatusFail || o.status == StatusError {
+					inner = o
+					break
+				}
+				inner.applied += o.applied
+			}
+			if inner.status != StatusPass {
+				return inner
+			}
+			if inner.applied == 0 {
+				continue
+			}
+			res.Status = StatusPass
+		default:
+			return foreachOutcome{status: StatusError, message: "foreach has no pattern, anyPattern, deny or foreach"}
+		}
+		switch res.Status {
+		case StatusFail, StatusError:
+			return foreachOutcome{status: res.Status, message: res.Message}
+		case StatusPass:
+			out.applied++
+		}
+	}
+	return out
+}
+
+// validateScalar checks a pattern against a non-object element.
+func (run *ruleRun) validateScalar(el, pat any, msg string) RuleResponse {
+	p, err := run.e.substitute(run.ctx, pat, substStrict, run.req.Operation)
+	if err != nil {
+		return RuleResponse{Status: StatusError, Message: err.Error()}
+	}
+	if perr := pattern.Validate(el, p); perr != nil {
+		if perr.Skip() {
+			return RuleResponse{Status: StatusSkip, Message: perr.Msg}
+		}
+		return RuleResponse{Status: StatusFail, Message: run.failMessage(msg, perr)}
+	}
+	return RuleResponse{Status: StatusPass}
+}
+
+// evalList evaluates a foreach list expression; null is an empty list.
+func (run *ruleRun) evalList(expr string) ([]any, error) {
+	e, err := run.e.substitute(run.ctx, expr, substStrict, run.req.Operation)
+	if err != nil {
+		return nil, err
+	}
+	s := strings.TrimSpace(toText(e))
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "{{"), "}}")
+	v, err := run.ctx.query(strings.TrimSpace(s))
+	if err != nil {
+		return nil, err
+	}
+	switch t := v.(type) {
+	case nil:
+		return nil, nil
+	case []any:
+		return t, nil
+	case map[string]any:
+		// A map iterates over its entries as {key, value}.
+		out := make([]any, 0, len(t))
+		for _, k := range sortedKeys(t) {
+			out = append(out, map[string]any{"key": k, "value": t[k]})
+		}
+		return out, nil
+	default:
+		return []any{t}, nil
+	}
+}
+
+func setElement(c *evalContext, el any, idx, depth int) {
+	c.data["element"] = el
+	c.data["elementIndex"] = float64(idx)
+	c.data[fmt.Sprintf("element%d", depth)] = el
+	c.data[fmt.Sprintf("elementIndex%d", depth)] = float64(idx)
+}
+

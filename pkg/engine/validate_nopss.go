@@ -1,0 +1,9 @@
+//go:build nopss
+
+package engine
+
+import "github.com/verdict-dev/verdict/pkg/engine/policy"
+
+func (run *ruleRun) validatePodSecurity(rr RuleResponse, ps *policy.PodSecurity) RuleResponse {
+	return run.errorf(rr, "podSecurity not built in")
+}
