@@ -207,7 +207,9 @@ func (run *testRun) load() error {
 		if err != nil {
 			return fmt.Errorf("resources: %w", err)
 		}
-		run.resources = rdocs.Others
+		for _, obj := range rdocs.Others {
+			run.resources = append(run.resources, defaultNamespace(obj))
+		}
 		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
 	}
 	if t.Variables != "" {
@@ -326,8 +328,7 @@ func (run *testRun) judge(r *testResult) []assertion {
 }
 
 func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string) (outcome, actual, reason, message string) {
-	found := false
-	resourceFound := false
+	found, resourceFound, policyApplied := false, false, false
 	for i, obj := range run.resources {
 		if !resourceMatches(ref, r.Namespace, obj) {
 			continue
@@ -337,6 +338,7 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string) (
 			if resp.Policy != p {
 				continue
 			}
+			policyApplied = true
 			for _, rr := range resp.Rules {
 				if !ruleNameMatches(r.Rule, rr.Name) {
 					continue
@@ -346,13 +348,23 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string) (
 				if rr.Status == engine.StatusFail && !p.Scored {
 					got = string(engine.StatusWarn)
 				}
-				if got != r.expected() {
-					return "failed", got, fmt.Sprintf("want %s, got %s (%s)", r.expected(), got, rr.Message), rr.Message
-				}
 				if pr := r.patched(); pr != "" && rr.Type == engine.TypeMutation {
-					if why := compareWithFile(run.t.resolve(pr), resp.Patched); why != "" {
+					why := compareWithFile(run.t.resolve(pr), resp.Patched)
+					if r.expected() == string(engine.StatusFail) {
+						// For a mutation, fail asserts that the patched
+						// resource is not the one in the file.
+						if why == "" && got != string(engine.StatusFail) {
+							return "failed", got, "want the patched resource to differ from " + pr + ", but it is equal", rr.Message
+						}
+						actual, message = string(engine.StatusFail), rr.Message
+						continue
+					}
+					if why != "" {
 						return "failed", got, "patched resource differs: " + why, rr.Message
 					}
+				}
+				if got != r.expected() {
+					return "failed", got, fmt.Sprintf("want %s, got %s (%s)", r.expected(), got, rr.Message), rr.Message
 				}
 				if gr := r.GeneratedResource; gr != "" {
 					if why := compareGenerated(run.t.resolve(gr), rr.Generated); why != "" {
@@ -367,12 +379,14 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string) (
 		return "failed", "", "resource not found in the test's resources", ""
 	}
 	if !found {
-		// The rule did not apply to the resource: it was not matched or
-		// was excluded, which reports as skip.
-		if r.expected() == string(engine.StatusSkip) {
-			return "passed", "skip", "", "rule not applied"
+		// The named rule did not apply to the resource. Like the
+		// reference CLI, count that as an exclusion (a skip) when the
+		// policy itself was evaluated on the resource; otherwise only an
+		// expected skip holds.
+		if r.expected() == string(engine.StatusSkip) || policyApplied {
+			return "passed", "skip", "", "rule not applied to the resource (excluded)"
 		}
-		return "failed", "", fmt.Sprintf("want %s, but the rule did not apply to the resource", r.expected()), ""
+		return "failed", "", fmt.Sprintf("want %s, but no rule of the policy applied to the resource", r.expected()), ""
 	}
 	return "passed", actual, "", message
 }
@@ -388,16 +402,18 @@ func compareWithFile(path string, got map[string]any) string {
 	if err != nil {
 		return err.Error()
 	}
+	// The expected file is read as the resources are: namespaced objects
+	// without a namespace are in "default".
 	var want map[string]any
 	for _, d := range docs {
-		if sameObject(d.Object, got) {
-			want = d.Object
+		if obj := defaultNamespace(d.Object); sameObject(obj, got) {
+			want = obj
 			break
 		}
 	}
 	if want == nil {
 		if len(docs) == 1 {
-			want = docs[0].Object
+			want = defaultNamespace(docs[0].Object)
 		} else {
 			return "no document for this resource in " + path
 		}

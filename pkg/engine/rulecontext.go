@@ -21,19 +21,31 @@ func (e *Engine) baseContext(req *Request) *evalContext {
 	if op == "" {
 		op = OpCreate
 	}
+	// Empty user fields are left out, as the admission request's JSON
+	// does, so that expressions over them give null.
+	userInfo := map[string]any{}
+	if u := req.UserInfo.Username; u != "" {
+		userInfo["username"] = u
+	}
+	if u := req.UserInfo.UID; u != "" {
+		userInfo["uid"] = u
+	}
+	if len(req.UserInfo.Groups) > 0 {
+		userInfo["groups"] = toAnyStrings(req.UserInfo.Groups)
+	}
 	request := map[string]any{
 		"operation": op,
 		"object":    req.Object,
 		"oldObject": req.OldObject,
-		"userInfo": map[string]any{
-			"username": req.UserInfo.Username,
-			"uid":      req.UserInfo.UID,
-			"groups":   toAnyStrings(req.UserInfo.Groups),
-		},
-		"roles":        toAnyStrings(req.UserInfo.Roles),
-		"clusterRoles": toAnyStrings(req.UserInfo.ClusterRoles),
-		"kind":         map[string]any{"group": g.group, "version": g.version, "kind": g.kind},
-		"dryRun":       req.DryRun,
+		"userInfo":  userInfo,
+		"kind":      map[string]any{"group": g.group, "version": g.version, "kind": g.kind},
+		"dryRun":    req.DryRun,
+	}
+	if len(req.UserInfo.Roles) > 0 {
+		request["roles"] = toAnyStrings(req.UserInfo.Roles)
+	}
+	if len(req.UserInfo.ClusterRoles) > 0 {
+		request["clusterRoles"] = toAnyStrings(req.UserInfo.ClusterRoles)
 	}
 	if req.Object == nil {
 		request["object"] = nil

@@ -271,17 +271,18 @@ func arrayElement(res, pat []any, path string) (string, *Error) {
 }
 
 // expandMetadataWildcards replaces wildcard keys of metadata.labels and
-// metadata.annotations in a pattern by the resource keys they match.
+// metadata.annotations in a pattern (anchored or not) by the resource keys
+// they match.
 func expandMetadataWildcards(pat, res map[string]any) map[string]any {
-	pm, ok := pat["metadata"].(map[string]any)
-	if !ok {
+	metaKey, pm := anchoredField(pat, "metadata")
+	if pm == nil {
 		return pat
 	}
 	rm, _ := res["metadata"].(map[string]any)
 	var newMeta map[string]any
 	for _, field := range []string{"labels", "annotations"} {
-		pf, ok := pm[field].(map[string]any)
-		if !ok || !hasWildcardKey(pf) {
+		fieldKey, pf := anchoredField(pm, field)
+		if pf == nil || !hasWildcardKey(pf) {
 			continue
 		}
 		rf, _ := rm[field].(map[string]any)
@@ -309,7 +310,7 @@ func expandMetadataWildcards(pat, res map[string]any) map[string]any {
 				newMeta[mk] = mv
 			}
 		}
-		newMeta[field] = expanded
+		newMeta[fieldKey] = expanded
 	}
 	if newMeta == nil {
 		return pat
@@ -318,8 +319,23 @@ func expandMetadataWildcards(pat, res map[string]any) map[string]any {
 	for k, v := range pat {
 		out[k] = v
 	}
-	out["metadata"] = newMeta
+	out[metaKey] = newMeta
 	return out
+}
+
+// anchoredField finds the object under name, whatever its anchor.
+func anchoredField(m map[string]any, name string) (string, map[string]any) {
+	if v, ok := m[name].(map[string]any); ok {
+		return name, v
+	}
+	for k, v := range m {
+		if StripAnchor(k) == name {
+			if vm, ok := v.(map[string]any); ok {
+				return k, vm
+			}
+		}
+	}
+	return "", nil
 }
 
 func hasWildcardKey(m map[string]any) bool {
