@@ -1,0 +1,24 @@
+// Package jmespath evaluates JMESPath expressions as written in Kyverno
+// policies.
+//
+// It builds on github.com/jmespath-community/go-jmespath, keeps every
+// standard JMESPath function available and adds Kyverno's custom functions
+// (string helpers, arithmetic on numbers, Kubernetes quantities and
+// durations, semver ranges, time helpers, image normalisation, x509
+// decoding and more; see FunctionNames for the full list). Where a custom
+// function has the same name as a standard one (items, replace, split, sum,
+// trim) the custom one wins, as it does in Kyverno.
+//
+// Documents are JSON-compatible Go values: map[string]any, []any, string,
+// float64, bool and nil. Custom functions only accept and return values of
+// these types.
+//
+// An Interpreter is safe for concurrent use. Compiled queries are cached in
+// a bounded LRU cache keyed by the expression text.
+//
+// Errors wrap sentinels so callers can classify them with errors.Is:
+// ErrInvalidExpression for expressions that do not parse, ErrEvaluation for
+// every failure while searching and, in addition, ErrFunction when a
+// function call failed (wrong arity, wrong argument types, invalid argument
+// values).
+package jmespath

@@ -1,0 +1,305 @@
+package jmespath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	"github.com/jmespath-community/go-jmespath/pkg/functions"
+	"github.com/jmespath-community/go-jmespath/pkg/interpreter"
+	"github.com/jmespath-community/go-jmespath/pkg/parsing"
+)
+
+const (
+	// DefaultCacheSize is the number of compiled expressions an Interpreter
+	// keeps unless WithCacheSize says otherwise.
+	DefaultCacheSize = 4096
+	// DefaultRegistry is the registry image_normalize adds to images that
+	// name none, unless WithDefaultRegistry says otherwise.
+	DefaultRegistry = "docker.io"
+	// DefaultLookupTimeout bounds the DNS lookup of is_external_url unless
+	// WithLookupTimeout says otherwise.
+	DefaultLookupTimeout = 3 * time.Second
+	// MaxExpressionLength is the longest expression Compile accepts, in
+	// bytes. It keeps the recursive parser away from pathological input.
+	MaxExpressionLength = 64 << 10
+)
+
+// Resolver resolves host names for is_external_url. *net.Resolver
+// implements it.
+type Resolver interface {
+	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+}
+
+type options struct {
+	now                     func() time.Time
+	cacheSize               int
+	defaultRegistry         string
+	defaultRegistryMutation bool
+	resolver                Resolver
+	lookupTimeout           time.Duration
+}
+
+func defaultOptions() *options {
+	return &options{
+		now:                     time.Now,
+		cacheSize:               DefaultCacheSize,
+		defaultRegistry:         DefaultRegistry,
+		defaultRegistryMutation: true,
+		resolver:                net.DefaultResolver,
+		lookupTimeout:           DefaultLookupTimeout,
+	}
+}
+
+// Option configures an Interpreter.
+type Option func(*options) error
+
+// WithClock sets the clock used by time_now, time_now_utc and time_since.
+// The default is time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) error {
+		if now == nil {
+			return fmt.Errorf("%w: clock must not be nil", ErrInvalidOption)
+		}
+		o.now = now
+		return nil
+	}
+}
+
+// WithCacheSize bounds the number of compiled expressions kept by the
+// Interpreter. Zero disables caching. The default is DefaultCacheSize.
+func WithCacheSize(size int) Option {
+	return func(o *options) error {
+		if size < 0 {
+			return fmt.Errorf("%w: cache size must not be negative, got %d", ErrInvalidOption, size)
+		}
+		o.cacheSize = size
+		return nil
+	}
+}
+
+// WithDefaultRegistry sets the registry image_normalize adds to images that
+// name none (Kyverno's defaultRegistry setting). The default is
+// DefaultRegistry.
+func WithDefaultRegistry(registry string) Option {
+	return func(o *options) error {
+		if !isValidRegistry(registry) {
+			return fmt.Errorf("%w: invalid default registry %q", ErrInvalidOption, registry)
+		}
+		o.defaultRegistry = registry
+		return nil
+	}
+}
+
+// WithDefaultRegistryMutation says whether image_normalize keeps the default
+// registry it added to an image (Kyverno's enableDefaultRegistryMutation
+// setting). The default is true.
+func WithDefaultRegistryMutation(enabled bool) Option {
+	return func(o *options) error {
+		o.defaultRegistryMutation = enabled
+		return nil
+	}
+}
+
+// WithResolver sets the resolver is_external_url uses for host names. The
+// default is net.DefaultResolver.
+func WithResolver(r Resolver) Option {
+	return func(o *options) error {
+		if r == nil {
+			return fmt.Errorf("%w: resolver must not be nil", ErrInvalidOption)
+		}
+		o.resolver = r
+		return nil
+	}
+}
+
+// WithLookupTimeout bounds each DNS lookup made by is_external_url. The
+// default is DefaultLookupTimeout.
+func WithLookupTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: lookup timeout must be positive, got %s", ErrInvalidOption, d)
+		}
+		o.lookupTimeout = d
+		return nil
+	}
+}
+
+// Interpreter compiles and evaluates JMESPath expressions with Kyverno's
+// custom functions. It is safe for concurrent use.
+type Interpreter struct {
+	caller interpreter.FunctionCaller
+	cache  *lru
+}
+
+// New returns an Interpreter configured by opts.
+func New(opts ...Option) (*Interpreter, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
+	var entries []functions.FunctionEntry
+	entries = append(entries, functions.GetDefaultFunctions()...)
+	// Custom functions come last so that they replace standard functions
+	// of the same name, as in Kyverno.
+	entries = append(entries, customFunctions(o)...)
+	return &Interpreter{
+		caller: wrappingCaller{inner: interpreter.NewFunctionCaller(entries...)},
+		cache:  newLRU(o.cacheSize),
+	}, nil
+}
+
+// Query is a compiled expression. It is safe for concurrent use.
+type Query interface {
+	// Search evaluates the expression against data.
+	Search(data any) (any, error)
+}
+
+// Compile parses expr once; results are cached in the interpreter.
+func (i *Interpreter) Compile(expr string) (Query, error) {
+	if q, ok := i.cache.get(expr); ok {
+		return q, nil
+	}
+	if len(expr) > MaxExpressionLength {
+		return nil, fmt.Errorf("%w: expression is %d bytes long, the limit is %d", ErrInvalidExpression, len(expr), MaxExpressionLength)
+	}
+	node, err := parse(expr)
+	if err != nil {
+		return nil, err
+	}
+	q := &query{expr: expr, node: node, caller: i.caller, hasExpRef: containsExpRef(node)}
+	i.cache.add(expr, q)
+	return q, nil
+}
+
+// Search compiles expr (or takes it from the cache) and evaluates it against
+// data.
+func (i *Interpreter) Search(expr string, data any) (any, error) {
+	q, err := i.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	return q.Search(data)
+}
+
+// FunctionNames lists every custom function, sorted, for docs and policy
+// validation. Standard JMESPath functions are not included.
+func FunctionNames() []string {
+	entries := customFunctions(defaultOptions())
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func parse(expr string) (node parsing.ASTNode, err error) {
+	// The library's lexer panics on some invalid input (an unquoted
+	// identifier followed by U+0080): report it as the syntax error it is.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: parser failure: %v", ErrInvalidExpression, r)
+		}
+	}()
+	node, err = parsing.NewParser().Parse(expr)
+	if err != nil {
+		return parsing.ASTNode{}, fmt.Errorf("%w: %w", ErrInvalidExpression, err)
+	}
+	if err := validateAST(node); err != nil {
+		return parsing.ASTNode{}, err
+	}
+	return node, nil
+}
+
+type query struct {
+	expr   string
+	node   parsing.ASTNode
+	caller interpreter.FunctionCaller
+	// hasExpRef is set when the expression holds an expression reference
+	// (&expr). Misused outside a function such as sort_by, a reference
+	// evaluates to a Go function; results of such queries are checked.
+	hasExpRef bool
+}
+
+// Search evaluates the compiled expression against data.
+func (q *query) Search(data any) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			result = nil
+			err = fmt.Errorf("%w: %q: %w: %v", ErrEvaluation, q.expr, errPanic, r)
+		}
+	}()
+	result, err = interpreter.NewInterpreter(data, q.caller, nil).Execute(q.node, data)
+	if err != nil {
+		if errors.Is(err, ErrEvaluation) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %q: %w", ErrEvaluation, q.expr, err)
+	}
+	if q.hasExpRef && !isJSONValue(result) {
+		return nil, fmt.Errorf("%w: %q: an expression reference is not a value", ErrEvaluation, q.expr)
+	}
+	return result, nil
+}
+
+func containsExpRef(node parsing.ASTNode) bool {
+	if node.NodeType == parsing.ASTExpRef {
+		return true
+	}
+	for _, child := range node.Children {
+		if containsExpRef(child) {
+			return true
+		}
+	}
+	return false
+}
+
+// isJSONValue reports whether v is made of JSON-compatible values only.
+func isJSONValue(v any) bool {
+	switch t := v.(type) {
+	case nil, string, float64, bool:
+		return true
+	case []any:
+		for _, e := range t {
+			if !isJSONValue(e) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, e := range t {
+			if !isJSONValue(e) {
+				return false
+			}
+		}
+		return true
+	default:
+		return false
+	}
+}
+
+// wrappingCaller marks every error raised by a function call with
+// ErrFunction, including the arity and type errors of the library.
+type wrappingCaller struct {
+	inner interpreter.FunctionCaller
+}
+
+func (c wrappingCaller) CallFunction(name string, args []any) (any, error) {
+	v, err := c.inner.CallFunction(name, args)
+	if err != nil {
+		if errors.Is(err, ErrFunction) {
+			return nil, err
+		}
+		return nil, fnWrap(name, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,443 @@
+package patch
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The merge below follows kustomize kyaml's merge2 walk, which Kyverno
+// applies with new list items placed before existing ones:
+//
+//   - maps merge key by key; a null in the patch deletes the key;
+//   - "$patch: delete" on a map deletes it, "$patch: replace" replaces it,
+//     "$patch: merge" is the default; other values are an error; in an
+//     associative list an element holding only "$patch" applies the
+//     directive to the whole list;
+//   - associative lists (see listSchema) merge element-wise by key: the
+//     result lists the patch's elements in patch order, then the resource
+//     elements the patch did not name; elements that merge to nothing
+//     (deleted or empty) are dropped; lists of scalars merge as sets;
+//   - other lists, and scalars, are replaced by the patch value;
+//   - a map, list or scalar meeting a different kind is an error.
+//
+// The walk visits the whole resource, not only what the patch touches, and
+// like kyaml it drops null-valued keys it meets there, folds duplicate keys
+// of associative lists, and drops their empty elements.
+
+// slot is one source value of the walk: absent, or present (maybe null).
+type slot struct {
+	v  any
+	ok bool
+}
+
+func (s slot) null() bool { return !s.ok || s.v == nil }
+
+type nodeKind int
+
+const (
+	kindNone nodeKind = iota
+	kindMap
+	kindList
+	kindScalar
+)
+
+func kindOf(v any) nodeKind {
+	switch v.(type) {
+	case nil:
+		return kindNone
+	case map[string]any:
+		return kindMap
+	case []any:
+		return kindList
+	default:
+		return kindScalar
+	}
+}
+
+func (k nodeKind) String() string {
+	switch k {
+	case kindMap:
+		return "map"
+	case kindList:
+		return "list"
+	case kindScalar:
+		return "scalar"
+	}
+	return "null"
+}
+
+// merger walks a destination (the resource) and an origin (the patch).
+type merger struct {
+	path []string
+}
+
+// mergeValue merges origin into dest at the current path. keep is false
+// when the result is to be removed from its parent.
+func (m *merger) mergeValue(dest, origin slot, sch *listSchema) (any, bool, error) {
+	if sch == nil {
+		if sch = schemaForObject(dest.v); sch == nil {
+			sch = schemaForObject(origin.v)
+		}
+	}
+	kind := kindNone
+	if !dest.null() {
+		kind = kindOf(dest.v)
+	} else if !origin.null() {
+		kind = kindOf(origin.v)
+	}
+	if !origin.null() && kindOf(origin.v) != kind {
+		return nil, false, fmt.Errorf("%w: patch has a %s where the resource has a %s at %s",
+			ErrApply, kindOf(origin.v), kind, m.where())
+	}
+	switch kind {
+	case kindMap:
+		return m.mergeMap(dest, origin, sch)
+	case kindList:
+		return m.mergeList(dest, origin, sch)
+	case kindScalar:
+		if origin.ok {
+			return origin.v, origin.v != nil, nil
+		}
+		return dest.v, true, nil
+	default:
+		return nil, false, nil
+	}
+}
+
+const directiveKey = "$patch"
+
+// directive extracts a "$patch" directive from a patch map, returning it
+// and the map without it. Unknown directives are kept in the map and
+// reported with an empty directive and ok false.
+func directive(m map[string]any) (string, map[string]any, bool) {
+	raw, present := m[directiveKey]
+	if !present {
+		return "merge", m, true
+	}
+	d, _ := raw.(string)
+	switch d {
+	case "delete", "replace", "merge":
+		out := shallowCopy(m)
+		delete(out, directiveKey)
+		return d, out, true
+	}
+	return "", m, false
+}
+
+func (m *merger) mergeMap(dest, origin slot, sch *listSchema) (any, bool, error) {
+	var base map[string]any
+	var patch map[string]any
+	if om, ok := origin.v.(map[string]any); ok {
+		patch = om
+	}
+	switch {
+	case dest.null():
+		d, stripped, _ := directive(patch)
+		if d == "delete" {
+			return nil, false, nil
+		}
+		patch = stripped
+		base = patch
+	case origin.ok && origin.v == nil:
+		return nil, false, nil
+	case patch != nil:
+		d, stripped, ok := directive(patch)
+		if !ok {
+			return nil, false, fmt.Errorf("%w: unknown %s directive %v at %s", ErrInvalidPatch, directiveKey, patch[directiveKey], m.where())
+		}
+		patch = stripped
+		switch d {
+		case "delete":
+			return nil, false, nil
+		case "replace":
+			base = patch
+		default:
+			base = dest.v.(map[string]any)
+		}
+	default:
+		base = dest.v.(map[string]any)
+	}
+
+	keys := make(map[string]struct{}, len(base)+len(patch))
+	for k := range base {
+		keys[k] = struct{}{}
+	}
+	for k := range patch {
+		keys[k] = struct{}{}
+	}
+	out := make(map[string]any, len(keys))
+	for _, k := range sortedKeys(toAnyMap(keys)) {
+		bv, bok := base[k]
+		pv, pok := patch[k]
+		m.path = append(m.path, k)
+		v, keep, err := m.mergeValue(slot{bv, bok}, slot{pv, pok}, sch.field(k))
+		m.path = m.path[:len(m.path)-1]
+		if err != nil {
+			return nil, false, err
+		}
+		if keep {
+			out[k] = v
+		}
+	}
+	return out, true, nil
+}
+
+// listDirective finds a list-level directive: an element that is a map
+// holding only "$patch". It returns the directive ("merge" when there is
+// none) and the list without such elements.
+func listDirective(l []any) (string, []any, error) {
+	var d string
+	found := false
+	for _, item := range l {
+		if im, ok := item.(map[string]any); ok {
+			if v, ok := im[directiveKey]; ok {
+				if len(im) > 1 {
+					return "merge", l, nil
+				}
+				d, _ = v.(string)
+				found = true
+				break
+			}
+		}
+	}
+	if !found {
+		return "merge", l, nil
+	}
+	switch d {
+	case "delete", "replace", "merge":
+	default:
+		return "", l, fmt.Errorf("unknown %s directive %q", directiveKey, d)
+	}
+	out := make([]any, 0, len(l))
+	for _, item := range l {
+		if im, ok := item.(map[string]any); ok && len(im) == 1 && im[directiveKey] == d {
+			continue
+		}
+		out = append(out, item)
+	}
+	return d, out, nil
+}
+
+func toAnyMap(s map[string]struct{}) map[string]any {
+	out := make(map[string]any, len(s))
+	for k := range s {
+		out[k] = nil
+	}
+	return out
+}
+
+func (m *merger) mergeList(dest, origin slot, sch *listSchema) (any, bool, error) {
+	if !sch.associative() {
+		if origin.ok {
+			return origin.v, origin.v != nil, nil
+		}
+		return dest.v, true, nil
+	}
+	var base, patch []any
+	if ol, ok := origin.v.([]any); ok {
+		patch = ol
+	}
+	switch {
+	case dest.null():
+		base = patch
+	case origin.ok && origin.v == nil:
+		return nil, false, nil
+	case patch != nil:
+		d, stripped, err := listDirective(patch)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: %w at %s", ErrInvalidPatch, err, m.where())
+		}
+		patch = stripped
+		switch d {
+		case "delete":
+			return nil, false, nil
+		case "replace":
+			base = patch
+		default:
+			base = dest.v.([]any)
+		}
+	default:
+		base = dest.v.([]any)
+	}
+	if len(sch.keys) == 0 {
+		return m.mergeScalarSet(base, patch, sch.elem())
+	}
+	return m.mergeKeyed(base, patch, sch.keys, sch.elem())
+}
+
+// mergeScalarSet merges lists of scalars (e.g. finalizers) as sets: patch
+// values first, then the resource's other values.
+func (m *merger) mergeScalarSet(base, patch []any, elem *listSchema) (any, bool, error) {
+	out := make([]any, 0, len(base)+len(patch))
+	seen := make(map[string]bool)
+	for _, src := range [][]any{patch, base} {
+		for _, item := range src {
+			id, _ := scalarText(item)
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			b := findScalar(base, id)
+			p := findScalar(patch, id)
+			v, keep, err := m.mergeValue(b, p, elem)
+			if err != nil {
+				return nil, false, err
+			}
+			if keep {
+				out = append(out, v)
+			}
+		}
+	}
+	return out, true, nil
+}
+
+func findScalar(list []any, id string) slot {
+	for _, item := range list {
+		if t, _ := scalarText(item); t == id {
+			return slot{item, true}
+		}
+	}
+	return slot{}
+}
+
+// mergeKeyed merges lists of maps by their merge keys. Patch elements come
+// first in patch order, then unnamed resource elements. Patch elements
+// without any key value cannot be placed and are dropped; resource
+// elements without one are kept at the end.
+func (m *merger) mergeKeyed(base, patch []any, keys []string, elem *listSchema) (any, bool, error) {
+	type ident []string
+	var ids []ident
+	add := func(id ident) {
+		for i, known := range ids {
+			if merged, ok := joinIdents(known, id); ok {
+				ids[i] = merged
+				return
+			}
+		}
+		ids = append(ids, id)
+	}
+	var unkeyed []any
+	for _, item := range patch {
+		if id, ok := keyValues(item, keys); ok {
+			add(id)
+		}
+	}
+	for _, item := range base {
+		if id, ok := keyValues(item, keys); ok {
+			add(id)
+		} else {
+			unkeyed = append(unkeyed, item)
+		}
+	}
+
+	out := make([]any, 0, len(ids)+len(unkeyed))
+	for _, id := range ids {
+		b := findKeyed(base, keys, id)
+		p := findKeyed(patch, keys, id)
+		m.path = append(m.path, "["+strings.Join(id, ",")+"]")
+		v, keep, err := m.mergeValue(b, p, elem)
+		m.path = m.path[:len(m.path)-1]
+		if err != nil {
+			return nil, false, err
+		}
+		if !keep {
+			continue
+		}
+		if vm, ok := v.(map[string]any); ok {
+			if len(vm) == 0 {
+				continue
+			}
+			setMissingKeys(vm, keys, id, b, p)
+		}
+		out = append(out, v)
+	}
+	for _, item := range unkeyed {
+		v, keep, err := m.mergeValue(slot{item, true}, slot{}, elem)
+		if err != nil {
+			return nil, false, err
+		}
+		if keep {
+			out = append(out, v)
+		}
+	}
+	return out, true, nil
+}
+
+// keyValues returns the texts of an element's merge keys ("" where
+// missing); ok is false when the element has none of them.
+func keyValues(item any, keys []string) ([]string, bool) {
+	im, isMap := item.(map[string]any)
+	if !isMap {
+		return nil, false
+	}
+	id := make([]string, len(keys))
+	found := false
+	for i, k := range keys {
+		v, present := im[k]
+		if !present || isEmptyValue(v) {
+			continue
+		}
+		if t, ok := scalarText(v); ok {
+			id[i] = t
+			found = true
+		}
+	}
+	return id, found
+}
+
+// joinIdents reports whether two key tuples name the same element: they
+// agree wherever both have a value and share at least one value.
+func joinIdents(a, b []string) ([]string, bool) {
+	common := false
+	out := make([]string, len(a))
+	for i := range a {
+		switch {
+		case a[i] == b[i]:
+			out[i] = a[i]
+			common = common || a[i] != ""
+		case a[i] == "":
+			out[i] = b[i]
+		case b[i] == "":
+			out[i] = a[i]
+		default:
+			return nil, false
+		}
+	}
+	return out, common
+}
+
+func findKeyed(list []any, keys []string, id []string) slot {
+	for _, item := range list {
+		if iid, ok := keyValues(item, keys); ok {
+			if _, same := joinIdents(id, iid); same {
+				return slot{item, true}
+			}
+		}
+	}
+	return slot{}
+}
+
+// setMissingKeys restores merge keys the merged element lost, taking the
+// value from the patch or resource element that named it.
+func setMissingKeys(v map[string]any, keys, id []string, sources ...slot) {
+	for i, k := range keys {
+		if _, ok := v[k]; ok || id[i] == "" {
+			continue
+		}
+		for _, s := range sources {
+			if sm, ok := s.v.(map[string]any); ok {
+				if kv, ok := sm[k]; ok && kv != nil {
+					v[k] = kv
+					break
+				}
+			}
+		}
+	}
+}
+
+func (m *merger) where() string {
+	if len(m.path) == 0 {
+		return "/"
+	}
+	return "/" + strings.Join(m.path, "/")
+}

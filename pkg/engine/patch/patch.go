@@ -1,0 +1,148 @@
+// Package patch applies Kyverno mutate patches to resources: strategic
+// merge overlays with anchors (patchStrategicMerge) and RFC 6902 JSON
+// patches (patchesJson6902).
+//
+// Documents are JSON-compatible values: map[string]any, []any, string,
+// float64, bool and nil. Inputs are never modified; results share no
+// memory with them. Variables must already be substituted.
+//
+// Outcome, as Kyverno reports a mutate rule:
+//   - an error (wrapping ErrInvalidPatch or ErrApply): rule status "error";
+//   - Result.Skipped: rule status "skip". Kyverno skips a rule whenever the
+//     patch leaves the resource unchanged, which includes conditional or
+//     global anchors that do not hold; SkipReason tells which;
+//   - otherwise Result.Changed is true: rule status "pass".
+package patch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"sigs.k8s.io/yaml"
+)
+
+var (
+	// ErrInvalidPatch reports a patch that cannot be read: malformed JSON
+	// or YAML, an overlay that is not a map, an unknown "$patch" directive.
+	ErrInvalidPatch = errors.New("invalid patch")
+	// ErrApply reports a patch that does not fit the resource: a JSON patch
+	// path that does not exist or a failed "test", an overlay value whose
+	// kind (map, list, scalar) differs from the resource's.
+	ErrApply = errors.New("patch does not apply")
+)
+
+// Skip reasons reported in Result.SkipReason.
+const (
+	// ReasonNoChange: the patch left the resource as it was.
+	ReasonNoChange = "no patches applied"
+)
+
+// Result is the outcome of applying a patch.
+type Result struct {
+	// Object is the patched resource (a copy of the input when skipped).
+	Object map[string]any
+	// Changed reports whether Object differs from the input.
+	Changed bool
+	// Skipped reports that the rule is to be reported as skipped: the
+	// patch changed nothing, possibly because its anchors did not hold.
+	Skipped bool
+	// SkipReason explains a skip: ReasonNoChange, or the anchor mismatch
+	// ("conditional anchor mismatch: ..." / "global anchor mismatch: ...").
+	SkipReason string
+}
+
+// StrategicMerge applies a Kyverno patchStrategicMerge overlay, which may
+// contain anchors, to resource.
+//
+// When a conditional anchor of a map, or a global anchor anywhere, does not
+// hold, the overlay is dropped as a whole and the result is Skipped with
+// the mismatch as SkipReason (Kyverno then still normalizes the resource,
+// see the merge rules; if that alone changes it the result is Changed).
+// Conditional anchors on list elements only select the elements to patch.
+func StrategicMerge(resource map[string]any, overlay any) (Result, error) {
+	om, ok := overlay.(map[string]any)
+	if !ok {
+		return Result{}, fmt.Errorf("%w: overlay must be a map, got %T", ErrInvalidPatch, overlay)
+	}
+	patchMap := deepCopy(om).(map[string]any)
+	skipReason := ""
+	if err := preprocessOverlay(patchMap, resource); err != nil {
+		s, isSkip := asSkip(err)
+		if !isSkip {
+			return Result{}, fmt.Errorf("preprocess overlay: %w", err)
+		}
+		skipReason = s.Error()
+		patchMap = map[string]any{}
+	}
+
+	m := &merger{}
+	merged, keep, err := m.mergeValue(slot{resource, true}, slot{patchMap, true}, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	out, _ := merged.(map[string]any)
+	if !keep || out == nil {
+		// The overlay deleted the whole object ("$patch: delete").
+		out = map[string]any{}
+	}
+	return newResult(resource, deepCopy(out).(map[string]any), skipReason), nil
+}
+
+// JSON6902 applies RFC 6902 operations, given as JSON or YAML text as in
+// patchesJson6902, to resource. Like Kyverno it supports negative list
+// indices, creates missing parents on "add", and ignores "remove" of a path
+// that does not exist; other missing paths and failed "test" operations
+// are errors (ErrApply).
+func JSON6902(resource map[string]any, patch string) (Result, error) {
+	raw := []byte(patch)
+	if strings.TrimSpace(patch) == "" {
+		return Result{}, fmt.Errorf("%w: empty JSON patch", ErrInvalidPatch)
+	}
+	if patch[0] != '[' {
+		converted, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: convert YAML to JSON: %w", ErrInvalidPatch, err)
+		}
+		raw = converted
+	}
+	ops, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: decode JSON patch: %w", ErrInvalidPatch, err)
+	}
+	doc, err := json.Marshal(resource)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: encode resource: %w", ErrApply, err)
+	}
+	opts := jsonpatch.NewApplyOptions()
+	opts.SupportNegativeIndices = true
+	opts.AllowMissingPathOnRemove = true
+	opts.EnsurePathExistsOnAdd = true
+	patched, err := ops.ApplyWithOptions(doc, opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrApply, err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(patched, &out); err != nil {
+		return Result{}, fmt.Errorf("%w: decode patched resource: %w", ErrApply, err)
+	}
+	if out == nil {
+		out = map[string]any{}
+	}
+	return newResult(resource, out, ""), nil
+}
+
+func newResult(before, after map[string]any, skipReason string) Result {
+	r := Result{Object: after, Changed: !reflect.DeepEqual(before, after)}
+	if !r.Changed {
+		r.Skipped = true
+		r.SkipReason = skipReason
+		if r.SkipReason == "" {
+			r.SkipReason = ReasonNoChange
+		}
+	}
+	return r
+}

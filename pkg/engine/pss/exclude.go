@@ -1,0 +1,196 @@
+package pss
+
+import (
+	"regexp"
+	"strconv"
+
+	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var (
+	indexRe = regexp.MustCompile(`\d+`)
+	wordRe  = regexp.MustCompile(`[a-zA-Z]+`)
+)
+
+// exclude removes from failed the field errors the exclusions cover and drops
+// the checks left with none, following Kyverno:
+//
+//   - Without images, an exclusion evaluates the control on a copy of the pod
+//     whose containers are replaced by one empty container named "fake"; each
+//     field error found there removes one error on the same field (indexes
+//     ignored) from the pod's result. This exempts the pod-level fields; it
+//     also exempts one container-level error per field when the empty
+//     container fails too, as in Kyverno.
+//   - With images, it evaluates the control on a pod holding only the
+//     containers whose image matches, with no pod-level settings; each field
+//     error found there removes the error on the same field of the same
+//     container (by name) from the pod's result.
+//
+// A field error is used only when its field, indexes turned into `*`, equals
+// RestrictedField (or RestrictedField is empty) and, when Values is set,
+// every offending value matches one of Values.
+func (p *profile) exclude(pod *corev1.Pod, excludes []Exclude, failed []CheckResult) []CheckResult {
+	for _, ex := range excludes {
+		ids := controlChecks[ex.ControlName]
+		if len(ids) == 0 {
+			continue
+		}
+		containerLevel := len(ex.Images) > 0
+		var sub *corev1.Pod // built on first use
+		for _, id := range ids {
+			target := indexOf(failed, id)
+			if target < 0 {
+				continue // nothing to exempt
+			}
+			run, ok := p.byID[id]
+			if !ok {
+				continue
+			}
+			if sub == nil {
+				sub = excludedPod(pod, ex.Images)
+			}
+			if run(&sub.ObjectMeta, &sub.Spec).Allowed {
+				continue
+			}
+			matched := false
+			for _, exErr := range fieldErrors(id, p.version, &sub.ObjectMeta, &sub.Spec) {
+				field, name, _ := locate(exErr.Field, sub, containerLevel)
+				if ex.RestrictedField != "" && field != ex.RestrictedField {
+					continue
+				}
+				if !valuesExempted(ex.Values, exErr.BadValue) {
+					continue
+				}
+				matched = true
+				errs := failed[target].Errors
+				for i, e := range errs {
+					dField, dName, dContainer := locate(e.Field, pod, containerLevel)
+					if dField != field || (dContainer && dName != name) {
+						continue
+					}
+					failed[target].Errors = append(errs[:i:i], errs[i+1:]...)
+					break
+				}
+			}
+			if matched && len(failed[target].Errors) == 0 {
+				failed = append(failed[:target:target], failed[target+1:]...)
+			}
+		}
+	}
+	return failed
+}
+
+func indexOf(failed []CheckResult, id string) int {
+	for i := range failed {
+		if failed[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// excludedPod builds the pod an exclusion is evaluated on (see exclude).
+func excludedPod(pod *corev1.Pod, images []string) *corev1.Pod {
+	if len(images) == 0 {
+		sub := &corev1.Pod{ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
+		sub.Spec.Containers = []corev1.Container{{Name: "fake"}}
+		sub.Spec.InitContainers = nil
+		sub.Spec.EphemeralContainers = nil
+		return sub
+	}
+	sub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+	for _, c := range pod.Spec.Containers {
+		if wildcard.MatchAny(images, c.Image) {
+			sub.Spec.Containers = append(sub.Spec.Containers, c)
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if wildcard.MatchAny(images, c.Image) {
+			sub.Spec.InitContainers = append(sub.Spec.InitContainers, c)
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if wildcard.MatchAny(images, c.Image) {
+			sub.Spec.EphemeralContainers = append(sub.Spec.EphemeralContainers, c)
+		}
+	}
+	return sub
+}
+
+// locate turns a field path into its index-free form ("spec.containers[*].
+// securityContext.privileged") and, for container-level exclusions, into the
+// name of the container it belongs to (container reports whether it does).
+// Like Kyverno it replaces every run of digits, inside map keys too.
+func locate(field string, pod *corev1.Pod, containerLevel bool) (pattern, name string, container bool) {
+	pattern = indexRe.ReplaceAllString(field, "*")
+	if !containerLevel {
+		return pattern, "", false
+	}
+	words := wordRe.FindAllString(field, 2)
+	if len(words) < 2 {
+		return pattern, "", false
+	}
+	kind := words[1]
+	if kind != "containers" && kind != "initContainers" && kind != "ephemeralContainers" {
+		return pattern, "", false
+	}
+	idx, err := strconv.Atoi(indexRe.FindString(field))
+	if err != nil {
+		return pattern, "", true
+	}
+	return pattern, containerName(pod, kind, idx), true
+}
+
+func containerName(pod *corev1.Pod, kind string, i int) string {
+	switch kind {
+	case "containers":
+		if i < len(pod.Spec.Containers) {
+			return pod.Spec.Containers[i].Name
+		}
+	case "initContainers":
+		if i < len(pod.Spec.InitContainers) {
+			return pod.Spec.InitContainers[i].Name
+		}
+	case "ephemeralContainers":
+		if i < len(pod.Spec.EphemeralContainers) {
+			return pod.Spec.EphemeralContainers[i].Name
+		}
+	}
+	return ""
+}
+
+// valuesExempted reports whether every offending value of a field error
+// matches one of the exclusion's value patterns. No patterns, or no value
+// (a missing field), exempts.
+func valuesExempted(patterns []string, bad any) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, v := range badValues(bad) {
+		if !wildcard.MatchAny(patterns, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// badValues turns a field error's offending value into the strings values
+// are matched against.
+func badValues(bad any) []string {
+	switch v := bad.(type) {
+	case string:
+		if v == "" {
+			return nil
+		}
+		return []string{v}
+	case bool:
+		return []string{strconv.FormatBool(v)}
+	case int:
+		return []string{strconv.Itoa(v)}
+	case []string:
+		return v
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package pss
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Message is the rule message Kyverno writes for a podSecurity rule: on
+// success "Validation rule 'NAME' passed.", on failure
+//
+//	Validation rule 'NAME' failed. It violates PodSecurity "LEVEL:VERSION": (Forbidden reason: REASON, field error list: [ERRORS])...
+//
+// with level and version as written in the policy. kind is the kind of the
+// evaluated resource: for pod controllers Kyverno reports the fields under
+// the pod template, and it rewrites "metadata" into "spec.template.metadata"
+// for every kind.
+func (r Result) Message(rule, level, version, kind string) string {
+	if r.Allowed {
+		return fmt.Sprintf("Validation rule '%s' passed.", rule)
+	}
+	return fmt.Sprintf(`Validation rule '%s' failed. It violates PodSecurity "%s:%s": %s`,
+		rule, level, version, FormatChecks(r.Failed, kind))
+}
+
+// FormatChecks renders failed checks as Kyverno does in rule messages, one
+// "(Forbidden reason: ..., field error list: [...])" group per check.
+func FormatChecks(checks []CheckResult, kind string) string {
+	var b strings.Builder
+	for _, c := range checks {
+		b.WriteString("(Forbidden reason: ")
+		b.WriteString(c.Reason)
+		b.WriteString(", field error list: [")
+		for i, e := range c.Errors {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			field := reportedField(e.Field, kind)
+			if e.Type == Forbidden && hasValue(e.BadValue) {
+				fmt.Fprintf(&b, "%s is forbidden, forbidden values found: %+v", field, e.BadValue)
+				continue
+			}
+			b.WriteString(field)
+			if e.Type == Required {
+				b.WriteString(": Required value")
+			} else {
+				b.WriteString(": Forbidden")
+			}
+		}
+		b.WriteString("])")
+	}
+	return b.String()
+}
+
+func hasValue(v any) bool {
+	if v == nil {
+		return false
+	}
+	s, isString := v.(string)
+	return !isString || s != ""
+}
+
+// reportedField rewrites a pod field path the way Kyverno does for reports
+// and messages (plain string replacement, as Kyverno does it).
+func reportedField(field, kind string) string {
+	switch kind {
+	case "DaemonSet", "Deployment", "Job", "StatefulSet", "ReplicaSet", "ReplicationController":
+		field = strings.ReplaceAll(field, "spec", "spec.template.spec")
+	case "CronJob":
+		field = strings.ReplaceAll(field, "spec", "spec.jobTemplate.spec.template.spec")
+	}
+	return strings.ReplaceAll(field, "metadata", "spec.template.metadata")
+}

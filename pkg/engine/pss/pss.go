@@ -1,0 +1,241 @@
+// Package pss evaluates Kyverno's validate.podSecurity rules: a Pod Security
+// Standards profile (level and version) checked with
+// k8s.io/pod-security-admission, minus the exclusions the policy grants.
+//
+// The checks themselves are the upstream ones. Kyverno's extensions are
+// reproduced here: exclusions by control name, optionally limited to
+// container images, to one restricted field and to a set of values; the
+// field-level detail of each failed check; and the rule message.
+package pss
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+)
+
+// Errors returned (wrapped) by Check.
+var (
+	ErrInvalidLevel   = errors.New("invalid pod security level")
+	ErrInvalidVersion = errors.New("invalid pod security version")
+	ErrInvalidPod     = errors.New("invalid pod")
+)
+
+// Exclude is one entry of a podSecurity rule's exclude list.
+type Exclude struct {
+	// ControlName is the Pod Security Standards control, as Kyverno names it
+	// ("Capabilities", "Running as Non-root", "HostPath Volumes", ...).
+	ControlName string `json:"controlName"`
+	// Images limits the exclusion to containers whose image matches one of
+	// these wildcard patterns. When empty, only the pod-level fields of the
+	// control are excluded.
+	Images []string `json:"images,omitempty"`
+	// RestrictedField limits the exclusion to one field of the control, with
+	// `*` for indexes ("spec.containers[*].securityContext.capabilities.add").
+	// Empty means every field of the control.
+	RestrictedField string `json:"restrictedField,omitempty"`
+	// Values limits the exclusion to offending values that all match one of
+	// these wildcard patterns. Empty means any value.
+	Values []string `json:"values,omitempty"`
+}
+
+// ErrorType is the kind of a field error.
+type ErrorType string
+
+const (
+	// Forbidden: the field is set to a value the profile does not allow.
+	Forbidden ErrorType = "Forbidden"
+	// Required: the field must be set and is not.
+	Required ErrorType = "Required"
+)
+
+// FieldError names one offending field of a failed check.
+type FieldError struct {
+	// Field is the path of the field in the pod, with list indexes
+	// ("spec.containers[0].securityContext.privileged").
+	Field string
+	Type  ErrorType
+	// BadValue is the offending value: a bool, int, string or []string, or
+	// nil when the field is missing or its presence alone is the problem.
+	BadValue any
+}
+
+// CheckResult is one failed Pod Security Standards check.
+type CheckResult struct {
+	// ID is the pod-security-admission check ID ("privileged",
+	// "runAsNonRoot", "capabilities_restricted", ...).
+	ID string
+	// Control is the control name the check belongs to, as used in
+	// exclusions ("Privileged Containers", "Capabilities", ...).
+	Control string
+	// Reason and Detail are pod-security-admission's ForbiddenReason and
+	// ForbiddenDetail ("privileged", `container "c" must not set
+	// securityContext.privileged=true`).
+	Reason string
+	Detail string
+	// Errors lists the offending fields.
+	Errors []FieldError
+}
+
+// Result is the outcome of Check.
+type Result struct {
+	Allowed bool
+	// Failed holds the checks that failed and were not excluded, in
+	// pod-security-admission's check order.
+	Failed []CheckResult
+}
+
+// controlChecks maps a control name to the IDs of its checks. It follows
+// Kyverno's table; procMount_restricted (new in pod-security-admission 1.35)
+// is added to "/proc Mount Type".
+var controlChecks = map[string][]string{
+	"Capabilities":                  {"capabilities_baseline", "capabilities_restricted"},
+	"Seccomp":                       {"seccompProfile_baseline", "seccompProfile_restricted"},
+	"Privileged Containers":         {"privileged"},
+	"Host Ports":                    {"hostPorts"},
+	"/proc Mount Type":              {"procMount", "procMount_restricted"},
+	"Host Probes / Lifecycle Hooks": {"hostProbesAndHostLifecycle"},
+	"HostProcess":                   {"windowsHostProcess"},
+	"SELinux":                       {"seLinuxOptions"},
+	"Host Namespaces":               {"hostNamespaces"},
+	"HostPath Volumes":              {"hostPathVolumes"},
+	"Sysctls":                       {"sysctls"},
+	"AppArmor":                      {"appArmorProfile"},
+	"Privilege Escalation":          {"allowPrivilegeEscalation"},
+	"Running as Non-root":           {"runAsNonRoot"},
+	"Running as Non-root user":      {"runAsUser"},
+	"Volume Types":                  {"restrictedVolumes"},
+}
+
+var checkControl = func() map[string]string {
+	m := make(map[string]string)
+	for name, ids := range controlChecks {
+		for _, id := range ids {
+			m[id] = name
+		}
+	}
+	return m
+}()
+
+// ValidControl reports whether name is a control name an exclusion may use.
+func ValidControl(name string) bool {
+	_, ok := controlChecks[name]
+	return ok
+}
+
+// profile is a parsed level and version with the checks that apply to it.
+type profile struct {
+	level   api.Level
+	version api.Version
+	checks  []selectedCheck
+	byID    map[string]policy.CheckPodFn
+}
+
+type selectedCheck struct {
+	id  string
+	run policy.CheckPodFn
+}
+
+var profiles sync.Map // "level:version" -> *profile
+
+// profileFor parses level and version ("latest", "" or "v1.x") and selects,
+// for every check of the level, its newest revision not newer than the
+// version. Kyverno evaluates the baseline checks for "baseline" and every
+// check, restricted ones included, for "restricted", without
+// pod-security-admission's overrides; so does this.
+func profileFor(level, version string) (*profile, error) {
+	key := level + ":" + version
+	if p, ok := profiles.Load(key); ok {
+		return p.(*profile), nil
+	}
+	lvl, err := api.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalidLevel, level, err)
+	}
+	ver := api.LatestVersion()
+	if version != "" && version != "latest" {
+		v, err := api.ParseVersion(version)
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %w", ErrInvalidVersion, version, err)
+		}
+		ver = api.MajorMinorVersion(v.Major(), v.Minor())
+	}
+	p := &profile{level: lvl, version: ver, byID: make(map[string]policy.CheckPodFn)}
+	if lvl != api.LevelPrivileged {
+		for _, c := range policy.DefaultChecks() {
+			if lvl == api.LevelBaseline && c.Level != api.LevelBaseline {
+				continue
+			}
+			var run policy.CheckPodFn
+			for _, vc := range c.Versions {
+				if !ver.Older(vc.MinimumVersion) {
+					run = vc.CheckPod
+				}
+			}
+			if run == nil {
+				continue // the check is newer than the version asked for
+			}
+			p.checks = append(p.checks, selectedCheck{id: string(c.ID), run: run})
+			p.byID[string(c.ID)] = run
+		}
+	}
+	actual, _ := profiles.LoadOrStore(key, p)
+	return actual.(*profile), nil
+}
+
+// Check evaluates pod at the Pod Security Standards level ("privileged",
+// "baseline" or "restricted") and version ("latest", "" for latest, or
+// "v1.x"), then removes the failures the exclusions cover, as Kyverno's
+// validate.podSecurity does.
+//
+// pod is a Pod document (map[string]any) with at least metadata and spec;
+// for a pod controller, pass the pod template (see PodFromResource).
+// "privileged" allows every pod.
+func Check(level, version string, excludes []Exclude, pod map[string]any) (Result, error) {
+	p, err := profileFor(level, version)
+	if err != nil {
+		return Result{}, err
+	}
+	if len(p.checks) == 0 {
+		return Result{Allowed: true}, nil
+	}
+	typed, err := ToPod(pod)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.evaluate(typed, excludes), nil
+}
+
+// CheckPod is Check for a pod already decoded into its API type.
+func CheckPod(level, version string, excludes []Exclude, pod *corev1.Pod) (Result, error) {
+	p, err := profileFor(level, version)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.evaluate(pod, excludes), nil
+}
+
+func (p *profile) evaluate(pod *corev1.Pod, excludes []Exclude) Result {
+	var failed []CheckResult
+	for _, c := range p.checks {
+		r := c.run(&pod.ObjectMeta, &pod.Spec)
+		if r.Allowed {
+			continue
+		}
+		failed = append(failed, CheckResult{
+			ID:      c.id,
+			Control: checkControl[c.id],
+			Reason:  r.ForbiddenReason,
+			Detail:  r.ForbiddenDetail,
+			Errors:  fieldErrors(c.id, p.version, &pod.ObjectMeta, &pod.Spec),
+		})
+	}
+	if len(failed) > 0 && len(excludes) > 0 {
+		failed = p.exclude(pod, excludes, failed)
+	}
+	return Result{Allowed: len(failed) == 0, Failed: failed}
+}
