@@ -25,6 +25,7 @@ type Set struct {
 // patched resource.
 func (e *Engine) Apply(req *Request, set *Set) ([]Response, map[string]any) {
 	var out []Response
+	req.scratch()
 	cur := *req
 	for _, p := range set.Policies {
 		if !p.hasType(TypeMutation) {
@@ -110,7 +111,11 @@ func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t 
 	if obj == nil {
 		return resp
 	}
-	in := newMatchInput(req)
+	c := req.scratch()
+	if id := identity(obj); c.match == nil || c.matchObj != id {
+		c.match, c.matchObj = newMatchInput(req), id
+	}
+	in := c.match
 	if p.Raw.Namespaced() && in.namespace != p.Raw.Metadata.Namespace {
 		return resp
 	}
@@ -124,7 +129,7 @@ func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t 
 			continue
 		}
 		if base == nil {
-			base = e.baseContext(req)
+			base = e.cachedBase(req)
 		}
 		run := &ruleRun{e: e, req: req, policy: p, rule: r, obj: cur}
 		rr := run.evaluate(base, exceptions, in)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -16,6 +17,9 @@ type kindSelector struct {
 // parseKind reads Kind, Version/Kind, Group/Version/Kind, with an optional
 // trailing /subresource, and `*` wildcards anywhere.
 func parseKind(s string) kindSelector {
+	if !strings.Contains(s, "/") {
+		return kindSelector{group: "*", version: "*", kind: s}
+	}
 	parts := strings.Split(s, "/")
 	isSub := func(p string) bool { return p != "" && p != "*" && p[0] >= 'a' && p[0] <= 'z' }
 	switch len(parts) {
@@ -54,10 +58,22 @@ func (k kindSelector) matches(r gvk, subresource string) bool {
 	return k.subresource != "" && wildcard.Match(k.subresource, subresource)
 }
 
+// kindCache memoizes parsed kind selectors; policies repeat few of them.
+var kindCache sync.Map // string -> kindSelector
+
+func cachedKind(s string) kindSelector {
+	if v, ok := kindCache.Load(s); ok {
+		return v.(kindSelector)
+	}
+	k := parseKind(s)
+	kindCache.Store(s, k)
+	return k
+}
+
 // matchKinds reports whether any selector matches the resource.
 func matchKinds(kinds []string, r gvk, subresource string) bool {
 	for _, k := range kinds {
-		if parseKind(k).matches(r, subresource) {
+		if cachedKind(k).matches(r, subresource) {
 			return true
 		}
 	}

@@ -52,6 +52,8 @@ type Request struct {
 	RuleValues func(policyName, ruleName string) map[string]any
 	// Context carries the caller's deadline to context loaders.
 	Context context.Context
+
+	cache *evalCache
 }
 
 // resource returns the object the rules look at: the old object for a

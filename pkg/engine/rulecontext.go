@@ -12,6 +12,15 @@ import (
 
 func matchNamespacePattern(p, s string) bool { return wildcard.Match(p, s) }
 
+// cachedBase returns the request's base context, built once per object.
+func (e *Engine) cachedBase(req *Request) *evalContext {
+	c := req.scratch()
+	if id := identity(req.resource()); c.base == nil || c.baseObj != id {
+		c.base, c.baseObj = e.baseContext(req), id
+	}
+	return c.base
+}
+
 // baseContext builds the variables every rule sees: request.*, and the
 // request-wide values.
 func (e *Engine) baseContext(req *Request) *evalContext {
@@ -81,7 +90,11 @@ func toAnyStrings(s []string) []any {
 // loadRuleContext adds the rule's values and context entries.
 func (run *ruleRun) loadRuleContext() error {
 	if run.rule.usesImages {
-		run.ctx.data["images"] = imagesOf(run.obj)
+		c := run.req.scratch()
+		if id := identity(run.obj); c.images == nil || c.imageObj != id {
+			c.images, c.imageObj = imagesOf(run.obj), id
+		}
+		run.ctx.data["images"] = c.images
 	}
 	var provided map[string]any
 	if run.req.RuleValues != nil {

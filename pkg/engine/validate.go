@@ -310,4 +310,3 @@ func setElement(c *evalContext, el any, idx, depth int) {
 	c.data[fmt.Sprintf("element%d", depth)] = el
 	c.data[fmt.Sprintf("elementIndex%d", depth)] = float64(idx)
 }
-

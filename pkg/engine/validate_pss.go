@@ -18,7 +18,15 @@ func (run *ruleRun) validatePodSecurity(rr RuleResponse, ps *policy.PodSecurity)
 	if err != nil {
 		return run.errorf(rr, "failed to check pod security: %v", err)
 	}
-	res, err := pss.Check(ps.Level, ps.Version, excludes, pod)
+	c := run.req.scratch()
+	if id := identity(run.obj); c.pod == nil || c.podObj != id {
+		c.pod, c.podErr = pss.ToPod(pod)
+		c.podObj = id
+	}
+	if c.podErr != nil {
+		return run.errorf(rr, "failed to read the pod: %v", c.podErr)
+	}
+	res, err := pss.CheckPod(ps.Level, ps.Version, excludes, c.pod)
 	if err != nil {
 		return run.errorf(rr, "failed to check pod security: %v", err)
 	}

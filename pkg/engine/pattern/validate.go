@@ -2,7 +2,7 @@ package pattern
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -107,7 +107,8 @@ func display(v any) any {
 
 func mapElement(res, pat map[string]any, path string) (string, *Error) {
 	pat = expandMetadataWildcards(pat, res)
-	var anchored, plain []string
+	var abuf, pbuf [16]string
+	anchored, plain := abuf[:0], pbuf[:0]
 	for k := range pat {
 		if a, _ := ParseAnchor(k); a != NoAnchor {
 			anchored = append(anchored, k)
@@ -115,13 +116,15 @@ func mapElement(res, pat map[string]any, path string) (string, *Error) {
 			plain = append(plain, k)
 		}
 	}
-	sort.Strings(anchored)
-	// Anchors first, in a fixed order: conditions and globals decide
-	// whether the rest applies.
-	sort.SliceStable(anchored, func(i, j int) bool {
-		ai, _ := ParseAnchor(anchored[i])
-		aj, _ := ParseAnchor(anchored[j])
-		return anchorRank(ai) < anchorRank(aj)
+	// Anchors first, in a fixed order: globals, then conditions, then the
+	// rest; conditions and globals decide whether the rest applies.
+	slices.SortFunc(anchored, func(a, b string) int {
+		ka, _ := ParseAnchor(a)
+		kb, _ := ParseAnchor(b)
+		if ra, rb := anchorRank(ka), anchorRank(kb); ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a, b)
 	})
 	for _, k := range anchored {
 		if p, err := handleAnchor(k, pat[k], res, path); err != nil {
@@ -130,10 +133,33 @@ func mapElement(res, pat map[string]any, path string) (string, *Error) {
 	}
 	// Keys whose values hold anchors go before the others, so that a
 	// condition below decides before an unrelated mismatch fails.
-	sort.Strings(plain)
-	sort.SliceStable(plain, func(i, j int) bool {
-		return HasAnchors(pat[plain[i]]) && !HasAnchors(pat[plain[j]])
-	})
+	if len(plain) > 1 {
+		var nbuf [16]bool
+		nested := nbuf[:0]
+		anyNested := false
+		for _, k := range plain {
+			h := HasAnchors(pat[k])
+			anyNested = anyNested || h
+			nested = append(nested, h)
+		}
+		if anyNested {
+			// Stable partition: keys holding anchors first, each part
+			// sorted.
+			var first, rest []string
+			for i, k := range plain {
+				if nested[i] {
+					first = append(first, k)
+				} else {
+					rest = append(rest, k)
+				}
+			}
+			slices.Sort(first)
+			slices.Sort(rest)
+			plain = append(first, rest...)
+		} else {
+			slices.Sort(plain)
+		}
+	}
 	for _, k := range plain {
 		pv := pat[k]
 		rv, present := res[k]

@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// evalCache keeps what one request's evaluation computes once and uses for
+// every policy: the base variable context, the typed pod for podSecurity
+// rules, the images variable. A Request is evaluated by one goroutine at a
+// time, so the cache needs no lock.
+type evalCache struct {
+	base     *evalContext
+	baseObj  uintptr
+	pod      *corev1.Pod
+	podObj   uintptr
+	podErr   error
+	images   map[string]any
+	imageObj uintptr
+	match    *matchInput
+	matchObj uintptr
+}
+
+func (r *Request) scratch() *evalCache {
+	if r.cache == nil {
+		r.cache = &evalCache{}
+	}
+	return r.cache
+}
+
+// identity is the address of a map, to tell whether a cached value was
+// computed from the same object.
+func identity(m map[string]any) uintptr {
+	if m == nil {
+		return 0
+	}
+	return uintptr(reflect.ValueOf(m).UnsafePointer())
+}
