@@ -39,6 +39,7 @@ type Rule struct {
 	// those computed variables, so they are built only when needed.
 	usesImages         bool
 	usesServiceAccount bool
+	passMessage        string
 }
 
 // Compile checks a policy and prepares it for evaluation.
@@ -66,7 +67,7 @@ func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
 }
 
 func newRule(r policy.Rule, autogen bool) *Rule {
-	cr := &Rule{Rule: r, Autogen: autogen}
+	cr := &Rule{Rule: r, Autogen: autogen, passMessage: fmt.Sprintf("validation rule '%s' passed.", r.Name)}
 	b, _ := json.Marshal(r)
 	s := string(b)
 	cr.usesImages = strings.Contains(s, "images")

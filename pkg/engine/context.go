@@ -13,14 +13,33 @@ import (
 type evalContext struct {
 	jp   *jmespath.Interpreter
 	data map[string]any
+	// shared is true while data is still the parent's map: the first
+	// change copies it.
+	shared bool
 }
 
+// clone returns a child context; it shares the parent's variables until
+// it changes one.
 func (c *evalContext) clone() *evalContext {
+	return &evalContext{jp: c.jp, data: c.data, shared: true}
+}
+
+// own makes data private to this context before a change.
+func (c *evalContext) own() {
+	if !c.shared {
+		return
+	}
 	data := make(map[string]any, len(c.data)+4)
 	for k, v := range c.data {
 		data[k] = v
 	}
-	return &evalContext{jp: c.jp, data: data}
+	c.data, c.shared = data, false
+}
+
+// put sets a top-level variable.
+func (c *evalContext) put(name string, value any) {
+	c.own()
+	c.data[name] = value
 }
 
 // set stores value under a dotted name ("a.b.c"), copying the maps on the
@@ -30,6 +49,7 @@ func (c *evalContext) set(name string, value any) {
 }
 
 func (c *evalContext) setKeys(keys []string, value any) {
+	c.own()
 	cur := c.data
 	for i, k := range keys {
 		if i == len(keys)-1 {

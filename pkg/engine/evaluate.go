@@ -165,7 +165,10 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 		return rr
 	}
 	run.ctx = base.clone()
-	run.ctx.set("request.object", run.obj)
+	if identity(run.obj) != identity(run.req.resource()) {
+		// A previous mutate rule changed the resource.
+		run.ctx.set("request.object", run.obj)
+	}
 	if err := run.loadRuleContext(); err != nil {
 		return run.errorf(rr, "failed to load context: %v", err)
 	}

@@ -94,7 +94,7 @@ func (run *ruleRun) loadRuleContext() error {
 		if id := identity(run.obj); c.images == nil || c.imageObj != id {
 			c.images, c.imageObj = imagesOf(run.obj), id
 		}
-		run.ctx.data["images"] = c.images
+		run.ctx.put("images", c.images)
 	}
 	var provided map[string]any
 	if run.req.RuleValues != nil {

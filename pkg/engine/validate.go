@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine/pattern"
@@ -49,7 +50,7 @@ func (run *ruleRun) validateDeny(rr RuleResponse, deny *policy.Deny, msg string)
 	}
 	if !denied {
 		rr.Status = StatusPass
-		rr.Message = fmt.Sprintf("validation rule '%s' passed.", run.rule.Name)
+		rr.Message = run.rule.passMessage
 		return rr
 	}
 	m, err := run.message(msg)
@@ -74,7 +75,7 @@ func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat an
 		perr := pattern.Validate(obj, p)
 		if perr == nil {
 			rr.Status = StatusPass
-			rr.Message = fmt.Sprintf("validation rule '%s' passed.", run.rule.Name)
+			rr.Message = run.rule.passMessage
 			return rr
 		}
 		if perr.Skip() {
@@ -176,7 +177,7 @@ func (run *ruleRun) validateForEach(rr RuleResponse, fes []policy.ForEachValidat
 		return rr
 	}
 	rr.Status = StatusPass
-	rr.Message = fmt.Sprintf("validation rule '%s' passed.", run.rule.Name)
+	rr.Message = run.rule.passMessage
 	return rr
 }
 
@@ -305,8 +306,8 @@ func (run *ruleRun) evalList(expr string) ([]any, error) {
 }
 
 func setElement(c *evalContext, el any, idx, depth int) {
-	c.data["element"] = el
-	c.data["elementIndex"] = float64(idx)
-	c.data[fmt.Sprintf("element%d", depth)] = el
-	c.data[fmt.Sprintf("elementIndex%d", depth)] = float64(idx)
+	c.put("element", el)
+	c.put("elementIndex", float64(idx))
+	c.put("element"+strconv.Itoa(depth), el)
+	c.put("elementIndex"+strconv.Itoa(depth), float64(idx))
 }

@@ -37,44 +37,70 @@ func (e *Error) Skip() bool { return e.Kind == ConditionFailed || e.Kind == Glob
 // Validate matches resource against pattern from the root. It returns nil
 // when the resource satisfies the pattern.
 func Validate(resource, pattern any) *Error {
-	_, err := element(resource, pattern, "/")
-	if err == nil {
-		return nil
-	}
-	return err
+	w := walker{path: make([]string, 0, 16)}
+	return w.element(resource, pattern)
 }
 
-// element dispatches on the pattern's type. It returns the path of the
-// failure and the error.
-func element(res, pat any, path string) (string, *Error) {
+// walker carries the current path as a stack of segments; the path is
+// written out only when a mismatch is reported.
+type walker struct {
+	path []string
+}
+
+func (w *walker) push(seg string) { w.path = append(w.path, seg) }
+func (w *walker) pop()            { w.path = w.path[:len(w.path)-1] }
+
+// at renders the current path as Kyverno does: /spec/containers/0/.
+func (w *walker) at() string {
+	n := 1
+	for _, s := range w.path {
+		n += len(s) + 1
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('/')
+	for _, s := range w.path {
+		b.WriteString(s)
+		b.WriteByte('/')
+	}
+	return b.String()
+}
+
+func (w *walker) fail(kind ErrorKind, format string, args ...any) *Error {
+	p := w.at()
+	return &Error{Kind: kind, Path: p, Msg: fmt.Sprintf(format, append(args, p)...)}
+}
+
+// element dispatches on the pattern's type.
+func (w *walker) element(res, pat any) *Error {
 	switch p := pat.(type) {
 	case map[string]any:
 		r, ok := res.(map[string]any)
 		if !ok {
-			return path, &Error{Path: path, Msg: fmt.Sprintf("pattern and resource have different structures. Path: %s. Expected %s, found %s", path, "object", typeName(res))}
+			return w.fail(Mismatch, "pattern and resource have different structures: expected an object, found %s at path %s", typeName(res))
 		}
-		return mapElement(r, p, path)
+		return w.mapElement(r, p)
 	case []any:
 		r, ok := res.([]any)
 		if !ok {
-			return path, &Error{Path: path, Msg: fmt.Sprintf("validation rule failed at path %s, resource does not satisfy the expected overlay pattern", path)}
+			return w.fail(Mismatch, "validation rule failed at path %s, resource does not satisfy the expected overlay pattern")
 		}
-		return arrayElement(r, p, path)
+		return w.arrayElement(r, p)
 	case string, float64, int64, int, bool, nil:
 		if arr, ok := res.([]any); ok {
 			for _, e := range arr {
 				if !Value(e, pat) {
-					return path, &Error{Path: path, Msg: fmt.Sprintf("resource value '%v' does not match '%v' at path %s", display(res), display(pat), path)}
+					return w.fail(Mismatch, "resource value '%v' does not match '%v' at path %s", display(res), display(pat))
 				}
 			}
-			return "", nil
+			return nil
 		}
 		if !Value(res, pat) {
-			return path, &Error{Path: path, Msg: fmt.Sprintf("resource value '%v' does not match '%v' at path %s", display(res), display(pat), path)}
+			return w.fail(Mismatch, "resource value '%v' does not match '%v' at path %s", display(res), display(pat))
 		}
-		return "", nil
+		return nil
 	}
-	return path, &Error{Path: path, Msg: fmt.Sprintf("failed at '%s', pattern contains unknown type", path)}
+	return w.fail(Mismatch, "pattern contains an unknown type at path %s")
 }
 
 func typeName(v any) string {
@@ -105,7 +131,7 @@ func display(v any) any {
 	return v
 }
 
-func mapElement(res, pat map[string]any, path string) (string, *Error) {
+func (w *walker) mapElement(res, pat map[string]any) *Error {
 	pat = expandMetadataWildcards(pat, res)
 	var abuf, pbuf [16]string
 	anchored, plain := abuf[:0], pbuf[:0]
@@ -118,62 +144,71 @@ func mapElement(res, pat map[string]any, path string) (string, *Error) {
 	}
 	// Anchors first, in a fixed order: globals, then conditions, then the
 	// rest; conditions and globals decide whether the rest applies.
-	slices.SortFunc(anchored, func(a, b string) int {
-		ka, _ := ParseAnchor(a)
-		kb, _ := ParseAnchor(b)
-		if ra, rb := anchorRank(ka), anchorRank(kb); ra != rb {
-			return ra - rb
-		}
-		return strings.Compare(a, b)
-	})
+	if len(anchored) > 1 {
+		slices.SortFunc(anchored, func(a, b string) int {
+			ka, _ := ParseAnchor(a)
+			kb, _ := ParseAnchor(b)
+			if ra, rb := anchorRank(ka), anchorRank(kb); ra != rb {
+				return ra - rb
+			}
+			return strings.Compare(a, b)
+		})
+	}
 	for _, k := range anchored {
-		if p, err := handleAnchor(k, pat[k], res, path); err != nil {
-			return p, err
+		if err := w.anchor(k, pat[k], res); err != nil {
+			return err
 		}
 	}
 	// Keys whose values hold anchors go before the others, so that a
 	// condition below decides before an unrelated mismatch fails.
 	if len(plain) > 1 {
-		var nbuf [16]bool
-		nested := nbuf[:0]
-		anyNested := false
-		for _, k := range plain {
-			h := HasAnchors(pat[k])
-			anyNested = anyNested || h
-			nested = append(nested, h)
-		}
-		if anyNested {
-			// Stable partition: keys holding anchors first, each part
-			// sorted.
-			var first, rest []string
-			for i, k := range plain {
-				if nested[i] {
-					first = append(first, k)
-				} else {
-					rest = append(rest, k)
-				}
-			}
-			slices.Sort(first)
-			slices.Sort(rest)
-			plain = append(first, rest...)
-		} else {
-			slices.Sort(plain)
-		}
+		plain = orderPlain(plain, pat)
 	}
 	for _, k := range plain {
 		pv := pat[k]
 		rv, present := res[k]
 		if s, ok := pv.(string); ok && s == "*" {
 			if !present || rv == nil {
-				return path, &Error{Path: path, Msg: fmt.Sprintf("%s/%s not found", strings.TrimSuffix(path, "/"), k)}
+				p := w.at()
+				return &Error{Path: p, Msg: fmt.Sprintf("%s%s not found", p, k)}
 			}
 			continue
 		}
-		if p, err := element(rv, pv, path+k+"/"); err != nil {
-			return p, err
+		w.push(k)
+		err := w.element(rv, pv)
+		w.pop()
+		if err != nil {
+			return err
 		}
 	}
-	return "", nil
+	return nil
+}
+
+// orderPlain sorts keys, those whose values hold anchors first.
+func orderPlain(plain []string, pat map[string]any) []string {
+	var nbuf [16]bool
+	nested := nbuf[:0]
+	anyNested := false
+	for _, k := range plain {
+		h := HasAnchors(pat[k])
+		anyNested = anyNested || h
+		nested = append(nested, h)
+	}
+	if !anyNested {
+		slices.Sort(plain)
+		return plain
+	}
+	var first, rest []string
+	for i, k := range plain {
+		if nested[i] {
+			first = append(first, k)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(first)
+	slices.Sort(rest)
+	return append(first, rest...)
 }
 
 func anchorRank(a AnchorKind) int {
@@ -187,112 +222,119 @@ func anchorRank(a AnchorKind) int {
 	}
 }
 
-func handleAnchor(key string, pv any, res map[string]any, path string) (string, *Error) {
+func (w *walker) anchor(key string, pv any, res map[string]any) *Error {
 	kind, k := ParseAnchor(key)
-	cur := path + k + "/"
 	rv, present := res[k]
+	w.push(k)
+	defer w.pop()
 	switch kind {
 	case Condition:
 		if !present {
-			return cur, &Error{Kind: ConditionFailed, Path: cur, Msg: "conditional anchor mismatch: conditional anchor key doesn't exist in the resource"}
+			p := w.at()
+			return &Error{Kind: ConditionFailed, Path: p, Msg: "conditional anchor mismatch: conditional anchor key doesn't exist in the resource"}
 		}
-		if p, err := element(rv, pv, cur); err != nil {
-			return p, &Error{Kind: ConditionFailed, Path: p, Msg: "conditional anchor mismatch: " + err.Msg}
+		if err := w.element(rv, pv); err != nil {
+			return &Error{Kind: ConditionFailed, Path: err.Path, Msg: "conditional anchor mismatch: " + err.Msg}
 		}
 	case Global:
 		if present {
-			if p, err := element(rv, pv, cur); err != nil {
-				return p, &Error{Kind: GlobalFailed, Path: p, Msg: "global anchor mismatch: " + err.Msg}
+			if err := w.element(rv, pv); err != nil {
+				return &Error{Kind: GlobalFailed, Path: err.Path, Msg: "global anchor mismatch: " + err.Msg}
 			}
 		}
 	case Negation:
 		if present {
-			return cur, &Error{Kind: NegationFailed, Path: cur, Msg: fmt.Sprintf("negation anchor matched in resource: %s is not allowed", cur)}
+			return w.fail(NegationFailed, "negation anchor matched in resource: %s is not allowed")
 		}
 	case Existence:
 		if !present {
-			return "", nil
+			return nil
 		}
 		list, ok := rv.([]any)
 		if !ok {
-			return cur, &Error{Path: cur, Msg: fmt.Sprintf("invalid resource type %s: existence anchor ^() can only be used on a list", typeName(rv))}
+			return w.fail(Mismatch, "invalid resource type %s: existence anchor ^() can only be used on a list at path %s", typeName(rv))
 		}
 		pats, ok := pv.([]any)
 		if !ok {
-			return cur, &Error{Path: cur, Msg: "invalid pattern: existence anchor ^() needs a list of objects"}
+			return w.fail(Mismatch, "invalid pattern: existence anchor ^() needs a list of objects at path %s")
 		}
 		for _, pp := range pats {
 			pm, ok := pp.(map[string]any)
 			if !ok {
-				return cur, &Error{Path: cur, Msg: "invalid pattern: existence anchor ^() needs a list of objects"}
+				return w.fail(Mismatch, "invalid pattern: existence anchor ^() needs a list of objects at path %s")
 			}
 			found := false
 			for i, e := range list {
-				if _, err := element(e, pm, cur+strconv.Itoa(i)+"/"); err == nil {
+				w.push(strconv.Itoa(i))
+				err := w.element(e, pm)
+				w.pop()
+				if err == nil {
 					found = true
 					break
 				}
 			}
 			if !found {
-				return cur, &Error{Path: cur, Msg: fmt.Sprintf("existence anchor validation failed at path %s", cur)}
+				return w.fail(Mismatch, "existence anchor validation failed at path %s")
 			}
 		}
 	case Equality, AddIfAbsent:
 		if present {
-			if p, err := element(rv, pv, cur); err != nil {
-				return p, err
-			}
+			return w.element(rv, pv)
 		}
 	}
-	return "", nil
+	return nil
 }
 
-func arrayElement(res, pat []any, path string) (string, *Error) {
+func (w *walker) arrayElement(res, pat []any) *Error {
 	if len(pat) == 0 {
-		return path, &Error{Path: path, Msg: "pattern array is empty"}
+		return w.fail(Mismatch, "pattern array is empty at path %s")
 	}
 	switch p0 := pat[0].(type) {
 	case map[string]any:
 		applied := 0
 		var skipped *Error
 		for i, e := range res {
-			p, err := element(e, p0, path+strconv.Itoa(i)+"/")
+			w.push(strconv.Itoa(i))
+			err := w.element(e, p0)
+			w.pop()
 			if err != nil {
 				if err.Skip() {
 					skipped = err
 					continue
 				}
-				return p, err
+				return err
 			}
 			applied++
 		}
 		if applied == 0 && skipped != nil {
-			return path, &Error{Kind: skipped.Kind, Path: path, Msg: skipped.Msg}
+			return &Error{Kind: skipped.Kind, Path: w.at(), Msg: skipped.Msg}
 		}
-		return "", nil
+		return nil
 	case string, float64, int64, int, bool, nil:
-		return element(res, p0, path)
+		return w.element(res, p0)
 	default:
 		if len(res) < len(pat) {
-			return path, &Error{Path: path, Msg: fmt.Sprintf("validate array failed, array length mismatch, resource array len is %d and pattern array len is %d", len(res), len(pat))}
+			return w.fail(Mismatch, "validate array failed, array length mismatch, resource array len is %d and pattern array len is %d at path %s", len(res), len(pat))
 		}
 		applied := 0
 		var skipped *Error
 		for i, pe := range pat {
-			p, err := element(res[i], pe, path+strconv.Itoa(i)+"/")
+			w.push(strconv.Itoa(i))
+			err := w.element(res[i], pe)
+			w.pop()
 			if err != nil {
 				if err.Skip() {
 					skipped = err
 					continue
 				}
-				return p, err
+				return err
 			}
 			applied++
 		}
 		if applied == 0 && skipped != nil {
-			return path, &Error{Kind: skipped.Kind, Path: path, Msg: skipped.Msg}
+			return &Error{Kind: skipped.Kind, Path: w.at(), Msg: skipped.Msg}
 		}
-		return "", nil
+		return nil
 	}
 }
 

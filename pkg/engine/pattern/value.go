@@ -145,11 +145,15 @@ func stringPattern(value any, p string) bool {
 		return m != nil && (stringPattern(value, "<"+m[1]) || stringPattern(value, ">"+m[2]))
 	}
 	rest = strings.TrimSpace(rest)
-	if res, ok := compareDuration(value, rest, o); ok {
-		return res
-	}
-	if res, ok := compareQuantity(value, rest, o); ok {
-		return res
+	// Durations and quantities start with a digit, a sign or a dot; other
+	// patterns skip the parse attempts.
+	if rest != "" && strings.IndexByte("0123456789+-.", rest[0]) >= 0 {
+		if res, ok := compareDuration(value, rest, o); ok {
+			return res
+		}
+		if res, ok := compareQuantity(value, rest, o); ok {
+			return res
+		}
 	}
 	return compareString(value, rest, o)
 }
