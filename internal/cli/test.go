@@ -281,6 +281,9 @@ func (run *testRun) evaluate() {
 			if resp := run.eng.Generate(req, p, run.exceptions); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
+			if resp := run.eng.VerifyImages(req, p, run.exceptions); len(resp.Rules) > 0 {
+				out = append(out, resp)
+			}
 		}
 		run.responses[i] = out
 	}
@@ -344,6 +347,9 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string) (
 					continue
 				}
 				found = true
+				if rr.Unsupported {
+					return "unsupported", "", rr.Message, rr.Message
+				}
 				got := string(rr.Status)
 				if rr.Status == engine.StatusFail && !p.Scored {
 					got = string(engine.StatusWarn)

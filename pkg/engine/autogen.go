@@ -14,15 +14,10 @@ var podControllers = []string{"DaemonSet", "Deployment", "Job", "StatefulSet", "
 
 const cronJob = "CronJob"
 
-// gvkOfController is how autogen names controller kinds in its rules.
-var gvkOfController = map[string]string{
-	"DaemonSet":             "apps/v1/DaemonSet",
-	"Deployment":            "apps/v1/Deployment",
-	"Job":                   "batch/v1/Job",
-	"StatefulSet":           "apps/v1/StatefulSet",
-	"ReplicaSet":            "apps/v1/ReplicaSet",
-	"ReplicationController": "v1/ReplicationController",
-	"CronJob":               "batch/v1/CronJob",
+// knownControllers are the kinds the autogen annotation may name.
+var knownControllers = map[string]bool{
+	"DaemonSet": true, "Deployment": true, "Job": true, "StatefulSet": true,
+	"ReplicaSet": true, "ReplicationController": true, "CronJob": true,
 }
 
 // AutogenControllers returns the controllers autogen applies a policy's Pod
@@ -45,7 +40,7 @@ func AutogenControllers(p *policy.Policy) []string {
 		if c == "all" {
 			return all
 		}
-		if _, known := gvkOfController[c]; known {
+		if knownControllers[c] {
 			out = append(out, c)
 		}
 	}
@@ -204,16 +199,11 @@ func autogenName(prefix, name string) string {
 	return n
 }
 
+// toGVKs returns the kinds autogen rules match. They are plain kind names,
+// not group/version/kind: a controller of an older API version
+// (batch/v1beta1 CronJob) is still checked, as the reference does.
 func toGVKs(kinds []string) []string {
-	out := make([]string, 0, len(kinds))
-	for _, k := range kinds {
-		if g, ok := gvkOfController[k]; ok {
-			out = append(out, g)
-		} else {
-			out = append(out, k)
-		}
-	}
-	return out
+	return append([]string(nil), kinds...)
 }
 
 // wrapRule copies r under a new name with its kinds replaced by the

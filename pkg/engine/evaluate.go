@@ -50,6 +50,11 @@ func (e *Engine) Apply(req *Request, set *Set) ([]Response, map[string]any) {
 				out = append(out, resp)
 			}
 		}
+		if p.hasType(TypeImageVerify) {
+			if resp := e.VerifyImages(&cur, p, set.Exceptions); len(resp.Rules) > 0 {
+				out = append(out, resp)
+			}
+		}
 	}
 	return out, cur.Object
 }
@@ -92,6 +97,13 @@ func (e *Engine) Mutate(req *Request, p *Policy, exceptions []*policy.Exception)
 // what it would create.
 func (e *Engine) Generate(req *Request, p *Policy, exceptions []*policy.Exception) Response {
 	return e.run(req, p, exceptions, TypeGeneration)
+}
+
+// VerifyImages runs the policy's verifyImages rules. Image signature
+// verification is not implemented yet: matching rules report an
+// unsupported skip.
+func (e *Engine) VerifyImages(req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(req, p, exceptions, TypeImageVerify)
 }
 
 // ruleRun carries the state of one rule's evaluation.
@@ -192,8 +204,8 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 	case TypeGeneration:
 		return run.generate(rr)
 	default:
-		rr.Status = StatusSkip
-		rr.Message = "image verification is not evaluated by this engine"
+		rr.Status, rr.Unsupported = StatusSkip, true
+		rr.Message = "verifyImages is not evaluated by this engine yet"
 		return rr
 	}
 }

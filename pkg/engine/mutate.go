@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/patch"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
@@ -71,7 +72,7 @@ func (run *ruleRun) applyPatches(obj map[string]any, smp any, jsonPatch string) 
 		}
 		if res.Skipped {
 			skipMsg = res.SkipReason
-		} else if res.Changed {
+		} else if res.Changed && !document.Equal(obj, res.Object) {
 			obj, changed = res.Object, true
 		}
 	}
@@ -84,7 +85,7 @@ func (run *ruleRun) applyPatches(obj map[string]any, smp any, jsonPatch string) 
 		if err != nil {
 			return obj, false, "", err
 		}
-		if res.Changed {
+		if res.Changed && !document.Equal(obj, res.Object) {
 			obj, changed = res.Object, true
 		}
 	}

@@ -38,6 +38,10 @@ type RuleResponse struct {
 	// Enforce is true when a failure of this validate rule denies the
 	// request.
 	Enforce bool
+	// Unsupported is true when the rule uses a feature this engine does
+	// not evaluate (validate.cel, assert, manifests, verifyImages); its
+	// status is then skip.
+	Unsupported bool
 }
 
 // PodSecurityCheck is one failed Pod Security Standard control.

@@ -22,8 +22,8 @@ func (run *ruleRun) validate(rr RuleResponse) RuleResponse {
 	case v.PodSecurity != nil:
 		return run.validatePodSecurity(rr, v.PodSecurity)
 	case v.CEL != nil, v.Assert != nil, v.Manifests != nil:
-		rr.Status = StatusSkip
-		rr.Message = "validation kind not supported by this engine"
+		rr.Status, rr.Unsupported = StatusSkip, true
+		rr.Message = "validate.cel, assert and manifests are not evaluated by this engine yet"
 		return rr
 	}
 	return run.errorf(rr, "rule %s has no validation", run.rule.Name)

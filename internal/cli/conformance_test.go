@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const corpus = "../../../shared/conformance/kyverno-policies"
+
+// classicDirs returns the corpus folders of classic policies (no -cel,
+// -vpol, -mpol or -gpol suffix).
+func classicDirs(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(corpus)
+	if err != nil {
+		t.Skipf("conformance corpus not found at %s: %v", corpus, err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		if strings.HasSuffix(name, "-cel") || strings.HasSuffix(name, "-vpol") ||
+			strings.HasSuffix(name, "-mpol") || strings.HasSuffix(name, "-gpol") {
+			continue
+		}
+		dirs = append(dirs, filepath.Join(corpus, name))
+	}
+	return dirs
+}
+
+// TestConformanceClassic runs `verdict test` on the classic policies of
+// the Kyverno policy library. The reference CLI checks 1,424 assertions
+// there; Verdict must pass at least 97% (1,382), load every test, and never
+// crash. docs/conformance.md lists what still fails.
+func TestConformanceClassic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance corpus run skipped in -short mode")
+	}
+	var out bytes.Buffer
+	sum, err := RunTests(TestOptions{Dirs: classicDirs(t)}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Errors) > 0 {
+		t.Errorf("test files that could not be run: %v", sum.Errors)
+	}
+	if sum.Unsupported != 0 {
+		t.Errorf("%d assertions counted unsupported in the classic folders", sum.Unsupported)
+	}
+	if sum.Passed < 1382 {
+		t.Errorf("passed %d assertions, want at least 1382; failures:\n%s", sum.Passed, out.String())
+	}
+	if strings.Contains(out.String(), "internal error") {
+		t.Errorf("an evaluation crashed:\n%s", out.String())
+	}
+	t.Logf("%d passed, %d failed", sum.Passed, sum.Failed)
+}
+
+// TestConformanceCELCountedApart checks that results about CEL policy
+// kinds are counted as unsupported, never as passed.
+func TestConformanceCELCountedApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance corpus run skipped in -short mode")
+	}
+	dir := filepath.Join(corpus, "best-practices-vpol")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("vpol corpus folder not found")
+	}
+	var out bytes.Buffer
+	sum, err := RunTests(TestOptions{Dirs: []string{dir}}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Unsupported == 0 || sum.Passed != 0 {
+		t.Fatalf("vpol folder: %d passed, %d unsupported; want 0 passed and all unsupported", sum.Passed, sum.Unsupported)
+	}
+}
