@@ -26,15 +26,15 @@ type TestOptions struct {
 
 // assertion is the verdict on one resource named in one result entry.
 type assertion struct {
-	Test        string `json:"test"`
-	Policy      string `json:"policy"`
-	Rule        string `json:"rule"`
-	Resource    string `json:"resource"`
-	Expected    string `json:"expected"`
-	Actual      string `json:"actual,omitempty"`
-	Outcome     string `json:"outcome"` // passed, failed, unsupported
-	Reason      string `json:"reason,omitempty"`
-	Message     string `json:"message,omitempty"`
+	Test     string `json:"test"`
+	Policy   string `json:"policy"`
+	Rule     string `json:"rule"`
+	Resource string `json:"resource"`
+	Expected string `json:"expected"`
+	Actual   string `json:"actual,omitempty"`
+	Outcome  string `json:"outcome"` // passed, failed, unsupported
+	Reason   string `json:"reason,omitempty"`
+	Message  string `json:"message,omitempty"`
 }
 
 // TestSummary counts assertions.

@@ -396,3 +396,107 @@ func TestOperatorNames(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyIdioms runs conditions as the Pod Security Standards policies of
+// the Kyverno library write them, on the values their JMESPath keys yield.
+func TestPolicyIdioms(t *testing.T) {
+	type cond struct {
+		key      any
+		operator string
+		value    any
+	}
+	hostPortsDenied := func(ports []any) []cond {
+		return []cond{
+			{ports, OpAnyNotIn, "5000-6000"},
+			{ports, OpAnyNotIn, []any{0.0}},
+		}
+	}
+	tests := map[string]struct {
+		all  []cond // deny when all hold
+		deny bool
+	}{
+		"no host ports":            {hostPortsDenied([]any{}), false},
+		"host port zero":           {hostPortsDenied([]any{0.0}), false},
+		"host port in range":       {hostPortsDenied([]any{5500.0}), false},
+		"host port bound":          {hostPortsDenied([]any{6000.0}), false},
+		"host port out of range":   {hostPortsDenied([]any{8080.0}), true},
+		"mixed ports":              {hostPortsDenied([]any{0.0, 5001.0, 7000.0}), true},
+		"operation is not DELETE":  {[]cond{{"CREATE", OpNotEquals, "DELETE"}}, true},
+		"operation DELETE":         {[]cond{{"DELETE", OpNotEquals, "DELETE"}}, false},
+		"drop ALL missing":         {[]cond{{"ALL", OpAnyNotIn, []any{}}}, true},
+		"drop ALL present":         {[]cond{{"ALL", OpAnyNotIn, []any{"NET_RAW", "ALL"}}}, false},
+		"allowed volume types":     {[]cond{{[]any{"name", "configMap", "name", "emptyDir"}, OpAnyNotIn, []any{"name", "configMap", "emptyDir", ""}}}, false},
+		"hostPath volume type":     {[]cond{{[]any{"name", "hostPath"}, OpAnyNotIn, []any{"name", "configMap", "emptyDir", ""}}}, true},
+		"no volumes (default '')":  {[]cond{{"", OpAnyNotIn, []any{"name", "configMap", ""}}}, false},
+		"capabilities not allowed": {[]cond{{[]any{"SYS_ADMIN"}, OpAnyNotIn, []any{"AUDIT_WRITE", "CHOWN", "KILL"}}}, true},
+		"capabilities allowed":     {[]cond{{[]any{"CHOWN", "KILL"}, OpAnyNotIn, []any{"AUDIT_WRITE", "CHOWN", "KILL"}}}, false},
+		"privileged in list":       {[]cond{{[]any{false, true}, OpAnyIn, []any{true}}}, true},
+		"privileged absent":        {[]cond{{[]any{false}, OpAnyIn, []any{true}}}, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			deny := true
+			for _, c := range tc.all {
+				ok, err := Evaluate(c.key, c.operator, c.value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				deny = deny && ok
+			}
+			if deny != tc.deny {
+				t.Fatalf("deny = %v, want %v", deny, tc.deny)
+			}
+		})
+	}
+}
+
+func BenchmarkEvaluate(b *testing.B) {
+	key := []any{"name", "configMap", "name", "hostPath"}
+	value := []any{"name", "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret", ""}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if ok, _ := Evaluate(key, OpAnyNotIn, value); !ok {
+			b.Fatal("want true")
+		}
+		if ok, _ := Evaluate([]any{8080.0}, OpAnyNotIn, "5000-6000"); !ok {
+			b.Fatal("want true")
+		}
+	}
+}
+
+func TestValuePatterns(t *testing.T) {
+	tests := map[string]struct {
+		value, pattern string
+		want           bool
+	}{
+		"range inside":          {"5", "1-10", true},
+		"range low bound":       {"1", "1-10", true},
+		"range outside":         {"11", "1-10", false},
+		"not in range outside":  {"11", "1!-10", true},
+		"not in range inside":   {"5", "1!-10", false},
+		"decimal range":         {"1.5", "1.2-1.8", true},
+		"quantity range":        {"1Gi", "512Mi-2Gi", true},
+		"quantity range milli":  {"250m", "100m-200m", false},
+		"duration range":        {"45m", "30m-1h", true},
+		"duration out of range": {"2h", "30m-1h", false},
+		"alternatives":          {"x", "a|x", true},
+		"conjunction":           {"7", ">5 & <10", true},
+		"conjunction fails":     {"12", ">5 & <10", false},
+		"negation":              {"b", "!a", true},
+		"wildcard term":         {"abc", "a*", true},
+		"not a number":          {"abc", "1-10", false},
+		"identical":             {"1-10", "1-10", true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := matchValuePattern(tc.value, tc.pattern); got != tc.want {
+				t.Fatalf("matchValuePattern(%q, %q) = %v, want %v", tc.value, tc.pattern, got, tc.want)
+			}
+		})
+	}
+	for s, want := range map[string]bool{"1-10": true, "-5-5": true, "1Gi-2Gi": true, "1!-10": false, "a-b": false, "kube-system": false, "10": false} {
+		if got := isRange(s); got != want {
+			t.Errorf("isRange(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

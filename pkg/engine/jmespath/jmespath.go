@@ -288,18 +288,27 @@ func isJSONValue(v any) bool {
 }
 
 // wrappingCaller marks every error raised by a function call with
-// ErrFunction, including the arity and type errors of the library.
+// ErrFunction, including the arity and type errors of the library, and
+// enforces MaxStringLength.
 type wrappingCaller struct {
 	inner interpreter.FunctionCaller
 }
 
 func (c wrappingCaller) CallFunction(name string, args []any) (any, error) {
+	if guard, ok := preCallGuards[name]; ok {
+		if err := guard(args); err != nil {
+			return nil, fnWrap(name, err)
+		}
+	}
 	v, err := c.inner.CallFunction(name, args)
 	if err != nil {
 		if errors.Is(err, ErrFunction) {
 			return nil, err
 		}
 		return nil, fnWrap(name, err)
+	}
+	if s, ok := v.(string); ok && len(s) > maxStringLength {
+		return nil, errTooLong(name)
 	}
 	return v, nil
 }

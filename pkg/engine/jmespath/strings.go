@@ -69,6 +69,9 @@ func jpReplace(a []any) (any, error) {
 	if !ok {
 		return nil, fnErrorf(name, "argument #4 must be a finite number, got %v", f)
 	}
+	if replacedLength(s, old, repl, n) > maxStringLength {
+		return nil, errTooLong(name)
+	}
 	return strings.Replace(s, old, repl, n), nil
 }
 
@@ -87,7 +90,27 @@ func jpReplaceAll(a []any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if replacedLength(s, old, repl, -1) > maxStringLength {
+		return nil, errTooLong(name)
+	}
 	return strings.ReplaceAll(s, old, repl), nil
+}
+
+// replacedLength is the length of strings.Replace(s, old, repl, n), capped
+// at maxStringLength+1.
+func replacedLength(s, old, repl string, n int) int {
+	count := strings.Count(s, old)
+	if n >= 0 && n < count {
+		count = n
+	}
+	growth := len(repl) - len(old)
+	if growth <= 0 || count == 0 {
+		return len(s) + count*growth
+	}
+	if count > (maxStringLength+1-len(s))/growth {
+		return maxStringLength + 1
+	}
+	return len(s) + count*growth
 }
 
 func jpToUpper(a []any) (any, error) {
@@ -245,10 +268,37 @@ func regexReplace(name string, a []any, literal bool) (any, error) {
 	if err != nil {
 		return nil, fnWrap(name, err)
 	}
-	if literal {
-		return re.ReplaceAllLiteralString(src, repl), nil
+	// Same result as Regexp.ReplaceAll(Literal)String, built with a bound
+	// on the output size: a replacement can be larger than the match.
+	refs := 0
+	if !literal {
+		refs = strings.Count(repl, "$")
 	}
-	return re.ReplaceAllString(src, repl), nil
+	var (
+		out      strings.Builder
+		expanded []byte
+		last     int
+	)
+	for _, m := range re.FindAllStringSubmatchIndex(src, -1) {
+		// Each reference expands to at most the text of the match.
+		bound := out.Len() + (m[0] - last) + len(repl) + refs*(m[1]-m[0])
+		if bound > maxStringLength {
+			return nil, errTooLong(name)
+		}
+		out.WriteString(src[last:m[0]])
+		if literal {
+			out.WriteString(repl)
+		} else {
+			expanded = re.ExpandString(expanded[:0], repl, src, m)
+			out.Write(expanded)
+		}
+		last = m[1]
+	}
+	if out.Len()+len(src)-last > maxStringLength {
+		return nil, errTooLong(name)
+	}
+	out.WriteString(src[last:])
+	return out.String(), nil
 }
 
 // label_match(selector, labels object) boolean: true when every key of

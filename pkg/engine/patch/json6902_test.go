@@ -78,11 +78,15 @@ spec:
 		"passing test with move and copy": {
 			patch: `
 - {op: test, path: /spec/replicas, value: 1}
-- {op: copy, from: /metadata/labels, path: /spec/template/metadata/labels}
+- {op: copy, from: /metadata/labels, path: /spec/template/labels}
 - {op: move, from: /spec/replicas, path: /spec/minReadySeconds}
 `,
 			want: `{apiVersion: apps/v1, kind: Deployment, metadata: {name: web, labels: {app: web}},
-				spec: {minReadySeconds: 1, template: {metadata: {labels: {app: web}}, spec: {containers: [{name: a, image: "a:1"}, {name: b, image: "b:1"}]}}}}`,
+				spec: {minReadySeconds: 1, template: {labels: {app: web}, spec: {containers: [{name: a, image: "a:1"}, {name: b, image: "b:1"}]}}}}`,
+		},
+		"copy to a missing parent fails": {
+			patch: `[{"op": "copy", "from": "/metadata/labels", "path": "/status/x/y"}]`,
+			err:   ErrApply,
 		},
 		"index out of range fails": {
 			patch: `[{"op": "replace", "path": "/spec/template/spec/containers/5/image", "value": "x"}]`,
@@ -98,7 +102,7 @@ spec:
 		},
 		"unknown operation": {
 			patch: `[{"op": "frob", "path": "/a"}]`,
-			err:   ErrApply,
+			err:   ErrInvalidPatch,
 		},
 		"empty patch": {
 			patch: "  \n",

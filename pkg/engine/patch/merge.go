@@ -302,14 +302,13 @@ func findScalar(list []any, id string) slot {
 
 // mergeKeyed merges lists of maps by their merge keys. Patch elements come
 // first in patch order, then unnamed resource elements. Patch elements
-// without any key value cannot be placed and are dropped; resource
-// elements without one are kept at the end.
+// without any key cannot be placed and are dropped; resource elements
+// without one are kept at the end.
 func (m *merger) mergeKeyed(base, patch []any, keys []string, elem *listSchema) (any, bool, error) {
-	type ident []string
 	var ids []ident
 	add := func(id ident) {
 		for i, known := range ids {
-			if merged, ok := joinIdents(known, id); ok {
+			if merged, ok := known.join(id); ok {
 				ids[i] = merged
 				return
 			}
@@ -334,7 +333,7 @@ func (m *merger) mergeKeyed(base, patch []any, keys []string, elem *listSchema) 
 	for _, id := range ids {
 		b := findKeyed(base, keys, id)
 		p := findKeyed(patch, keys, id)
-		m.path = append(m.path, "["+strings.Join(id, ",")+"]")
+		m.path = append(m.path, id.String())
 		v, keep, err := m.mergeValue(b, p, elem)
 		m.path = m.path[:len(m.path)-1]
 		if err != nil {
@@ -347,7 +346,7 @@ func (m *merger) mergeKeyed(base, patch []any, keys []string, elem *listSchema) 
 			if len(vm) == 0 {
 				continue
 			}
-			setMissingKeys(vm, keys, id, b, p)
+			setMissingKeys(vm, keys, b, p)
 		}
 		out = append(out, v)
 	}
@@ -363,53 +362,72 @@ func (m *merger) mergeKeyed(base, patch []any, keys []string, elem *listSchema) 
 	return out, true, nil
 }
 
-// keyValues returns the texts of an element's merge keys ("" where
-// missing); ok is false when the element has none of them.
-func keyValues(item any, keys []string) ([]string, bool) {
+// ident is the tuple of merge key values naming a list element; has marks
+// the keys the element carries.
+type ident struct {
+	vals []string
+	has  []bool
+}
+
+func (id ident) String() string {
+	parts := make([]string, len(id.vals))
+	for i, v := range id.vals {
+		if id.has[i] {
+			parts[i] = v
+		}
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// join reports whether two tuples name the same element: they agree on
+// every key both carry, and both carry at least one. The result merges
+// their keys.
+func (id ident) join(other ident) (ident, bool) {
+	out := ident{vals: make([]string, len(id.vals)), has: make([]bool, len(id.has))}
+	common := false
+	for i := range id.vals {
+		switch {
+		case id.has[i] && other.has[i]:
+			if id.vals[i] != other.vals[i] {
+				return ident{}, false
+			}
+			common = true
+			out.vals[i], out.has[i] = id.vals[i], true
+		case id.has[i]:
+			out.vals[i], out.has[i] = id.vals[i], true
+		case other.has[i]:
+			out.vals[i], out.has[i] = other.vals[i], true
+		}
+	}
+	return out, common
+}
+
+// keyValues returns the merge key values of an element, as scalar text;
+// ok is false when the element carries none of the keys.
+func keyValues(item any, keys []string) (ident, bool) {
 	im, isMap := item.(map[string]any)
 	if !isMap {
-		return nil, false
+		return ident{}, false
 	}
-	id := make([]string, len(keys))
+	id := ident{vals: make([]string, len(keys)), has: make([]bool, len(keys))}
 	found := false
 	for i, k := range keys {
 		v, present := im[k]
-		if !present || isEmptyValue(v) {
+		if !present || v == nil {
 			continue
 		}
 		if t, ok := scalarText(v); ok {
-			id[i] = t
+			id.vals[i], id.has[i] = t, true
 			found = true
 		}
 	}
 	return id, found
 }
 
-// joinIdents reports whether two key tuples name the same element: they
-// agree wherever both have a value and share at least one value.
-func joinIdents(a, b []string) ([]string, bool) {
-	common := false
-	out := make([]string, len(a))
-	for i := range a {
-		switch {
-		case a[i] == b[i]:
-			out[i] = a[i]
-			common = common || a[i] != ""
-		case a[i] == "":
-			out[i] = b[i]
-		case b[i] == "":
-			out[i] = a[i]
-		default:
-			return nil, false
-		}
-	}
-	return out, common
-}
-
-func findKeyed(list []any, keys []string, id []string) slot {
+func findKeyed(list []any, keys []string, id ident) slot {
 	for _, item := range list {
 		if iid, ok := keyValues(item, keys); ok {
-			if _, same := joinIdents(id, iid); same {
+			if _, same := id.join(iid); same {
 				return slot{item, true}
 			}
 		}
@@ -419,9 +437,9 @@ func findKeyed(list []any, keys []string, id []string) slot {
 
 // setMissingKeys restores merge keys the merged element lost, taking the
 // value from the patch or resource element that named it.
-func setMissingKeys(v map[string]any, keys, id []string, sources ...slot) {
-	for i, k := range keys {
-		if _, ok := v[k]; ok || id[i] == "" {
+func setMissingKeys(v map[string]any, keys []string, sources ...slot) {
+	for _, k := range keys {
+		if _, ok := v[k]; ok {
 			continue
 		}
 		for _, s := range sources {

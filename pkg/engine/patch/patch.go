@@ -31,7 +31,8 @@ var (
 	ErrInvalidPatch = errors.New("invalid patch")
 	// ErrApply reports a patch that does not fit the resource: a JSON patch
 	// path that does not exist or a failed "test", an overlay value whose
-	// kind (map, list, scalar) differs from the resource's.
+	// kind (map, list, scalar) differs from the resource's, an overlay
+	// deleting the whole resource.
 	ErrApply = errors.New("patch does not apply")
 )
 
@@ -58,11 +59,24 @@ type Result struct {
 // StrategicMerge applies a Kyverno patchStrategicMerge overlay, which may
 // contain anchors, to resource.
 //
-// When a conditional anchor of a map, or a global anchor anywhere, does not
-// hold, the overlay is dropped as a whole and the result is Skipped with
-// the mismatch as SkipReason (Kyverno then still normalizes the resource,
-// see the merge rules; if that alone changes it the result is Changed).
-// Conditional anchors on list elements only select the elements to patch.
+// Anchors: "+(key)" sets key only where the resource lacks it. "(key)"
+// and "<(key)" are conditions on the resource value (Kyverno pattern
+// syntax: wildcards, operators, ranges, quantities, durations, nested
+// "=()", "X()" and "^()" anchors). A failed "(key)" in a map, or a
+// "<(key)" that holds nowhere, drops the whole overlay: the result is
+// Skipped with the mismatch as SkipReason. On list elements "(key)"
+// selects the resource elements (bound by their "name") to patch.
+//
+// Merge, as kustomize kyaml does it for Kyverno: maps merge recursively
+// and null deletes a key; lists of built-in kinds whose patch strategy is
+// "merge" (containers, env, volumes, ports...) merge element-wise by merge
+// key, the overlay's elements first and then the resource's others, lists
+// of scalars with that strategy merge as sets; all other lists, including
+// every list of custom resources, are replaced. "$patch: delete|replace|
+// merge" directives are honoured on maps and, as a lone list element, on
+// merged lists. The walk also drops null fields of the resource, which
+// Kyverno does too and which can change a resource even when the overlay
+// was dropped.
 func StrategicMerge(resource map[string]any, overlay any) (Result, error) {
 	om, ok := overlay.(map[string]any)
 	if !ok {
@@ -86,8 +100,7 @@ func StrategicMerge(resource map[string]any, overlay any) (Result, error) {
 	}
 	out, _ := merged.(map[string]any)
 	if !keep || out == nil {
-		// The overlay deleted the whole object ("$patch: delete").
-		out = map[string]any{}
+		return Result{}, fmt.Errorf("%w: the overlay deletes the whole resource", ErrApply)
 	}
 	return newResult(resource, deepCopy(out).(map[string]any), skipReason), nil
 }

@@ -139,6 +139,20 @@ spec:
 			resource: `{spec: {containers: [{name: a}]}}`,
 			want:     `{spec: {dnsPolicy: None}}`,
 		},
+		// Kyverno quirk kept for compatibility: one working copy of a list
+		// element serves all resource elements, so "+()" resolved on the
+		// first container is not resolved again on the next ones.
+		"add anchor resolved once per list (present first)": {
+			overlay:  `{spec: {containers: [{(name): "*", resources: {requests: {+(memory): 100Mi}}}]}}`,
+			resource: `{spec: {containers: [{name: a, resources: {requests: {memory: 1Gi}}}, {name: b}]}}`,
+			want:     `{}`,
+		},
+		"add anchor resolved once per list (absent first)": {
+			overlay:  `{spec: {containers: [{(name): "*", resources: {requests: {+(memory): 100Mi}}}]}}`,
+			resource: `{spec: {containers: [{name: a}, {name: b, resources: {requests: {memory: 1Gi}}}]}}`,
+			want: `{spec: {containers: [{name: a, resources: {requests: {memory: 100Mi}}},
+				{name: b, resources: {requests: {memory: 100Mi}}}]}}`,
+		},
 		"resource elements without a name are not patched": {
 			overlay:  `{spec: {ports: [{(port): "80", name: http}]}}`,
 			resource: `{spec: {ports: [{port: 80}]}}`,

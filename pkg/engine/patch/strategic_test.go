@@ -34,7 +34,7 @@ func TestStrategicMerge(t *testing.T) {
 		"add label and keep others": {
 			resource: podNginx,
 			overlay:  `{metadata: {labels: {team: a}}}`,
-			want: strings.Replace(podNginx, "app: web", "app: web\n    team: a", 1),
+			want:     strings.Replace(podNginx, "app: web", "app: web\n    team: a", 1),
 		},
 		"null deletes key": {
 			resource: podNginx,
@@ -363,5 +363,74 @@ func TestStrategicMergeDoesNotShareMemory(t *testing.T) {
 	}
 	if overlay.(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"].([]any)[0] != "a" {
 		t.Fatalf("result shares memory with the overlay")
+	}
+}
+
+// TestForeachOrder shows how a caller must run a foreach of strategic merge
+// patches to keep list order: like Kyverno, over the elements in reverse,
+// because each patch moves the element it names to the front.
+func TestForeachOrder(t *testing.T) {
+	resource := docMap(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: nginx-demo3}
+spec:
+  containers:
+  - {name: nginx, image: nginx:latest, resources: {requests: {memory: 200Mi}}}
+  - {name: busybox, image: busybox:latest}
+`)
+	overlayFor := func(name string) any {
+		return doc(t, `{spec: {containers: [{(name): `+name+`, resources: {requests: {+(memory): 100Mi, +(cpu): 100m}}}]}}`)
+	}
+	current := resource
+	for _, name := range []string{"busybox", "nginx"} { // reverse of the list
+		res, err := StrategicMerge(current, overlayFor(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Changed {
+			t.Fatalf("%s: not changed", name)
+		}
+		current = res.Object
+	}
+	assertDoc(t, any(current), doc(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: nginx-demo3}
+spec:
+  containers:
+  - {name: nginx, image: nginx:latest, resources: {requests: {memory: 200Mi, cpu: 100m}}}
+  - {name: busybox, image: busybox:latest, resources: {requests: {memory: 100Mi, cpu: 100m}}}
+`))
+}
+
+func TestStrategicMergeDeleteWholeResource(t *testing.T) {
+	_, err := StrategicMerge(docMap(t, podNginx), doc(t, `{$patch: delete}`))
+	if !errors.Is(err, ErrApply) {
+		t.Fatalf("error = %v, want ErrApply", err)
+	}
+}
+
+func BenchmarkStrategicMerge(b *testing.B) {
+	resource := docMap(b, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web}}
+spec:
+  replicas: 3
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: a, image: "a:latest", env: [{name: X, value: "1"}], ports: [{containerPort: 80}]}
+      - {name: b, image: "b:1.2", resources: {limits: {memory: 1Gi}}}
+      volumes: [{name: cache, emptyDir: {}}]
+`)
+	overlay := doc(b, `{metadata: {annotations: {+(team): a}}, spec: {template: {spec: {containers: [{(image): "*:latest", imagePullPolicy: Always}]}}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := StrategicMerge(resource, overlay); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

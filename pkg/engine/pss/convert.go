@@ -12,10 +12,18 @@ import (
 // has no pod template.
 var ErrUnsupportedKind = errors.New("kind has no pod spec")
 
-// ToPod decodes a Pod document into the API type the checks read. Like
-// Kyverno it goes through JSON, so a field of the wrong type is an error
-// (wrapping ErrInvalidPod) rather than a silent default.
+// ToPod decodes a Pod document into the API type, for CheckPod. Only the
+// fields the Pod Security Standards checks read are filled in, straight from
+// the document; those are type-checked as JSON decoding would (a field of
+// the wrong type is an error wrapping ErrInvalidPod). The result is meant
+// for CheckPod, not as a general-purpose Pod.
 func ToPod(doc map[string]any) (*corev1.Pod, error) {
+	return decodePod(doc)
+}
+
+// toPodJSON decodes a Pod document completely through JSON, as Kyverno does.
+// It is the reference the direct decoder is tested against.
+func toPodJSON(doc map[string]any) (*corev1.Pod, error) {
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidPod, err)
@@ -30,9 +38,8 @@ func ToPod(doc map[string]any) (*corev1.Pod, error) {
 // PodFromResource returns the pod-shaped document (metadata and spec) that
 // Kyverno evaluates for a resource of the given kind: the resource itself for
 // a Pod, spec.template for DaemonSet, Deployment, Job, StatefulSet,
-// ReplicaSet and ReplicationController, and for a CronJob the metadata of
-// spec.jobTemplate with the spec of spec.jobTemplate.spec.template (Kyverno
-// reads the job template's metadata there, not the pod template's).
+// ReplicaSet and ReplicationController, and spec.jobTemplate.spec.template
+// for a CronJob.
 func PodFromResource(kind string, resource map[string]any) (map[string]any, error) {
 	switch kind {
 	case "Pod":
@@ -41,10 +48,8 @@ func PodFromResource(kind string, resource map[string]any) (map[string]any, erro
 		tmpl, _ := lookup(resource, "spec", "template").(map[string]any)
 		return map[string]any{"metadata": tmpl["metadata"], "spec": tmpl["spec"]}, nil
 	case "CronJob":
-		return map[string]any{
-			"metadata": lookup(resource, "spec", "jobTemplate", "metadata"),
-			"spec":     lookup(resource, "spec", "jobTemplate", "spec", "template", "spec"),
-		}, nil
+		tmpl, _ := lookup(resource, "spec", "jobTemplate", "spec", "template").(map[string]any)
+		return map[string]any{"metadata": tmpl["metadata"], "spec": tmpl["spec"]}, nil
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnsupportedKind, kind)
 }

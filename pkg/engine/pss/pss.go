@@ -193,7 +193,9 @@ func profileFor(level, version string) (*profile, error) {
 // validate.podSecurity does.
 //
 // pod is a Pod document (map[string]any) with at least metadata and spec;
-// for a pod controller, pass the pod template (see PodFromResource).
+// for a pod controller, pass the pod template (see PodFromResource). Only
+// the fields the checks read are decoded (and type-checked); a field of the
+// wrong type among them is an error wrapping ErrInvalidPod.
 // "privileged" allows every pod.
 func Check(level, version string, excludes []Exclude, pod map[string]any) (Result, error) {
 	p, err := profileFor(level, version)
@@ -210,7 +212,8 @@ func Check(level, version string, excludes []Exclude, pod map[string]any) (Resul
 	return p.evaluate(typed, excludes), nil
 }
 
-// CheckPod is Check for a pod already decoded into its API type.
+// CheckPod is Check for a pod already decoded with ToPod (or a complete Pod);
+// callers that evaluate several rules on one pod decode it once.
 func CheckPod(level, version string, excludes []Exclude, pod *corev1.Pod) (Result, error) {
 	p, err := profileFor(level, version)
 	if err != nil {
