@@ -1,0 +1,196 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseAndValidate(t *testing.T) {
+	tests := map[string]struct {
+		spec string
+		// errs lists substrings, each expected in some "path: message".
+		errs []string
+	}{
+		"valid": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {metadata: {labels: {app: "?*"}}}}`},
+		"unknown field": {spec: `
+  rulez: []
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {a: b}, mesage: x}`,
+			errs: []string{`spec.rulez: unknown field "rulez"`, `spec.rules[0].validate.mesage: unknown field "mesage"`}},
+		"two rule types": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {a: b}}
+    mutate: {patchStrategicMerge: {a: b}}`,
+			errs: []string{"spec.rules[0]: a rule must have exactly one of validate, mutate, generate or verifyImages, found 2"}},
+		"bad anchor": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {spec: {"(name": x}}}`,
+			errs: []string{`spec.rules[0].validate.pattern.spec.(name: invalid anchor`}},
+		"add anchor in validate": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {spec: {"+(name)": x}}}`,
+			errs: []string{"only allowed in mutate rules"}},
+		"bad jmespath": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: "{{ request.object.metadata.name[ }}"
+      pattern: {a: b}`,
+			errs: []string{"spec.rules[0].validate.message: invalid JMESPath"}},
+		"bad operator": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      deny: {conditions: {any: [{key: a, operator: Equalz, value: b}]}}`,
+			errs: []string{`spec.rules[0].validate.deny.conditions.any[0].operator: unknown operator "Equalz"`}},
+		"wildcard kind in generate": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: ["*"]}}]}
+    generate: {kind: ConfigMap, name: x, data: {}}`,
+			errs: []string{`wildcard kind "*" is not allowed in a generate rule`}},
+		"empty match": {spec: `
+  rules:
+  - name: r
+    match: {}
+    validate: {pattern: {a: b}}`,
+			errs: []string{"spec.rules[0].match: must select something"}},
+		"bad failure action": {spec: `
+  validationFailureAction: Block
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {a: b}}`,
+			errs: []string{`spec.validationFailureAction: must be Audit or Enforce, not "Block"`}},
+		"duplicate rule": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {a: b}}
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {a: b}}`,
+			errs: []string{`spec.rules[1].name: duplicate rule name "r"`}},
+		"bad foreach list": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {foreach: [{list: "request.object.spec.containers[", pattern: {a: b}}]}`,
+			errs: []string{"spec.rules[0].validate.foreach[0].list: invalid JMESPath"}},
+		"bad pod security level": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {podSecurity: {level: strict}}`,
+			errs: []string{`spec.rules[0].validate.podSecurity.level: must be privileged, baseline or restricted`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			doc := "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: p}\nspec:" + tc.spec + "\n"
+			docs, err := Parse([]byte(doc), "test.yaml")
+			if len(tc.errs) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if len(docs.Policies) != 1 {
+					t.Fatalf("got %d policies", len(docs.Policies))
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, want := range tc.errs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestParseSortsDocuments(t *testing.T) {
+	docs, err := Parse([]byte(`apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {a: b}}
+---
+apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: e}
+spec:
+  exceptions: [{policyName: p, ruleNames: [r]}]
+  match: {any: [{resources: {kinds: [Pod]}}]}
+---
+apiVersion: policies.kyverno.io/v1alpha1
+kind: ValidatingPolicy
+metadata: {name: v}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: x}
+`), "mixed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs.Policies) != 1 || len(docs.Exceptions) != 1 || len(docs.Unsupported) != 1 || len(docs.Others) != 1 {
+		t.Fatalf("got %d policies, %d exceptions, %d unsupported, %d others",
+			len(docs.Policies), len(docs.Exceptions), len(docs.Unsupported), len(docs.Others))
+	}
+	if docs.Policies[0].APIVersion != "verdict.dev/v1" {
+		t.Fatalf("apiVersion %s", docs.Policies[0].APIVersion)
+	}
+}
+
+func TestLegacyPreconditionsList(t *testing.T) {
+	docs, err := Parse([]byte(`apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: r
+    match: {resources: {kinds: [Pod]}}
+    preconditions:
+    - key: "{{ request.operation }}"
+      operator: Equals
+      value: CREATE
+    validate: {pattern: {a: b}}
+`), "legacy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := docs.Policies[0].Spec.Rules[0].RawAnyAllConditions; c == nil || len(c.All) != 1 {
+		t.Fatalf("legacy preconditions not read as all: %+v", c)
+	}
+}
+
+// FuzzParse loads arbitrary documents as policies: it must never panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: p}\nspec: {rules: [{name: r, match: {any: [{resources: {kinds: [Pod]}}]}, validate: {pattern: {a: \"{{ x }}\"}}}]}\n"))
+	f.Add([]byte("apiVersion: kyverno.io/v2\nkind: PolicyException\nmetadata: {name: e}\nspec: {exceptions: []}\n"))
+	f.Add([]byte("kind: ClusterPolicy\napiVersion: kyverno.io/v1\nspec: {rules: [{preconditions: 3}]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		docs, err := Parse(data, "fuzz")
+		if err == nil && docs == nil {
+			t.Fatal("nil documents without an error")
+		}
+	})
+}
