@@ -264,12 +264,12 @@ func loadResources(paths []string, stdin io.Reader) ([]map[string]any, error) {
 					items, _ := d.Object["items"].([]any)
 					for _, it := range items {
 						if m, ok := it.(map[string]any); ok {
-							out = append(out, m)
+							out = append(out, defaultNamespace(m))
 						}
 					}
 					continue
 				}
-				out = append(out, d.Object)
+				out = append(out, defaultNamespace(d.Object))
 			}
 		}
 	}
