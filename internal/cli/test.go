@@ -88,13 +88,9 @@ func RunTests(opts TestOptions, stdout io.Writer) (*TestSummary, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no %s found below %s", opts.FileName, strings.Join(opts.Dirs, ", "))
 	}
-	eng, err := engine.New()
-	if err != nil {
-		return nil, err
-	}
 	sum := &TestSummary{}
 	for _, f := range files {
-		as, err := runTestFile(eng, f)
+		as, err := runTestFile(f)
 		if err != nil {
 			sum.Errors = append(sum.Errors, err.Error())
 			if !opts.JSON {
@@ -144,12 +140,12 @@ type testRun struct {
 	responses [][]engine.Response
 }
 
-func runTestFile(eng *engine.Engine, path string) ([]assertion, error) {
+func runTestFile(path string) ([]assertion, error) {
 	t, err := readTestFile(path)
 	if err != nil {
 		return nil, err
 	}
-	run := &testRun{t: t, eng: eng, byName: map[string]*engine.Policy{}, unsup: map[string]bool{}}
+	run := &testRun{t: t, byName: map[string]*engine.Policy{}, unsup: map[string]bool{}}
 	loadErr := run.load()
 	if loadErr != nil {
 		// Every assertion fails with the load error, except those about
@@ -178,6 +174,45 @@ func runTestFile(eng *engine.Engine, path string) ([]assertion, error) {
 
 func (run *testRun) load() error {
 	t := run.t
+	// Values, context and resources first: the engine's context loader
+	// serves what they hold.
+	if t.Variables != "" {
+		v, err := readValues(t.resolve(t.Variables))
+		if err != nil {
+			return fmt.Errorf("variables: %w", err)
+		}
+		run.values = v
+	}
+	if len(t.Resources) > 0 {
+		rdocs, err := loadDocuments(t.resolveAll(t.Resources), nil)
+		if err != nil {
+			return fmt.Errorf("resources: %w", err)
+		}
+		for _, obj := range rdocs.Others {
+			run.resources = append(run.resources, defaultNamespace(obj))
+		}
+		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
+	}
+	loader := &fileLoader{objects: run.resources}
+	if run.values != nil {
+		loader.responses = run.values.APICallResponses
+		loader.globals = run.values.GlobalReferences
+	}
+	if t.Context != "" {
+		c, err := readContext(t.resolve(t.Context))
+		if err != nil {
+			return fmt.Errorf("context: %w", err)
+		}
+		for _, o := range c.Spec.Resources {
+			loader.objects = append(loader.objects, defaultNamespace(o))
+		}
+		loader.images = c.Spec.Images
+	}
+	eng, err := engine.New(engine.WithContextLoader(loader))
+	if err != nil {
+		return err
+	}
+	run.eng = eng
 	pdocs, err := loadDocuments(t.resolveAll(t.Policies), nil)
 	if err != nil {
 		return fmt.Errorf("policies: %w", err)
@@ -201,23 +236,6 @@ func (run *testRun) load() error {
 			return fmt.Errorf("exceptions: %w", err)
 		}
 		run.exceptions = append(run.exceptions, edocs.Exceptions...)
-	}
-	if len(t.Resources) > 0 {
-		rdocs, err := loadDocuments(t.resolveAll(t.Resources), nil)
-		if err != nil {
-			return fmt.Errorf("resources: %w", err)
-		}
-		for _, obj := range rdocs.Others {
-			run.resources = append(run.resources, defaultNamespace(obj))
-		}
-		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
-	}
-	if t.Variables != "" {
-		v, err := readValues(t.resolve(t.Variables))
-		if err != nil {
-			return fmt.Errorf("variables: %w", err)
-		}
-		run.values = v
 	}
 	if t.UserInfo != "" {
 		u, err := readUserInfo(t.resolve(t.UserInfo))

@@ -21,6 +21,7 @@ type testFile struct {
 	Exceptions []string              `json:"exceptions"`
 	Variables  string                `json:"variables"`
 	UserInfo   string                `json:"userinfo"`
+	Context    string                `json:"context"`
 	Results    []testResult          `json:"results"`
 }
 
@@ -140,7 +141,9 @@ type valuesFile struct {
 			ForeachValues map[string]any `json:"foreachValues"`
 		} `json:"rules"`
 	} `json:"policies"`
-	GlobalValues      map[string]any `json:"globalValues"`
+	GlobalValues      map[string]any    `json:"globalValues"`
+	APICallResponses  []apiCallResponse `json:"apiCallResponses"`
+	GlobalReferences  map[string]any    `json:"globalReferences"`
 	NamespaceSelector []struct {
 		Name   string            `json:"name"`
 		Labels map[string]string `json:"labels"`
@@ -250,4 +253,33 @@ func readUserInfo(path string) (*userInfoFile, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &u, nil
+}
+
+// contextFile is a Kyverno CLI context file (kind Context): objects an
+// apiCall or configMap entry may read, and image data by reference.
+type contextFile struct {
+	Spec struct {
+		Resources []map[string]any `json:"resources"`
+		Images    map[string]any   `json:"images"`
+	} `json:"spec"`
+}
+
+func readContext(path string) (*contextFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	v, err := document.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var c contextFile
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &c, nil
 }

@@ -16,6 +16,15 @@
 // An Interpreter is safe for concurrent use. Compiled queries are cached in
 // a bounded LRU cache keyed by the expression text.
 //
+// A key missing from the document evaluates to null, as in standard
+// JMESPath; use "a.b || 'default'" for defaults.
+//
+// Expressions come from policy authors and documents from API clients, so
+// evaluation is bounded: expressions are at most MaxExpressionLength bytes,
+// no function returns a string longer than MaxStringLength, random() output
+// and work are capped, and a panic in the underlying library is returned as
+// an error.
+//
 // Errors wrap sentinels so callers can classify them with errors.Is:
 // ErrInvalidExpression for expressions that do not parse, ErrEvaluation for
 // every failure while searching and, in addition, ErrFunction when a

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// apiCallResponse is a canned answer to an apiCall context entry, given in
+// a test's values file:
+//
+//	apiCallResponses:
+//	- urlPath: /api/v1/namespaces/default/pods
+//	  method: GET          # optional, GET by default
+//	  response: {items: []}
+type apiCallResponse struct {
+	URLPath  string `json:"urlPath"`
+	Method   string `json:"method"`
+	Response any    `json:"response"`
+}
+
+// fileLoader serves context entries from what a test supplies: ConfigMaps
+// and other objects among its resources (and its context file), canned API
+// responses, image data and global references. What it has no answer for
+// is not available, so the entry is left out of the context, as the
+// reference CLI does without a cluster.
+type fileLoader struct {
+	objects   []map[string]any
+	responses []apiCallResponse
+	images    map[string]any
+	globals   map[string]any
+}
+
+var _ engine.ContextLoader = (*fileLoader)(nil)
+
+func (l *fileLoader) ConfigMap(_ context.Context, namespace, name string) (map[string]any, error) {
+	for _, o := range l.objects {
+		if document.String(o, "kind") == "ConfigMap" &&
+			document.String(o, "metadata", "name") == name &&
+			document.String(o, "metadata", "namespace") == namespace {
+			return o, nil
+		}
+	}
+	return nil, engine.ErrNotAvailable
+}
+
+func (l *fileLoader) APICall(_ context.Context, call *policy.APICall) (any, error) {
+	method := strings.ToUpper(call.Method)
+	if method == "" {
+		method = "GET"
+	}
+	for _, r := range l.responses {
+		m := strings.ToUpper(r.Method)
+		if m == "" {
+			m = "GET"
+		}
+		if r.URLPath == call.URLPath && m == method {
+			return r.Response, nil
+		}
+	}
+	if call.Service != nil || method != "GET" || call.URLPath == "" {
+		return nil, engine.ErrNotAvailable
+	}
+	return l.serveFromObjects(call.URLPath)
+}
+
+// serveFromObjects answers GET /api/v1/... and /apis/<group>/<version>/...
+// paths for lists and single objects from the supplied objects.
+func (l *fileLoader) serveFromObjects(urlPath string) (any, error) {
+	path := strings.Trim(strings.SplitN(urlPath, "?", 2)[0], "/")
+	parts := strings.Split(path, "/")
+	var apiVersion string
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		apiVersion, parts = parts[1], parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		apiVersion, parts = parts[1]+"/"+parts[2], parts[3:]
+	default:
+		return nil, engine.ErrNotAvailable
+	}
+	namespace := ""
+	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) != 2 {
+		namespace, parts = parts[1], parts[2:]
+	}
+	if len(parts) == 0 || len(parts) > 2 {
+		return nil, engine.ErrNotAvailable
+	}
+	resource := parts[0]
+	var items []any
+	for _, o := range l.objects {
+		if document.String(o, "apiVersion") != apiVersion || plural(document.String(o, "kind")) != resource {
+			continue
+		}
+		if namespace != "" && document.String(o, "metadata", "namespace") != namespace {
+			continue
+		}
+		if len(parts) == 2 {
+			if document.String(o, "metadata", "name") == parts[1] {
+				return o, nil
+			}
+			continue
+		}
+		items = append(items, o)
+	}
+	if len(parts) == 2 {
+		return nil, fmt.Errorf("%s: not found", urlPath)
+	}
+	if items == nil {
+		items = []any{}
+	}
+	return map[string]any{"apiVersion": apiVersion, "kind": "List", "items": items, "metadata": map[string]any{}}, nil
+}
+
+// plural is the resource name of a kind, by the API server's default rule.
+func plural(kind string) string {
+	k := strings.ToLower(kind)
+	switch {
+	case k == "":
+		return ""
+	case strings.HasSuffix(k, "s"), strings.HasSuffix(k, "x"), strings.HasSuffix(k, "ch"), strings.HasSuffix(k, "sh"):
+		return k + "es"
+	case strings.HasSuffix(k, "y") && len(k) > 1 && !strings.ContainsAny(k[len(k)-2:len(k)-1], "aeiou"):
+		return k[:len(k)-1] + "ies"
+	}
+	return k + "s"
+}
+
+func (l *fileLoader) GlobalReference(_ context.Context, name string) (any, error) {
+	if v, ok := l.globals[name]; ok {
+		return v, nil
+	}
+	return nil, engine.ErrNotAvailable
+}
+
+func (l *fileLoader) ImageData(_ context.Context, reference string) (any, error) {
+	if v, ok := l.images[reference]; ok {
+		return v, nil
+	}
+	return nil, engine.ErrNotAvailable
+}
