@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -107,7 +106,9 @@ func (l *fileLoader) serveFromObjects(urlPath string) (any, error) {
 		items = append(items, o)
 	}
 	if len(parts) == 2 {
-		return nil, fmt.Errorf("%s: not found", urlPath)
+		// Not among the supplied objects: without a cluster the entry is
+		// left out, as the reference CLI does.
+		return nil, engine.ErrNotAvailable
 	}
 	if items == nil {
 		items = []any{}

@@ -476,7 +476,8 @@ func sameObject(a, b map[string]any) bool {
 		document.String(a, "metadata", "namespace") == document.String(b, "metadata", "namespace")
 }
 
-// tidy drops nulls and empty objects, which serialisers treat as absent.
+// tidy drops nulls, empty objects and empty lists, which serialisers and
+// the reference's comparison treat as absent.
 func tidy(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -487,6 +488,9 @@ func tidy(v any) any {
 				continue
 			}
 			if m, ok := te.(map[string]any); ok && len(m) == 0 {
+				continue
+			}
+			if l, ok := te.([]any); ok && len(l) == 0 {
 				continue
 			}
 			out[k] = te

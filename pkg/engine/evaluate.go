@@ -115,6 +115,9 @@ type ruleRun struct {
 	ctx     *evalContext
 	obj     map[string]any
 	enforce bool
+	// provided are the rule's values from the caller; context entries of
+	// the same name are not evaluated.
+	provided map[string]any
 }
 
 func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t RuleType) Response {

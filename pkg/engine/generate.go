@@ -23,7 +23,7 @@ func (run *ruleRun) generate(rr RuleResponse) RuleResponse {
 			for idx, el := range list {
 				run.ctx = saved.clone()
 				setElement(run.ctx, el, idx, 0)
-				if err := run.loadEntries(fe.Context, nil); err != nil {
+				if err := run.loadEntries(fe.Context); err != nil {
 					run.ctx = saved
 					return run.errorf(rr, "failed to load context: %v", err)
 				}

@@ -42,6 +42,11 @@ func (run *ruleRun) mutate(rr RuleResponse) RuleResponse {
 	if err != nil {
 		return run.errorf(rr, "failed to mutate: %v", err)
 	}
+	// Patches that cancel out (a foreach reordering a list and back)
+	// change nothing.
+	if changed && document.Equal(run.obj, obj) {
+		changed = false
+	}
 	if !changed {
 		rr.Status = StatusSkip
 		rr.Message = "no patches applied"
@@ -107,7 +112,14 @@ func (run *ruleRun) foreachMutate(obj map[string]any, fe *policy.ForEachMutation
 	for i := range order {
 		order[i] = i
 	}
-	if fe.Order == "Descending" {
+	// A strategic merge moves the element it names to the front of its
+	// list, so foreach applies those patches last element first unless an
+	// order is given; JSON patches go in list order.
+	reverse := fe.PatchStrategicMerge != nil
+	if fe.Order != "" {
+		reverse = fe.Order == "Descending"
+	}
+	if reverse {
 		for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
 			order[i], order[j] = order[j], order[i]
 		}
@@ -117,7 +129,7 @@ func (run *ruleRun) foreachMutate(obj map[string]any, fe *policy.ForEachMutation
 		run.ctx = saved.clone()
 		run.ctx.set("request.object", obj)
 		setElement(run.ctx, list[idx], idx, depth)
-		if err := run.loadEntries(fe.Context, nil); err != nil {
+		if err := run.loadEntries(fe.Context); err != nil {
 			return obj, changed, fmt.Errorf("failed to load context: %w", err)
 		}
 		ok, _, err := run.checkConditions(fe.Preconditions)

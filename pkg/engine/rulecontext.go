@@ -96,19 +96,19 @@ func (run *ruleRun) loadRuleContext() error {
 		}
 		run.ctx.put("images", c.images)
 	}
-	var provided map[string]any
 	if run.req.RuleValues != nil {
-		provided = run.req.RuleValues(run.policy.Name(), run.rule.Name)
-		for k, v := range provided {
+		run.provided = run.req.RuleValues(run.policy.Name(), run.rule.Name)
+		for k, v := range run.provided {
 			run.ctx.set(k, v)
 		}
 	}
-	return run.loadEntries(run.rule.Context, provided)
+	return run.loadEntries(run.rule.Context)
 }
 
 // loadEntries evaluates context entries in order; an entry whose name the
 // caller already provided is not evaluated.
-func (run *ruleRun) loadEntries(entries []policy.ContextEntry, provided map[string]any) error {
+func (run *ruleRun) loadEntries(entries []policy.ContextEntry) error {
+	provided := run.provided
 	for i := range entries {
 		en := &entries[i]
 		if _, ok := provided[en.Name]; ok {

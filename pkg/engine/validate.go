@@ -193,7 +193,7 @@ func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, de
 	for idx, el := range list {
 		run.ctx = saved.clone()
 		setElement(run.ctx, el, idx, depth)
-		if err := run.loadEntries(fe.Context, nil); err != nil {
+		if err := run.loadEntries(fe.Context); err != nil {
 			return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to load context: %v", err)}
 		}
 		ok, _, err := run.checkConditions(fe.Preconditions)
