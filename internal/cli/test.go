@@ -35,15 +35,20 @@ type assertion struct {
 	Outcome  string `json:"outcome"` // passed, failed, unsupported
 	Reason   string `json:"reason,omitempty"`
 	Message  string `json:"message,omitempty"`
+	// Rows is the number of rule results this assertion covers (several
+	// resources of one name, or a rule and its autogen rules).
+	Rows int `json:"rows,omitempty"`
 }
 
 // TestSummary counts assertions.
 type TestSummary struct {
-	Passed      int         `json:"passed"`
-	Failed      int         `json:"failed"`
-	Unsupported int         `json:"unsupported"`
-	Errors      []string    `json:"errors,omitempty"`
-	Assertions  []assertion `json:"assertions,omitempty"`
+	Passed      int `json:"passed"`
+	Failed      int `json:"failed"`
+	Unsupported int `json:"unsupported"`
+	// Rows counts passed rule results the way the reference CLI does.
+	Rows       int         `json:"rows"`
+	Errors     []string    `json:"errors,omitempty"`
+	Assertions []assertion `json:"assertions,omitempty"`
 }
 
 // findTests returns every kyverno-test.yaml below the directories.
@@ -101,6 +106,7 @@ func RunTests(opts TestOptions, stdout io.Writer) (*TestSummary, error) {
 			switch a.Outcome {
 			case "passed":
 				sum.Passed++
+				sum.Rows += a.Rows
 			case "failed":
 				sum.Failed++
 				if !opts.JSON {
@@ -119,8 +125,8 @@ func RunTests(opts TestOptions, stdout io.Writer) (*TestSummary, error) {
 		enc.SetIndent("", "  ")
 		return sum, enc.Encode(sum)
 	}
-	fmt.Fprintf(stdout, "\nTest files: %d, errors: %d, unsupported assertions (policy kinds this engine does not evaluate): %d\n",
-		len(files), len(sum.Errors), sum.Unsupported)
+	fmt.Fprintf(stdout, "\nTest files: %d, errors: %d, unsupported assertions (policy kinds this engine does not evaluate): %d, rule results in passed assertions: %d\n",
+		len(files), len(sum.Errors), sum.Unsupported, sum.Rows)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", sum.Passed, sum.Failed)
 	return sum, nil
 }
@@ -342,13 +348,16 @@ func (run *testRun) judge(r *testResult) []assertion {
 			out = append(out, a)
 			continue
 		}
-		a.Outcome, a.Actual, a.Reason, a.Message = run.judgeResource(r, p, ref)
+		a.Outcome, a.Actual, a.Reason, a.Message = run.judgeResource(r, p, ref, &a.Rows)
 		out = append(out, a)
 	}
 	return out
 }
 
-func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string) (outcome, actual, reason, message string) {
+// judgeResource judges one resource of a result entry. rows counts the
+// rule results looked at, which is how the reference CLI counts.
+func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, rows *int) (outcome, actual, reason, message string) {
+	*rows = 1
 	found, resourceFound, policyApplied := false, false, false
 	for i, obj := range run.resources {
 		if !resourceMatches(ref, r.Namespace, obj) {
@@ -363,6 +372,9 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string) (
 			for _, rr := range resp.Rules {
 				if !ruleNameMatches(r.Rule, rr.Name) {
 					continue
+				}
+				if found {
+					*rows++
 				}
 				found = true
 				if rr.Unsupported {
