@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
@@ -40,6 +41,16 @@ type Rule struct {
 	usesImages         bool
 	usesServiceAccount bool
 	passMessage        string
+	pssPassMessage     string
+	match              *matcher
+	exclude            *matcher
+	// patternVars and anyPatternVars say whether the validate patterns
+	// hold variables; patterns without are used as they are.
+	patternVars    bool
+	anyPatternVars []bool
+	// pattern and anyPattern are prepared when they hold no variables.
+	pattern    *pattern.Pattern
+	anyPattern []*pattern.Pattern
 }
 
 // Compile checks a policy and prepares it for evaluation.
@@ -67,7 +78,29 @@ func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
 }
 
 func newRule(r policy.Rule, autogen bool) *Rule {
-	cr := &Rule{Rule: r, Autogen: autogen, passMessage: fmt.Sprintf("validation rule '%s' passed.", r.Name)}
+	cr := &Rule{
+		Rule:           r,
+		Autogen:        autogen,
+		passMessage:    fmt.Sprintf("validation rule '%s' passed.", r.Name),
+		pssPassMessage: fmt.Sprintf("Validation rule '%s' passed.", r.Name),
+	}
+	cr.match = compileMatch(&cr.MatchResources)
+	cr.exclude = compileMatch(cr.ExcludeResources)
+	if v := cr.Validation; v != nil {
+		cr.patternVars = hasVariables(v.Pattern)
+		if v.Pattern != nil && !cr.patternVars {
+			cr.pattern = pattern.Compile(v.Pattern)
+		}
+		for _, ap := range v.AnyPattern {
+			vars := hasVariables(ap)
+			cr.anyPatternVars = append(cr.anyPatternVars, vars)
+			var cp *pattern.Pattern
+			if !vars {
+				cp = pattern.Compile(ap)
+			}
+			cr.anyPattern = append(cr.anyPattern, cp)
+		}
+	}
 	b, _ := json.Marshal(r)
 	s := string(b)
 	cr.usesImages = strings.Contains(s, "images")

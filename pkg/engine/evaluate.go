@@ -24,7 +24,7 @@ type Set struct {
 // response per policy and rule kind that had any rule apply, and the final
 // patched resource.
 func (e *Engine) Apply(req *Request, set *Set) ([]Response, map[string]any) {
-	var out []Response
+	out := make([]Response, 0, len(set.Policies))
 	req.scratch()
 	cur := *req
 	for _, p := range set.Policies {
@@ -140,13 +140,16 @@ func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t 
 		if ruleType(&r.Rule) != t {
 			continue
 		}
-		if !matchResources(&r.MatchResources, in) || excluded(r.ExcludeResources, in) {
+		if !r.match.matches(in) || (r.exclude != nil && r.exclude.matches(in)) {
 			continue
 		}
 		if base == nil {
 			base = e.cachedBase(req)
 		}
-		run := &ruleRun{e: e, req: req, policy: p, rule: r, obj: cur}
+		if resp.Rules == nil {
+			resp.Rules = make([]RuleResponse, 0, len(p.Rules))
+		}
+		run := ruleRun{e: e, req: req, policy: p, rule: r, obj: cur}
 		rr := run.evaluate(base, exceptions, in)
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"strings"
-	"sync"
 
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -58,28 +57,6 @@ func (k kindSelector) matches(r gvk, subresource string) bool {
 	return k.subresource != "" && wildcard.Match(k.subresource, subresource)
 }
 
-// kindCache memoizes parsed kind selectors; policies repeat few of them.
-var kindCache sync.Map // string -> kindSelector
-
-func cachedKind(s string) kindSelector {
-	if v, ok := kindCache.Load(s); ok {
-		return v.(kindSelector)
-	}
-	k := parseKind(s)
-	kindCache.Store(s, k)
-	return k
-}
-
-// matchKinds reports whether any selector matches the resource.
-func matchKinds(kinds []string, r gvk, subresource string) bool {
-	for _, k := range kinds {
-		if cachedKind(k).matches(r, subresource) {
-			return true
-		}
-	}
-	return false
-}
-
 // matchInput is what matching looks at, computed once per request.
 type matchInput struct {
 	gvk         gvk
@@ -112,64 +89,99 @@ func newMatchInput(req *Request) *matchInput {
 	return in
 }
 
-// matchResources reports whether a match block selects the request.
-func matchResources(m *policy.MatchResources, in *matchInput) bool {
-	switch {
-	case len(m.Any) > 0:
-		for i := range m.Any {
-			if matchFilter(&m.Any[i].ResourceDescription, &m.Any[i].UserInfo, in) {
-				return true
-			}
-		}
-		return false
-	case len(m.All) > 0:
-		for i := range m.All {
-			if !matchFilter(&m.All[i].ResourceDescription, &m.All[i].UserInfo, in) {
-				return false
-			}
-		}
-		return true
-	default:
-		if m.ResourceDescription.IsEmpty() && m.UserInfo.IsEmpty() {
-			return false
-		}
-		return matchFilter(&m.ResourceDescription, &m.UserInfo, in)
-	}
+// filter is one compiled selector: its attributes with the kinds parsed.
+type filter struct {
+	rd    *policy.ResourceDescription
+	ui    *policy.UserInfo
+	kinds []kindSelector
 }
 
-// excluded reports whether an exclude block removes the request.
-func excluded(m *policy.MatchResources, in *matchInput) bool {
+// matcher is a compiled match or exclude block.
+type matcher struct {
+	any, all []filter
+	// single is the legacy inline filter, when any and all are empty.
+	single *filter
+}
+
+func newFilter(rd *policy.ResourceDescription, ui *policy.UserInfo) filter {
+	f := filter{rd: rd, ui: ui}
+	for _, k := range rd.Kinds {
+		f.kinds = append(f.kinds, parseKind(k))
+	}
+	return f
+}
+
+// compileMatch parses a match or exclude block once.
+func compileMatch(m *policy.MatchResources) *matcher {
 	if m == nil {
+		return nil
+	}
+	c := &matcher{}
+	for i := range m.Any {
+		c.any = append(c.any, newFilter(&m.Any[i].ResourceDescription, &m.Any[i].UserInfo))
+	}
+	for i := range m.All {
+		c.all = append(c.all, newFilter(&m.All[i].ResourceDescription, &m.All[i].UserInfo))
+	}
+	if len(c.any) == 0 && len(c.all) == 0 && (!m.ResourceDescription.IsEmpty() || !m.UserInfo.IsEmpty()) {
+		f := newFilter(&m.ResourceDescription, &m.UserInfo)
+		c.single = &f
+	}
+	return c
+}
+
+// matches reports whether the block selects the request: any filter for
+// any, every filter for all.
+func (c *matcher) matches(in *matchInput) bool {
+	if c == nil {
 		return false
 	}
 	switch {
-	case len(m.Any) > 0:
-		for i := range m.Any {
-			if matchFilter(&m.Any[i].ResourceDescription, &m.Any[i].UserInfo, in) {
+	case len(c.any) > 0:
+		for i := range c.any {
+			if c.any[i].matches(in) {
 				return true
 			}
 		}
 		return false
-	case len(m.All) > 0:
-		for i := range m.All {
-			if !matchFilter(&m.All[i].ResourceDescription, &m.All[i].UserInfo, in) {
+	case len(c.all) > 0:
+		for i := range c.all {
+			if !c.all[i].matches(in) {
 				return false
 			}
 		}
 		return true
-	default:
-		if m.ResourceDescription.IsEmpty() && m.UserInfo.IsEmpty() {
+	case c.single != nil:
+		return c.single.matches(in)
+	}
+	return false
+}
+
+// matchResources reports whether an uncompiled match block selects the
+// request.
+func matchResources(m *policy.MatchResources, in *matchInput) bool {
+	return compileMatch(m).matches(in)
+}
+
+func (f *filter) matches(in *matchInput) bool {
+	if len(f.kinds) > 0 {
+		ok := false
+		for _, k := range f.kinds {
+			if k.matches(in.gvk, in.subresource) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
 			return false
 		}
-		return matchFilter(&m.ResourceDescription, &m.UserInfo, in)
 	}
+	return matchFilter(f.rd, f.ui, in)
 }
 
 // matchFilter reports whether every attribute the filter sets holds.
+// Kinds are checked by the compiled filter.
 func matchFilter(rd *policy.ResourceDescription, ui *policy.UserInfo, in *matchInput) bool {
-	if len(rd.Kinds) > 0 && !matchKinds(rd.Kinds, in.gvk, in.subresource) {
-		return false
-	}
 	if rd.Name != "" && !wildcard.Match(rd.Name, in.name) {
 		return false
 	}

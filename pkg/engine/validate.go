@@ -16,7 +16,7 @@ func (run *ruleRun) validate(rr RuleResponse) RuleResponse {
 	case v.Deny != nil:
 		return run.validateDeny(rr, v.Deny, v.Message)
 	case v.Pattern != nil || len(v.AnyPattern) > 0:
-		return run.validatePatterns(rr, run.obj, v.Pattern, v.AnyPattern, v.Message)
+		return run.validatePatterns(rr, run.obj, v.Pattern, v.AnyPattern, v.Message, run.rule.pattern, run.rule.anyPattern)
 	case len(v.ForEach) > 0:
 		return run.validateForEach(rr, v.ForEach, v.Message)
 	case v.PodSecurity != nil:
@@ -65,14 +65,22 @@ func (run *ruleRun) validateDeny(rr RuleResponse, deny *policy.Deny, msg string)
 	return rr
 }
 
-func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat any, anyPat []any, msg string) RuleResponse {
+// validatePatterns checks pattern or anyPattern. prepared and anyPrepared
+// hold the patterns prepared at compile time; a nil one has variables to
+// substitute first.
+func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat any, anyPat []any, msg string, prepared *pattern.Pattern, anyPrepared []*pattern.Pattern) RuleResponse {
 	op := run.req.Operation
 	if pat != nil {
-		p, err := run.e.substitute(run.ctx, pat, substStrict, op)
-		if err != nil {
-			return run.errorf(rr, "variable substitution failed for rule %s: %v", run.rule.Name, err)
+		var perr *pattern.Error
+		if prepared != nil {
+			perr = prepared.Validate(obj)
+		} else {
+			p, err := run.e.substitute(run.ctx, pat, substStrict, op)
+			if err != nil {
+				return run.errorf(rr, "variable substitution failed for rule %s: %v", run.rule.Name, err)
+			}
+			perr = pattern.Validate(obj, p)
 		}
-		perr := pattern.Validate(obj, p)
 		if perr == nil {
 			rr.Status = StatusPass
 			rr.Message = run.rule.passMessage
@@ -89,11 +97,16 @@ func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat an
 	}
 	var failed, skipped []string
 	for i, ap := range anyPat {
-		p, err := run.e.substitute(run.ctx, ap, substStrict, op)
-		if err != nil {
-			return run.errorf(rr, "variable substitution failed for rule %s: %v", run.rule.Name, err)
+		var perr *pattern.Error
+		if i < len(anyPrepared) && anyPrepared[i] != nil {
+			perr = anyPrepared[i].Validate(obj)
+		} else {
+			p, err := run.e.substitute(run.ctx, ap, substStrict, op)
+			if err != nil {
+				return run.errorf(rr, "variable substitution failed for rule %s: %v", run.rule.Name, err)
+			}
+			perr = pattern.Validate(obj, p)
 		}
-		perr := pattern.Validate(obj, p)
 		if perr == nil {
 			rr.Status = StatusPass
 			rr.Message = fmt.Sprintf("validation rule '%s' anyPattern[%d] passed.", run.rule.Name, i)
@@ -225,7 +238,7 @@ func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, de
 				}
 			}
 			if res.Status == "" {
-				res = run.validatePatterns(RuleResponse{}, target, fe.Pattern, fe.AnyPattern, msg)
+				res = run.validatePatterns(RuleResponse{}, target, fe.Pattern, fe.AnyPattern, msg, nil, nil)
 			}
 		case len(fe.ForEach) > 0:
 			var nested []policy.ForEachValidation

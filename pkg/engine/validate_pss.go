@@ -34,11 +34,12 @@ func (run *ruleRun) validatePodSecurity(rr RuleResponse, ps *policy.PodSecurity)
 	if version == "" {
 		version = "latest"
 	}
-	rr.Message = res.Message(run.rule.Name, ps.Level, version, kind)
 	if res.Allowed {
 		rr.Status = StatusPass
+		rr.Message = run.rule.pssPassMessage
 		return rr
 	}
+	rr.Message = res.Message(run.rule.Name, ps.Level, version, kind)
 	for _, c := range res.Failed {
 		rr.PodSecurityChecks = append(rr.PodSecurityChecks, PodSecurityCheck{ID: c.ID, Reason: c.Reason, Details: c.Detail})
 	}

@@ -2,9 +2,11 @@ package pattern
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 )
@@ -37,14 +39,107 @@ func (e *Error) Skip() bool { return e.Kind == ConditionFailed || e.Kind == Glob
 // Validate matches resource against pattern from the root. It returns nil
 // when the resource satisfies the pattern.
 func Validate(resource, pattern any) *Error {
-	w := walker{path: make([]string, 0, 16)}
-	return w.element(resource, pattern)
+	return validate(resource, pattern, nil)
 }
+
+func validate(resource, pattern any, plans map[uintptr]*mapPlan) *Error {
+	w := walkers.Get().(*walker)
+	w.plans = plans
+	err := w.element(resource, pattern)
+	w.path, w.plans = w.path[:0], nil
+	walkers.Put(w)
+	return err
+}
+
+// Pattern is a pattern prepared once for many validations: the key order
+// of each of its objects is worked out ahead.
+type Pattern struct {
+	raw   any
+	plans map[uintptr]*mapPlan
+}
+
+// mapPlan is the evaluation order of one pattern object's keys.
+type mapPlan struct {
+	anchored, plain []string
+	// metaWildcards is true when metadata.labels or annotations have
+	// wildcard keys, which are expanded against each resource.
+	metaWildcards bool
+}
+
+// Compile prepares a pattern. The pattern must not change afterwards.
+func Compile(p any) *Pattern {
+	c := &Pattern{raw: p, plans: map[uintptr]*mapPlan{}}
+	c.prepare(p)
+	return c
+}
+
+func (c *Pattern) prepare(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		c.plans[mapID(t)] = planFor(t)
+		for _, e := range t {
+			c.prepare(e)
+		}
+	case []any:
+		for _, e := range t {
+			c.prepare(e)
+		}
+	}
+}
+
+// Validate matches resource against the prepared pattern.
+func (c *Pattern) Validate(resource any) *Error {
+	return validate(resource, c.raw, c.plans)
+}
+
+// Raw returns the pattern as given.
+func (c *Pattern) Raw() any { return c.raw }
+
+func mapID(m map[string]any) uintptr { return uintptr(reflect.ValueOf(m).UnsafePointer()) }
+
+// planFor orders a pattern object's keys: anchors first (globals, then
+// conditions, then the rest, each sorted), then plain keys, those whose
+// values hold anchors first, so that conditions decide before an unrelated
+// mismatch fails.
+func planFor(pat map[string]any) *mapPlan {
+	p := &mapPlan{}
+	for k := range pat {
+		if a, _ := ParseAnchor(k); a != NoAnchor {
+			p.anchored = append(p.anchored, k)
+		} else {
+			p.plain = append(p.plain, k)
+		}
+	}
+	if _, meta := anchoredField(pat, "metadata"); meta != nil {
+		for _, field := range []string{"labels", "annotations"} {
+			if _, f := anchoredField(meta, field); f != nil && hasWildcardKey(f) {
+				p.metaWildcards = true
+			}
+		}
+	}
+	if len(p.anchored) > 1 {
+		slices.SortFunc(p.anchored, func(a, b string) int {
+			ka, _ := ParseAnchor(a)
+			kb, _ := ParseAnchor(b)
+			if ra, rb := anchorRank(ka), anchorRank(kb); ra != rb {
+				return ra - rb
+			}
+			return strings.Compare(a, b)
+		})
+	}
+	if len(p.plain) > 1 {
+		p.plain = orderPlain(p.plain, pat)
+	}
+	return p
+}
+
+var walkers = sync.Pool{New: func() any { return &walker{path: make([]string, 0, 16)} }}
 
 // walker carries the current path as a stack of segments; the path is
 // written out only when a mismatch is reported.
 type walker struct {
-	path []string
+	path  []string
+	plans map[uintptr]*mapPlan
 }
 
 func (w *walker) push(seg string) { w.path = append(w.path, seg) }
@@ -132,37 +227,19 @@ func display(v any) any {
 }
 
 func (w *walker) mapElement(res, pat map[string]any) *Error {
-	pat = expandMetadataWildcards(pat, res)
-	var abuf, pbuf [16]string
-	anchored, plain := abuf[:0], pbuf[:0]
-	for k := range pat {
-		if a, _ := ParseAnchor(k); a != NoAnchor {
-			anchored = append(anchored, k)
-		} else {
-			plain = append(plain, k)
-		}
+	plan := w.plans[mapID(pat)]
+	if plan == nil {
+		plan = planFor(pat)
 	}
-	// Anchors first, in a fixed order: globals, then conditions, then the
-	// rest; conditions and globals decide whether the rest applies.
-	if len(anchored) > 1 {
-		slices.SortFunc(anchored, func(a, b string) int {
-			ka, _ := ParseAnchor(a)
-			kb, _ := ParseAnchor(b)
-			if ra, rb := anchorRank(ka), anchorRank(kb); ra != rb {
-				return ra - rb
-			}
-			return strings.Compare(a, b)
-		})
+	if plan.metaWildcards {
+		// Only the metadata value changes: the plan's keys still hold.
+		pat = expandMetadataWildcards(pat, res)
 	}
+	anchored, plain := plan.anchored, plan.plain
 	for _, k := range anchored {
 		if err := w.anchor(k, pat[k], res); err != nil {
 			return err
 		}
-	}
-	// Keys whose values hold anchors go before the others, so that a
-	// condition below decides before an unrelated mismatch fails.
-	if len(plain) > 1 {
-		plain = orderPlain(plain, pat)
 	}
 	for _, k := range plain {
 		pv := pat[k]

@@ -30,6 +30,13 @@ var (
 	notInRange = regexp.MustCompile(`^([0-9.]+[a-zA-Z]*)!-([0-9.]+[a-zA-Z]*)$`)
 )
 
+// maybeRange is a cheap test before the range regular expressions: a
+// range starts with a digit (after an optional "!") and holds a "-".
+func maybeRange(p string) bool {
+	p = strings.TrimPrefix(p, "!")
+	return p != "" && p[0] >= '0' && p[0] <= '9' && strings.IndexByte(p, '-') > 0
+}
+
 func parseOp(p string) (op, string) {
 	switch {
 	case strings.HasPrefix(p, ">="):
@@ -41,16 +48,18 @@ func parseOp(p string) (op, string) {
 	case strings.HasPrefix(p, "<"):
 		return opLess, p[1:]
 	case strings.HasPrefix(p, "!") && len(p) > 1:
-		if notInRange.MatchString(p) {
+		if maybeRange(p) && notInRange.MatchString(p) {
 			return opNotInRange, p
 		}
 		return opNotEqual, p[1:]
 	}
-	if notInRange.MatchString(p) {
-		return opNotInRange, p
-	}
-	if inRange.MatchString(p) {
-		return opInRange, p
+	if maybeRange(p) {
+		if notInRange.MatchString(p) {
+			return opNotInRange, p
+		}
+		if inRange.MatchString(p) {
+			return opInRange, p
+		}
 	}
 	return opEqual, p
 }
