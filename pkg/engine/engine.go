@@ -18,9 +18,10 @@ var ErrInvalidOption = errors.New("invalid engine option")
 
 // Engine evaluates compiled policies. It is safe for concurrent use.
 type Engine struct {
-	jp     *jmespath.Interpreter
-	loader ContextLoader
-	now    func() time.Time
+	jp        *jmespath.Interpreter
+	loader    ContextLoader
+	now       func() time.Time
+	templates templateCache
 }
 
 // Option configures an Engine.

@@ -147,7 +147,7 @@ func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t 
 			base = e.cachedBase(req)
 		}
 		if resp.Rules == nil {
-			resp.Rules = make([]RuleResponse, 0, len(p.Rules))
+			resp.Rules = make([]RuleResponse, 0, 1)
 		}
 		run := ruleRun{e: e, req: req, policy: p, rule: r, obj: cur}
 		rr := run.evaluate(base, exceptions, in)

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/verdict-dev/verdict/pkg/engine/jmespath"
 	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 )
 
@@ -115,6 +118,21 @@ func toText(v any) string {
 // substituteString resolves variables from the innermost out, so
 // `{{ a.{{ b }} }}` works.
 func (e *Engine) substituteString(c *evalContext, s string, mode substMode, op, path string) (any, error) {
+	if op != OpDelete {
+		if t := e.templates.get(e, s); t != nil {
+			v, err := t.eval(c, mode, path)
+			if err != nil {
+				return nil, err
+			}
+			str, isString := v.(string)
+			if t.whole || !isString || !strings.Contains(str, "{{") {
+				return v, nil
+			}
+			// A value brought in new variables: resolve them as the
+			// general path does.
+			s = str
+		}
+	}
 	for {
 		start, end, ok := innermostVariable(s)
 		if !ok {
@@ -210,4 +228,125 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// template is a policy string with variables, parsed once: literal text
+// and compiled expressions. Only flat templates are kept (no nested
+// variables, no escapes, no {{@}}); the others take the general path.
+type template struct {
+	parts []templatePart
+	// whole is true when the string is one variable and nothing else: its
+	// value keeps its type.
+	whole bool
+}
+
+type templatePart struct {
+	lit  string
+	expr string
+	q    jmespath.Query
+}
+
+func (t *template) eval(c *evalContext, mode substMode, path string) (any, error) {
+	if t.whole {
+		return t.query(c, &t.parts[0], mode, path)
+	}
+	var b strings.Builder
+	for i := range t.parts {
+		p := &t.parts[i]
+		if p.q == nil {
+			b.WriteString(p.lit)
+			continue
+		}
+		v, err := t.query(c, p, mode, path)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(toText(v))
+	}
+	return b.String(), nil
+}
+
+func (t *template) query(c *evalContext, p *templatePart, mode substMode, path string) (any, error) {
+	v, err := p.q.Search(c.data)
+	if err != nil {
+		if mode == substLenient {
+			return "", nil
+		}
+		return nil, fmt.Errorf("failed to resolve %s at path %s: %w", p.expr, orRoot(path), err)
+	}
+	return v, nil
+}
+
+// templateCache holds parsed templates by their text. Policy text is
+// bounded, but the cache stops growing at maxTemplates all the same.
+type templateCache struct {
+	m sync.Map // string -> *template (nil entry: not cacheable)
+	n atomic.Int64
+}
+
+const maxTemplates = 1 << 16
+
+var notCacheable = &template{}
+
+func (tc *templateCache) get(e *Engine, s string) *template {
+	if v, ok := tc.m.Load(s); ok {
+		t := v.(*template)
+		if t == notCacheable {
+			return nil
+		}
+		return t
+	}
+	t := parseTemplate(e, s)
+	if tc.n.Load() < maxTemplates {
+		tc.n.Add(1)
+		if t == nil {
+			tc.m.Store(s, notCacheable)
+		} else {
+			tc.m.Store(s, t)
+		}
+	}
+	return t
+}
+
+// parseTemplate splits s into text and expressions, or returns nil when
+// s needs the general path.
+func parseTemplate(e *Engine, s string) *template {
+	if strings.Contains(s, `\{{`) {
+		return nil
+	}
+	t := &template{}
+	rest := s
+	for {
+		start := strings.Index(rest, "{{")
+		if start < 0 {
+			if rest != "" {
+				t.parts = append(t.parts, templatePart{lit: rest})
+			}
+			break
+		}
+		end := strings.Index(rest[start+2:], "}}")
+		if end < 0 {
+			return nil
+		}
+		end += start + 2
+		inner := rest[start+2 : end]
+		if strings.Contains(inner, "{{") {
+			return nil
+		}
+		expr := strings.TrimSpace(inner)
+		if expr == "@" || expr == "" {
+			return nil
+		}
+		q, err := e.jp.Compile(expr)
+		if err != nil {
+			return nil
+		}
+		if start > 0 {
+			t.parts = append(t.parts, templatePart{lit: rest[:start]})
+		}
+		t.parts = append(t.parts, templatePart{expr: expr, q: q})
+		rest = rest[end+2:]
+	}
+	t.whole = len(t.parts) == 1 && t.parts[0].q != nil
+	return t
 }

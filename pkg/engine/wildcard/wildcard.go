@@ -14,8 +14,11 @@ import (
 // It runs in O(len(pattern)*len(s)) time at worst and never allocates for
 // ASCII input.
 func Match(pattern, s string) bool {
+	if pattern == s {
+		return true
+	}
 	if !Contains(pattern) {
-		return pattern == s
+		return false
 	}
 	if pattern == "*" {
 		return true
@@ -78,7 +81,7 @@ func MatchAny(patterns []string, s string) bool {
 
 // Contains reports whether s holds a wildcard character (`*` or `?`).
 func Contains(s string) bool {
-	return strings.ContainsAny(s, "*?")
+	return strings.IndexByte(s, '*') >= 0 || strings.IndexByte(s, '?') >= 0
 }
 
 // runeLen returns the byte length of the UTF-8 sequence starting at s[i];
