@@ -4,6 +4,8 @@ import (
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/verdict-dev/verdict/pkg/engine/pss"
 )
 
 // evalCache keeps what one request's evaluation computes once and uses for
@@ -14,6 +16,7 @@ type evalCache struct {
 	base     *evalContext
 	baseObj  uintptr
 	pod      *corev1.Pod
+	podMemo  *pss.Memo
 	podObj   uintptr
 	podErr   error
 	images   map[string]any

@@ -22,11 +22,14 @@ func (run *ruleRun) validatePodSecurity(rr RuleResponse, ps *policy.PodSecurity)
 	if id := identity(run.obj); c.pod == nil || c.podObj != id {
 		c.pod, c.podErr = pss.ToPod(pod)
 		c.podObj = id
+		if c.podErr == nil {
+			c.podMemo = pss.NewMemo(c.pod)
+		}
 	}
 	if c.podErr != nil {
 		return run.errorf(rr, "failed to read the pod: %v", c.podErr)
 	}
-	res, err := pss.CheckPod(ps.Level, ps.Version, excludes, c.pod)
+	res, err := pss.CheckPodMemo(ps.Level, ps.Version, excludes, c.pod, c.podMemo)
 	if err != nil {
 		return run.errorf(rr, "failed to check pod security: %v", err)
 	}

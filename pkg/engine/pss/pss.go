@@ -138,6 +138,9 @@ type profile struct {
 type selectedCheck struct {
 	id  string
 	run policy.CheckPodFn
+	// minVersion is the version of the check revision in use: together
+	// with id it names the function.
+	minVersion api.Version
 }
 
 var profiles sync.Map // "level:version" -> *profile
@@ -171,15 +174,16 @@ func profileFor(level, version string) (*profile, error) {
 				continue
 			}
 			var run policy.CheckPodFn
+			var minVersion api.Version
 			for _, vc := range c.Versions {
 				if !ver.Older(vc.MinimumVersion) {
-					run = vc.CheckPod
+					run, minVersion = vc.CheckPod, vc.MinimumVersion
 				}
 			}
 			if run == nil {
 				continue // the check is newer than the version asked for
 			}
-			p.checks = append(p.checks, selectedCheck{id: string(c.ID), run: run})
+			p.checks = append(p.checks, selectedCheck{id: string(c.ID), run: run, minVersion: minVersion})
 			p.byID[string(c.ID)] = run
 		}
 	}
@@ -209,23 +213,60 @@ func Check(level, version string, excludes []Exclude, pod map[string]any) (Resul
 	if err != nil {
 		return Result{}, err
 	}
-	return p.evaluate(typed, excludes), nil
+	return p.evaluate(typed, excludes, nil), nil
 }
 
 // CheckPod is Check for a pod already decoded with ToPod (or a complete Pod);
 // callers that evaluate several rules on one pod decode it once.
 func CheckPod(level, version string, excludes []Exclude, pod *corev1.Pod) (Result, error) {
+	return CheckPodMemo(level, version, excludes, pod, nil)
+}
+
+// Memo remembers check outcomes for one pod, so that several podSecurity
+// rules on the same pod (restricted includes every baseline check) run
+// each check once. A Memo belongs to one pod and one goroutine.
+type Memo struct {
+	pod     *corev1.Pod
+	results map[memoKey]policy.CheckResult
+}
+
+type memoKey struct {
+	id      string
+	version api.Version
+}
+
+// NewMemo returns a Memo for pod.
+func NewMemo(pod *corev1.Pod) *Memo {
+	return &Memo{pod: pod, results: make(map[memoKey]policy.CheckResult, 16)}
+}
+
+// CheckPodMemo is CheckPod with check outcomes shared through memo (nil
+// for none). The memo must be for the same pod.
+func CheckPodMemo(level, version string, excludes []Exclude, pod *corev1.Pod, memo *Memo) (Result, error) {
 	p, err := profileFor(level, version)
 	if err != nil {
 		return Result{}, err
 	}
-	return p.evaluate(pod, excludes), nil
+	if memo != nil && memo.pod != pod {
+		memo = nil
+	}
+	return p.evaluate(pod, excludes, memo), nil
 }
 
-func (p *profile) evaluate(pod *corev1.Pod, excludes []Exclude) Result {
+func (p *profile) evaluate(pod *corev1.Pod, excludes []Exclude, memo *Memo) Result {
 	var failed []CheckResult
 	for _, c := range p.checks {
-		r := c.run(&pod.ObjectMeta, &pod.Spec)
+		var r policy.CheckResult
+		if memo != nil {
+			k := memoKey{id: c.id, version: c.minVersion}
+			var ok bool
+			if r, ok = memo.results[k]; !ok {
+				r = c.run(&pod.ObjectMeta, &pod.Spec)
+				memo.results[k] = r
+			}
+		} else {
+			r = c.run(&pod.ObjectMeta, &pod.Spec)
+		}
 		if r.Allowed {
 			continue
 		}
