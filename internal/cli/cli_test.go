@@ -184,3 +184,84 @@ func TestSplitDocuments(t *testing.T) {
 		t.Fatalf("loaded %d, %v", len(objs), err)
 	}
 }
+
+func TestTestCommandContextAndClone(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"policy.yaml": `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: registries
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    context:
+    - name: allowed
+      configMap: {name: registries, namespace: default}
+    - name: podcount
+      apiCall:
+        urlPath: "/api/v1/namespaces/{{ request.object.metadata.namespace }}/pods"
+        jmesPath: "items | length(@)"
+    validate:
+      message: "{{ podcount }} pods"
+      deny:
+        conditions:
+          any:
+          - key: "{{ images.containers.*.registry }}"
+            operator: AnyNotIn
+            value: "{{ allowed.data.list | split(@, ',') }}"
+          - key: "{{ podcount }}"
+            operator: GreaterThan
+            value: 2
+  - name: copy-secret
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate:
+      apiVersion: v1
+      kind: Secret
+      name: regcred
+      namespace: "{{ request.object.metadata.name }}"
+      clone: {namespace: default, name: regcred}
+`,
+		".kyverno-test/resources.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: registries, namespace: default}
+data: {list: "ghcr.io,docker.io"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: ok, namespace: default}
+spec: {containers: [{name: c, image: ghcr.io/a/b:1}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bad, namespace: default}
+spec: {containers: [{name: c, image: quay.io/a/b:1}]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team}
+`,
+		".kyverno-test/values.yaml": `apiVersion: cli.kyverno.io/v1alpha1
+kind: Values
+apiCallResponses:
+- urlPath: /api/v1/namespaces/default/pods
+  response: {items: [{}, {}]}
+`,
+		".kyverno-test/source.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: regcred, namespace: default}\ndata: {a: Yg==}\n",
+		".kyverno-test/generated.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: regcred, namespace: team}\ndata: {a: Yg==}\n",
+		".kyverno-test/kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: t}
+policies: [../policy.yaml]
+resources: [resources.yaml]
+variables: values.yaml
+results:
+- {policy: p, rule: registries, kind: Pod, resources: [ok], result: pass}
+- {policy: p, rule: registries, kind: Pod, resources: [bad], result: fail}
+- {policy: p, rule: copy-secret, kind: Namespace, resources: [team], result: pass, generatedResource: generated.yaml, cloneSourceResource: source.yaml}
+`,
+	})
+	code, out, _ := run(t, "test", dir)
+	if code != ExitOK || !strings.HasSuffix(out, "3 passed, 0 failed\n") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}

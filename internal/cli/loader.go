@@ -143,3 +143,40 @@ func (l *fileLoader) ImageData(_ context.Context, reference string) (any, error)
 	}
 	return nil, engine.ErrNotAvailable
 }
+
+var _ engine.ResourceLister = (*fileLoader)(nil)
+
+// GetResource finds a supplied object by kind, namespace and name (and
+// apiVersion when given).
+func (l *fileLoader) GetResource(_ context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
+	for _, o := range l.objects {
+		if document.String(o, "kind") != kind || document.String(o, "metadata", "name") != name ||
+			document.String(o, "metadata", "namespace") != namespace {
+			continue
+		}
+		if apiVersion != "" && document.String(o, "apiVersion") != apiVersion {
+			continue
+		}
+		return o, nil
+	}
+	return nil, engine.ErrNotAvailable
+}
+
+// ListResources lists supplied objects of a kind in a namespace that match
+// the selector.
+func (l *fileLoader) ListResources(_ context.Context, apiVersion, kind, namespace string, selector *policy.LabelSelector) ([]map[string]any, error) {
+	var out []map[string]any
+	for _, o := range l.objects {
+		if document.String(o, "kind") != kind || document.String(o, "metadata", "namespace") != namespace {
+			continue
+		}
+		if apiVersion != "" && document.String(o, "apiVersion") != apiVersion {
+			continue
+		}
+		if selector != nil && !engine.MatchSelector(selector, document.StringMap(o, "metadata", "labels")) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

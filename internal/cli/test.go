@@ -214,7 +214,19 @@ func (run *testRun) load() error {
 		}
 		loader.images = c.Spec.Images
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader))
+	for _, r := range t.Results {
+		if r.CloneSourceResource == "" {
+			continue
+		}
+		cdocs, err := loadDocuments([]string{t.resolve(r.CloneSourceResource)}, nil)
+		if err != nil {
+			return fmt.Errorf("clone source: %w", err)
+		}
+		for _, o := range cdocs.Others {
+			loader.objects = append(loader.objects, defaultNamespace(o))
+		}
+	}
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(loader))
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ var ErrInvalidOption = errors.New("invalid engine option")
 type Engine struct {
 	jp        *jmespath.Interpreter
 	loader    ContextLoader
+	lister    ResourceLister
 	now       func() time.Time
 	templates templateCache
 }
@@ -52,7 +53,7 @@ func WithClock(now func() time.Time) Option {
 
 // New returns an Engine.
 func New(opts ...Option) (*Engine, error) {
-	e := &Engine{loader: noLoader{}, now: time.Now}
+	e := &Engine{loader: noLoader{}, lister: noLister{}, now: time.Now}
 	for _, o := range opts {
 		if err := o(e); err != nil {
 			return nil, err

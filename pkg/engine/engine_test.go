@@ -513,3 +513,83 @@ func TestNoPanicOnOddInput(t *testing.T) {
 		}
 	}
 }
+
+// memLister serves resources from memory.
+type memLister []map[string]any
+
+func (l memLister) GetResource(_ context.Context, _, kind, ns, name string) (map[string]any, error) {
+	for _, o := range l {
+		if document.String(o, "kind") == kind && document.String(o, "metadata", "namespace") == ns && document.String(o, "metadata", "name") == name {
+			return o, nil
+		}
+	}
+	return nil, engine.ErrNotFound
+}
+
+func (l memLister) ListResources(_ context.Context, _, kind, ns string, sel *policy.LabelSelector) ([]map[string]any, error) {
+	var out []map[string]any
+	for _, o := range l {
+		if document.String(o, "kind") == kind && document.String(o, "metadata", "namespace") == ns &&
+			(sel == nil || engine.MatchSelector(sel, document.StringMap(o, "metadata", "labels"))) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+func TestGenerateClone(t *testing.T) {
+	lister := memLister{
+		obj(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: regcred, namespace: default, uid: x1, resourceVersion: \"7\", labels: {sync: \"yes\"}}\ndata: {k: dg==}\n"),
+		obj(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: other, namespace: default, labels: {sync: \"no\"}}\n"),
+	}
+	eng := newEngine(t, engine.WithResourceLister(lister))
+	p := compile(t, eng, `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: sync-secrets}
+spec:
+  rules:
+  - name: clone
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate:
+      apiVersion: v1
+      kind: Secret
+      name: regcred
+      namespace: "{{ request.object.metadata.name }}"
+      clone: {namespace: default, name: regcred}
+  - name: clone-list
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate:
+      namespace: "{{ request.object.metadata.name }}"
+      cloneList:
+        namespace: default
+        kinds: [v1/Secret]
+        selector: {matchLabels: {sync: "yes"}}
+`)
+	got := statuses(t, eng, p, &engine.Request{Operation: engine.OpCreate, Object: obj(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b}\n")})
+	for _, name := range []string{"clone", "clone-list"} {
+		rr := got[name]
+		if rr.Status != engine.StatusPass || len(rr.Generated) != 1 {
+			t.Fatalf("%s: %s %q, %d generated", name, rr.Status, rr.Message, len(rr.Generated))
+		}
+		g := rr.Generated[0]
+		if document.String(g, "metadata", "namespace") != "team-b" || document.String(g, "metadata", "name") != "regcred" ||
+			document.String(g, "metadata", "uid") != "" || document.String(g, "data", "k") != "dg==" {
+			t.Fatalf("%s generated %v", name, g)
+		}
+	}
+	// Without a source the rule cannot clone: skip, with the reason.
+	bare := newEngine(t)
+	p2 := compile(t, bare, `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: sync-secrets}
+spec:
+  rules:
+  - name: clone
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate: {apiVersion: v1, kind: Secret, name: regcred, namespace: x, clone: {namespace: default, name: regcred}}
+`)
+	rr := statuses(t, bare, p2, &engine.Request{Operation: engine.OpCreate, Object: obj(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b}\n")})["clone"]
+	if rr.Status != engine.StatusSkip {
+		t.Fatalf("no source: %s %q", rr.Status, rr.Message)
+	}
+}

@@ -352,3 +352,9 @@ func matchSubjects(subjects []policy.Subject, u *UserInfo) bool {
 	}
 	return false
 }
+
+// MatchSelector evaluates a label selector as the engine does (wildcards
+// allowed in matchLabels).
+func MatchSelector(sel *policy.LabelSelector, labels map[string]string) bool {
+	return matchSelector(sel, labels)
+}
