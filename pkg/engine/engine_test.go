@@ -168,6 +168,18 @@ func TestValidateRules(t *testing.T) {
 			rule: "preconditions: {all: [{key: \"{{ request.object.spec.nodeName || '' }}\", operator: Equals, value: \"\"}]}\n    validate: {pattern: {metadata: {name: web}}}",
 			want: engine.StatusPass,
 		},
+		"preconditions missing field is empty": {
+			rule: "preconditions: {all: [{key: \"{{ request.object.spec.nodeName }}\", operator: Equals, value: \"\"}]}\n    validate: {pattern: {metadata: {name: web}}}",
+			want: engine.StatusPass,
+		},
+		"missing field in a pattern is an error": {
+			rule: `validate: {pattern: {metadata: {name: "{{ request.object.spec.nodeName }}"}}}`,
+			want: engine.StatusError,
+		},
+		"context variable on a missing field without default is an error": {
+			rule: "context: [{name: n, variable: {jmesPath: request.object.spec.nodeName}}]\n    validate: {deny: {}}",
+			want: engine.StatusError,
+		},
 		"preconditions failing expression is empty": {
 			rule: "preconditions: {all: [{key: \"{{ base64_decode('%%%') }}\", operator: Equals, value: \"\"}]}\n    validate: {pattern: {metadata: {name: web}}}",
 			want: engine.StatusPass,

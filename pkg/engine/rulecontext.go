@@ -168,6 +168,9 @@ func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 				res, err = q.Search(val)
 			} else {
 				res, err = run.ctx.query(expr)
+				if err == nil && res == nil && missingPath(expr, run.ctx.data) {
+					err = fmt.Errorf("%w in %s", ErrUnknownKey, expr)
+				}
 			}
 			if err != nil && en.Variable.Default == nil {
 				return nil, false, err

@@ -146,6 +146,9 @@ func (e *Engine) substituteString(c *evalContext, s string, mode substMode, op, 
 			expr = strings.ReplaceAll(expr, "request.object", "request.oldObject")
 		}
 		val, err := c.query(expr)
+		if err == nil && val == nil && missingPath(expr, c.data) {
+			err = fmt.Errorf("%w in %s", ErrUnknownKey, expr)
+		}
 		if err != nil {
 			if mode == substLenient {
 				val = ""
@@ -268,6 +271,9 @@ func (t *template) eval(c *evalContext, mode substMode, path string) (any, error
 
 func (t *template) query(c *evalContext, p *templatePart, mode substMode, path string) (any, error) {
 	v, err := p.q.Search(c.data)
+	if err == nil && v == nil && missingPath(p.expr, c.data) {
+		err = fmt.Errorf("%w in %s", ErrUnknownKey, p.expr)
+	}
 	if err != nil {
 		if mode == substLenient {
 			return "", nil
