@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS   ?=
 PKGS      := ./...
-LINT_VER  := v2.6.2
+LINT_VER  := v2.15.0
 
 .PHONY: all build test unit conformance bench lint fmt vet demo clean verify
 

@@ -100,7 +100,9 @@ func Apply(opts ApplyOptions, stdin io.Reader, stdout io.Writer) (engine.Counts,
 			return counts, err
 		}
 	case "", "table":
-		writeTable(stdout, all, opts.Detailed)
+		if err := writeTable(stdout, all, opts.Detailed); err != nil {
+			return counts, err
+		}
 	default:
 		return counts, fmt.Errorf("unknown output %q: use table, json or report", opts.Output)
 	}
@@ -139,7 +141,7 @@ func flatten(resps []engine.Response, obj map[string]any) []applyResult {
 	return out
 }
 
-func writeTable(w io.Writer, all []applyResult, detailed bool) {
+func writeTable(w io.Writer, all []applyResult, detailed bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	wrote := false
 	for _, r := range all {
@@ -156,7 +158,7 @@ func writeTable(w io.Writer, all []applyResult, detailed bool) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Policy, r.Rule, res, r.Result, oneLine(r.Message))
 	}
-	tw.Flush()
+	return tw.Flush()
 }
 
 func oneLine(s string) string {

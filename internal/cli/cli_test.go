@@ -125,7 +125,7 @@ func TestApplyMalformedYAML(t *testing.T) {
 
 func TestTestCommand(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
-		"policy.yaml": requireLabel,
+		"policy.yaml":                  requireLabel,
 		".kyverno-test/resources.yaml": twoPods,
 		".kyverno-test/kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
 kind: Test
@@ -246,7 +246,7 @@ apiCallResponses:
 - urlPath: /api/v1/namespaces/default/pods
   response: {items: [{}, {}]}
 `,
-		".kyverno-test/source.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: regcred, namespace: default}\ndata: {a: Yg==}\n",
+		".kyverno-test/source.yaml":    "apiVersion: v1\nkind: Secret\nmetadata: {name: regcred, namespace: default}\ndata: {a: Yg==}\n",
 		".kyverno-test/generated.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: regcred, namespace: team}\ndata: {a: Yg==}\n",
 		".kyverno-test/kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
 kind: Test

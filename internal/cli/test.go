@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -602,5 +601,3 @@ func short(v any) string {
 	}
 	return s
 }
-
-var errTestsFailed = errors.New("tests failed")

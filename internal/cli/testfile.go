@@ -25,16 +25,6 @@ type testFile struct {
 	Results    []testResult          `json:"results"`
 }
 
-func (t *testFile) name() string {
-	if t.Metadata.Name != "" {
-		return t.Metadata.Name
-	}
-	if t.Name != "" {
-		return t.Name
-	}
-	return t.path
-}
-
 // testResult is one expected outcome.
 type testResult struct {
 	Policy              string   `json:"policy"`

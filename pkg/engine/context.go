@@ -96,8 +96,3 @@ func (c *evalContext) query(expr string) (any, error) {
 	}
 	return q.Search(c.data)
 }
-
-func (c *evalContext) get(name string) (any, bool) {
-	v, ok := c.data[name]
-	return v, ok
-}

@@ -310,13 +310,13 @@ func TestConcurrentUse(t *testing.T) {
 				expr := fmt.Sprintf("to_upper(request.object.metadata.name) == 'MYPOD' && `%d` == `%d`", n%7, n%7)
 				got, err := i.Search(expr, doc)
 				if err != nil || got != true {
-					errs <- fmt.Errorf("goroutine %d: Search(%q) = %v, %v", g, expr, got, err)
+					errs <- fmt.Errorf("goroutine %d: Search(%q) = %v: %w", g, expr, got, err)
 					return
 				}
 				images, err := shared.Search(doc)
 				list, ok := images.([]any)
 				if err != nil || !ok || !slices.Equal(list, []any{"nginx:1.25", "ghcr.io/acme/sidecar:v2", "busybox"}) {
-					errs <- fmt.Errorf("goroutine %d: shared query = %v, %v", g, images, err)
+					errs <- fmt.Errorf("goroutine %d: shared query = %v: %w", g, images, err)
 					return
 				}
 			}

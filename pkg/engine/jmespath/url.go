@@ -38,7 +38,7 @@ func jpIsExternalURL(o *options) functions.JpFunction {
 		if ip := net.ParseIP(host); ip != nil {
 			return !internalIP(ip), nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), o.lookupTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), o.lookupTimeout) //nolint:contextcheck // a JMESPath function has no caller context; the lookup has its own deadline
 		defer cancel()
 		addrs, err := o.resolver.LookupIPAddr(ctx, host)
 		if err != nil {

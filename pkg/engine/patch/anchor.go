@@ -64,6 +64,4 @@ func keyIs(key string, pred func(anchor) bool) bool {
 	return ok && pred(a)
 }
 
-func isConditionalAnchor(a anchor) bool { return a.kind == anchorCondition }
-func isGlobalAnchor(a anchor) bool      { return a.kind == anchorGlobal }
-func isAddAnchor(a anchor) bool         { return a.kind == anchorAddIfNotPresent }
+func isGlobalAnchor(a anchor) bool { return a.kind == anchorGlobal }

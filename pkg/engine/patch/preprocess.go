@@ -202,8 +202,7 @@ func preprocessListOfMaps(pattern []any, resource any, present bool) ([]any, err
 			}
 		}
 		if !present {
-			var err error
-			work, err = preprocess(work, nil, false)
+			_, err := preprocess(work, nil, false)
 			if err != nil {
 				if s, ok := asSkip(err); ok && !s.global {
 					continue
