@@ -41,7 +41,7 @@ func DecodeAll(data []byte) ([]Doc, error) {
 		if err != nil {
 			return docs, fmt.Errorf("document %d: %w", i+1, err)
 		}
-		v, err := fromNode(&n, 0)
+		v, err := (&decoder{budget: budgetFor(len(data))}).fromNode(&n, 0)
 		if err != nil {
 			return docs, fmt.Errorf("document %d (line %d): %w", i+1, n.Line, err)
 		}
@@ -62,12 +62,32 @@ func Decode(data []byte) (any, error) {
 	if err := yaml.Unmarshal(data, &n); err != nil {
 		return nil, err
 	}
-	return fromNode(&n, 0)
+	return (&decoder{budget: budgetFor(len(data))}).fromNode(&n, 0)
+}
+
+// decoder turns YAML nodes into values. Its budget bounds the values it
+// builds, so that aliases cannot expand a small input exponentially (a
+// "billion laughs" document).
+type decoder struct {
+	budget int
+}
+
+// ErrTooLarge is returned when aliases expand a document beyond the
+// decoding budget.
+var ErrTooLarge = errors.New("document too large once its aliases are expanded")
+
+// budgetFor allows a generous number of values per input byte.
+func budgetFor(n int) int {
+	return 1_000_000 + 64*n
 }
 
 const maxDepth = 512
 
-func fromNode(n *yaml.Node, depth int) (any, error) {
+func (d *decoder) fromNode(n *yaml.Node, depth int) (any, error) {
+	d.budget--
+	if d.budget < 0 {
+		return nil, ErrTooLarge
+	}
 	if depth > maxDepth {
 		return nil, errors.New("document nested too deeply")
 	}
@@ -78,16 +98,16 @@ func fromNode(n *yaml.Node, depth int) (any, error) {
 		if len(n.Content) == 0 {
 			return nil, nil
 		}
-		return fromNode(n.Content[0], depth+1)
+		return d.fromNode(n.Content[0], depth+1)
 	case yaml.AliasNode:
 		if n.Alias == nil {
 			return nil, nil
 		}
-		return fromNode(n.Alias, depth+1)
+		return d.fromNode(n.Alias, depth+1)
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
 		for _, c := range n.Content {
-			v, err := fromNode(c, depth+1)
+			v, err := d.fromNode(c, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -99,7 +119,7 @@ func fromNode(n *yaml.Node, depth int) (any, error) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, vn := n.Content[i], n.Content[i+1]
 			if k.Tag == "!!merge" || (k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Tag != "!!str") {
-				if err := mergeInto(out, vn, depth); err != nil {
+				if err := d.mergeInto(out, vn, depth); err != nil {
 					return nil, err
 				}
 				continue
@@ -107,7 +127,7 @@ func fromNode(n *yaml.Node, depth int) (any, error) {
 			if k.Kind != yaml.ScalarNode {
 				return nil, fmt.Errorf("line %d: mapping key is not a scalar", k.Line)
 			}
-			v, err := fromNode(vn, depth+1)
+			v, err := d.fromNode(vn, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -120,8 +140,8 @@ func fromNode(n *yaml.Node, depth int) (any, error) {
 	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
 }
 
-func mergeInto(out map[string]any, n *yaml.Node, depth int) error {
-	v, err := fromNode(n, depth+1)
+func (d *decoder) mergeInto(out map[string]any, n *yaml.Node, depth int) error {
+	v, err := d.fromNode(n, depth+1)
 	if err != nil {
 		return err
 	}
