@@ -1,0 +1,64 @@
+package queue
+
+import (
+	"errors"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Sentinel errors. Every error the package returns for one of these causes
+// wraps the sentinel, so callers test with errors.Is.
+var (
+	// ErrInvalidOption: an option was given a value it does not accept.
+	ErrInvalidOption = errors.New("queue: invalid option")
+	// ErrInvalidToken: a subject token that EncodeToken cannot produce.
+	ErrInvalidToken = errors.New("queue: invalid subject token")
+	// ErrInvalidSubject: a subject that is not a literal subject, or not of
+	// the expected shape.
+	ErrInvalidSubject = errors.New("queue: invalid subject")
+	// ErrInvalidKind: an unknown work kind.
+	ErrInvalidKind = errors.New("queue: invalid work kind")
+	// ErrMissingID: a message without a Nats-Msg-Id; every Verdict message
+	// has a deterministic id so that retries collapse.
+	ErrMissingID = errors.New("queue: message has no id")
+	// ErrBufferFull: the asynchronous publisher's buffer is full; the
+	// message was not taken (and is counted as dropped).
+	ErrBufferFull = errors.New("queue: publish buffer full")
+	// ErrPublisherClosed: the asynchronous publisher no longer takes messages.
+	ErrPublisherClosed = errors.New("queue: publisher closed")
+	// ErrPublishTimeout: a message was not acknowledged by its deadline.
+	ErrPublishTimeout = errors.New("queue: publish not acknowledged before its deadline")
+	// ErrPublishRejected: the server refused a message for good (too big, a
+	// failed expectation); retrying cannot help.
+	ErrPublishRejected = errors.New("queue: publish rejected")
+	// ErrNotConnected: the connection to NATS was not established in time.
+	ErrNotConnected = errors.New("queue: not connected")
+	// ErrEmbedded: the embedded server could not start.
+	ErrEmbedded = errors.New("queue: embedded server")
+	// ErrProvision: a stream or consumer could not be created or updated.
+	ErrProvision = errors.New("queue: provisioning")
+	// ErrDeadLetter: a message could not be written to the dead-letter
+	// stream (it stays in its stream and is delivered again).
+	ErrDeadLetter = errors.New("queue: dead-letter publish failed")
+)
+
+// permanent reports whether a publish error cannot be cured by retrying:
+// client-side rejections (payload too large, bad subject) and 400-class
+// JetStream API errors (message too large, failed expectation). Everything
+// else (no responders during an election, timeouts, disconnections, 503s) is
+// transient.
+func permanent(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) ||
+		errors.Is(err, nats.ErrInvalidMsg) || errors.Is(err, nats.ErrConnectionClosed) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 400
+	}
+	return false
+}

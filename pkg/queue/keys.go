@@ -1,0 +1,287 @@
+package queue
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// Subject prefixes of Verdict's streams (see DESIGN.md).
+const (
+	subjectRoot    = "verdict."
+	resultsPrefix  = "verdict.results."
+	workPrefix     = "verdict.work."
+	deadPrefix     = "verdict.dead."
+	schedulePrefix = "verdict.work.schedule."
+)
+
+// WorkKind is the second token of a work subject: what a worker does.
+type WorkKind string
+
+// The work kinds of VERDICT_WORK.
+const (
+	WorkGenerate WorkKind = "generate"
+	WorkMutate   WorkKind = "mutate"
+	WorkCleanup  WorkKind = "cleanup"
+	WorkScan     WorkKind = "scan"
+)
+
+// Valid reports whether k is one of the known work kinds.
+func (k WorkKind) Valid() bool {
+	switch k {
+	case WorkGenerate, WorkMutate, WorkCleanup, WorkScan:
+		return true
+	}
+	return false
+}
+
+// tokenSafe marks the bytes that EncodeToken keeps as they are.
+var tokenSafe = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	t['-'], t['_'] = true, true
+	return t
+}()
+
+const upperHex = "0123456789ABCDEF"
+
+// EncodeToken turns any string (a Kubernetes name, a uid, a policy key such
+// as "namespace/name") into one NATS subject token, reversibly:
+//
+//   - ASCII letters, digits, '-' and '_' stay as they are;
+//   - '.' becomes '~' (Kubernetes names are full of dots, so they stay readable);
+//   - every other byte becomes '%' and two upper-case hex digits ("/" is "%2F",
+//     "~" is "%7E", "%" is "%25", a space is "%20", UTF-8 is escaped bytewise);
+//   - the empty string becomes a lone "%", which no other input produces.
+//
+// The result is never empty and never contains '.', '*', '>', whitespace or
+// control bytes, so it is always a single literal token. DecodeToken reverses
+// it and rejects every token EncodeToken would not produce, so a key has
+// exactly one subject.
+func EncodeToken(s string) string {
+	if s == "" {
+		return "%"
+	}
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if !tokenSafe[s[i]] {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case tokenSafe[c]:
+			b.WriteByte(c)
+		case c == '.':
+			b.WriteByte('~')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(upperHex[c>>4])
+			b.WriteByte(upperHex[c&0x0f])
+		}
+	}
+	return b.String()
+}
+
+// DecodeToken reverses EncodeToken. It fails with ErrInvalidToken for a
+// token EncodeToken cannot produce (a bad escape, lower-case hex, an escaped
+// byte that needs no escape, a byte outside the alphabet).
+func DecodeToken(tok string) (string, error) {
+	if tok == "%" {
+		return "", nil
+	}
+	if tok == "" {
+		return "", fmt.Errorf("%w: empty token", ErrInvalidToken)
+	}
+	clean := true
+	for i := 0; i < len(tok); i++ {
+		if !tokenSafe[tok[i]] {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return tok, nil
+	}
+	b := make([]byte, 0, len(tok))
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		switch {
+		case tokenSafe[c]:
+			b = append(b, c)
+		case c == '~':
+			b = append(b, '.')
+		case c == '%':
+			if i+2 >= len(tok) {
+				return "", fmt.Errorf("%w: %q: short escape at %d", ErrInvalidToken, tok, i)
+			}
+			hi, lo := unhex(tok[i+1]), unhex(tok[i+2])
+			if hi < 0 || lo < 0 {
+				return "", fmt.Errorf("%w: %q: bad escape at %d", ErrInvalidToken, tok, i)
+			}
+			v := byte(hi<<4 | lo)
+			if tokenSafe[v] || v == '.' {
+				return "", fmt.Errorf("%w: %q: needless escape at %d", ErrInvalidToken, tok, i)
+			}
+			b = append(b, v)
+			i += 2
+		default:
+			return "", fmt.Errorf("%w: %q: byte %q at %d", ErrInvalidToken, tok, c, i)
+		}
+	}
+	return string(b), nil
+}
+
+// unhex decodes one upper-case hex digit, or returns -1.
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// ResultSubject is the VERDICT_RESULTS subject of one policy's latest result
+// on one resource: verdict.results.<resource-uid>.<policy-key>, both encoded.
+func ResultSubject(resourceUID, policyKey string) string {
+	return resultsPrefix + EncodeToken(resourceUID) + "." + EncodeToken(policyKey)
+}
+
+// ResultsOfResource is the filter matching every result of one resource
+// (the subjects a report folds, or purges when the resource goes away).
+func ResultsOfResource(resourceUID string) string {
+	return resultsPrefix + EncodeToken(resourceUID) + ".*"
+}
+
+// ResultsOfPolicy is the filter matching every result of one policy.
+func ResultsOfPolicy(policyKey string) string {
+	return resultsPrefix + "*." + EncodeToken(policyKey)
+}
+
+// ParseResultSubject splits a result subject back into its uid and policy key.
+func ParseResultSubject(subject string) (resourceUID, policyKey string, err error) {
+	rest, ok := strings.CutPrefix(subject, resultsPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q is not a result subject", ErrInvalidSubject, subject)
+	}
+	a, b, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(b, ".") {
+		return "", "", fmt.Errorf("%w: %q: want two tokens after %q", ErrInvalidSubject, subject, resultsPrefix)
+	}
+	if resourceUID, err = DecodeToken(a); err != nil {
+		return "", "", err
+	}
+	if policyKey, err = DecodeToken(b); err != nil {
+		return "", "", err
+	}
+	return resourceUID, policyKey, nil
+}
+
+// WorkSubject is the VERDICT_WORK subject of one unit of work:
+// verdict.work.<kind>.<key>, the key encoded. It fails with ErrInvalidKind
+// for an unknown kind.
+func WorkSubject(kind WorkKind, key string) (string, error) {
+	if !kind.Valid() {
+		return "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+	}
+	return workPrefix + string(kind) + "." + EncodeToken(key), nil
+}
+
+// WorkFilter is the filter matching all work of one kind.
+func WorkFilter(kind WorkKind) string {
+	return workPrefix + string(kind) + ".>"
+}
+
+// ParseWorkSubject splits a work subject back into its kind and key.
+func ParseWorkSubject(subject string) (WorkKind, string, error) {
+	rest, ok := strings.CutPrefix(subject, workPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q is not a work subject", ErrInvalidSubject, subject)
+	}
+	k, tok, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(tok, ".") {
+		return "", "", fmt.Errorf("%w: %q: want two tokens after %q", ErrInvalidSubject, subject, workPrefix)
+	}
+	kind := WorkKind(k)
+	if !kind.Valid() {
+		return "", "", fmt.Errorf("%w: %q", ErrInvalidKind, k)
+	}
+	key, err := DecodeToken(tok)
+	if err != nil {
+		return "", "", err
+	}
+	return kind, key, nil
+}
+
+// ScheduleSubject is where a JetStream message schedule for one key lives in
+// VERDICT_WORK (verdict.work.schedule.<key>). No worker consumer filters it,
+// so the schedule itself is never taken as work; each tick fires a message
+// into the schedule's target, for example WorkSubject(WorkCleanup, key).
+func ScheduleSubject(key string) string {
+	return schedulePrefix + EncodeToken(key)
+}
+
+// DeadSubject is the VERDICT_DEAD subject of a message that came from
+// origin: "verdict.dead." followed by origin without its "verdict." root, so
+// verdict.work.generate.k dead-letters to verdict.dead.work.generate.k and a
+// filter such as verdict.dead.work.generate.> selects one kind.
+func DeadSubject(origin string) string {
+	return deadPrefix + strings.TrimPrefix(origin, subjectRoot)
+}
+
+// MsgID is a deterministic Nats-Msg-Id for a message made from parts (for
+// example resource uid, resourceVersion, policy uid, policy resourceVersion,
+// rule): the hex SHA-256 of the length-prefixed parts, cut to 128 bits.
+// Length prefixes keep ("ab","c") and ("a","bc") apart.
+func MsgID(parts ...string) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, p := range parts {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
+		h.Write([]byte(p))
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// validSubject reports whether s is a literal subject a message can be
+// published to: non-empty tokens, no wildcards, no whitespace.
+func validSubject(s string) bool {
+	if s == "" {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			tok := s[start:i]
+			if tok == "" || tok == "*" || tok == ">" {
+				return false
+			}
+			start = i + 1
+			continue
+		}
+		switch s[i] {
+		case ' ', '\t', '\r', '\n', '\f', 0:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,146 @@
+package queue
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestEncodeToken(t *testing.T) {
+	tests := map[string]struct {
+		in, want string
+	}{
+		"plain name":        {"nginx", "nginx"},
+		"uid":               {"7c9e6679-7425-40de-944b-e07fc1f90ae7", "7c9e6679-7425-40de-944b-e07fc1f90ae7"},
+		"dotted name":       {"kube-proxy.v1.2", "kube-proxy~v1~2"},
+		"namespaced policy": {"team-a/require-labels", "team-a%2Frequire-labels"},
+		"rule key":          {"ns/pol/check.labels", "ns%2Fpol%2Fcheck~labels"},
+		"empty":             {"", "%"},
+		"wildcards":         {"*.>", "%2A~%3E"},
+		"whitespace":        {"a b\tc\n", "a%20b%09c%0A"},
+		"escape chars":      {"~%", "%7E%25"},
+		"utf8":              {"é", "%C3%A9"},
+		"underscore":        {"a_b-C", "a_b-C"},
+		"nul":               {"\x00", "%00"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := EncodeToken(tc.in)
+			if got != tc.want {
+				t.Fatalf("EncodeToken(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			back, err := DecodeToken(got)
+			if err != nil || back != tc.in {
+				t.Fatalf("DecodeToken(%q) = %q, %v; want %q", got, back, err, tc.in)
+			}
+		})
+	}
+}
+
+func TestDecodeTokenRejects(t *testing.T) {
+	tests := map[string]string{
+		"empty":           "",
+		"short escape":    "ab%4",
+		"lone percent":    "a%",
+		"lower hex":       "%2f",
+		"needless escape": "%41",
+		"escaped dot":     "%2E",
+		"dot":             "a.b",
+		"star":            "*",
+		"gt":              ">",
+		"space":           "a b",
+		"bad hex":         "%G1",
+	}
+	for name, tok := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got, err := DecodeToken(tok); !errors.Is(err, ErrInvalidToken) {
+				t.Fatalf("DecodeToken(%q) = %q, %v; want ErrInvalidToken", tok, got, err)
+			}
+		})
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	s := ResultSubject("uid-1", "ns/policy.v2")
+	if s != "verdict.results.uid-1.ns%2Fpolicy~v2" {
+		t.Fatalf("ResultSubject = %q", s)
+	}
+	uid, key, err := ParseResultSubject(s)
+	if err != nil || uid != "uid-1" || key != "ns/policy.v2" {
+		t.Fatalf("ParseResultSubject(%q) = %q, %q, %v", s, uid, key, err)
+	}
+	w, err := WorkSubject(WorkGenerate, "default/my.configmap")
+	if err != nil || w != "verdict.work.generate.default%2Fmy~configmap" {
+		t.Fatalf("WorkSubject = %q, %v", w, err)
+	}
+	kind, k, err := ParseWorkSubject(w)
+	if err != nil || kind != WorkGenerate || k != "default/my.configmap" {
+		t.Fatalf("ParseWorkSubject(%q) = %q, %q, %v", w, kind, k, err)
+	}
+	if _, err := WorkSubject("bogus", "k"); !errors.Is(err, ErrInvalidKind) {
+		t.Fatalf("WorkSubject(bogus) err = %v", err)
+	}
+	if d := DeadSubject(w); d != "verdict.dead.work.generate.default%2Fmy~configmap" {
+		t.Fatalf("DeadSubject = %q", d)
+	}
+	for _, bad := range []string{"verdict.results.a", "verdict.results.a.b.c", "other.a.b", "verdict.results.a.%2e"} {
+		if _, _, err := ParseResultSubject(bad); err == nil {
+			t.Errorf("ParseResultSubject(%q) accepted", bad)
+		}
+	}
+	if ResultsOfResource("u.1") != "verdict.results.u~1.*" {
+		t.Fatalf("ResultsOfResource = %q", ResultsOfResource("u.1"))
+	}
+}
+
+func TestMsgID(t *testing.T) {
+	a, b := MsgID("ab", "c"), MsgID("a", "bc")
+	if a == b {
+		t.Fatal("MsgID does not separate parts")
+	}
+	if MsgID("x", "y") != MsgID("x", "y") || len(a) != 32 {
+		t.Fatalf("MsgID not deterministic or wrong length: %q", a)
+	}
+}
+
+func TestValidSubject(t *testing.T) {
+	tests := map[string]bool{
+		"verdict.work.scan.a": true, "": false, "a..b": false, ".a": false, "a.": false,
+		"a.*.b": false, "a.>": false, "a b": false, "a.b\t": false, "a.b*c": true,
+	}
+	for s, want := range tests {
+		if got := validSubject(s); got != want {
+			t.Errorf("validSubject(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func FuzzTokenRoundTrip(f *testing.F) {
+	for _, s := range []string{"", "a.b", "ns/name", "%", "~", "*", ">", " ", "é", "\x00\xff", "%2E", "a~b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tok := EncodeToken(s)
+		if tok == "" || strings.ContainsAny(tok, ".*> \t\r\n") || !utf8.ValidString(tok) {
+			t.Fatalf("EncodeToken(%q) = %q: not a safe token", s, tok)
+		}
+		for i := 0; i < len(tok); i++ {
+			if tok[i] < 0x21 || tok[i] > 0x7e {
+				t.Fatalf("EncodeToken(%q) = %q: byte %#x", s, tok, tok[i])
+			}
+		}
+		if !validSubject("verdict.results." + tok + ".x") {
+			t.Fatalf("token %q does not make a valid subject", tok)
+		}
+		back, err := DecodeToken(tok)
+		if err != nil || back != s {
+			t.Fatalf("round trip %q -> %q -> %q, %v", s, tok, back, err)
+		}
+		// Decoding arbitrary input: whatever decodes must encode back to
+		// the same token (one subject per key).
+		if dec, err := DecodeToken(s); err == nil && EncodeToken(dec) != s {
+			t.Fatalf("DecodeToken(%q) = %q, which encodes to %q", s, dec, EncodeToken(dec))
+		}
+	})
+}

@@ -1,0 +1,591 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Message is one message to publish.
+type Message struct {
+	// Subject: built with ResultSubject, WorkSubject and the like.
+	Subject string
+	// ID becomes the Nats-Msg-Id: deterministic (see MsgID), so a retried
+	// publish, or two replicas publishing the same fact, are stored once
+	// within the stream's duplicate window. Required.
+	ID string
+	// Data is the payload. The publisher keeps it until acknowledged: do
+	// not change it after publishing.
+	Data []byte
+	// Header holds extra headers (copied, never changed).
+	Header nats.Header
+}
+
+// PubAck is the server's acknowledgement of a stored message.
+type PubAck struct {
+	Stream    string
+	Sequence  uint64
+	Duplicate bool // an earlier publish with the same id was stored
+}
+
+func (m Message) natsMsg() (*nats.Msg, error) {
+	if !validSubject(m.Subject) {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidSubject, m.Subject)
+	}
+	if m.ID == "" {
+		return nil, fmt.Errorf("%w: subject %q", ErrMissingID, m.Subject)
+	}
+	h := make(nats.Header, len(m.Header)+1)
+	for k, v := range m.Header {
+		h[k] = v
+	}
+	h[jetstream.MsgIDHeader] = []string{m.ID}
+	return &nats.Msg{Subject: m.Subject, Data: m.Data, Header: h}, nil
+}
+
+// Default deadlines of publishing.
+const (
+	DefaultSyncPublishTimeout = 5 * time.Second
+	syncAttemptTimeout        = 2 * time.Second
+)
+
+// PublishSync publishes m and waits until JetStream has stored it (or
+// recognised it as a duplicate), for work that must be durable before the
+// caller goes on. The deadline is ctx's, or DefaultSyncPublishTimeout if
+// ctx has none. Transient failures (a leader election, a reconnect, a lost
+// ack) are retried with backoff under the same message id, so a retry never
+// stores the message twice. A permanent refusal fails at once with
+// ErrPublishRejected; running out of time fails with ErrPublishTimeout.
+func (c *Conn) PublishSync(ctx context.Context, m Message) (PubAck, error) {
+	msg, err := m.natsMsg()
+	if err != nil {
+		return PubAck{}, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultSyncPublishTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	bo := newBackoff(25*time.Millisecond, time.Second)
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, syncAttemptTimeout)
+		ack, err := c.js.PublishMsg(actx, msg)
+		cancel()
+		if err == nil {
+			res := "ok"
+			if ack.Duplicate {
+				res = "duplicate"
+				c.metrics.duplicates.WithLabelValues("sync").Inc()
+			} else {
+				c.metrics.published.WithLabelValues("sync").Inc()
+			}
+			c.metrics.syncPublish.WithLabelValues(res).Observe(time.Since(start).Seconds())
+			return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+		}
+		if permanent(err) {
+			c.metrics.dropped.WithLabelValues("sync", "rejected").Inc()
+			c.metrics.syncPublish.WithLabelValues("error").Observe(time.Since(start).Seconds())
+			return PubAck{}, fmt.Errorf("%w: %s: %w", ErrPublishRejected, m.Subject, err)
+		}
+		wait := bo.NextBackOff()
+		dl, _ := ctx.Deadline()
+		if ctx.Err() != nil || time.Until(dl) < wait {
+			c.metrics.dropped.WithLabelValues("sync", "expired").Inc()
+			c.metrics.syncPublish.WithLabelValues("error").Observe(time.Since(start).Seconds())
+			return PubAck{}, fmt.Errorf("%w: %s after %d attempts: %w", ErrPublishTimeout, m.Subject, attempt, err)
+		}
+		c.metrics.retried.WithLabelValues("sync").Inc()
+		c.log.Debug().Err(err).Str(logKeySubject, m.Subject).Int(logKeyAttempt, attempt).Msg("publishRetry")
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+func newBackoff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = initial
+	bo.MaxInterval = maxInterval
+	bo.MaxElapsedTime = 0 // the message's deadline bounds it
+	bo.Reset()
+	return bo
+}
+
+// PublisherStats are an asynchronous publisher's counters.
+type PublisherStats struct {
+	Published  uint64 // stored as new
+	Duplicates uint64 // acknowledged as a duplicate of an earlier publish
+	Retried    uint64 // attempts repeated after a transient failure
+	Dropped    uint64 // given up: buffer full, deadline passed, rejected, closed
+	Pending    int    // taken and not yet acknowledged or dropped
+}
+
+// Reasons a message is dropped.
+const (
+	dropFull     = "full"
+	dropExpired  = "expired"
+	dropRejected = "rejected"
+	dropClosed   = "closed"
+)
+
+// PublisherOption configures NewAsyncPublisher.
+type PublisherOption func(*publisherOptions) error
+
+type publisherOptions struct {
+	name        string
+	buffer      int
+	deadline    time.Duration
+	ackTimeout  time.Duration
+	maxInFlight int
+	boInitial   time.Duration
+	boMax       time.Duration
+	onDrop      func(Message, error)
+}
+
+// WithPublisherName names the publisher in metrics and logs. Default "async".
+func WithPublisherName(name string) PublisherOption {
+	return func(o *publisherOptions) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty publisher name", ErrInvalidOption)
+		}
+		o.name = name
+		return nil
+	}
+}
+
+// WithBufferSize bounds the messages taken and not yet acknowledged
+// (queued, in flight, or waiting to be retried). Default 10000.
+func WithBufferSize(n int) PublisherOption {
+	return func(o *publisherOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: buffer size %d", ErrInvalidOption, n)
+		}
+		o.buffer = n
+		return nil
+	}
+}
+
+// WithMessageDeadline is how long after Publish a message may still be
+// tried before it is dropped. Default 30s.
+func WithMessageDeadline(d time.Duration) PublisherOption {
+	return func(o *publisherOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: message deadline %s", ErrInvalidOption, d)
+		}
+		o.deadline = d
+		return nil
+	}
+}
+
+// WithAckTimeout is how long one attempt waits for its ack before it is
+// retried. Default 5s.
+func WithAckTimeout(d time.Duration) PublisherOption {
+	return func(o *publisherOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: ack timeout %s", ErrInvalidOption, d)
+		}
+		o.ackTimeout = d
+		return nil
+	}
+}
+
+// WithMaxInFlight bounds the publishes sent and not yet acknowledged by the
+// server (the rest wait in the buffer). Default 4000.
+func WithMaxInFlight(n int) PublisherOption {
+	return func(o *publisherOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max in flight %d", ErrInvalidOption, n)
+		}
+		o.maxInFlight = n
+		return nil
+	}
+}
+
+// WithRetryBackoff sets the exponential backoff between attempts of one
+// message. Default 50ms to 2s.
+func WithRetryBackoff(initial, maxInterval time.Duration) PublisherOption {
+	return func(o *publisherOptions) error {
+		if initial <= 0 || maxInterval < initial {
+			return fmt.Errorf("%w: retry backoff %s..%s", ErrInvalidOption, initial, maxInterval)
+		}
+		o.boInitial, o.boMax = initial, maxInterval
+		return nil
+	}
+}
+
+// WithDropHandler is called for every message given up after it was taken
+// (deadline passed, rejected, closed), with the reason. It runs on the
+// publisher's goroutines: it must not block. Messages refused by Publish
+// itself are reported by Publish's error, not here.
+func WithDropHandler(fn func(Message, error)) PublisherOption {
+	return func(o *publisherOptions) error { o.onDrop = fn; return nil }
+}
+
+// AsyncPublisher publishes without making the caller wait: Publish puts the
+// message in a bounded buffer and returns; a pump sends it with up to
+// WithMaxInFlight acks outstanding, retries transient failures with
+// exponential backoff until the message's deadline, and counts the outcome.
+// When the buffer is full, Publish fails at once with ErrBufferFull (counted
+// as dropped): the admission path never blocks on it.
+type AsyncPublisher struct {
+	c    *Conn
+	js   jetstream.JetStream
+	opts publisherOptions
+	log  zerolog.Logger
+
+	queue   chan *pubEntry
+	pending atomic.Int64
+
+	mu       sync.Mutex // guards inflight, idle, stopped
+	inflight map[*nats.Msg]*pubEntry
+	idle     chan struct{}
+	stopped  bool
+
+	closed   atomic.Bool
+	stop     chan struct{}
+	pumpDone chan struct{}
+
+	published, duplicates, retried, dropped atomic.Uint64
+
+	mPublished, mDuplicates, mRetried prometheus.Counter
+	mDropped                          map[string]prometheus.Counter
+	mPending                          prometheus.Gauge
+}
+
+type pubEntry struct {
+	msg      *nats.Msg
+	orig     Message
+	deadline time.Time
+	bo       *backoff.ExponentialBackOff
+}
+
+// NewAsyncPublisher starts an asynchronous publisher on c. Stop it with
+// Close.
+func (c *Conn) NewAsyncPublisher(opts ...PublisherOption) (*AsyncPublisher, error) {
+	o := publisherOptions{
+		name: "async", buffer: 10000, deadline: 30 * time.Second, ackTimeout: 5 * time.Second,
+		maxInFlight: 4000, boInitial: 50 * time.Millisecond, boMax: 2 * time.Second,
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	p := &AsyncPublisher{
+		c:        c,
+		opts:     o,
+		log:      c.log.With().Str(logKeyPublisher, o.name).Logger(),
+		queue:    make(chan *pubEntry, o.buffer),
+		inflight: make(map[*nats.Msg]*pubEntry, min(o.maxInFlight, o.buffer)),
+		stop:     make(chan struct{}),
+		pumpDone: make(chan struct{}),
+
+		mPublished:  c.metrics.published.WithLabelValues(o.name),
+		mDuplicates: c.metrics.duplicates.WithLabelValues(o.name),
+		mRetried:    c.metrics.retried.WithLabelValues(o.name),
+		mPending:    c.metrics.pending.WithLabelValues(o.name),
+		mDropped:    map[string]prometheus.Counter{},
+	}
+	for _, r := range []string{dropFull, dropExpired, dropRejected, dropClosed} {
+		p.mDropped[r] = c.metrics.dropped.WithLabelValues(o.name, r)
+	}
+	js, err := jetstream.New(c.nc,
+		jetstream.WithPublishAsyncMaxPending(o.maxInFlight),
+		jetstream.WithPublishAsyncTimeout(o.ackTimeout),
+		jetstream.WithPublishAsyncAckHandler(p.onAck),
+		jetstream.WithPublishAsyncErrHandler(p.onErr),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream context: %w", err)
+	}
+	p.js = js
+	go p.pump()
+	return p, nil
+}
+
+// Publish takes m for publishing within the default message deadline. It
+// never blocks: it fails with ErrBufferFull when the buffer is full, with
+// ErrPublisherClosed after Close, and with ErrInvalidSubject or
+// ErrMissingID for a malformed message.
+func (p *AsyncPublisher) Publish(m Message) error {
+	return p.PublishBefore(m, time.Now().Add(p.opts.deadline))
+}
+
+// PublishBefore is Publish with the message's own deadline.
+func (p *AsyncPublisher) PublishBefore(m Message, deadline time.Time) error {
+	if p.closed.Load() {
+		p.countDrop(dropClosed)
+		return ErrPublisherClosed
+	}
+	msg, err := m.natsMsg()
+	if err != nil {
+		return err
+	}
+	n := p.pending.Add(1)
+	if n > int64(p.opts.buffer) {
+		p.pending.Add(-1)
+		p.countDrop(dropFull)
+		return fmt.Errorf("%w: %d messages pending", ErrBufferFull, n-1)
+	}
+	p.mPending.Set(float64(n))
+	p.queue <- &pubEntry{msg: msg, orig: m, deadline: deadline}
+	return nil
+}
+
+// Stats returns the publisher's counters.
+func (p *AsyncPublisher) Stats() PublisherStats {
+	return PublisherStats{
+		Published:  p.published.Load(),
+		Duplicates: p.duplicates.Load(),
+		Retried:    p.retried.Load(),
+		Dropped:    p.dropped.Load(),
+		Pending:    int(p.pending.Load()),
+	}
+}
+
+// Flush waits until every message taken so far is acknowledged or dropped
+// (and any taken meanwhile too), or ctx ends.
+func (p *AsyncPublisher) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	if p.pending.Load() == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("flush %s: %d messages pending: %w", p.opts.name, p.pending.Load(), ctx.Err())
+	}
+}
+
+// Close stops taking messages, waits (until ctx ends) for those taken to
+// be acknowledged or dropped, then stops the pump. Messages still pending
+// when ctx ends are dropped and counted, and Close reports how many.
+func (p *AsyncPublisher) Close(ctx context.Context) error {
+	if p.closed.Swap(true) {
+		<-p.pumpDone
+		return nil
+	}
+	flushErr := p.Flush(ctx)
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	close(p.stop)
+	<-p.pumpDone
+	abandoned := 0
+	for {
+		select {
+		case e := <-p.queue:
+			p.drop(e, dropClosed, ErrPublisherClosed)
+			abandoned++
+			continue
+		default:
+		}
+		break
+	}
+	p.mu.Lock()
+	left := make([]*pubEntry, 0, len(p.inflight))
+	for k, e := range p.inflight {
+		delete(p.inflight, k)
+		left = append(left, e)
+	}
+	p.mu.Unlock()
+	for _, e := range left {
+		p.drop(e, dropClosed, ErrPublisherClosed)
+		abandoned++
+	}
+	if flushErr != nil || abandoned > 0 {
+		p.log.Warn().Int(logKeyDropped, abandoned).Msg("publisherClosedWithLoss")
+		return fmt.Errorf("close publisher %s: %d messages dropped: %w", p.opts.name, abandoned, errors.Join(flushErr, ErrPublisherClosed))
+	}
+	return nil
+}
+
+// pump sends queued entries, one at a time, waiting while disconnected.
+func (p *AsyncPublisher) pump() {
+	defer close(p.pumpDone)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case e := <-p.queue:
+			if !p.send(e) {
+				return
+			}
+		}
+	}
+}
+
+// send publishes one entry; false when the publisher is stopping.
+func (p *AsyncPublisher) send(e *pubEntry) bool {
+	for {
+		if time.Now().After(e.deadline) {
+			p.drop(e, dropExpired, ErrPublishTimeout)
+			return true
+		}
+		if !p.c.nc.IsConnected() {
+			switch p.waitForConnection(e.deadline) {
+			case waitStopped:
+				p.requeueOrDrop(e)
+				return false
+			case waitExpired:
+				p.drop(e, dropExpired, fmt.Errorf("%w: not connected", ErrPublishTimeout))
+				return true
+			}
+		}
+		p.mu.Lock()
+		p.inflight[e.msg] = e
+		p.mu.Unlock()
+		_, err := p.js.PublishMsgAsync(e.msg, jetstream.WithStallWait(time.Second))
+		if err == nil {
+			return true
+		}
+		p.mu.Lock()
+		_, mine := p.inflight[e.msg]
+		delete(p.inflight, e.msg)
+		p.mu.Unlock()
+		if !mine {
+			return true // settled by a callback meanwhile
+		}
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			continue // the server is slow to ack: keep waiting, nothing was sent
+		}
+		p.failed(e, err)
+		return true
+	}
+}
+
+type waitResult int
+
+const (
+	waitOK waitResult = iota
+	waitExpired
+	waitStopped
+)
+
+func (p *AsyncPublisher) waitForConnection(deadline time.Time) waitResult {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	expire := time.NewTimer(time.Until(deadline))
+	defer expire.Stop()
+	for !p.c.nc.IsConnected() {
+		select {
+		case <-p.stop:
+			return waitStopped
+		case <-expire.C:
+			return waitExpired
+		case <-t.C:
+		}
+	}
+	return waitOK
+}
+
+func (p *AsyncPublisher) take(msg *nats.Msg) *pubEntry {
+	p.mu.Lock()
+	e, ok := p.inflight[msg]
+	if ok {
+		delete(p.inflight, msg)
+	}
+	p.mu.Unlock()
+	return e
+}
+
+// onAck runs on the ack goroutine: it must stay short.
+func (p *AsyncPublisher) onAck(_ jetstream.JetStream, msg *nats.Msg, ack *jetstream.PubAck) {
+	e := p.take(msg)
+	if e == nil {
+		return
+	}
+	if ack.Duplicate {
+		p.duplicates.Add(1)
+		p.mDuplicates.Inc()
+	} else {
+		p.published.Add(1)
+		p.mPublished.Inc()
+	}
+	p.settle()
+}
+
+func (p *AsyncPublisher) onErr(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	if e := p.take(msg); e != nil {
+		p.failed(e, err)
+	}
+}
+
+// failed retries e after a backoff, or drops it if the error is permanent
+// or the backoff would pass its deadline.
+func (p *AsyncPublisher) failed(e *pubEntry, err error) {
+	if permanent(err) {
+		p.drop(e, dropRejected, fmt.Errorf("%w: %w", ErrPublishRejected, err))
+		return
+	}
+	if e.bo == nil {
+		e.bo = newBackoff(p.opts.boInitial, p.opts.boMax)
+	}
+	wait := e.bo.NextBackOff()
+	if time.Now().Add(wait).After(e.deadline) {
+		p.drop(e, dropExpired, fmt.Errorf("%w: %w", ErrPublishTimeout, err))
+		return
+	}
+	p.retried.Add(1)
+	p.mRetried.Inc()
+	time.AfterFunc(wait, func() { p.requeueOrDrop(e) })
+}
+
+// requeueOrDrop puts e back in the queue; it always fits, as the queue's
+// capacity is the bound on pending entries and e is one of them.
+func (p *AsyncPublisher) requeueOrDrop(e *pubEntry) {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		p.drop(e, dropClosed, ErrPublisherClosed)
+		return
+	}
+	p.queue <- e
+	p.mu.Unlock()
+}
+
+func (p *AsyncPublisher) countDrop(reason string) {
+	p.dropped.Add(1)
+	p.mDropped[reason].Inc()
+}
+
+func (p *AsyncPublisher) drop(e *pubEntry, reason string, err error) {
+	p.countDrop(reason)
+	p.log.Debug().Err(err).Str(logKeySubject, e.msg.Subject).Str(logKeyReason, reason).Msg("publishDropped")
+	if p.opts.onDrop != nil {
+		p.opts.onDrop(e.orig, err)
+	}
+	p.settle()
+}
+
+// settle marks one pending entry finished and wakes Flush at zero.
+func (p *AsyncPublisher) settle() {
+	n := p.pending.Add(-1)
+	p.mPending.Set(float64(n))
+	if n == 0 {
+		p.mu.Lock()
+		if p.idle != nil && p.pending.Load() == 0 {
+			close(p.idle)
+			p.idle = nil
+		}
+		p.mu.Unlock()
+	}
+}

@@ -1,0 +1,177 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ReplayMsg is the last message of one subject.
+type ReplayMsg struct {
+	Subject   string
+	Data      []byte
+	Header    nats.Header
+	Sequence  uint64
+	Published time.Time
+}
+
+// ReplayProgress says how far a replay is.
+type ReplayProgress struct {
+	Done      uint64 // messages handed to the callback so far
+	Remaining uint64 // messages the server still has for this replay
+	Elapsed   time.Duration
+}
+
+// ReplayOption configures Replay.
+type ReplayOption func(*replayOptions) error
+
+type replayOptions struct {
+	filters  []string
+	batch    int
+	progress func(ReplayProgress)
+	every    time.Duration
+}
+
+// WithReplayFilter limits the replay to subjects matching the filters
+// (for example ResultsOfResource(uid)). Default: the whole stream.
+func WithReplayFilter(subjects ...string) ReplayOption {
+	return func(o *replayOptions) error {
+		for _, s := range subjects {
+			if s == "" {
+				return fmt.Errorf("%w: empty replay filter", ErrInvalidOption)
+			}
+		}
+		o.filters = append(o.filters, subjects...)
+		return nil
+	}
+}
+
+// WithReplayBatch sets how many messages one pull asks for. Default 2000.
+func WithReplayBatch(n int) ReplayOption {
+	return func(o *replayOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: replay batch %d", ErrInvalidOption, n)
+		}
+		o.batch = n
+		return nil
+	}
+}
+
+// WithReplayProgress calls fn at most once per interval while replaying,
+// and once at the end.
+func WithReplayProgress(interval time.Duration, fn func(ReplayProgress)) ReplayOption {
+	return func(o *replayOptions) error {
+		if interval <= 0 || fn == nil {
+			return fmt.Errorf("%w: replay progress needs an interval and a function", ErrInvalidOption)
+		}
+		o.every, o.progress = interval, fn
+		return nil
+	}
+}
+
+// Replay reads the last message of every subject of stream (under the
+// filters), in stream order, and hands each to fn: the way to rebuild a
+// projection of a compacted stream such as VERDICT_RESULTS. It uses an
+// ephemeral, unacknowledged, in-memory consumer that delivers the last
+// message per subject, pulled in large batches, so it runs as fast as the
+// server can send. It ends when the server has nothing more pending
+// (messages stored meanwhile are included); an error from fn stops it and
+// is returned. Rerun it after a failure: it is idempotent.
+func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) error, opts ...ReplayOption) (ReplayProgress, error) {
+	o := replayOptions{batch: 2000}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return ReplayProgress{}, err
+		}
+	}
+	start := time.Now()
+	cfg := jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		MemoryStorage:     true,
+		Replicas:          1,
+		InactiveThreshold: time.Minute,
+		Description:       "verdict replay",
+	}
+	switch len(o.filters) {
+	case 0:
+	case 1:
+		cfg.FilterSubject = o.filters[0]
+	default:
+		cfg.FilterSubjects = o.filters
+	}
+	var cons jetstream.Consumer
+	err := retryTransient(ctx, 100*time.Millisecond, func() error {
+		var err error
+		cons, err = c.js.CreateConsumer(ctx, stream, cfg)
+		return err
+	})
+	if err != nil {
+		return ReplayProgress{}, fmt.Errorf("replay %s: %w", stream, err)
+	}
+	name := cons.CachedInfo().Name
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := c.js.DeleteConsumer(dctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			c.log.Debug().Err(err).Str(logKeyStream, stream).Msg("replayConsumerDelete")
+		}
+	}()
+
+	p := ReplayProgress{Remaining: cons.CachedInfo().NumPending}
+	report := func() {
+		p.Elapsed = time.Since(start)
+		if o.progress != nil {
+			o.progress(p)
+		}
+	}
+	mReplayed := c.metrics.replayed.WithLabelValues(stream)
+	if p.Remaining == 0 {
+		report()
+		return p, nil
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(o.batch))
+	if err != nil {
+		return p, fmt.Errorf("replay %s: %w", stream, err)
+	}
+	defer iter.Stop()
+	stop := context.AfterFunc(ctx, iter.Stop)
+	defer stop()
+	last := time.Now()
+	for {
+		raw, err := iter.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return p, fmt.Errorf("replay %s: %w", stream, ctx.Err())
+			}
+			return p, fmt.Errorf("replay %s after %d messages: %w", stream, p.Done, err)
+		}
+		meta, err := raw.Metadata()
+		if err != nil {
+			return p, fmt.Errorf("replay %s: %w", stream, err)
+		}
+		if err := fn(ReplayMsg{Subject: raw.Subject(), Data: raw.Data(), Header: raw.Headers(),
+			Sequence: meta.Sequence.Stream, Published: meta.Timestamp}); err != nil {
+			return p, fmt.Errorf("replay %s: %w", stream, err)
+		}
+		p.Done++
+		p.Remaining = meta.NumPending
+		if p.Done%1024 == 0 {
+			mReplayed.Add(1024)
+			if o.progress != nil && time.Since(last) >= o.every {
+				last = time.Now()
+				report()
+			}
+		}
+		if meta.NumPending == 0 {
+			mReplayed.Add(float64(p.Done % 1024))
+			report()
+			c.log.Info().Str(logKeyStream, stream).Uint64(logKeyProgress, p.Done).Dur("elapsed", p.Elapsed).Msg("replayDone")
+			return p, nil
+		}
+	}
+}

@@ -1,0 +1,613 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Handler processes one message and says what became of it. It must be
+// idempotent: every message may be delivered more than once. Its context
+// ends at the runner's MaxWorkTime or when a drain runs out of time.
+type Handler func(ctx context.Context, m *Msg) Outcome
+
+// Msg is one delivered message.
+type Msg struct {
+	Subject   string
+	Data      []byte
+	Header    nats.Header
+	Stream    string
+	Sequence  uint64    // stream sequence
+	Delivery  uint64    // 1 on the first delivery
+	Published time.Time // when the stream stored it
+
+	raw          jetstream.Msg
+	start        time.Time
+	lastProgress atomic.Int64 // unix nanos of the last ack-wait reset
+	r            *Runner
+}
+
+// InProgress tells the server the message is still being worked on,
+// resetting its AckWait. The runner already does this on its own every
+// AckWait/3 until MaxWorkTime; call it for finer control.
+func (m *Msg) InProgress() error {
+	err := m.raw.InProgress()
+	if err != nil {
+		m.r.mAckErr["progress"].Inc()
+		return fmt.Errorf("in progress %s: %w", m.Subject, err)
+	}
+	m.lastProgress.Store(time.Now().UnixNano())
+	return nil
+}
+
+// Dead-letter headers: a message in VERDICT_DEAD carries its origin and
+// why it is there. Original headers are kept, except Nats-* ones.
+const (
+	HeaderDeadReason     = "Verdict-Dead-Reason"
+	HeaderDeadSubject    = "Verdict-Dead-Subject"
+	HeaderDeadStream     = "Verdict-Dead-Stream"
+	HeaderDeadSequence   = "Verdict-Dead-Sequence"
+	HeaderDeadDeliveries = "Verdict-Dead-Deliveries"
+	HeaderDeadConsumer   = "Verdict-Dead-Consumer"
+	HeaderDeadTime       = "Verdict-Dead-Time"
+)
+
+// DeadLetter is a dead-lettered message read back (see ParseDeadLetter).
+type DeadLetter struct {
+	Reason     string
+	Subject    string // origin subject
+	Stream     string // origin stream
+	Sequence   uint64 // origin stream sequence
+	Deliveries uint64
+	Consumer   string
+	Time       time.Time
+	Data       []byte
+}
+
+// ParseDeadLetter reads the dead-letter headers of a VERDICT_DEAD message.
+func ParseDeadLetter(h nats.Header, data []byte) (DeadLetter, error) {
+	d := DeadLetter{
+		Reason:   h.Get(HeaderDeadReason),
+		Subject:  h.Get(HeaderDeadSubject),
+		Stream:   h.Get(HeaderDeadStream),
+		Consumer: h.Get(HeaderDeadConsumer),
+		Data:     data,
+	}
+	if d.Subject == "" || d.Stream == "" {
+		return d, fmt.Errorf("%w: not a dead letter (no origin headers)", ErrInvalidSubject)
+	}
+	var err error
+	if d.Sequence, err = strconv.ParseUint(h.Get(HeaderDeadSequence), 10, 64); err != nil {
+		return d, fmt.Errorf("dead letter sequence: %w", err)
+	}
+	if d.Deliveries, err = strconv.ParseUint(h.Get(HeaderDeadDeliveries), 10, 64); err != nil {
+		return d, fmt.Errorf("dead letter deliveries: %w", err)
+	}
+	if d.Time, err = time.Parse(time.RFC3339Nano, h.Get(HeaderDeadTime)); err != nil {
+		return d, fmt.Errorf("dead letter time: %w", err)
+	}
+	return d, nil
+}
+
+// RunnerOption configures NewRunner.
+type RunnerOption func(*runnerOptions) error
+
+type runnerOptions struct {
+	concurrency  int
+	maxDeliver   int
+	retryMin     time.Duration
+	retryMax     time.Duration
+	maxWork      time.Duration
+	drainTimeout time.Duration
+	prefetch     int
+	progress     time.Duration
+	ackSync      bool
+}
+
+// WithConcurrency sets how many handlers run at once. Default 4.
+func WithConcurrency(n int) RunnerOption {
+	return func(o *runnerOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: concurrency %d", ErrInvalidOption, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// WithMaxDeliver bounds the attempts of one message: when the attempt
+// numbered n fails (retry, panic) or attempts were lost (a handler killed
+// without an answer), the message goes to the dead-letter stream. Default 5.
+func WithMaxDeliver(n int) RunnerOption {
+	return func(o *runnerOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max deliver %d", ErrInvalidOption, n)
+		}
+		o.maxDeliver = n
+		return nil
+	}
+}
+
+// WithRetryDelays sets the exponential backoff of Retry() and of panics:
+// min for the first redelivery, doubling up to max. Default 1s to 1m.
+func WithRetryDelays(minDelay, maxDelay time.Duration) RunnerOption {
+	return func(o *runnerOptions) error {
+		if minDelay <= 0 || maxDelay < minDelay {
+			return fmt.Errorf("%w: retry delays %s..%s", ErrInvalidOption, minDelay, maxDelay)
+		}
+		o.retryMin, o.retryMax = minDelay, maxDelay
+		return nil
+	}
+}
+
+// WithMaxWorkTime bounds one handler run: its context ends then, and the
+// runner stops extending the message's AckWait. Default 5m.
+func WithMaxWorkTime(d time.Duration) RunnerOption {
+	return func(o *runnerOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: max work time %s", ErrInvalidOption, d)
+		}
+		o.maxWork = d
+		return nil
+	}
+}
+
+// WithDrainTimeout bounds how long Run waits, once its context ends, for
+// handlers in flight to finish before their contexts are cancelled.
+// Default 30s.
+func WithDrainTimeout(d time.Duration) RunnerOption {
+	return func(o *runnerOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: drain timeout %s", ErrInvalidOption, d)
+		}
+		o.drainTimeout = d
+		return nil
+	}
+}
+
+// WithPrefetch sets how many messages the client buffers ahead of the
+// handlers. Their AckWait runs while they wait, so keep it small for slow
+// handlers. Default 2 × concurrency, at least 16.
+func WithPrefetch(n int) RunnerOption {
+	return func(o *runnerOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: prefetch %d", ErrInvalidOption, n)
+		}
+		o.prefetch = n
+		return nil
+	}
+}
+
+// WithProgressInterval sets how often a running handler's message gets an
+// in-progress. Default AckWait/3.
+func WithProgressInterval(d time.Duration) RunnerOption {
+	return func(o *runnerOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: progress interval %s", ErrInvalidOption, d)
+		}
+		o.progress = d
+		return nil
+	}
+}
+
+// WithAckSync waits for the server to confirm each ack (a round trip per
+// message) instead of checking only that it was sent. Default off: a lost
+// ack means one more delivery, which idempotent handlers absorb.
+func WithAckSync(on bool) RunnerOption {
+	return func(o *runnerOptions) error { o.ackSync = on; return nil }
+}
+
+// Runner runs a Handler over a durable pull consumer with N concurrent
+// handlers. Several runners (in one process or many) on the same durable
+// share its messages.
+type Runner struct {
+	c       *Conn
+	stream  string
+	durable string
+	h       Handler
+	opts    runnerOptions
+	log     zerolog.Logger
+	dead    jetstream.JetStream
+
+	mHandled    map[string]prometheus.Counter
+	mAckErr     map[string]prometheus.Counter
+	mTime       prometheus.Observer
+	mInFlight   prometheus.Gauge
+	mDead       prometheus.Counter
+	mDeadErrors prometheus.Counter
+}
+
+// Outcome labels of the handled metric.
+const (
+	handledDone   = "done"
+	handledRetry  = "retry"
+	handledPoison = "poison"
+	handledPanic  = "panic"
+	handledLost   = "lost"     // the handler's goroutine ended without an answer
+	handledMax    = "exceeded" // arrived after MaxDeliver attempts
+	handledDrain  = "drained"  // buffered at shutdown and given back
+)
+
+// NewRunner prepares a runner of h over the durable consumer durable on
+// stream (created by Provision). Run starts it.
+func (c *Conn) NewRunner(stream, durable string, h Handler, opts ...RunnerOption) (*Runner, error) {
+	if stream == "" || durable == "" || h == nil {
+		return nil, fmt.Errorf("%w: a runner needs a stream, a durable consumer and a handler", ErrInvalidOption)
+	}
+	o := runnerOptions{concurrency: 4, maxDeliver: 5, retryMin: time.Second, retryMax: time.Minute,
+		maxWork: 5 * time.Minute, drainTimeout: 30 * time.Second}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.prefetch == 0 {
+		o.prefetch = max(16, 2*o.concurrency)
+	}
+	m := c.metrics
+	r := &Runner{
+		c: c, stream: stream, durable: durable, h: h, opts: o, dead: c.js,
+		log:         c.log.With().Str(logKeyStream, stream).Str(logKeyConsumer, durable).Logger(),
+		mHandled:    map[string]prometheus.Counter{},
+		mAckErr:     map[string]prometheus.Counter{},
+		mTime:       m.handleTime.WithLabelValues(durable),
+		mInFlight:   m.inFlight.WithLabelValues(durable),
+		mDead:       m.deadLettered.WithLabelValues(durable),
+		mDeadErrors: m.deadErrors.WithLabelValues(durable),
+	}
+	for _, k := range []string{handledDone, handledRetry, handledPoison, handledPanic, handledLost, handledMax, handledDrain} {
+		r.mHandled[k] = m.handled.WithLabelValues(durable, k)
+	}
+	for _, k := range []string{"ack", "nak", "term", "progress"} {
+		r.mAckErr[k] = m.ackErrors.WithLabelValues(durable, k)
+	}
+	return r, nil
+}
+
+type slot struct{ cur atomic.Pointer[Msg] }
+
+// Run consumes until ctx ends, then drains: it stops fetching, gives back
+// (naks) messages buffered but not started, waits up to the drain timeout
+// for handlers in flight, cancels the rest and answers them as they
+// return. It returns nil after a drain, or an error if the consumer cannot
+// be found or the connection closed under it.
+func (r *Runner) Run(ctx context.Context) error {
+	cons, err := r.lookup(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	progress := r.opts.progress
+	if progress == 0 {
+		progress = max(cons.CachedInfo().Config.AckWait/3, 50*time.Millisecond)
+	}
+	r.log.Info().Int(logKeyConcurrent, r.opts.concurrency).Msg("runnerStarted")
+
+	hardCtx, hardCancel := context.WithCancel(r.log.WithContext(context.WithoutCancel(ctx)))
+	defer hardCancel()
+	work := make(chan jetstream.Msg)
+	var wg sync.WaitGroup
+	slots := make([]slot, r.opts.concurrency)
+	for i := range slots {
+		wg.Add(1)
+		go r.worker(hardCtx, &slots[i], work, &wg)
+	}
+	hbStop := make(chan struct{})
+	hbDone := make(chan struct{})
+	go r.heartbeat(slots, progress, hbStop, hbDone)
+
+	fetchErr := r.fetch(ctx, cons, work)
+	close(work)
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	timer := time.NewTimer(r.opts.drainTimeout)
+	select {
+	case <-done:
+	case <-timer.C:
+		r.log.Warn().Msg("drainTimeout")
+		hardCancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			r.log.Error().Msg("handlersDidNotReturn")
+		}
+	}
+	timer.Stop()
+	close(hbStop)
+	<-hbDone
+	r.log.Info().Err(fetchErr).Msg("runnerStopped")
+	return fetchErr
+}
+
+func (r *Runner) lookup(ctx context.Context) (jetstream.Consumer, error) {
+	var cons jetstream.Consumer
+	err := retryTransient(ctx, 200*time.Millisecond, func() error {
+		var err error
+		cons, err = r.c.js.Consumer(ctx, r.stream, r.durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			r.log.Warn().Err(err).Msg("consumerMissing")
+			return fmt.Errorf("%w (waiting for provisioning)", err)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %s: %w", r.durable, r.stream, err)
+	}
+	return cons, nil
+}
+
+// fetch feeds work until ctx ends (nil) or the connection closes (error),
+// re-subscribing after any other failure.
+func (r *Runner) fetch(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg) error {
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			return nil
+		}
+		iter, err := cons.Messages(jetstream.PullMaxMessages(r.opts.prefetch))
+		if err == nil {
+			stop := context.AfterFunc(ctx, iter.Drain)
+			err = r.pull(ctx, iter, work)
+			stop()
+			iter.Stop()
+			if err == nil {
+				return nil
+			}
+		}
+		if r.c.nc.IsClosed() {
+			return fmt.Errorf("consume %s: %w", r.durable, nats.ErrConnectionClosed)
+		}
+		r.log.Warn().Err(err).Int(logKeyAttempt, attempt).Msg("consumeRestart")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoffDelay(attempt, 100*time.Millisecond, 5*time.Second)):
+		}
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if cons, err = r.lookup(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+}
+
+func (r *Runner) pull(ctx context.Context, iter jetstream.MessagesContext, work chan<- jetstream.Msg) error {
+	for {
+		raw, err := iter.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil && !r.c.nc.IsClosed() {
+				return nil
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			r.giveBack(raw)
+			continue
+		}
+		select {
+		case work <- raw:
+		case <-ctx.Done():
+			r.giveBack(raw)
+		}
+	}
+}
+
+// giveBack naks a message buffered but not started at shutdown, so that
+// another instance gets it now rather than after AckWait.
+func (r *Runner) giveBack(raw jetstream.Msg) {
+	r.mHandled[handledDrain].Inc()
+	if err := raw.Nak(); err != nil {
+		r.mAckErr["nak"].Inc()
+		r.log.Warn().Err(err).Str(logKeySubject, raw.Subject()).Msg("nakFailed")
+	}
+}
+
+// heartbeat sends in-progress for messages whose handlers run long.
+func (r *Runner) heartbeat(slots []slot, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(max(every/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			for i := range slots {
+				m := slots[i].cur.Load()
+				if m == nil || now.Sub(m.start) >= r.opts.maxWork {
+					continue
+				}
+				if now.UnixNano()-m.lastProgress.Load() < int64(every) {
+					continue
+				}
+				if err := m.raw.InProgress(); err != nil {
+					if !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+						r.mAckErr["progress"].Inc()
+						r.log.Warn().Err(err).Str(logKeySubject, m.Subject).Msg("inProgressFailed")
+					}
+					continue
+				}
+				m.lastProgress.Store(now.UnixNano())
+			}
+		}
+	}
+}
+
+// worker handles messages until work closes. If a handler ends its
+// goroutine (runtime.Goexit) the message is left unanswered, as if its
+// process died: it is delivered again after AckWait, and a new worker
+// takes the slot.
+func (r *Runner) worker(ctx context.Context, s *slot, work <-chan jetstream.Msg, wg *sync.WaitGroup) {
+	finished := false
+	defer func() {
+		if finished {
+			wg.Done()
+			return
+		}
+		go r.worker(ctx, s, work, wg)
+	}()
+	for raw := range work {
+		r.process(ctx, s, raw)
+	}
+	finished = true
+}
+
+func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
+	meta, err := raw.Metadata()
+	if err != nil {
+		// Not a JetStream message: nothing to answer.
+		r.log.Error().Err(err).Str(logKeySubject, raw.Subject()).Msg("badMetadata")
+		return
+	}
+	m := &Msg{
+		Subject: raw.Subject(), Data: raw.Data(), Header: raw.Headers(),
+		Stream: meta.Stream, Sequence: meta.Sequence.Stream, Delivery: meta.NumDelivered,
+		Published: meta.Timestamp, raw: raw, start: time.Now(), r: r,
+	}
+	if m.Delivery > uint64(r.opts.maxDeliver) {
+		// Earlier attempts ended without an answer (killed handlers,
+		// crashed processes): no more tries.
+		r.mHandled[handledMax].Inc()
+		r.deadLetter(ctx, m, "delivered "+strconv.FormatUint(m.Delivery, 10)+" times, more than max deliver "+strconv.Itoa(r.opts.maxDeliver))
+		return
+	}
+	m.lastProgress.Store(m.start.UnixNano())
+	s.cur.Store(m)
+	r.mInFlight.Inc()
+	answered := false
+	defer func() {
+		s.cur.Store(nil)
+		r.mInFlight.Dec()
+		if !answered {
+			r.mHandled[handledLost].Inc()
+			r.log.Error().Str(logKeySubject, m.Subject).Uint64(logKeySequence, m.Sequence).Msg("handlerExitedWithoutAnswer")
+		}
+	}()
+	hctx, cancel := context.WithTimeout(ctx, r.opts.maxWork)
+	out, perr, ok := r.call(hctx, m)
+	cancel()
+	answered = true
+	r.mTime.Observe(time.Since(m.start).Seconds())
+	if !ok {
+		r.mHandled[handledPanic].Inc()
+		r.log.Error().Str(logKeySubject, m.Subject).Uint64(logKeySequence, m.Sequence).
+			Str(logKeyReason, fmt.Sprint(perr)).Bytes("stack", debug.Stack()).Msg("handlerPanic")
+		out = Retry().Because(fmt.Errorf("panic: %v", perr))
+	}
+	if out.kind == outcomeUnset {
+		r.log.Error().Str(logKeySubject, m.Subject).Msg("handlerReturnedNoOutcome")
+		out = Retry().Because(errors.New("handler returned no outcome"))
+	}
+	switch out.kind {
+	case outcomeDone:
+		r.mHandled[handledDone].Inc()
+		var err error
+		if r.opts.ackSync {
+			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+			err = raw.DoubleAck(actx)
+			acancel()
+		} else {
+			err = raw.Ack()
+		}
+		if err != nil {
+			r.mAckErr["ack"].Inc()
+			r.log.Warn().Err(err).Str(logKeySubject, m.Subject).Msg("ackFailed")
+		}
+	case outcomePoison:
+		r.mHandled[handledPoison].Inc()
+		r.deadLetter(ctx, m, "poison: "+out.reason)
+	default:
+		if ok {
+			r.mHandled[handledRetry].Inc()
+		}
+		if m.Delivery >= uint64(r.opts.maxDeliver) {
+			reason := out.reason
+			if reason == "" {
+				reason = "retries exhausted"
+			}
+			r.deadLetter(ctx, m, "after "+strconv.FormatUint(m.Delivery, 10)+" deliveries: "+reason)
+			return
+		}
+		delay := out.delay
+		if delay <= 0 {
+			delay = backoffDelay(int(m.Delivery), r.opts.retryMin, r.opts.retryMax)
+		}
+		r.nak(m, delay)
+	}
+}
+
+// call runs the handler, turning a panic into ok=false.
+func (r *Runner) call(ctx context.Context, m *Msg) (out Outcome, perr any, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			perr, ok = p, false
+		}
+	}()
+	return r.h(ctx, m), nil, true
+}
+
+func (r *Runner) nak(m *Msg, delay time.Duration) {
+	if err := m.raw.NakWithDelay(delay); err != nil {
+		r.mAckErr["nak"].Inc()
+		r.log.Warn().Err(err).Str(logKeySubject, m.Subject).Msg("nakFailed")
+		return
+	}
+	r.log.Debug().Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Dur(logKeyDelay, delay).Msg("retryScheduled")
+}
+
+// deadLetter writes m to VERDICT_DEAD and only then terminates it (which
+// removes it from a work-queue stream). If the dead-letter publish fails,
+// the message is nakked and stays: it comes back and is tried again.
+func (r *Runner) deadLetter(ctx context.Context, m *Msg, reason string) {
+	h := make(nats.Header, len(m.Header)+7)
+	for k, v := range m.Header {
+		if len(k) >= 5 && k[:5] == "Nats-" {
+			continue
+		}
+		h[k] = v
+	}
+	seq := strconv.FormatUint(m.Sequence, 10)
+	h.Set(HeaderDeadReason, reason)
+	h.Set(HeaderDeadSubject, m.Subject)
+	h.Set(HeaderDeadStream, m.Stream)
+	h.Set(HeaderDeadSequence, seq)
+	h.Set(HeaderDeadDeliveries, strconv.FormatUint(m.Delivery, 10))
+	h.Set(HeaderDeadConsumer, r.durable)
+	h.Set(HeaderDeadTime, time.Now().UTC().Format(time.RFC3339Nano))
+	// The same origin message always has the same dead-letter id, so a
+	// repeated dead-lettering (the term was lost) is stored once.
+	h.Set(jetstream.MsgIDHeader, "dead-"+m.Stream+"-"+seq)
+	dm := &nats.Msg{Subject: DeadSubject(m.Subject), Data: m.Data, Header: h}
+
+	pctx, cancel := context.WithTimeout(ctx, DefaultSyncPublishTimeout)
+	_, err := r.dead.PublishMsg(pctx, dm, jetstream.WithExpectStream(StreamDead))
+	cancel()
+	if err != nil {
+		r.mDeadErrors.Inc()
+		r.log.Error().Err(err).Str(logKeySubject, m.Subject).Uint64(logKeySequence, m.Sequence).Msg("deadLetterFailed")
+		r.nak(m, backoffDelay(int(m.Delivery), r.opts.retryMin, r.opts.retryMax))
+		return
+	}
+	r.mDead.Inc()
+	r.log.Warn().Str(logKeySubject, m.Subject).Uint64(logKeySequence, m.Sequence).
+		Uint64(logKeyDelivery, m.Delivery).Str(logKeyReason, reason).Msg("deadLettered")
+	if err := m.raw.TermWithReason(reason); err != nil {
+		r.mAckErr["term"].Inc()
+		r.log.Warn().Err(err).Str(logKeySubject, m.Subject).Msg("termFailed")
+	}
+}
