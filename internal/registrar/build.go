@@ -1,0 +1,368 @@
+// Package registrar keeps Verdict's admission webhook configurations in
+// step with the installed policies. One leader (client-go leader election,
+// Lease lock) reconciles; the configurations it writes are a pure function
+// of the policies, so two leaders acting at once write the same objects.
+package registrar
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// Paths the webhook serves.
+const (
+	PathMutate         = "/mutate"
+	PathValidate       = "/validate"
+	PathValidatePolicy = "/validate-policy"
+)
+
+// Default names of the configurations.
+const (
+	DefaultMutatingName   = "verdict-mutating"
+	DefaultValidatingName = "verdict-validating"
+)
+
+// Resource is an API resource a kind selector resolves to.
+type Resource struct {
+	Group, Version, Resource string
+	// Subresource is set for selectors like Pod/exec.
+	Subresource string
+	Namespaced  bool
+}
+
+// Resolver turns a policy kind selector (Kind, Version/Kind,
+// Group/Version/Kind, Kind/subresource, wildcards) into API resources.
+type Resolver interface {
+	Resolve(selector string) ([]Resource, error)
+}
+
+// Options say where the webhooks point and what they skip.
+type Options struct {
+	// Service points the webhooks at a Service (in a cluster); URL at an
+	// address (the local control plane). Exactly one is set.
+	Service *admissionregistrationv1.ServiceReference
+	URL     string
+	// CABundle verifies the webhook's serving certificate.
+	CABundle []byte
+	// ExcludedNamespaces are never sent to the webhook: kube-system and
+	// Verdict's own namespace by default.
+	ExcludedNamespaces []string
+	MutatingName       string
+	ValidatingName     string
+	// DefaultTimeoutSeconds is used when no policy sets one (10).
+	DefaultTimeoutSeconds int32
+}
+
+func (o *Options) defaults() {
+	if o.MutatingName == "" {
+		o.MutatingName = DefaultMutatingName
+	}
+	if o.ValidatingName == "" {
+		o.ValidatingName = DefaultValidatingName
+	}
+	if o.DefaultTimeoutSeconds == 0 {
+		o.DefaultTimeoutSeconds = 10
+	}
+	if len(o.ExcludedNamespaces) == 0 {
+		o.ExcludedNamespaces = []string{"kube-system"}
+	}
+}
+
+// webhookKey groups rules into one webhook: its kind and failure policy.
+type webhookKey struct {
+	mutate bool
+	fail   bool
+}
+
+// ruleKey is one resource of one webhook.
+type ruleKey struct {
+	group, version, resource string
+}
+
+// accum collects what one webhook must receive.
+type accum struct {
+	ops     map[ruleKey]map[admissionregistrationv1.OperationType]bool
+	timeout int32
+}
+
+// Build computes the mutating and validating configurations for the
+// policies: only the kinds and operations their rules match, one webhook
+// with failurePolicy Fail and one with Ignore per type (left out when
+// empty), a namespaceSelector that skips the excluded namespaces, the
+// largest timeout the policies ask for, and a webhook that validates
+// Verdict's own policy kinds. The result is deterministic.
+func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	o.defaults()
+	hooks := map[webhookKey]*accum{}
+	for _, p := range policies {
+		if !p.Raw.Spec.AdmissionEnabled() {
+			continue
+		}
+		fail := p.Raw.Spec.FailurePolicy != "Ignore"
+		for _, rule := range p.Rules {
+			var mutate bool
+			switch {
+			case rule.Mutation != nil:
+				if len(rule.Mutation.Targets) > 0 {
+					// Mutating existing resources runs in the background.
+					continue
+				}
+				mutate = true
+			case rule.Validation != nil, rule.Generation != nil, len(rule.VerifyImages) > 0:
+				mutate = false
+			default:
+				continue
+			}
+			k := webhookKey{mutate: mutate, fail: fail}
+			a := hooks[k]
+			if a == nil {
+				a = &accum{ops: map[ruleKey]map[admissionregistrationv1.OperationType]bool{}}
+				hooks[k] = a
+			}
+			if t := p.Raw.Spec.WebhookTimeoutSeconds; t != nil && *t > a.timeout {
+				a.timeout = *t
+			}
+			if err := addRule(a, &rule.MatchResources, r); err != nil {
+				return nil, nil, fmt.Errorf("policy %s rule %s: %w", p.Raw.Key(), rule.Name, err)
+			}
+		}
+	}
+	mut := &admissionregistrationv1.MutatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.MutatingName, Labels: managedLabels()},
+	}
+	val := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.ValidatingName, Labels: managedLabels()},
+	}
+	for _, fail := range []bool{true, false} {
+		if a := hooks[webhookKey{mutate: true, fail: fail}]; a != nil && len(a.ops) > 0 {
+			mut.Webhooks = append(mut.Webhooks, mutatingWebhook(a, fail, o))
+		}
+		if a := hooks[webhookKey{mutate: false, fail: fail}]; a != nil && len(a.ops) > 0 {
+			val.Webhooks = append(val.Webhooks, validatingWebhook(a, fail, o))
+		}
+	}
+	val.Webhooks = append(val.Webhooks, policyWebhook(o))
+	return mut, val, nil
+}
+
+func managedLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/managed-by": "verdict"}
+}
+
+// addRule adds the resources and operations a match block selects.
+func addRule(a *accum, m *policy.MatchResources, r Resolver) error {
+	type sel struct {
+		kinds []string
+		ops   []string
+	}
+	var sels []sel
+	add := func(rd *policy.ResourceDescription) {
+		if len(rd.Kinds) > 0 {
+			sels = append(sels, sel{kinds: rd.Kinds, ops: rd.Operations})
+		}
+	}
+	add(&m.ResourceDescription)
+	for i := range m.Any {
+		add(&m.Any[i].ResourceDescription)
+	}
+	for i := range m.All {
+		add(&m.All[i].ResourceDescription)
+	}
+	for _, s := range sels {
+		ops := s.ops
+		if len(ops) == 0 {
+			ops = []string{"CREATE", "UPDATE"}
+		}
+		for _, k := range s.kinds {
+			resources, err := r.Resolve(k)
+			if err != nil {
+				return err
+			}
+			for _, res := range resources {
+				name := res.Resource
+				if res.Subresource != "" {
+					name += "/" + res.Subresource
+				}
+				rk := ruleKey{group: res.Group, version: res.Version, resource: name}
+				set := a.ops[rk]
+				if set == nil {
+					set = map[admissionregistrationv1.OperationType]bool{}
+					a.ops[rk] = set
+				}
+				for _, op := range ops {
+					set[admissionregistrationv1.OperationType(strings.ToUpper(op))] = true
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// rules writes the accumulated resources in a fixed order.
+func (a *accum) rules() []admissionregistrationv1.RuleWithOperations {
+	keys := make([]ruleKey, 0, len(a.ops))
+	for k := range a.ops {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].group != keys[j].group {
+			return keys[i].group < keys[j].group
+		}
+		if keys[i].version != keys[j].version {
+			return keys[i].version < keys[j].version
+		}
+		return keys[i].resource < keys[j].resource
+	})
+	out := make([]admissionregistrationv1.RuleWithOperations, 0, len(keys))
+	for _, k := range keys {
+		var ops []admissionregistrationv1.OperationType
+		for op := range a.ops[k] {
+			ops = append(ops, op)
+		}
+		slices.Sort(ops)
+		scope := admissionregistrationv1.AllScopes
+		out = append(out, admissionregistrationv1.RuleWithOperations{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{k.group},
+				APIVersions: []string{k.version},
+				Resources:   []string{k.resource},
+				Scope:       &scope,
+			},
+		})
+	}
+	return out
+}
+
+func (a *accum) timeoutOr(def int32) *int32 {
+	t := a.timeout
+	if t == 0 {
+		t = def
+	}
+	if t < 1 {
+		t = 1
+	}
+	if t > 30 {
+		t = 30
+	}
+	return &t
+}
+
+func clientConfig(path string, o Options) admissionregistrationv1.WebhookClientConfig {
+	cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
+	if o.Service != nil {
+		svc := *o.Service
+		p := path
+		svc.Path = &p
+		if svc.Port == nil {
+			port := int32(443)
+			svc.Port = &port
+		}
+		cc.Service = &svc
+	} else {
+		u := strings.TrimSuffix(o.URL, "/") + path
+		cc.URL = &u
+	}
+	return cc
+}
+
+func namespaceSelector(o Options) *metav1.LabelSelector {
+	excluded := append([]string(nil), o.ExcludedNamespaces...)
+	slices.Sort(excluded)
+	excluded = slices.Compact(excluded)
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key:      "kubernetes.io/metadata.name",
+		Operator: metav1.LabelSelectorOpNotIn,
+		Values:   excluded,
+	}}}
+}
+
+func failurePolicy(fail bool) *admissionregistrationv1.FailurePolicyType {
+	p := admissionregistrationv1.Ignore
+	if fail {
+		p = admissionregistrationv1.Fail
+	}
+	return &p
+}
+
+func suffix(fail bool) string {
+	if fail {
+		return "fail"
+	}
+	return "ignore"
+}
+
+var (
+	sideEffectsNone = admissionregistrationv1.SideEffectClassNone
+	matchEquivalent = admissionregistrationv1.Equivalent
+	reinvokeNever   = admissionregistrationv1.NeverReinvocationPolicy
+)
+
+// Every field the API server would default is set, so that a written
+// configuration reads back equal and updates happen only on real change.
+func mutatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.MutatingWebhook {
+	return admissionregistrationv1.MutatingWebhook{
+		Name:                    "mutate-" + suffix(fail) + ".verdict.dev",
+		ClientConfig:            clientConfig(PathMutate, o),
+		Rules:                   a.rules(),
+		FailurePolicy:           failurePolicy(fail),
+		MatchPolicy:             &matchEquivalent,
+		NamespaceSelector:       namespaceSelector(o),
+		ObjectSelector:          &metav1.LabelSelector{},
+		SideEffects:             &sideEffectsNone,
+		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
+		AdmissionReviewVersions: []string{"v1"},
+		ReinvocationPolicy:      &reinvokeNever,
+	}
+}
+
+func validatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:                    "validate-" + suffix(fail) + ".verdict.dev",
+		ClientConfig:            clientConfig(PathValidate, o),
+		Rules:                   a.rules(),
+		FailurePolicy:           failurePolicy(fail),
+		MatchPolicy:             &matchEquivalent,
+		NamespaceSelector:       namespaceSelector(o),
+		ObjectSelector:          &metav1.LabelSelector{},
+		SideEffects:             &sideEffectsNone,
+		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
+		AdmissionReviewVersions: []string{"v1"},
+	}
+}
+
+// policyWebhook validates Verdict's policy kinds at create and update.
+func policyWebhook(o Options) admissionregistrationv1.ValidatingWebhook {
+	scope := admissionregistrationv1.AllScopes
+	timeout := int32(10)
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:         "policy.verdict.dev",
+		ClientConfig: clientConfig(PathValidatePolicy, o),
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{policy.GroupVerdict},
+				APIVersions: []string{"v1"},
+				Resources:   []string{"clusterpolicies", "policies", "policyexceptions", "clustercleanuppolicies", "cleanuppolicies"},
+				Scope:       &scope,
+			},
+		}},
+		FailurePolicy:           failurePolicy(true),
+		MatchPolicy:             &matchEquivalent,
+		NamespaceSelector:       &metav1.LabelSelector{},
+		ObjectSelector:          &metav1.LabelSelector{},
+		SideEffects:             &sideEffectsNone,
+		TimeoutSeconds:          &timeout,
+		AdmissionReviewVersions: []string{"v1"},
+	}
+}

@@ -1,0 +1,177 @@
+package registrar
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+var table = StaticResolver{
+	"Pod":                   {{Version: "v1", Resource: "pods", Namespaced: true}},
+	"Deployment":            {{Group: "apps", Version: "v1", Resource: "deployments", Namespaced: true}},
+	"DaemonSet":             {{Group: "apps", Version: "v1", Resource: "daemonsets", Namespaced: true}},
+	"StatefulSet":           {{Group: "apps", Version: "v1", Resource: "statefulsets", Namespaced: true}},
+	"ReplicaSet":            {{Group: "apps", Version: "v1", Resource: "replicasets", Namespaced: true}},
+	"Job":                   {{Group: "batch", Version: "v1", Resource: "jobs", Namespaced: true}},
+	"CronJob":               {{Group: "batch", Version: "v1", Resource: "cronjobs", Namespaced: true}},
+	"ReplicationController": {{Version: "v1", Resource: "replicationcontrollers", Namespaced: true}},
+	"Namespace":             {{Version: "v1", Resource: "namespaces"}},
+	"ConfigMap":             {{Version: "v1", Resource: "configmaps", Namespaced: true}},
+}
+
+func compileAll(t *testing.T, docs ...string) []*engine.Policy {
+	t.Helper()
+	eng, err := engine.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*engine.Policy
+	for _, d := range docs {
+		parsed, err := policy.Parse([]byte(d), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parsed.Policies {
+			cp, err := eng.Compile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+const enforcePods = `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata: {name: pods}
+spec:
+  webhookTimeoutSeconds: 15
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: {metadata: {name: "?*"}}}
+`
+
+const ignoreMutate = `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata: {name: labels}
+spec:
+  failurePolicy: Ignore
+  rules:
+  - name: m
+    match: {any: [{resources: {kinds: [ConfigMap], operations: [CREATE]}}]}
+    mutate: {patchStrategicMerge: {metadata: {labels: {+(a): b}}}}
+  - name: ns
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate: {kind: ConfigMap, name: x, namespace: "{{request.object.metadata.name}}", data: {}}
+`
+
+func TestBuild(t *testing.T) {
+	pols := compileAll(t, enforcePods, ignoreMutate)
+	mut, val, err := Build(pols, table, Options{URL: "https://127.0.0.1:9443", CABundle: []byte("ca"), ExcludedNamespaces: []string{"kube-system", "verdict"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mut.Webhooks) != 1 || mut.Webhooks[0].Name != "mutate-ignore.verdict.dev" || *mut.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
+		t.Fatalf("mutating webhooks: %+v", names(mut.Webhooks))
+	}
+	mr := mut.Webhooks[0].Rules
+	if len(mr) != 1 || mr[0].Resources[0] != "configmaps" || !reflect.DeepEqual(mr[0].Operations, []admissionregistrationv1.OperationType{"CREATE"}) {
+		t.Fatalf("mutating rules: %+v", mr)
+	}
+	if got := vnames(val.Webhooks); strings.Join(got, ",") != "validate-fail.verdict.dev,validate-ignore.verdict.dev,policy.verdict.dev" {
+		t.Fatalf("validating webhooks: %v", got)
+	}
+	fail := val.Webhooks[0]
+	var resources []string
+	for _, r := range fail.Rules {
+		resources = append(resources, r.APIGroups[0]+"/"+r.Resources[0])
+	}
+	// Pods and, through autogen, every Pod controller.
+	want := "/pods,/replicationcontrollers,apps/daemonsets,apps/deployments,apps/replicasets,apps/statefulsets,batch/cronjobs,batch/jobs"
+	if strings.Join(resources, ",") != want {
+		t.Fatalf("resources = %s\nwant        %s", strings.Join(resources, ","), want)
+	}
+	if *fail.TimeoutSeconds != 15 || *fail.ClientConfig.URL != "https://127.0.0.1:9443/validate" {
+		t.Fatalf("timeout %d url %s", *fail.TimeoutSeconds, *fail.ClientConfig.URL)
+	}
+	if ns := fail.NamespaceSelector.MatchExpressions[0]; ns.Key != "kubernetes.io/metadata.name" || strings.Join(ns.Values, ",") != "kube-system,verdict" {
+		t.Fatalf("namespace selector %+v", ns)
+	}
+	if ops := val.Webhooks[1].Rules[0].Operations; len(ops) != 2 {
+		t.Fatalf("default operations %v", ops)
+	}
+}
+
+func TestBuildDeterministic(t *testing.T) {
+	pols := compileAll(t, enforcePods, ignoreMutate)
+	_, a, _ := Build(pols, table, Options{URL: "https://x"})
+	rev := []*engine.Policy{pols[1], pols[0]}
+	for i := 0; i < 20; i++ {
+		_, b, _ := Build(rev, table, Options{URL: "https://x"})
+		if !reflect.DeepEqual(a.Webhooks, b.Webhooks) {
+			t.Fatal("configuration depends on policy order or map iteration")
+		}
+	}
+}
+
+func TestBuildNoPolicies(t *testing.T) {
+	mut, val, err := Build(nil, table, Options{URL: "https://x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mut.Webhooks) != 0 || len(val.Webhooks) != 1 || val.Webhooks[0].Name != "policy.verdict.dev" {
+		t.Fatalf("mutating %d, validating %v", len(mut.Webhooks), vnames(val.Webhooks))
+	}
+}
+
+func TestResolveSelectors(t *testing.T) {
+	tests := map[string]string{
+		"Pod":                "/v1/pods",
+		"v1/Pod":             "/v1/pods",
+		"apps/v1/Deployment": "apps/v1/deployments",
+		"Pod/exec":           "/v1/pods/exec",
+		"*":                  "*/*/*",
+		"Cron*":              "batch/v1/cronjobs",
+		"v2/Pod":             "",
+	}
+	for sel, want := range tests {
+		rs, err := table.Resolve(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rs {
+			s := r.Group + "/" + r.Version + "/" + r.Resource
+			if r.Subresource != "" {
+				s += "/" + r.Subresource
+			}
+			got = append(got, s)
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("%s: %v, want %s", sel, got, want)
+		}
+	}
+}
+
+func names(w []admissionregistrationv1.MutatingWebhook) []string {
+	var out []string
+	for _, h := range w {
+		out = append(out, h.Name)
+	}
+	return out
+}
+
+func vnames(w []admissionregistrationv1.ValidatingWebhook) []string {
+	var out []string
+	for _, h := range w {
+		out = append(out, h.Name)
+	}
+	return out
+}
