@@ -112,6 +112,7 @@ type runnerOptions struct {
 	prefetch     int
 	progress     time.Duration
 	ackSync      bool
+	heartbeat    time.Duration
 }
 
 // WithConcurrency sets how many handlers run at once. Default 4.
@@ -177,7 +178,7 @@ func WithDrainTimeout(d time.Duration) RunnerOption {
 
 // WithPrefetch sets how many messages the client buffers ahead of the
 // handlers. Their AckWait runs while they wait, so keep it small for slow
-// handlers. Default 2 × concurrency, at least 16.
+// handlers. Default 4 × concurrency, at least 64.
 func WithPrefetch(n int) RunnerOption {
 	return func(o *runnerOptions) error {
 		if n < 1 {
@@ -196,6 +197,19 @@ func WithProgressInterval(d time.Duration) RunnerOption {
 			return fmt.Errorf("%w: progress interval %s", ErrInvalidOption, d)
 		}
 		o.progress = d
+		return nil
+	}
+}
+
+// WithIdleHeartbeat sets how often the server confirms an idle pull is
+// alive; two missed heartbeats make the runner pull again (after a server
+// or consumer leader went away). Default 2s.
+func WithIdleHeartbeat(d time.Duration) RunnerOption {
+	return func(o *runnerOptions) error {
+		if d < 500*time.Millisecond || d > 30*time.Second {
+			return fmt.Errorf("%w: idle heartbeat %s (500ms to 30s)", ErrInvalidOption, d)
+		}
+		o.heartbeat = d
 		return nil
 	}
 }
@@ -245,14 +259,14 @@ func (c *Conn) NewRunner(stream, durable string, h Handler, opts ...RunnerOption
 		return nil, fmt.Errorf("%w: a runner needs a stream, a durable consumer and a handler", ErrInvalidOption)
 	}
 	o := runnerOptions{concurrency: 4, maxDeliver: 5, retryMin: time.Second, retryMax: time.Minute,
-		maxWork: 5 * time.Minute, drainTimeout: 30 * time.Second}
+		maxWork: 5 * time.Minute, drainTimeout: 30 * time.Second, heartbeat: 2 * time.Second}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
 	if o.prefetch == 0 {
-		o.prefetch = max(16, 2*o.concurrency)
+		o.prefetch = max(64, 4*o.concurrency)
 	}
 	m := c.metrics
 	r := &Runner{
@@ -356,7 +370,8 @@ func (r *Runner) fetch(ctx context.Context, cons jetstream.Consumer, work chan<-
 		if ctx.Err() != nil {
 			return nil
 		}
-		iter, err := cons.Messages(jetstream.PullMaxMessages(r.opts.prefetch))
+		iter, err := cons.Messages(jetstream.PullMaxMessages(r.opts.prefetch),
+			jetstream.PullHeartbeat(r.opts.heartbeat), jetstream.PullExpiry(max(10*time.Second, 4*r.opts.heartbeat)))
 		if err == nil {
 			stop := context.AfterFunc(ctx, iter.Drain)
 			err = r.pull(ctx, iter, work)
@@ -368,6 +383,9 @@ func (r *Runner) fetch(ctx context.Context, cons jetstream.Consumer, work chan<-
 		}
 		if r.c.nc.IsClosed() {
 			return fmt.Errorf("consume %s: %w", r.durable, nats.ErrConnectionClosed)
+		}
+		if errors.Is(err, jetstream.ErrInvalidOption) {
+			return fmt.Errorf("consume %s: %w", r.durable, err)
 		}
 		r.log.Warn().Err(err).Int(logKeyAttempt, attempt).Msg("consumeRestart")
 		select {

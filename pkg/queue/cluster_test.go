@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// idempotentSink applies each key once, however often it is delivered,
+// like a server-side apply with a deterministic name.
+type idempotentSink struct {
+	mu         sync.Mutex
+	applied    map[string]int // key -> times applied (must stay 1)
+	deliveries int
+}
+
+func (s *idempotentSink) handle(_ context.Context, m *Msg) Outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliveries++
+	k := string(m.Data)
+	if _, ok := s.applied[k]; !ok {
+		s.applied[k] = 0
+	}
+	if s.applied[k] == 0 {
+		s.applied[k] = 1
+	}
+	return Done()
+}
+
+func (s *idempotentSink) has(keys []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		if s.applied[k] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+func streamLeader(ctx context.Context, js jetstream.JetStream, stream string) string {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return ""
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
+}
+
+// Three embedded servers on loopback, streams at R3: the stream leader is
+// stopped while publishing and consuming. Every message acknowledged to the
+// publisher is consumed exactly once by the idempotent sink, and the
+// survivors elect a new leader and go on.
+func TestClusterLeaderFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	log := testLogger(t)
+	servers, err := RunEmbeddedCluster(ctx, 3, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			if s.Server().Running() {
+				s.Shutdown()
+			}
+		}
+	})
+	_ = log
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.ClientURL()
+	}
+	pub := connect(t, urls...)
+	provision(t, pub, WithReplicas(3))
+
+	sink := &idempotentSink{applied: map[string]int{}}
+	for i := range 2 { // two consumer instances on their own connections
+		c := connect(t, urls...)
+		_ = i
+		startRunner(t, c, ConsumerGenerator, sink.handle, WithConcurrency(4), WithIdleHeartbeat(500*time.Millisecond))
+	}
+
+	// The publisher keeps publishing; a message counts as acknowledged when
+	// PublishSync returned its ack (retrying with the same id otherwise).
+	var (
+		mu        sync.Mutex
+		acked     []string
+		failures  atomic.Int64
+		afterStop atomic.Int64
+		stopped   atomic.Bool
+	)
+	pubCtx, stopPub := context.WithCancel(ctx)
+	pubDone := make(chan struct{})
+	go func() {
+		defer close(pubDone)
+		for i := 0; pubCtx.Err() == nil; i++ {
+			m := workMsg(t, WorkGenerate, fmt.Sprintf("res-%05d", i))
+			for pubCtx.Err() == nil {
+				pctx, cancel := context.WithTimeout(pubCtx, 3*time.Second)
+				_, err := pub.PublishSync(pctx, m)
+				cancel()
+				if err == nil {
+					mu.Lock()
+					acked = append(acked, string(m.Data))
+					mu.Unlock()
+					if stopped.Load() {
+						afterStop.Add(1)
+					}
+					break
+				}
+				failures.Add(1)
+			}
+		}
+	}()
+	ackedCount := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+
+	waitFor(t, 20*time.Second, "200 messages before the fault", func() bool { return ackedCount() >= 200 })
+	leader := streamLeader(ctx, pub.JetStream(), StreamWork)
+	if leader == "" {
+		t.Fatal("no stream leader")
+	}
+	for _, s := range servers {
+		if s.Name() == leader {
+			t.Logf("stopping stream leader %s after %d acked messages", leader, ackedCount())
+			s.Shutdown()
+		}
+	}
+	stopped.Store(true)
+	stopAt := ackedCount()
+	waitFor(t, 30*time.Second, "200 more messages after the fault", func() bool { return ackedCount() >= stopAt+200 })
+	stopPub()
+	<-pubDone
+
+	newLeader := streamLeader(ctx, pub.JetStream(), StreamWork)
+	if newLeader == "" || newLeader == leader {
+		t.Fatalf("stream leader after the fault = %q (was %q)", newLeader, leader)
+	}
+	mu.Lock()
+	all := append([]string(nil), acked...)
+	mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for !sink.has(all) {
+		if time.Now().After(deadline) {
+			sink.mu.Lock()
+			missing := 0
+			for _, k := range all {
+				if sink.applied[k] != 1 {
+					missing++
+				}
+			}
+			sink.mu.Unlock()
+			cons, err := pub.JetStream().Consumer(ctx, StreamWork, ConsumerGenerator)
+			if err == nil {
+				ci := cons.CachedInfo()
+				t.Logf("consumer: pending %d ack-pending %d redelivered %d waiting %d leader %v", ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.Cluster)
+			}
+			t.Fatalf("%d of %d acknowledged messages not consumed; work stream holds %d", missing, len(all), streamMsgs(t, pub, StreamWork))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitFor(t, 15*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, StreamWork) == 0 })
+
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for k, n := range sink.applied {
+		if n != 1 {
+			t.Errorf("%s applied %d times", k, n)
+		}
+	}
+	// Published but not acknowledged (the publisher was stopped mid-retry)
+	// may be applied too, but nothing else.
+	if len(sink.applied) < len(all) || len(sink.applied) > len(all)+1 {
+		t.Errorf("sink applied %d keys, %d were acknowledged", len(sink.applied), len(all))
+	}
+	if afterStop.Load() == 0 {
+		t.Error("nothing was published after the leader stopped")
+	}
+	t.Logf("acked %d (%d after the fault), %d publish attempts failed and were retried, %d deliveries for %d keys, new leader %s",
+		len(all), afterStop.Load(), failures.Load(), sink.deliveries, len(sink.applied), newLeader)
+}
