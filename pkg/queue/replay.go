@@ -97,8 +97,23 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 		InactiveThreshold: time.Minute,
 		Description:       "verdict replay",
 	}
+	if len(o.filters) == 0 {
+		// Last-per-subject delivery needs a filter: the stream's own subjects.
+		err := retryTransient(ctx, 100*time.Millisecond, func() error {
+			s, err := c.js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			o.filters = s.CachedInfo().Config.Subjects
+			return nil
+		})
+		if err != nil {
+			return ReplayProgress{}, fmt.Errorf("replay %s: %w", stream, err)
+		}
+	}
 	switch len(o.filters) {
 	case 0:
+		return ReplayProgress{}, fmt.Errorf("%w: replay %s: the stream has no subjects", ErrInvalidOption, stream)
 	case 1:
 		cfg.FilterSubject = o.filters[0]
 	default:
