@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 LINT_VER  := v2.15.0
 
-.PHONY: all build test unit conformance bench lint fmt vet demo clean verify
+.PHONY: all build test unit e2e controlplane conformance bench lint fmt vet demo clean verify
 
 all: build
 
@@ -13,13 +13,24 @@ all: build
 build:
 	$(GO) build $(GOFLAGS) -o $(BIN)/verdict ./cmd/verdict
 
-## test: every test (unit, conformance corpus, fuzz seeds)
-test: vet
-	$(GO) test $(GOFLAGS) -count=1 $(PKGS)
+# The local control plane's binaries (built once, cached in .cache/).
+CONTROLPLANE_BIN = $$(./hack/controlplane.sh)
 
-## unit: tests without the conformance corpus run
+## test: every test: unit, conformance corpus, queue (embedded NATS), end-to-end (real kube-apiserver)
+test: vet controlplane
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(PKGS)
+
+## unit: fast tests only (no corpus run, no control plane)
 unit:
 	$(GO) test $(GOFLAGS) -count=1 -short $(PKGS)
+
+## e2e: the end-to-end tests (TestE2E*), building the control plane first
+e2e: controlplane
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m -run 'E2E' $(PKGS)
+
+## controlplane: build etcd, kube-apiserver and kube-controller-manager into .cache (cached)
+controlplane:
+	./hack/controlplane.sh >/dev/null
 
 ## conformance: run verdict test on the classic policies of ../shared/conformance
 conformance: build
