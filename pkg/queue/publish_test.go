@@ -202,3 +202,54 @@ func TestAsyncPublisherDeadline(t *testing.T) {
 		t.Fatalf("publish after close: %v", err)
 	}
 }
+
+// Messages in flight when the server goes down are retried under the same
+// id after it comes back: each is stored exactly once, none is lost.
+func TestAsyncPublisherInFlightAtCrash(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c)
+	ctx := context.Background()
+	const total = 3000
+	p, err := c.NewAsyncPublisher(WithBufferSize(total), WithAckTimeout(time.Second),
+		WithRetryBackoff(20*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.Config()
+	restarted := make(chan *Embedded, 1)
+	for i := range total {
+		if i == total/3 {
+			go func() {
+				e.Shutdown()
+				time.Sleep(300 * time.Millisecond)
+				e2, err := RunEmbedded(ctx, cfg)
+				if err != nil {
+					t.Errorf("restart: %v", err)
+				}
+				restarted <- e2
+			}()
+		}
+		if err := p.Publish(workMsg(t, WorkScan, fmt.Sprintf("m-%04d", i))); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	e2 := <-restarted
+	if e2 == nil {
+		t.FailNow()
+	}
+	t.Cleanup(e2.Shutdown)
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatalf("flush: %v (%+v)", err, p.Stats())
+	}
+	st := p.Stats()
+	if st.Dropped != 0 || st.Published+st.Duplicates != total {
+		t.Fatalf("stats %+v, want %d acknowledged and none dropped", st, total)
+	}
+	if n := streamMsgs(t, c, StreamWork); n != total {
+		t.Fatalf("VERDICT_WORK holds %d messages, want %d", n, total)
+	}
+	t.Logf("stats %+v", st)
+}

@@ -364,22 +364,57 @@ func (r *Runner) lookup(ctx context.Context) (jetstream.Consumer, error) {
 }
 
 // fetch feeds work until ctx ends (nil) or the connection closes (error),
-// re-subscribing after any other failure.
+// consuming again after any other failure (consumer deleted and
+// re-provisioned, an unrecoverable status).
 func (r *Runner) fetch(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg) error {
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil
 		}
-		iter, err := cons.Messages(jetstream.PullMaxMessages(r.opts.prefetch),
-			jetstream.PullHeartbeat(r.opts.heartbeat), jetstream.PullExpiry(max(10*time.Second, 4*r.opts.heartbeat)))
-		if err == nil {
-			stop := context.AfterFunc(ctx, iter.Drain)
-			err = r.pull(ctx, iter, work)
-			stop()
-			iter.Stop()
-			if err == nil {
-				return nil
+		failed := make(chan error, 1)
+		cc, err := cons.Consume(func(raw jetstream.Msg) {
+			if ctx.Err() == nil {
+				select {
+				case work <- raw:
+					return
+				case <-ctx.Done():
+				}
 			}
+			r.giveBack(raw)
+		},
+			jetstream.PullMaxMessages(r.opts.prefetch),
+			jetstream.PullHeartbeat(r.opts.heartbeat),
+			jetstream.PullExpiry(max(10*time.Second, 4*r.opts.heartbeat)),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if errors.Is(err, jetstream.ErrNoHeartbeat) {
+					r.log.Debug().Err(err).Msg("pullHeartbeatMissed") // the client pulls again itself
+					return
+				}
+				r.log.Warn().Err(err).Msg("consumeError")
+				select {
+				case failed <- err:
+				default:
+				}
+			}))
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				// Stop fetching; what is buffered is handed to the
+				// callback, which gives it back.
+				cc.Drain()
+				select {
+				case <-cc.Closed():
+				case <-time.After(r.opts.drainTimeout):
+				}
+				return nil
+			case <-cc.Closed():
+				select {
+				case err = <-failed:
+				default:
+					err = errors.New("consume stopped")
+				}
+			}
+			cc.Stop()
 		}
 		if r.c.nc.IsClosed() {
 			return fmt.Errorf("consume %s: %w", r.durable, nats.ErrConnectionClosed)
@@ -393,34 +428,11 @@ func (r *Runner) fetch(ctx context.Context, cons jetstream.Consumer, work chan<-
 			return nil
 		case <-time.After(backoffDelay(attempt, 100*time.Millisecond, 5*time.Second)):
 		}
-		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-			if cons, err = r.lookup(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-		}
-	}
-}
-
-func (r *Runner) pull(ctx context.Context, iter jetstream.MessagesContext, work chan<- jetstream.Msg) error {
-	for {
-		raw, err := iter.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil && !r.c.nc.IsClosed() {
+		if cons, err = r.lookup(ctx); err != nil {
+			if ctx.Err() != nil {
 				return nil
 			}
 			return err
-		}
-		if ctx.Err() != nil {
-			r.giveBack(raw)
-			continue
-		}
-		select {
-		case work <- raw:
-		case <-ctx.Done():
-			r.giveBack(raw)
 		}
 	}
 }

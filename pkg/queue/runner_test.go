@@ -442,3 +442,26 @@ func TestRunnerLongWorkInProgress(t *testing.T) {
 		t.Fatalf("long work delivered %d times, want 1", len(d))
 	}
 }
+
+// A runner whose consumer is deleted waits for it to be provisioned again
+// and goes on.
+func TestRunnerConsumerRecreated(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c)
+	s := newSink()
+	startRunner(t, c, ConsumerScanner, func(ctx context.Context, m *Msg) Outcome {
+		s.saw(m)
+		s.finished(m)
+		return Done()
+	}, WithIdleHeartbeat(500*time.Millisecond))
+	publishWork(t, c, WorkScan, "first")
+	waitFor(t, 5*time.Second, "first done", func() bool { return s.doneCount() == 1 })
+	if err := c.JetStream().DeleteConsumer(context.Background(), StreamWork, ConsumerScanner); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	provision(t, c)
+	publishWork(t, c, WorkScan, "second")
+	waitFor(t, 15*time.Second, "second done after the consumer came back", func() bool { return s.doneCount() == 2 })
+}
