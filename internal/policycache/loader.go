@@ -1,0 +1,115 @@
+package policycache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// ErrResponseTooLarge is returned for an apiCall answer above the limit.
+var ErrResponseTooLarge = errors.New("apiCall response too large")
+
+// Loader serves rule context entries from the cluster: configMap entries
+// and apiCall entries (GET or POST on the API server's paths), each with a
+// timeout and a response size limit. Service calls, globalReference and
+// imageRegistry entries are not available yet.
+type Loader struct {
+	kube     kubernetes.Interface
+	timeout  time.Duration
+	maxBytes int
+}
+
+// NewLoader returns a Loader; timeout and maxBytes bound each call
+// (defaults 3 s and 2 MiB).
+func NewLoader(kube kubernetes.Interface, timeout time.Duration, maxBytes int) *Loader {
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	if maxBytes <= 0 {
+		maxBytes = 2 << 20
+	}
+	return &Loader{kube: kube, timeout: timeout, maxBytes: maxBytes}
+}
+
+var _ engine.ContextLoader = (*Loader)(nil)
+
+// ConfigMap reads a ConfigMap.
+func (l *Loader) ConfigMap(ctx context.Context, namespace, name string) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	cm, err := l.kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("configMap %s/%s: %w", namespace, name, err)
+	}
+	b, err := json.Marshal(cm)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// APICall performs a GET or POST on the API server.
+func (l *Loader) APICall(ctx context.Context, call *policy.APICall) (any, error) {
+	if call.Service != nil {
+		return nil, fmt.Errorf("%w: service calls", engine.ErrNotAvailable)
+	}
+	if !strings.HasPrefix(call.URLPath, "/") {
+		return nil, fmt.Errorf("apiCall urlPath %q must start with /", call.URLPath)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	rc := l.kube.CoreV1().RESTClient()
+	var raw []byte
+	var err error
+	switch strings.ToUpper(call.Method) {
+	case "", "GET":
+		raw, err = rc.Get().AbsPath(call.URLPath).Do(ctx).Raw()
+	case "POST":
+		body := map[string]any{}
+		for _, d := range call.Data {
+			body[d.Key] = d.Value
+		}
+		b, merr := json.Marshal(body)
+		if merr != nil {
+			return nil, merr
+		}
+		raw, err = rc.Post().AbsPath(call.URLPath).Body(b).Do(ctx).Raw()
+	default:
+		return nil, fmt.Errorf("apiCall method %q: only GET and POST", call.Method)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("apiCall %s: %w", call.URLPath, err)
+	}
+	if len(raw) > l.maxBytes {
+		return nil, fmt.Errorf("%w: %d bytes from %s (limit %d)", ErrResponseTooLarge, len(raw), call.URLPath, l.maxBytes)
+	}
+	v, err := document.Decode(raw)
+	if err != nil {
+		return nil, fmt.Errorf("apiCall %s: response is not JSON: %w", call.URLPath, err)
+	}
+	return v, nil
+}
+
+// GlobalReference is not available yet.
+func (l *Loader) GlobalReference(context.Context, string) (any, error) {
+	return nil, engine.ErrNotAvailable
+}
+
+// ImageData is not available yet.
+func (l *Loader) ImageData(context.Context, string) (any, error) {
+	return nil, engine.ErrNotAvailable
+}
