@@ -1,0 +1,128 @@
+package crds
+
+import (
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+type crd struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Group string `json:"group"`
+		Names struct {
+			Kind       string   `json:"kind"`
+			Plural     string   `json:"plural"`
+			ShortNames []string `json:"shortNames"`
+		} `json:"names"`
+		Scope    string `json:"scope"`
+		Versions []struct {
+			Name         string         `json:"name"`
+			Served       bool           `json:"served"`
+			Storage      bool           `json:"storage"`
+			Subresources map[string]any `json:"subresources"`
+			Columns      []struct {
+				Name     string `json:"name"`
+				Priority int    `json:"priority"`
+			} `json:"additionalPrinterColumns"`
+			Schema struct {
+				OpenAPIV3Schema struct {
+					Type       string                    `json:"type"`
+					Properties map[string]map[string]any `json:"properties"`
+				} `json:"openAPIV3Schema"`
+			} `json:"schema"`
+		} `json:"versions"`
+	} `json:"spec"`
+}
+
+func TestManifests(t *testing.T) {
+	want := map[string]struct {
+		group, version, kind, short, scope string
+		status                             bool
+		columns                            []string
+	}{
+		"clusterpolicies.verdict.dev":        {"verdict.dev", "v1", "ClusterPolicy", "cpol", "Cluster", true, nil},
+		"policies.verdict.dev":               {"verdict.dev", "v1", "Policy", "pol", "Namespaced", true, nil},
+		"policyexceptions.verdict.dev":       {"verdict.dev", "v1", "PolicyException", "polex", "Namespaced", false, nil},
+		"clustercleanuppolicies.verdict.dev": {"verdict.dev", "v1", "ClusterCleanupPolicy", "ccleanpol", "Cluster", true, nil},
+		"cleanuppolicies.verdict.dev":        {"verdict.dev", "v1", "CleanupPolicy", "cleanpol", "Namespaced", true, nil},
+		"policyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "PolicyReport", "polr", "Namespaced", false,
+			[]string{"Kind", "Name", "Pass", "Fail", "Warn", "Error", "Skip", "Age"}},
+		"clusterpolicyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "ClusterPolicyReport", "cpolr", "Cluster", false,
+			[]string{"Kind", "Name", "Pass", "Fail", "Warn", "Error", "Skip", "Age"}},
+	}
+	seen := map[string]bool{}
+	for i, raw := range All() {
+		var c crd
+		if err := yaml.Unmarshal(raw, &c); err != nil {
+			t.Fatalf("%s: %v", Names()[i], err)
+		}
+		w, ok := want[c.Metadata.Name]
+		if !ok {
+			t.Errorf("%s: unexpected CRD %q", Names()[i], c.Metadata.Name)
+			continue
+		}
+		seen[c.Metadata.Name] = true
+		if c.APIVersion != "apiextensions.k8s.io/v1" || c.Kind != "CustomResourceDefinition" {
+			t.Errorf("%s: %s/%s, want apiextensions.k8s.io/v1 CustomResourceDefinition", c.Metadata.Name, c.APIVersion, c.Kind)
+		}
+		if c.Metadata.Name != c.Spec.Names.Plural+"."+c.Spec.Group {
+			t.Errorf("%s: name is not plural.group", c.Metadata.Name)
+		}
+		if c.Spec.Group != w.group || c.Spec.Names.Kind != w.kind || c.Spec.Scope != w.scope {
+			t.Errorf("%s: group %q kind %q scope %q", c.Metadata.Name, c.Spec.Group, c.Spec.Names.Kind, c.Spec.Scope)
+		}
+		if len(c.Spec.Names.ShortNames) != 1 || c.Spec.Names.ShortNames[0] != w.short {
+			t.Errorf("%s: short names %v, want [%s]", c.Metadata.Name, c.Spec.Names.ShortNames, w.short)
+		}
+		if len(c.Spec.Versions) != 1 {
+			t.Fatalf("%s: %d versions", c.Metadata.Name, len(c.Spec.Versions))
+		}
+		v := c.Spec.Versions[0]
+		if v.Name != w.version || !v.Served || !v.Storage {
+			t.Errorf("%s: version %q served %v storage %v", c.Metadata.Name, v.Name, v.Served, v.Storage)
+		}
+		if _, ok := v.Subresources["status"]; ok != w.status {
+			t.Errorf("%s: status subresource %v, want %v", c.Metadata.Name, ok, w.status)
+		}
+		if v.Schema.OpenAPIV3Schema.Type != "object" {
+			t.Errorf("%s: schema root type %q", c.Metadata.Name, v.Schema.OpenAPIV3Schema.Type)
+		}
+		if w.columns != nil {
+			var got []string
+			for _, col := range v.Columns {
+				got = append(got, col.Name)
+			}
+			if len(got) != len(w.columns) {
+				t.Fatalf("%s: columns %v, want %v", c.Metadata.Name, got, w.columns)
+			}
+			for i := range got {
+				if got[i] != w.columns[i] {
+					t.Errorf("%s: columns %v, want %v", c.Metadata.Name, got, w.columns)
+					break
+				}
+			}
+			for _, f := range []string{"pass", "fail", "warn", "error", "skip"} {
+				summary := v.Schema.OpenAPIV3Schema.Properties["summary"]["properties"].(map[string]any)
+				if typ := summary[f].(map[string]any)["type"]; typ != "integer" {
+					t.Errorf("%s: summary.%s type %v", c.Metadata.Name, f, typ)
+				}
+			}
+		} else {
+			for _, f := range []string{"spec"} {
+				if p := v.Schema.OpenAPIV3Schema.Properties[f]; p["x-kubernetes-preserve-unknown-fields"] != true {
+					t.Errorf("%s: %s does not preserve unknown fields", c.Metadata.Name, f)
+				}
+			}
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("missing CRD %s", name)
+		}
+	}
+}
