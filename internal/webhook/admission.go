@@ -1,0 +1,374 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// evaluation is what the admission endpoints share for one request: the
+// policy set and the engine request.
+type evaluation struct {
+	rv  *review
+	set *engine.Set
+	req *engine.Request
+	now time.Time
+}
+
+// evaluate prepares one admission request: the current policy set and the
+// namespace labels. Failures are internal errors.
+func (s *Server) evaluate(ctx context.Context, rv *review) (*evaluation, error) {
+	set, err := s.policies.Set(ctx)
+	if err != nil {
+		return nil, httpError(ErrInternal, err, "policies unavailable")
+	}
+	var nsLabels map[string]string
+	if ns := rv.req.Namespace; ns != "" && rv.req.Kind.Kind != "Namespace" {
+		if nsLabels, err = s.namespaces.NamespaceLabels(ctx, ns); err != nil {
+			return nil, httpError(ErrInternal, err, "labels of namespace %s", ns)
+		}
+	}
+	return &evaluation{rv: rv, set: set, req: engineRequest(ctx, rv, nsLabels), now: s.now()}, nil
+}
+
+// terminating reports an UPDATE of an object that is being deleted:
+// admitted untouched, so that finalizers can always be removed.
+func terminating(rv *review) bool {
+	if rv.req.Operation != admissionv1.Update {
+		return false
+	}
+	_, ok := document.Get(rv.oldObject, "metadata", "deletionTimestamp")
+	if !ok {
+		_, ok = document.Get(rv.object, "metadata", "deletionTimestamp")
+	}
+	return ok
+}
+
+// admits reports whether the policy takes part in admission.
+func admits(p *engine.Policy) bool { return p.Raw.Spec.AdmissionEnabled() }
+
+// failClosed reports whether the policy's failurePolicy is Fail (the
+// default).
+func failClosed(p *engine.Policy) bool { return p.Raw.Spec.FailurePolicy != "Ignore" }
+
+// hasRules reports whether the policy has rules of the type.
+func hasRules(p *engine.Policy, t engine.RuleType) bool {
+	for _, r := range p.Rules {
+		if engine.RuleType(r.Type()) == t {
+			return true
+		}
+	}
+	return false
+}
+
+// reported reports whether a rule outcome is shown to the user (as a
+// denial or a warning): not pass, not skip.
+func reported(st engine.Status) bool {
+	return st != engine.StatusPass && st != engine.StatusSkip
+}
+
+// mutate runs every mutate policy in order, each on the previous one's
+// result, and answers with a JSONPatch from the original object to the
+// final one.
+func (s *Server) mutate(ctx context.Context, rv *review) (decision, error) {
+	if rv.object == nil || terminating(rv) {
+		return allow(nil), nil
+	}
+	ev, err := s.evaluate(ctx, rv)
+	if err != nil {
+		return decision{}, err
+	}
+	var warnings []string
+	cur := rv.object
+	for _, p := range ev.set.Policies {
+		if !admits(p) || !hasRules(p, engine.TypeMutation) {
+			continue
+		}
+		ev.req.Object = cur
+		resp := s.engine.Mutate(ev.req, p, ev.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+		var failed []string
+		for _, rr := range resp.Rules {
+			if reported(rr.Status) {
+				failed = append(failed, rr.Name)
+				warnings = append(warnings, ruleWarning(p, rr))
+			}
+		}
+		if len(failed) > 0 {
+			if failClosed(p) {
+				logFrom(ctx).Info().Str(keyPolicy, p.Raw.Key()).Strs(keyRules, failed).Msg("mutation failed, request denied")
+				// Kyverno's wording for a mutation that blocks.
+				return deny(fmt.Sprintf("mutation policy %s error: failed to apply policy %s rules %v", p.Name(), p.Name(), failed), nil), nil
+			}
+			// failurePolicy Ignore: the policy is skipped as a whole.
+			logFrom(ctx).Warn().Str(keyPolicy, p.Raw.Key()).Strs(keyRules, failed).Msg("mutation failed, policy skipped")
+			continue
+		}
+		if resp.Patched != nil {
+			cur = resp.Patched
+		}
+	}
+	warnings = s.capWarnings(warnings)
+	if document.Equal(rv.object, cur) {
+		return allow(warnings), nil
+	}
+	patch, err := jsonPatch(rv.object, cur)
+	if err != nil {
+		return decision{}, httpError(ErrInternal, err, "compute patch")
+	}
+	d := allow(warnings)
+	if len(patch) > 0 {
+		pt := admissionv1.PatchTypeJSONPatch
+		d.resp.Patch, d.resp.PatchType, d.outcome = patch, &pt, OutcomePatched
+	}
+	return d, nil
+}
+
+// jsonPatch computes the RFC 6902 patch from one untyped object to
+// another. Both sides are encoded from the same untyped form, so numbers
+// that float64 cannot hold exactly compare equal and are left alone.
+func jsonPatch(from, to map[string]any) ([]byte, error) {
+	a, err := json.Marshal(from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(to)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := jsonpatch.CreatePatch(a, b)
+	if err != nil {
+		return nil, err
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(ops)
+}
+
+// verdict is what one validation step decides.
+type verdict struct {
+	// denial, when set, denies the request with this message.
+	denial   string
+	warnings []string
+}
+
+// validateStep is one link of the validation chain; a step that denies
+// ends the chain, warnings are collected from every step that ran.
+type validateStep func(ctx context.Context, ev *evaluation, st *validateState) (verdict, error)
+
+// validateState carries what the steps pass on: the results to publish
+// once the request is admitted.
+type validateState struct {
+	results []ResultEvent
+}
+
+// validate runs the validation chain (validate rules, then generate
+// triggers) and, when the request is admitted, publishes the results.
+func (s *Server) validate(ctx context.Context, rv *review) (decision, error) {
+	if terminating(rv) {
+		return allow(nil), nil
+	}
+	ev, err := s.evaluate(ctx, rv)
+	if err != nil {
+		return decision{}, err
+	}
+	var (
+		st       validateState
+		warnings []string
+	)
+	for _, step := range []validateStep{s.validateRules, s.triggerGenerate} {
+		v, err := step(ctx, ev, &st)
+		if err != nil {
+			return decision{}, err
+		}
+		if v.denial != "" {
+			// As Kyverno: a denial carries the blocking policies only.
+			return deny(v.denial, nil), nil
+		}
+		warnings = append(warnings, v.warnings...)
+	}
+	if publishResults(rv) && len(st.results) > 0 {
+		s.results.Publish(ctx, st.results)
+	}
+	return allow(s.capWarnings(warnings)), nil
+}
+
+// publishResults reports whether the request's results go to the result
+// sink: admitted creates and updates of a resource itself, not dry runs.
+func publishResults(rv *review) bool {
+	op := rv.req.Operation
+	return (op == admissionv1.Create || op == admissionv1.Update) && rv.req.SubResource == "" && !rv.dryRun()
+}
+
+// validateRules runs the validate rules of every policy. An Enforce rule
+// that fails, or a rule that errors under failurePolicy Fail, blocks the
+// request; every other fail or error is a warning.
+func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validateState) (verdict, error) {
+	var (
+		v       verdict
+		blocked = map[string]map[string]string{}
+	)
+	for _, p := range ev.set.Policies {
+		if !admits(p) || !hasRules(p, engine.TypeValidation) {
+			continue
+		}
+		resp := s.engine.Validate(ev.req, p, ev.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+		if len(resp.Rules) == 0 {
+			continue
+		}
+		blocks := false
+		for _, rr := range resp.Rules {
+			switch {
+			case rr.Status == engine.StatusFail && rr.Enforce,
+				rr.Status == engine.StatusError && failClosed(p):
+				blocks = true
+			}
+		}
+		if blocks {
+			rules := map[string]string{}
+			for _, rr := range resp.Rules {
+				if reported(rr.Status) {
+					rules[rr.Name] = rr.Message
+				}
+			}
+			blocked[p.Name()] = rules
+			logFrom(ctx).Info().Str(keyPolicy, p.Raw.Key()).Msg("validation failed, request denied")
+			continue
+		}
+		for _, rr := range resp.Rules {
+			if reported(rr.Status) {
+				v.warnings = append(v.warnings, ruleWarning(p, rr))
+			}
+		}
+		st.results = append(st.results, resultEvent(ev, p, resp))
+	}
+	if len(blocked) > 0 {
+		msg, err := blockedMessage(ev.rv.resource(), blocked)
+		if err != nil {
+			return verdict{}, httpError(ErrInternal, err, "format denial")
+		}
+		v.denial = msg
+	}
+	return v, nil
+}
+
+// triggerGenerate finds the generate rules the request triggers and
+// publishes their work before the answer. When the work sink does not
+// acknowledge in time, Config.OnWorkPublishFailure decides.
+func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validateState) (verdict, error) {
+	var v verdict
+	if ev.rv.dryRun() {
+		return v, nil
+	}
+	var items []WorkItem
+	for _, p := range ev.set.Policies {
+		if !admits(p) || !hasRules(p, engine.TypeGeneration) {
+			continue
+		}
+		resp := s.engine.Generate(ev.req, p, ev.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+		for _, rr := range resp.Rules {
+			switch rr.Status {
+			case engine.StatusPass:
+				items = append(items, workItem(ev, p, rr))
+			case engine.StatusError:
+				v.warnings = append(v.warnings, ruleWarning(p, rr))
+			}
+		}
+	}
+	if len(items) == 0 {
+		return v, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.WorkPublishTimeout)
+	defer cancel()
+	for _, it := range items {
+		err := s.work.Publish(pctx, it)
+		if err == nil {
+			s.metrics.workItems.Inc()
+			continue
+		}
+		reason := reasonError
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			reason = reasonTimeout
+		}
+		s.metrics.workFailures.WithLabelValues(reason).Inc()
+		logFrom(ctx).Error().Err(err).Str(keyPolicy, it.Policy.Key).Str(keyRule, it.Rule).Str(keyReason, reason).Msg("generate work not published")
+		if s.cfg.OnWorkPublishFailure == WorkFailureDeny {
+			v.denial = fmt.Sprintf("generate rule %s of policy %s could not be queued: %v", it.Rule, it.Policy.Key, err)
+			return v, nil
+		}
+		v.warnings = append(v.warnings, fmt.Sprintf("policy %s.%s: generate work could not be queued; background reconciliation will apply it", it.Policy.Key, it.Rule))
+	}
+	return v, nil
+}
+
+func policyRef(p *engine.Policy) PolicyRef {
+	return PolicyRef{Key: p.Raw.Key(), UID: p.Raw.Metadata.UID, ResourceVersion: p.Raw.Metadata.ResourceVersion}
+}
+
+func resultEvent(ev *evaluation, p *engine.Policy, resp engine.Response) ResultEvent {
+	rules := make([]RuleResult, len(resp.Rules))
+	for i, rr := range resp.Rules {
+		rules[i] = RuleResult{Name: rr.Name, Type: rr.Type, Status: rr.Status, Message: rr.Message, Exception: rr.Exception}
+	}
+	return ResultEvent{
+		Resource:   ev.rv.ref(),
+		Policy:     policyRef(p),
+		Rules:      rules,
+		Category:   p.Category,
+		Severity:   p.Severity,
+		Scored:     p.Scored,
+		Timestamp:  ev.now,
+		Admission:  true,
+		RequestUID: string(ev.rv.req.UID),
+	}
+}
+
+func workItem(ev *evaluation, p *engine.Policy, rr engine.RuleResponse) WorkItem {
+	targets := make([]ResourceRef, 0, len(rr.Generated))
+	for _, g := range rr.Generated {
+		targets = append(targets, ResourceRef{
+			APIVersion: document.String(g, "apiVersion"),
+			Kind:       document.String(g, "kind"),
+			Namespace:  document.String(g, "metadata", "namespace"),
+			Name:       document.String(g, "metadata", "name"),
+		})
+	}
+	return WorkItem{
+		Kind:       WorkGenerate,
+		Policy:     policyRef(p),
+		Rule:       rr.Name,
+		Trigger:    ev.rv.ref(),
+		Operation:  string(ev.rv.req.Operation),
+		UserInfo:   ev.req.UserInfo,
+		Targets:    targets,
+		RequestUID: string(ev.rv.req.UID),
+		Timestamp:  ev.now,
+	}
+}
+
+// triggerLister stands in for the cluster when generate rules clone: the
+// webhook only needs to know that a rule triggers; the generator reads the
+// real sources. A clone source is a placeholder, a cloneList selects
+// nothing.
+type triggerLister struct{}
+
+func (triggerLister) GetResource(_ context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
+	return map[string]any{
+		"apiVersion": apiVersion,
+		"kind":       kind,
+		"metadata":   map[string]any{"name": name, "namespace": namespace},
+	}, nil
+}
+
+func (triggerLister) ListResources(context.Context, string, string, string, *policy.LabelSelector) ([]map[string]any, error) {
+	return nil, nil
+}

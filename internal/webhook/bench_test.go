@@ -1,0 +1,178 @@
+package webhook
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+)
+
+const (
+	benchPolicies = "../../../shared/bench/pss-classic"
+	benchPods     = "../../../shared/bench/pods-1000.yaml"
+)
+
+// loadBench loads the 22 PSS policies and the 1,000 pods of the shared
+// benchmark workload, or skips when they are not there.
+func loadBench(t testing.TB) (*StaticSource, []map[string]any) {
+	t.Helper()
+	data, err := os.ReadFile(benchPods)
+	if os.IsNotExist(err) {
+		t.Skip("shared benchmark workload not found")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := LoadStaticSource(eng, []string{benchPolicies}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(src.Invalid()) > 0 || len(src.set.Policies) != 22 {
+		t.Fatalf("%d policies, invalid: %v", len(src.set.Policies), src.Invalid())
+	}
+	docs, err := document.DecodeAll(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := make([]map[string]any, len(docs))
+	for i, d := range docs {
+		pods[i] = d.Object
+	}
+	return src, pods
+}
+
+// TestPSSWorkload sends the shared benchmark pods through /validate with
+// the 22 PSS ClusterPolicies (3 Enforce, 19 Audit) and checks every answer
+// against the engine run directly: a pod is denied exactly when an Enforce
+// rule fails, each Audit failure is one warning, and the admitted pods'
+// results reach the result sink. Over the whole workload, the 495 pods
+// with violations are exactly those denied or warned.
+func TestPSSWorkload(t *testing.T) {
+	src, pods := loadBench(t)
+	if testing.Short() {
+		pods = pods[:100]
+	}
+	h := newHarness(t, src, testConfig(func(c *Config) { c.MaxWarnings = 100 }))
+	eng, err := engine.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _ := src.Set(t.Context())
+
+	type outcome struct {
+		denied   bool
+		warnings int
+		message  string
+	}
+	got := make([]outcome, len(pods))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				resp := h.admit(PathValidate, reviewOf(t, admissionv1.Create, pods[i]))
+				o := outcome{denied: !resp.Allowed, warnings: len(resp.Warnings)}
+				if resp.Result != nil {
+					o.message = resp.Result.Message
+				}
+				got[i] = o
+			}
+		}()
+	}
+	for i := range pods {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	violating, admitted, wantEvents := 0, 0, 0
+	for i, p := range pods {
+		req := &engine.Request{Operation: engine.OpCreate, Object: p}
+		var want outcome
+		var blocking []string
+		policies := 0
+		for _, pol := range set.Policies {
+			resp := eng.Validate(req, pol, set.Exceptions)
+			if len(resp.Rules) > 0 {
+				policies++
+			}
+			blocks, failed := false, 0
+			for _, rr := range resp.Rules {
+				if rr.Status == engine.StatusFail || rr.Status == engine.StatusError {
+					failed++
+					if rr.Enforce || rr.Status == engine.StatusError {
+						blocks = true
+					}
+				}
+			}
+			if blocks {
+				blocking = append(blocking, pol.Name())
+			} else {
+				want.warnings += failed
+			}
+		}
+		want.denied = len(blocking) > 0
+		name := document.String(p, "metadata", "name")
+		g := got[i]
+		if g.denied != want.denied {
+			t.Errorf("%s: denied %v, engine says %v (%v)", name, g.denied, want.denied, blocking)
+			continue
+		}
+		if g.denied {
+			for _, b := range blocking {
+				if !strings.Contains(g.message, "\n"+b+":\n") {
+					t.Errorf("%s: denial does not name %s:\n%s", name, b, g.message)
+				}
+			}
+			if !strings.HasPrefix(g.message, "\n\nresource Pod/"+document.String(p, "metadata", "namespace")+"/"+name+" was blocked") {
+				t.Errorf("%s: message %q", name, g.message)
+			}
+		} else {
+			admitted++
+			wantEvents += policies
+			if g.warnings != want.warnings {
+				t.Errorf("%s: %d warnings, engine says %d", name, g.warnings, want.warnings)
+			}
+		}
+		if g.denied || g.warnings > 0 {
+			violating++
+		}
+	}
+	if n := len(h.results.Events()); n != wantEvents {
+		t.Errorf("%d result events for %d admitted pods, want %d", n, admitted, wantEvents)
+	}
+	if len(pods) == 1000 && violating != 495 {
+		t.Errorf("%d pods denied or warned, the workload has 495 violating pods", violating)
+	}
+	t.Logf("%d pods: %d admitted, %d denied or warned", len(pods), admitted, violating)
+}
+
+// BenchmarkValidate measures one /validate round trip over TLS with the
+// 22 PSS policies.
+func BenchmarkValidate(b *testing.B) {
+	src, pods := loadBench(b)
+	h := newHarness(b, src, testConfig())
+	bodies := make([][]byte, len(pods))
+	for i, p := range pods {
+		bodies[i] = mustJSON(b, reviewOf(b, admissionv1.Create, p))
+	}
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if code, _ := h.post(PathValidate, "application/json", bodies[i%len(bodies)]); code != 200 {
+			b.Fatal(code)
+		}
+		i++
+	}
+}

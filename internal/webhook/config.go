@@ -1,0 +1,153 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// WorkFailureMode is what the webhook answers when generate work cannot be
+// made durable in time.
+type WorkFailureMode string
+
+// Work failure modes.
+const (
+	// WorkFailureDeny denies the request: nothing is admitted that the
+	// generator does not know about.
+	WorkFailureDeny WorkFailureMode = "deny"
+	// WorkFailureAllow admits the request with a warning; generateExisting
+	// and background scans reconcile later.
+	WorkFailureAllow WorkFailureMode = "allow"
+)
+
+// Log formats.
+const (
+	LogFormatJSON    = "json"
+	LogFormatConsole = "console"
+)
+
+// Config is the configuration of the webhook service. DefaultConfig gives
+// the defaults; services/webhook binds every field to a kebab-case flag.
+type Config struct {
+	// Address is where the HTTPS server listens.
+	Address string
+	// ProbeAddress, when set, also serves /healthz, /readyz and /metrics
+	// over plain HTTP there (for probes and scrapers that do not speak TLS
+	// to the webhook, and to answer readiness before a certificate exists).
+	ProbeAddress string
+
+	// CertFile and KeyFile are the serving certificate (PEM chain) and
+	// private key; they are reloaded when they change.
+	CertFile string
+	KeyFile  string
+	// CertReloadInterval is how often the files are checked for changes.
+	CertReloadInterval time.Duration
+
+	// MaxRequestBytes limits request bodies; larger ones get 413.
+	MaxRequestBytes int64
+	// RequestTimeout bounds one admission evaluation; the API server's
+	// ?timeout= query parameter lowers it.
+	RequestTimeout time.Duration
+	// MaxWarnings caps the warnings of one admission response.
+	MaxWarnings int
+
+	// WorkPublishTimeout is how long the webhook waits for generate work to
+	// be acknowledged before answering.
+	WorkPublishTimeout time.Duration
+	// OnWorkPublishFailure decides the answer when it is not.
+	OnWorkPublishFailure WorkFailureMode
+
+	// ShutdownDelay is how long the server keeps serving with /readyz
+	// failing after a termination signal, so that endpoints drop the
+	// replica before it stops accepting.
+	ShutdownDelay time.Duration
+	// ShutdownGracePeriod bounds the wait for in-flight requests.
+	ShutdownGracePeriod time.Duration
+	// FlushTimeout bounds the flush of buffered results at exit.
+	FlushTimeout time.Duration
+
+	// PolicyPaths are files or directories of ClusterPolicies, Policies
+	// and PolicyExceptions served as a fixed set (StaticSource). The
+	// cluster-backed source replaces it when the informers arrive.
+	PolicyPaths []string
+
+	// LogLevel is a zerolog level name; LogFormat is json or console.
+	LogLevel  string
+	LogFormat string
+}
+
+// DefaultConfig returns the defaults: listen on :9443, 8 MiB bodies, 10s
+// evaluations, deny when generate work is not durable within 2s, a 5s
+// drain delay and a 20s grace period (inside Kubernetes' default 30s
+// termination grace).
+func DefaultConfig() Config {
+	return Config{
+		Address:              ":9443",
+		CertReloadInterval:   10 * time.Second,
+		MaxRequestBytes:      8 << 20,
+		RequestTimeout:       10 * time.Second,
+		MaxWarnings:          10,
+		WorkPublishTimeout:   2 * time.Second,
+		OnWorkPublishFailure: WorkFailureDeny,
+		ShutdownDelay:        5 * time.Second,
+		ShutdownGracePeriod:  20 * time.Second,
+		FlushTimeout:         4 * time.Second,
+		LogLevel:             "info",
+		LogFormat:            LogFormatJSON,
+	}
+}
+
+// Validate returns every problem of the configuration, each wrapping
+// ErrInvalidConfig.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...)))
+	}
+	if c.Address == "" {
+		bad("address is required")
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		bad("tls-cert-file and tls-private-key-file go together")
+	}
+	if c.CertReloadInterval <= 0 {
+		bad("tls-reload-interval must be positive, not %s", c.CertReloadInterval)
+	}
+	if c.MaxRequestBytes <= 0 {
+		bad("max-request-bytes must be positive, not %d", c.MaxRequestBytes)
+	}
+	if c.RequestTimeout <= 0 {
+		bad("request-timeout must be positive, not %s", c.RequestTimeout)
+	}
+	if c.MaxWarnings < 0 {
+		bad("max-warnings must not be negative, not %d", c.MaxWarnings)
+	}
+	if c.WorkPublishTimeout <= 0 {
+		bad("work-publish-timeout must be positive, not %s", c.WorkPublishTimeout)
+	}
+	switch c.OnWorkPublishFailure {
+	case WorkFailureDeny, WorkFailureAllow:
+	default:
+		bad("on-work-publish-failure must be deny or allow, not %q", c.OnWorkPublishFailure)
+	}
+	if c.ShutdownDelay < 0 {
+		bad("shutdown-delay must not be negative, not %s", c.ShutdownDelay)
+	}
+	if c.ShutdownGracePeriod <= 0 {
+		bad("shutdown-grace-period must be positive, not %s", c.ShutdownGracePeriod)
+	}
+	if c.FlushTimeout <= 0 {
+		bad("flush-timeout must be positive, not %s", c.FlushTimeout)
+	}
+	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil {
+		bad("log-level %q: %v", c.LogLevel, err)
+	}
+	switch c.LogFormat {
+	case LogFormatJSON, LogFormatConsole:
+	default:
+		bad("log-format must be json or console, not %q", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,172 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Outcome labels how a request ended, in metrics and logs.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeAllowed Outcome = "allowed"
+	OutcomeWarned  Outcome = "warned"
+	OutcomeDenied  Outcome = "denied"
+	OutcomePatched Outcome = "patched"
+	OutcomeOK      Outcome = "ok"
+	OutcomeUnready Outcome = "unready"
+	// OutcomeRejected: the request could not be read (4xx).
+	OutcomeRejected Outcome = "rejected"
+	// OutcomeError: the server failed (5xx), panics included.
+	OutcomeError Outcome = "error"
+)
+
+const (
+	contentTypeJSON = "application/json"
+	contentTypeText = "text/plain; charset=utf-8"
+)
+
+// Reply is what a Handler answers.
+type Reply struct {
+	// Code is the HTTP status; 0 means 200.
+	Code        int
+	ContentType string
+	Body        []byte
+	// Outcome labels the request in metrics and logs.
+	Outcome Outcome
+}
+
+// Handler serves one request of one endpoint. Every endpoint has this
+// signature; an error is answered as a metav1.Status with the code of the
+// *Error it wraps (500 for any other error).
+type Handler func(ctx context.Context, r *http.Request) (*Reply, error)
+
+// Decorator wraps a Handler with one concern (panics, timeouts, metrics,
+// logging).
+type Decorator func(Handler) Handler
+
+// decorate wraps h so that the first decorator is the outermost.
+func decorate(h Handler, ds ...Decorator) Handler {
+	for i := len(ds) - 1; i >= 0; i-- {
+		h = ds[i](h)
+	}
+	return h
+}
+
+// httpHandler adapts a Handler to net/http.
+func httpHandler(h Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reply, err := h(r.Context(), r)
+		switch {
+		case err != nil:
+			reply = errorReply(err)
+		case reply == nil:
+			reply = errorReply(httpError(ErrInternal, nil, "handler returned no reply"))
+		}
+		if reply.ContentType != "" {
+			w.Header().Set("Content-Type", reply.ContentType)
+		}
+		code := reply.Code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write(reply.Body)
+	})
+}
+
+// outcomeOf is the outcome of a finished request.
+func outcomeOf(reply *Reply, err error) Outcome {
+	if err != nil {
+		return errorOutcome(err)
+	}
+	if reply == nil {
+		return OutcomeError
+	}
+	if reply.Outcome != "" {
+		return reply.Outcome
+	}
+	return OutcomeOK
+}
+
+// withRecover turns a panic into a 500 and counts it; the server keeps
+// serving.
+func withRecover(m *metrics, endpoint string) Decorator {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, r *http.Request) (reply *Reply, err error) {
+			defer func() {
+				if rec := recover(); rec != nil {
+					m.panics.WithLabelValues(endpoint).Inc()
+					logFrom(ctx).Error().Str(keyPanic, fmt.Sprint(rec)).Bytes(keyStack, debug.Stack()).Msg("panic recovered")
+					reply, err = nil, httpError(ErrInternal, nil, "internal error: panic while serving %s", endpoint)
+				}
+			}()
+			return next(ctx, r)
+		}
+	}
+}
+
+// withTimeout bounds the request's context by max, lowered by the API
+// server's ?timeout= parameter when it sends one.
+func withTimeout(max time.Duration) Decorator {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, r *http.Request) (*Reply, error) {
+			d := max
+			if s := r.URL.Query().Get("timeout"); s != "" {
+				if t, err := time.ParseDuration(s); err == nil && t > 0 && t < d {
+					d = t
+				}
+			}
+			ctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			return next(ctx, r.WithContext(ctx))
+		}
+	}
+}
+
+// withMetrics counts requests by outcome and observes their latency.
+func withMetrics(m *metrics, endpoint string) Decorator {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, r *http.Request) (*Reply, error) {
+			start := time.Now()
+			reply, err := next(ctx, r)
+			m.latency.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
+			m.requests.WithLabelValues(endpoint, string(outcomeOf(reply, err))).Inc()
+			return reply, err
+		}
+	}
+}
+
+// withLogger puts a logger for the endpoint into the context and logs the
+// end of every request: errors and denials at info or above, the rest at
+// debug.
+func withLogger(base zerolog.Logger, endpoint string) Decorator {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, r *http.Request) (*Reply, error) {
+			l := base.With().Str(keyEndpoint, endpoint).Logger()
+			ctx = l.WithContext(ctx)
+			start := time.Now()
+			reply, err := next(ctx, r.WithContext(ctx))
+			outcome := outcomeOf(reply, err)
+			var ev *zerolog.Event
+			switch outcome {
+			case OutcomeError:
+				ev = logFrom(ctx).Error().Err(err)
+			case OutcomeRejected:
+				ev = logFrom(ctx).Info().Err(err)
+			case OutcomeDenied:
+				ev = logFrom(ctx).Info()
+			default:
+				ev = logFrom(ctx).Debug()
+			}
+			ev.Str(keyOutcome, string(outcome)).Dur(keyDuration, time.Since(start)).Msg("request served")
+			return reply, err
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package webhook
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const metricsNamespace = "verdict_webhook"
+
+// metrics are the server's Prometheus metrics.
+type metrics struct {
+	requests     *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	panics       *prometheus.CounterVec
+	workFailures *prometheus.CounterVec
+	workItems    prometheus.Counter
+}
+
+// Reasons a work publish failed, as metric labels.
+const (
+	reasonTimeout = "timeout"
+	reasonError   = "error"
+)
+
+func newMetrics(reg prometheus.Registerer, src PolicySource, certs CertSource) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "requests_total",
+			Help: "Requests served, by endpoint and outcome (allowed, denied, patched, warned, rejected, error, ok, unready).",
+		}, []string{"endpoint", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "request_duration_seconds",
+			Help:    "Time to answer a request, by endpoint.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"endpoint"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "panics_total",
+			Help: "Panics recovered while serving a request, by endpoint.",
+		}, []string{"endpoint"}),
+		workFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "work_publish_failures_total",
+			Help: "Generate work that could not be published before the deadline, by reason (timeout, error).",
+		}, []string{"reason"}),
+		workItems: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "work_published_total",
+			Help: "Generate work items acknowledged by the work sink.",
+		}),
+	}
+	collectors := []prometheus.Collector{
+		m.requests, m.latency, m.panics, m.workFailures, m.workItems,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "invalid_policies",
+			Help: "Policies and exceptions of the current source that could not be loaded or compiled.",
+		}, func() float64 { return float64(len(src.Invalid())) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "certificate_expiry_timestamp_seconds",
+			Help: "NotAfter of the serving certificate, in Unix seconds; 0 when none is loaded.",
+		}, func() float64 {
+			c := certs.Certificate()
+			if c == nil || c.Leaf == nil {
+				return 0
+			}
+			return float64(c.Leaf.NotAfter.Unix())
+		}),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

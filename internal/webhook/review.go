@@ -1,0 +1,248 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/rs/zerolog"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+)
+
+const (
+	admissionAPIVersion = "admission.k8s.io/v1"
+	admissionKind       = "AdmissionReview"
+)
+
+// review is a decoded AdmissionReview request: the request itself and its
+// objects in the engine's untyped form (float64 numbers).
+type review struct {
+	req       *admissionv1.AdmissionRequest
+	object    map[string]any
+	oldObject map[string]any
+}
+
+// dryRun reports whether the request is a dry run.
+func (rv *review) dryRun() bool { return rv.req.DryRun != nil && *rv.req.DryRun }
+
+// resource is the object the request is about: the new object, or the old
+// one for a delete.
+func (rv *review) resource() map[string]any {
+	if rv.object != nil {
+		return rv.object
+	}
+	return rv.oldObject
+}
+
+// ref names the request's resource, from the object where it has the
+// field and from the request otherwise.
+func (rv *review) ref() ResourceRef {
+	obj := rv.resource()
+	r := ResourceRef{
+		APIVersion:      document.String(obj, "apiVersion"),
+		Kind:            document.String(obj, "kind"),
+		Namespace:       document.String(obj, "metadata", "namespace"),
+		Name:            document.String(obj, "metadata", "name"),
+		UID:             document.String(obj, "metadata", "uid"),
+		ResourceVersion: document.String(obj, "metadata", "resourceVersion"),
+	}
+	if r.Kind == "" {
+		r.Kind = rv.req.Kind.Kind
+		r.APIVersion = metav1.GroupVersion{Group: rv.req.Kind.Group, Version: rv.req.Kind.Version}.String()
+	}
+	if r.Name == "" {
+		r.Name = rv.req.Name
+	}
+	if r.Namespace == "" {
+		r.Namespace = rv.req.Namespace
+	}
+	return r
+}
+
+// decodeReview reads an admission.k8s.io/v1 AdmissionReview request. Every
+// problem is an ErrBadRequest with a reason.
+func decodeReview(body []byte) (*review, error) {
+	var ar admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &ar); err != nil {
+		return nil, httpError(ErrBadRequest, err, "malformed AdmissionReview")
+	}
+	if ar.APIVersion != admissionAPIVersion || ar.Kind != admissionKind {
+		return nil, httpError(ErrBadRequest, nil, "expected %s %s, got apiVersion %q kind %q", admissionAPIVersion, admissionKind, ar.APIVersion, ar.Kind)
+	}
+	req := ar.Request
+	if req == nil {
+		return nil, httpError(ErrBadRequest, nil, "AdmissionReview has no request")
+	}
+	if req.UID == "" {
+		return nil, httpError(ErrBadRequest, nil, "request.uid is empty")
+	}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect:
+	default:
+		return nil, httpError(ErrBadRequest, nil, "request.operation %q is not CREATE, UPDATE, DELETE or CONNECT", req.Operation)
+	}
+	rv := &review{req: req}
+	var err error
+	if rv.object, err = decodeObject(req.Object.Raw); err != nil {
+		return nil, httpError(ErrBadRequest, err, "request.object")
+	}
+	if rv.oldObject, err = decodeObject(req.OldObject.Raw); err != nil {
+		return nil, httpError(ErrBadRequest, err, "request.oldObject")
+	}
+	if rv.object == nil && (req.Operation == admissionv1.Create || req.Operation == admissionv1.Update) {
+		return nil, httpError(ErrBadRequest, nil, "request.object is required for %s", req.Operation)
+	}
+	return rv, nil
+}
+
+var errNotObject = errors.New("not a JSON object")
+
+// decodeObject decodes raw JSON into the engine's untyped form; null or
+// nothing is nil.
+func decodeObject(raw []byte) (map[string]any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	switch t := v.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		return t, nil
+	default:
+		return nil, errNotObject
+	}
+}
+
+// readBody checks the method and content type and reads at most limit
+// bytes.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.Method != http.MethodPost {
+		return nil, httpError(ErrMethodNotAllowed, nil, "method %s not allowed, use POST", r.Method)
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != contentTypeJSON {
+		return nil, httpError(ErrUnsupportedMediaType, nil, "content type %q is not %s", ct, contentTypeJSON)
+	}
+	if r.ContentLength > limit {
+		return nil, httpError(ErrRequestTooLarge, nil, "request body of %d bytes exceeds the limit of %d", r.ContentLength, limit)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, httpError(ErrBadRequest, err, "read request body")
+	}
+	if int64(len(body)) > limit {
+		return nil, httpError(ErrRequestTooLarge, nil, "request body exceeds the limit of %d bytes", limit)
+	}
+	if len(body) == 0 {
+		return nil, httpError(ErrBadRequest, nil, "empty request body")
+	}
+	return body, nil
+}
+
+// decision is what an admission endpoint decides.
+type decision struct {
+	resp    *admissionv1.AdmissionResponse
+	outcome Outcome
+}
+
+// admissionFunc decides one decoded admission request.
+type admissionFunc func(ctx context.Context, rv *review) (decision, error)
+
+// admissionHandler adapts an admissionFunc to a Handler: it reads and
+// decodes the AdmissionReview, adds the request's identity to the logger
+// and encodes the answer.
+func (s *Server) admissionHandler(fn admissionFunc) Handler {
+	return func(ctx context.Context, r *http.Request) (*Reply, error) {
+		body, err := readBody(r, s.cfg.MaxRequestBytes)
+		if err != nil {
+			return nil, err
+		}
+		rv, err := decodeReview(body)
+		if err != nil {
+			return nil, err
+		}
+		ref := rv.ref()
+		logFrom(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context {
+			return c.Str(keyAdmission, string(rv.req.UID)).Str(keyOperation, string(rv.req.Operation)).
+				Str(keyKind, ref.Kind).Str(keyNamespace, ref.Namespace).Str(keyName, ref.Name).
+				Str(keySubresource, rv.req.SubResource).Bool(keyDryRun, rv.dryRun())
+		})
+		d, err := fn(ctx, rv)
+		if err != nil {
+			return nil, err
+		}
+		d.resp.UID = rv.req.UID
+		out, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: admissionAPIVersion, Kind: admissionKind},
+			Response: d.resp,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("encode AdmissionReview: %w", err)
+		}
+		return &Reply{ContentType: contentTypeJSON, Body: out, Outcome: d.outcome}, nil
+	}
+}
+
+// allow admits, with warnings if any.
+func allow(warnings []string) decision {
+	outcome := OutcomeAllowed
+	if len(warnings) > 0 {
+		outcome = OutcomeWarned
+	}
+	return decision{resp: &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}, outcome: outcome}
+}
+
+// deny refuses with a message (403 Forbidden, as the API server reports a
+// webhook denial).
+func deny(msg string, warnings []string) decision {
+	return decision{resp: &admissionv1.AdmissionResponse{
+		Allowed:  false,
+		Warnings: warnings,
+		Result: &metav1.Status{
+			Status:  metav1.StatusFailure,
+			Message: msg,
+			Reason:  metav1.StatusReasonForbidden,
+			Code:    http.StatusForbidden,
+		},
+	}, outcome: OutcomeDenied}
+}
+
+// engineRequest builds the engine's view of the admission request.
+func engineRequest(ctx context.Context, rv *review, nsLabels map[string]string) *engine.Request {
+	ui := rv.req.UserInfo
+	var extra map[string][]string
+	if len(ui.Extra) > 0 {
+		extra = make(map[string][]string, len(ui.Extra))
+		for k, v := range ui.Extra {
+			extra[k] = []string(v)
+		}
+	}
+	return &engine.Request{
+		Operation:   string(rv.req.Operation),
+		Object:      rv.object,
+		OldObject:   rv.oldObject,
+		SubResource: rv.req.SubResource,
+		UserInfo: engine.UserInfo{
+			Username: ui.Username,
+			UID:      ui.UID,
+			Groups:   ui.Groups,
+			Extra:    extra,
+		},
+		NamespaceLabels: nsLabels,
+		DryRun:          rv.dryRun(),
+		Context:         ctx,
+	}
+}

@@ -1,0 +1,46 @@
+package webhook
+
+import (
+	"errors"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+)
+
+func FuzzDecodeReview(f *testing.F) {
+	f.Add(mustJSON(f, reviewOf(f, admissionv1.Create, pod("p", privileged))))
+	f.Add(mustJSON(f, reviewOf(f, admissionv1.Delete, pod("p"))))
+	f.Add(mustJSON(f, reviewOf(f, admissionv1.Update, namespaceObj("n"), dryRun)))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CREATE","object":{"a":[1,2.5,null,{"b":true}]}}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"UPDATE","object":{},"oldObject":"x"}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CONNECT","object":null,"userInfo":{"extra":{"k":["v"]}}}}`))
+	f.Add([]byte(`{"request":{"object":{"metadata":{"name":1e400}}}}`))
+	f.Add([]byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rv, err := decodeReview(body)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("error %v is not a bad request", err)
+			}
+			return
+		}
+		if rv.req == nil || rv.req.UID == "" {
+			t.Fatal("decoded a review without a request uid")
+		}
+		switch rv.req.Operation {
+		case admissionv1.Create, admissionv1.Update:
+			if rv.object == nil {
+				t.Fatal("create or update without an object")
+			}
+		case admissionv1.Delete, admissionv1.Connect:
+		default:
+			t.Fatalf("operation %q accepted", rv.req.Operation)
+		}
+		// What the handlers derive from a decoded review must not panic.
+		_ = rv.ref()
+		_ = rv.dryRun()
+		_ = terminating(rv)
+		_ = engineRequest(t.Context(), rv, nil)
+	})
+}

@@ -1,0 +1,499 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+// Endpoint paths.
+const (
+	PathMutate         = "/mutate"
+	PathValidate       = "/validate"
+	PathValidatePolicy = "/validate-policy"
+	PathHealthz        = "/healthz"
+	PathReadyz         = "/readyz"
+	PathMetrics        = "/metrics"
+)
+
+// Registry is where the server registers and gathers metrics.
+type Registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+// Server is the admission webhook. Create it with New, serve it with Serve
+// (or Run, which also listens).
+type Server struct {
+	cfg        Config
+	log        zerolog.Logger
+	logSet     bool
+	engine     *engine.Engine
+	policies   PolicySource
+	namespaces NamespaceLister
+	certs      CertSource
+	results    ResultSink
+	work       WorkSink
+	registry   Registry
+	metrics    *metrics
+	now        func() time.Time
+	checks     []readinessCheck
+	engineOpts []engine.Option
+
+	// addr is the address the TLS listener serves, once it does.
+	addr         atomic.Pointer[string]
+	shuttingDown atomic.Bool
+	handler      http.Handler
+	probes       http.Handler
+}
+
+type readinessCheck struct {
+	name  string
+	check func(context.Context) error
+}
+
+// Option configures a Server.
+type Option func(*Server) error
+
+// WithPolicySource sets where policies come from. Without it, New loads
+// Config.PolicyPaths into a StaticSource.
+func WithPolicySource(src PolicySource) Option {
+	return func(s *Server) error {
+		if src == nil {
+			return fmt.Errorf("%w: nil policy source", ErrInvalidOption)
+		}
+		s.policies = src
+		return nil
+	}
+}
+
+// WithNamespaceLister sets where namespace labels come from. Without it,
+// namespaces have no labels.
+func WithNamespaceLister(l NamespaceLister) Option {
+	return func(s *Server) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil namespace lister", ErrInvalidOption)
+		}
+		s.namespaces = l
+		return nil
+	}
+}
+
+// WithCertSource sets the serving certificate's source. Without it, New
+// reads Config.CertFile and Config.KeyFile with a FileCertSource.
+func WithCertSource(c CertSource) Option {
+	return func(s *Server) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil certificate source", ErrInvalidOption)
+		}
+		s.certs = c
+		return nil
+	}
+}
+
+// WithResultSink sets where results go. Without it they are discarded.
+func WithResultSink(r ResultSink) Option {
+	return func(s *Server) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil result sink", ErrInvalidOption)
+		}
+		s.results = r
+		return nil
+	}
+}
+
+// WithWorkSink sets where generate work goes. Without it every publish
+// fails with ErrWorkSinkUnavailable and Config.OnWorkPublishFailure
+// decides.
+func WithWorkSink(w WorkSink) Option {
+	return func(s *Server) error {
+		if w == nil {
+			return fmt.Errorf("%w: nil work sink", ErrInvalidOption)
+		}
+		s.work = w
+		return nil
+	}
+}
+
+// WithRegistry sets the metrics registry. Without it, New uses a fresh
+// registry with the Go and process collectors.
+func WithRegistry(r Registry) Option {
+	return func(s *Server) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil registry", ErrInvalidOption)
+		}
+		s.registry = r
+		return nil
+	}
+}
+
+// WithLogger sets the logger. Without it, New builds one from
+// Config.LogLevel and Config.LogFormat on standard error.
+func WithLogger(l zerolog.Logger) Option {
+	return func(s *Server) error {
+		s.log, s.logSet = l, true
+		return nil
+	}
+}
+
+// WithClock sets the clock for timestamps and the engine's time functions.
+func WithClock(now func() time.Time) Option {
+	return func(s *Server) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+		}
+		s.now = now
+		return nil
+	}
+}
+
+// WithContextLoader sets where the engine's configMap, apiCall,
+// globalReference and imageRegistry context entries get their data.
+func WithContextLoader(l engine.ContextLoader) Option {
+	return func(s *Server) error {
+		s.engineOpts = append(s.engineOpts, engine.WithContextLoader(l))
+		return nil
+	}
+}
+
+// WithReadinessCheck adds a condition of /readyz (for example "policy
+// caches synced").
+func WithReadinessCheck(name string, check func(context.Context) error) Option {
+	return func(s *Server) error {
+		if name == "" || check == nil {
+			return fmt.Errorf("%w: readiness check needs a name and a function", ErrInvalidOption)
+		}
+		s.checks = append(s.checks, readinessCheck{name: name, check: check})
+		return nil
+	}
+}
+
+// New builds a Server from a validated Config and its collaborators.
+func New(cfg Config, opts ...Option) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, now: time.Now, log: zerolog.Nop()}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if !s.logSet {
+		l, err := NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		s.log = l
+	}
+	eng, err := engine.New(append([]engine.Option{
+		engine.WithResourceLister(triggerLister{}),
+		engine.WithClock(func() time.Time { return s.now() }),
+	}, s.engineOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	s.engine = eng
+	if s.policies == nil {
+		if len(cfg.PolicyPaths) == 0 {
+			return nil, fmt.Errorf("%w: no policy source: set policy paths or pass WithPolicySource", ErrInvalidConfig)
+		}
+		src, err := LoadStaticSource(eng, cfg.PolicyPaths, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.policies = src
+	}
+	if s.certs == nil {
+		if cfg.CertFile == "" {
+			return nil, fmt.Errorf("%w: no certificate source: set the certificate and key files or pass WithCertSource", ErrInvalidConfig)
+		}
+		fc, err := NewFileCertSource(cfg.CertFile, cfg.KeyFile, cfg.CertReloadInterval, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.certs = fc
+	}
+	if s.namespaces == nil {
+		s.namespaces = StaticNamespaces(nil)
+	}
+	if s.results == nil {
+		s.results = NopResultSink{}
+	}
+	if s.work == nil {
+		s.log.Warn().Msg("no work sink configured: generate triggers fail to publish")
+		s.work = unavailableWorkSink{}
+	}
+	if s.registry == nil {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		s.registry = reg
+	}
+	if s.metrics, err = newMetrics(s.registry, s.policies, s.certs); err != nil {
+		return nil, err
+	}
+	s.handler, s.probes = s.routes()
+	return s, nil
+}
+
+// routes builds the TLS server's mux and the probe mux.
+func (s *Server) routes() (all, probes http.Handler) {
+	endpoint := func(name string, h Handler) http.Handler {
+		return httpHandler(decorate(h,
+			withLogger(s.log, name),
+			withMetrics(s.metrics, name),
+			withRecover(s.metrics, name),
+			withTimeout(s.cfg.RequestTimeout),
+		))
+	}
+	metricsHandler := promhttp.InstrumentMetricHandler(s.registry, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	healthz := endpoint("healthz", s.healthz)
+	readyz := endpoint("readyz", s.readyz)
+
+	mux := http.NewServeMux()
+	mux.Handle(PathMutate, endpoint("mutate", s.admissionHandler(s.mutate)))
+	mux.Handle(PathValidate, endpoint("validate", s.admissionHandler(s.validate)))
+	mux.Handle(PathValidatePolicy, endpoint("validate-policy", s.admissionHandler(s.validatePolicy)))
+	mux.Handle(PathHealthz, healthz)
+	mux.Handle(PathReadyz, readyz)
+	mux.Handle(PathMetrics, metricsHandler)
+
+	pm := http.NewServeMux()
+	pm.Handle(PathHealthz, healthz)
+	pm.Handle(PathReadyz, readyz)
+	pm.Handle(PathMetrics, metricsHandler)
+	return mux, pm
+}
+
+// Handler returns the handler of every endpoint (what the TLS server
+// serves).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// ProbeHandler returns the handler of /healthz, /readyz and /metrics (what
+// the plain-HTTP probe listener serves).
+func (s *Server) ProbeHandler() http.Handler { return s.probes }
+
+func (s *Server) healthz(context.Context, *http.Request) (*Reply, error) {
+	return &Reply{ContentType: contentTypeText, Body: []byte("ok\n"), Outcome: OutcomeOK}, nil
+}
+
+func (s *Server) readyz(ctx context.Context, _ *http.Request) (*Reply, error) {
+	if err := s.Ready(ctx); err != nil {
+		return &Reply{Code: http.StatusServiceUnavailable, ContentType: contentTypeText, Body: []byte("not ready: " + err.Error() + "\n"), Outcome: OutcomeUnready}, nil
+	}
+	return &Reply{ContentType: contentTypeText, Body: []byte("ok\n"), Outcome: OutcomeOK}, nil
+}
+
+// Ready reports whether the server should receive traffic: shutdown has
+// not begun, a serving certificate is loaded, a TLS dial to the server's
+// own listener succeeds and presents that certificate, and every added
+// readiness check passes.
+func (s *Server) Ready(ctx context.Context) error {
+	if s.shuttingDown.Load() {
+		return ErrShuttingDown
+	}
+	cert := s.certs.Certificate()
+	if cert == nil || len(cert.Certificate) == 0 {
+		return ErrNoCertificate
+	}
+	addr := s.addr.Load()
+	if addr == nil {
+		return ErrNotServing
+	}
+	if err := dialSelf(ctx, *addr, cert.Certificate[0]); err != nil {
+		return fmt.Errorf("tls dial to %s: %w", *addr, err)
+	}
+	for _, c := range s.checks {
+		if err := c.check(ctx); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+var errWrongCertificate = errors.New("the listener presents another certificate")
+
+// dialSelf completes a TLS handshake with addr and checks that the peer
+// presents the leaf certificate want. The chain is not verified: the
+// certificate names the Service, not the loopback address, and what is
+// checked is that this process serves what it loaded.
+func dialSelf(ctx context.Context, addr string, want []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // identity is checked in VerifyConnection
+		MinVersion:         tls.VersionTLS12,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want) {
+				return errWrongCertificate
+			}
+			return nil
+		},
+	}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// loopback turns a listener address into one this process can dial.
+func loopback(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Run listens on Config.Address (and Config.ProbeAddress) and serves until
+// ctx ends, then shuts down gracefully.
+func Run(ctx context.Context, cfg Config, opts ...Option) error {
+	s, err := New(cfg, opts...) //nolint:contextcheck // construction does no I/O; JMESPath functions carry their own deadlines
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var probe net.Listener
+	if cfg.ProbeAddress != "" {
+		if probe, err = net.Listen("tcp", cfg.ProbeAddress); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("listen for probes: %w", err)
+		}
+	}
+	return s.Serve(ctx, ln, probe)
+}
+
+// Serve serves HTTPS on ln (and, when probe is not nil, the probe
+// endpoints over plain HTTP on probe) until ctx ends. Then: /readyz fails
+// at once; after Config.ShutdownDelay the listeners close and in-flight
+// requests finish (up to Config.ShutdownGracePeriod); then the result sink
+// is flushed (up to Config.FlushTimeout). Serve closes the listeners.
+func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	baseCtx := s.log.WithContext(context.WithoutCancel(ctx))
+
+	tlsSrv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.cfg.RequestTimeout + 10*time.Second,
+		WriteTimeout:      s.cfg.RequestTimeout + 10*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          log.New(serverErrorLog{s.log}, "", 0),
+		TLSConfig: &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: s.certs.GetCertificate,
+		},
+	}
+	servers := []*http.Server{tlsSrv}
+	errc := make(chan error, 2)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.certs.Run(runCtx); err != nil {
+			s.log.Error().Err(err).Msg("certificate source stopped")
+		}
+	}()
+	go func() { errc <- tlsSrv.ServeTLS(ln, "", "") }()
+	addr := loopback(ln.Addr())
+	s.addr.Store(&addr)
+	s.log.Info().Str(keyAddress, ln.Addr().String()).Msg("webhook serving")
+	if probe != nil {
+		probeSrv := &http.Server{
+			Handler:           s.probes,
+			ReadHeaderTimeout: 10 * time.Second,
+			BaseContext:       func(net.Listener) context.Context { return baseCtx },
+			ErrorLog:          log.New(serverErrorLog{s.log}, "", 0),
+		}
+		servers = append(servers, probeSrv)
+		go func() { errc <- probeSrv.Serve(probe) }()
+		s.log.Info().Str(keyAddress, probe.Addr().String()).Msg("probes serving")
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+		serveErr = fmt.Errorf("serve: %w", serveErr)
+	}
+	err := s.shutdown(ctx, servers)
+	stopRun()
+	wg.Wait()
+	return errors.Join(serveErr, err)
+}
+
+// shutdown drains: readiness off, a delay for endpoints to catch up, no
+// new connections, in-flight requests finished, results flushed.
+func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
+	// ctx is done already: the drain gets its own deadlines.
+	base := context.WithoutCancel(ctx)
+	s.shuttingDown.Store(true)
+	s.log.Info().Dur(keyDuration, s.cfg.ShutdownDelay).Msg("shutdown started")
+	if s.cfg.ShutdownDelay > 0 {
+		time.Sleep(s.cfg.ShutdownDelay)
+	}
+	var errs []error
+	gctx, cancel := context.WithTimeout(base, s.cfg.ShutdownGracePeriod)
+	defer cancel()
+	// The probe server (if any) goes last, so that /readyz keeps
+	// answering "shutting down" while admission drains.
+	for _, srv := range servers {
+		if err := srv.Shutdown(gctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown: %w", err))
+		}
+	}
+	s.log.Info().Msg("requests drained")
+	fctx, fcancel := context.WithTimeout(base, s.cfg.FlushTimeout)
+	defer fcancel()
+	if err := s.results.Flush(fctx); err != nil {
+		errs = append(errs, fmt.Errorf("flush results: %w", err))
+	}
+	s.log.Info().Msg("shutdown complete")
+	return errors.Join(errs...)
+}
+
+// serverErrorLog routes net/http's error log into zerolog at debug: it is
+// mostly TLS handshakes cut short by TCP probes and scanners; failures
+// that matter end Serve and are logged there.
+type serverErrorLog struct{ log zerolog.Logger }
+
+func (l serverErrorLog) Write(p []byte) (int, error) {
+	l.log.Debug().Str(keyReason, strings.TrimSpace(string(p))).Msg("http server error")
+	return len(p), nil
+}

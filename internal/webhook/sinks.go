@@ -1,0 +1,196 @@
+package webhook
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+// ResourceRef names one Kubernetes object at one version.
+type ResourceRef struct {
+	APIVersion      string `json:"apiVersion"`
+	Kind            string `json:"kind"`
+	Namespace       string `json:"namespace,omitempty"`
+	Name            string `json:"name"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// PolicyRef names one policy at one version.
+type PolicyRef struct {
+	// Key is "name" for a ClusterPolicy, "namespace/name" for a Policy.
+	Key             string `json:"key"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// RuleResult is the outcome of one rule.
+type RuleResult struct {
+	Name    string          `json:"name"`
+	Type    engine.RuleType `json:"type"`
+	Status  engine.Status   `json:"status"`
+	Message string          `json:"message,omitempty"`
+	// Exception names the PolicyException that exempted the resource.
+	Exception string `json:"exception,omitempty"`
+}
+
+// ResultEvent is the evaluation of one policy on one resource: what
+// VERDICT_RESULTS keeps, last per resource × policy.
+type ResultEvent struct {
+	Resource ResourceRef  `json:"resource"`
+	Policy   PolicyRef    `json:"policy"`
+	Rules    []RuleResult `json:"rules"`
+	// Category, Severity and Scored come from the policy's annotations,
+	// for PolicyReport results.
+	Category string `json:"category,omitempty"`
+	Severity string `json:"severity,omitempty"`
+	Scored   bool   `json:"scored"`
+	// Timestamp is when the admission request was evaluated.
+	Timestamp time.Time `json:"timestamp"`
+	// Admission is true for results of an admission request, false for
+	// background scans.
+	Admission bool `json:"admission"`
+	// RequestUID is the AdmissionRequest's uid.
+	RequestUID string `json:"requestUid,omitempty"`
+}
+
+// ResultSink receives rule results. Publish must not block: an
+// implementation buffers (and counts what it cannot buffer); the admission
+// answer never waits on it. Flush waits until everything published so far
+// has left the process, or ctx ends; the server calls it at shutdown.
+type ResultSink interface {
+	Publish(ctx context.Context, events []ResultEvent)
+	Flush(ctx context.Context) error
+}
+
+// WorkKind is what a worker does with a WorkItem.
+type WorkKind string
+
+// Work kinds the webhook produces.
+const (
+	WorkGenerate WorkKind = "generate"
+)
+
+// WorkItem is one unit of work for the worker services: a generate rule
+// triggered by an admitted resource.
+type WorkItem struct {
+	Kind   WorkKind  `json:"kind"`
+	Policy PolicyRef `json:"policy"`
+	Rule   string    `json:"rule"`
+	// Trigger is the resource whose admission triggered the rule.
+	Trigger   ResourceRef `json:"trigger"`
+	Operation string      `json:"operation"`
+	// UserInfo is who made the request, for rules that use
+	// request.userInfo.
+	UserInfo engine.UserInfo `json:"userInfo"`
+	// Targets are the resources the rule would write, as computed at
+	// admission (the generator recomputes them).
+	Targets    []ResourceRef `json:"targets,omitempty"`
+	RequestUID string        `json:"requestUid,omitempty"`
+	Timestamp  time.Time     `json:"timestamp"`
+}
+
+// WorkSink takes work that must be durable before the webhook answers:
+// Publish returns nil only once the item is acknowledged, and returns when
+// ctx (which carries the publish deadline) ends.
+type WorkSink interface {
+	Publish(ctx context.Context, item WorkItem) error
+}
+
+// NopResultSink discards results.
+type NopResultSink struct{}
+
+// Publish discards the events.
+func (NopResultSink) Publish(context.Context, []ResultEvent) {}
+
+// Flush has nothing to flush.
+func (NopResultSink) Flush(context.Context) error { return nil }
+
+// NopWorkSink acknowledges and discards every item. It is for tests and
+// local experiments: in a cluster, discarded work is lost work.
+type NopWorkSink struct{}
+
+// Publish discards the item.
+func (NopWorkSink) Publish(context.Context, WorkItem) error { return nil }
+
+// unavailableWorkSink is the default when no work sink is wired in: every
+// publish fails, and Config.OnWorkPublishFailure decides.
+type unavailableWorkSink struct{}
+
+func (unavailableWorkSink) Publish(context.Context, WorkItem) error { return ErrWorkSinkUnavailable }
+
+// MemoryResultSink keeps every event, for tests.
+type MemoryResultSink struct {
+	mu      sync.Mutex
+	events  []ResultEvent
+	flushes int
+}
+
+// Publish appends the events.
+func (s *MemoryResultSink) Publish(_ context.Context, events []ResultEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, events...)
+}
+
+// Flush counts the call.
+func (s *MemoryResultSink) Flush(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushes++
+	return nil
+}
+
+// Events returns a copy of what was published.
+func (s *MemoryResultSink) Events() []ResultEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ResultEvent(nil), s.events...)
+}
+
+// Flushes returns how many times Flush was called.
+func (s *MemoryResultSink) Flushes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flushes
+}
+
+// MemoryWorkSink keeps every acknowledged item, for tests. Fail, when set,
+// is returned by every Publish; Delay makes Publish wait (or the context
+// end) first, like a slow queue.
+type MemoryWorkSink struct {
+	Fail  error
+	Delay time.Duration
+
+	mu    sync.Mutex
+	items []WorkItem
+}
+
+// Publish stores the item unless Fail is set or ctx ends first.
+func (s *MemoryWorkSink) Publish(ctx context.Context, item WorkItem) error {
+	if s.Delay > 0 {
+		t := time.NewTimer(s.Delay)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if s.Fail != nil {
+		return s.Fail
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items = append(s.items, item)
+	return nil
+}
+
+// Items returns a copy of the acknowledged items.
+func (s *MemoryWorkSink) Items() []WorkItem {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]WorkItem(nil), s.items...)
+}

@@ -1,0 +1,201 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// PolicySource supplies the policies the webhook evaluates.
+type PolicySource interface {
+	// Set returns the current compiled policies and exceptions. It is
+	// called for every request, concurrently; the set must not be
+	// modified by the caller or afterwards by the source (a source swaps
+	// in a new set instead). An error (for example caches not synced yet)
+	// is answered with a 500, which the API server resolves with the
+	// webhook's failurePolicy.
+	Set(ctx context.Context) (*engine.Set, error)
+	// Invalid lists the policies and exceptions that could not be loaded
+	// or compiled: they are left out of the set, logged and counted, never
+	// fatal.
+	Invalid() []PolicyError
+}
+
+// PolicyError is a policy or exception left out of the set, and why.
+type PolicyError struct {
+	// Source is the file, or the object, it came from.
+	Source string
+	Kind   string
+	// Key is "name" or "namespace/name"; empty when the document has no
+	// name.
+	Key string
+	Err error
+}
+
+func (e PolicyError) Error() string {
+	return fmt.Sprintf("%s %s (%s): %v", e.Kind, e.Key, e.Source, e.Err)
+}
+
+func (e PolicyError) Unwrap() error { return e.Err }
+
+// StaticSource is a fixed set of policies, compiled once: for tests and
+// for the service's file-based mode.
+type StaticSource struct {
+	set     *engine.Set
+	invalid []PolicyError
+}
+
+// NewStaticSource compiles the policies in order. A policy that does not
+// compile is logged, listed by Invalid and left out.
+func NewStaticSource(eng *engine.Engine, policies []*policy.Policy, exceptions []*policy.Exception, log zerolog.Logger) *StaticSource {
+	s := &StaticSource{set: &engine.Set{Exceptions: exceptions}}
+	for _, p := range policies {
+		cp, err := eng.Compile(p)
+		if err != nil {
+			s.addInvalid(log, PolicyError{Source: "compile", Kind: p.Kind, Key: p.Key(), Err: err})
+			continue
+		}
+		s.set.Policies = append(s.set.Policies, cp)
+	}
+	return s
+}
+
+// LoadStaticSource reads ClusterPolicies, Policies and PolicyExceptions
+// from files and directories (walked recursively for .yaml, .yml and
+// .json, in name order). A document that is not a valid policy is logged,
+// listed by Invalid and left out; a path that cannot be read is an error.
+func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger) (*StaticSource, error) {
+	files, err := manifestFiles(paths)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		policies   []*policy.Policy
+		exceptions []*policy.Exception
+		invalid    []PolicyError
+	)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read policies: %w", err)
+		}
+		docs, err := document.DecodeAll(data)
+		if err != nil {
+			invalid = append(invalid, PolicyError{Source: f, Kind: "file", Err: err})
+			continue
+		}
+		for _, d := range docs {
+			obj := d.Object
+			if !policy.IsPolicyGroup(document.String(obj, "apiVersion")) {
+				continue
+			}
+			kind := document.String(obj, "kind")
+			src := fmt.Sprintf("%s#%d", f, d.Index+1)
+			key := objectKey(obj)
+			switch kind {
+			case policy.KindClusterPolicy, policy.KindPolicy:
+				p, err := policy.PolicyFromObject(obj)
+				if err != nil {
+					invalid = append(invalid, PolicyError{Source: src, Kind: kind, Key: key, Err: err})
+					continue
+				}
+				policies = append(policies, p)
+			case policy.KindPolicyException:
+				e, err := policy.ExceptionFromObject(obj)
+				if err != nil {
+					invalid = append(invalid, PolicyError{Source: src, Kind: kind, Key: key, Err: err})
+					continue
+				}
+				exceptions = append(exceptions, e)
+			}
+		}
+	}
+	s := NewStaticSource(eng, policies, exceptions, log)
+	for _, e := range invalid {
+		s.addInvalid(log, e)
+	}
+	log.Info().Int(keyCount, len(s.set.Policies)).Msg("policies loaded")
+	return s, nil
+}
+
+func (s *StaticSource) addInvalid(log zerolog.Logger, e PolicyError) {
+	log.Error().Err(e.Err).Str(keyKind, e.Kind).Str(keyPolicy, e.Key).Str(keyFile, e.Source).Msg("policy left out")
+	s.invalid = append(s.invalid, e)
+}
+
+// Set returns the fixed set.
+func (s *StaticSource) Set(context.Context) (*engine.Set, error) { return s.set, nil }
+
+// Invalid returns the policies left out.
+func (s *StaticSource) Invalid() []PolicyError { return s.invalid }
+
+func objectKey(obj map[string]any) string {
+	name := document.String(obj, "metadata", "name")
+	if ns := document.String(obj, "metadata", "namespace"); ns != "" {
+		return ns + "/" + name
+	}
+	return name
+}
+
+// manifestFiles expands files and directories into manifest files.
+func manifestFiles(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("policies: %w", err)
+		}
+		if !st.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && path != p && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			switch strings.ToLower(filepath.Ext(path)) {
+			case ".yaml", ".yml", ".json":
+				if !d.IsDir() {
+					found = append(found, path)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("policies: %w", err)
+		}
+		sort.Strings(found)
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
+// NamespaceLister supplies namespace labels, for namespaceSelector.
+type NamespaceLister interface {
+	// NamespaceLabels returns the labels of a namespace. A namespace the
+	// lister does not know has no labels (nil, nil); an error is answered
+	// with a 500.
+	NamespaceLabels(ctx context.Context, name string) (map[string]string, error)
+}
+
+// StaticNamespaces is a fixed NamespaceLister: namespace name → labels.
+type StaticNamespaces map[string]map[string]string
+
+// NamespaceLabels returns the namespace's labels.
+func (s StaticNamespaces) NamespaceLabels(_ context.Context, name string) (map[string]string, error) {
+	return s[name], nil
+}

@@ -1,0 +1,61 @@
+// Command webhook is Verdict's admission webhook: mutate, validate and
+// policy validation over HTTPS. Everything but flag parsing lives in
+// internal/webhook.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/verdict-dev/verdict/internal/webhook"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run parses the flags into a Config, runs the webhook until SIGTERM or
+// SIGINT and maps the outcome to an exit code.
+func run(args []string, stderr io.Writer) int {
+	cfg := webhook.DefaultConfig()
+	fs := flag.NewFlagSet("webhook", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bindFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return exitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := webhook.Run(ctx, cfg); err != nil {
+		fmt.Fprintf(stderr, "webhook: %v\n", err)
+		if errors.Is(err, webhook.ErrInvalidConfig) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return exitOK
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/verdict-dev/verdict/internal/webhook"
+)
+
+func TestFlags(t *testing.T) {
+	cfg := webhook.DefaultConfig()
+	fs := flag.NewFlagSet("webhook", flag.ContinueOnError)
+	bindFlags(fs, &cfg)
+	err := fs.Parse([]string{
+		"--address=127.0.0.1:8443",
+		"--probe-address=:8081",
+		"--tls-cert-file=/certs/tls.crt", "--tls-private-key-file=/certs/tls.key",
+		"--tls-reload-interval=1m",
+		"--max-request-bytes=1024",
+		"--request-timeout=3s",
+		"--max-warnings=4",
+		"--work-publish-timeout=500ms",
+		"--on-work-publish-failure=allow",
+		"--shutdown-delay=0s", "--shutdown-grace-period=9s", "--flush-timeout=2s",
+		"--policies=/p/a.yaml,/p/b", "--policies=/p/c",
+		"--log-level=debug", "--log-format=console",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := webhook.Config{
+		Address: "127.0.0.1:8443", ProbeAddress: ":8081",
+		CertFile: "/certs/tls.crt", KeyFile: "/certs/tls.key", CertReloadInterval: time.Minute,
+		MaxRequestBytes: 1024, RequestTimeout: 3 * time.Second, MaxWarnings: 4,
+		WorkPublishTimeout: 500 * time.Millisecond, OnWorkPublishFailure: webhook.WorkFailureAllow,
+		ShutdownDelay: 0, ShutdownGracePeriod: 9 * time.Second, FlushTimeout: 2 * time.Second,
+		PolicyPaths: []string{"/p/a.yaml", "/p/b", "/p/c"},
+		LogLevel:    "debug", LogFormat: "console",
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("config\n%+v\nwant\n%+v", cfg, want)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		code int
+		out  string
+	}{
+		"help":           {args: []string{"-h"}, code: exitOK},
+		"unknown flag":   {args: []string{"--nope"}, code: exitUsage, out: "flag provided but not defined"},
+		"invalid config": {args: []string{"--on-work-publish-failure=maybe"}, code: exitUsage, out: "on-work-publish-failure"},
+		"stray argument": {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
+		"no policies":    {args: []string{"--tls-cert-file=a", "--tls-private-key-file=b", "--log-level=error"}, code: exitUsage, out: "no policy source"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, &stderr); code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", code, tc.code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.out) {
+				t.Fatalf("stderr %q lacks %q", stderr.String(), tc.out)
+			}
+		})
+	}
+}
