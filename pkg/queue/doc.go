@@ -1,2 +1,129 @@
-// Package queue is Verdict's access to NATS JetStream.
+// Package queue is Verdict's access to NATS JetStream: connections
+// (external or embedded), stream and consumer provisioning, subject-safe
+// keys, deduplicating publishers, a consumer runner with dead-lettering, and
+// replay of compacted subjects. Every service goes through it; it aims to
+// make at-least-once delivery, deduplication, dead-lettering and replay easy
+// to use right and hard to use wrong.
+//
+// # Connecting
+//
+// Connect(ctx, WithURL(urls...)) reaches external servers, with WithTLS,
+// WithCredentialsFile or WithNKeyFile as needed; Connect(ctx,
+// WithEmbedded(e)) reaches an embedded server in process. Connect returns
+// once connected; afterwards the client reconnects forever with exponential
+// backoff and jitter (WithReconnectBackoff, default 100ms to 5s) and logs each
+// state change once: natsDisconnected, natsReconnected, natsClosed. The
+// logger is the one in Connect's context (zerolog.Ctx) unless WithLogger
+// gives one; the metrics are registered on a fresh registry unless
+// WithRegisterer or WithMetrics says otherwise, so the package has no global
+// state.
+//
+// RunEmbedded starts a nats-server with JetStream and a file store
+// (StoreDir), on a chosen port, a free one (Port 0), or no port at all
+// (InProcessOnly, the single-process `verdict dev` default).
+// RunEmbeddedCluster starts n of them clustered on loopback for tests.
+//
+// # Streams and consumers
+//
+// Provision creates or updates, idempotently and from any number of replicas
+// at once (no leader), the three streams of DESIGN.md, with file storage, a
+// duplicate window (WithDuplicateWindow, default 2m) and a replica count
+// (WithReplicas: 1 embedded, 3 in a cluster):
+//
+//	VERDICT_RESULTS  verdict.results.<uid>.<policy-key>  limits, MaxMsgsPerSubject=1
+//	VERDICT_WORK     verdict.work.<kind>.<key>           work queue, message schedules on
+//	VERDICT_DEAD     verdict.dead.>                      limits, MaxAge 14 days
+//
+// and the durable pull consumers of DefaultConsumers: generator
+// (generate and mutate work), cleaner, scanner, reporter. Consumers have
+// MaxDeliver -1 on the server: the runner bounds attempts itself (see
+// below), because a server-side limit would leave a message that ran out of
+// deliveries stuck, unseen, in the work queue. VERDICT_WORK allows
+// JetStream message schedules (nats-server 2.12+): a schedule lives on
+// ScheduleSubject(key), which no worker consumer filters, and fires into
+// its target, e.g. WorkSubject(WorkCleanup, key). The server refuses to
+// turn schedules off once on.
+//
+// # Keys
+//
+// Subject tokens come from EncodeToken: ASCII letters, digits, '-' and '_'
+// stay, '.' becomes '~', any other byte becomes %XX (upper-case hex), the
+// empty string becomes "%". Tokens never hold '.', '*', '>' or whitespace,
+// and DecodeToken accepts only what EncodeToken produces, so each key has
+// exactly one subject. ResultSubject, WorkSubject, DeadSubject build
+// subjects; ParseResultSubject and ParseWorkSubject take them apart. MsgID
+// makes deterministic message ids from the parts that identify a fact.
+//
+// # Publishing
+//
+// Every Message carries an ID that becomes its Nats-Msg-Id (ErrMissingID
+// otherwise), so a retried publish, or two replicas publishing the same fact,
+// are stored once within the duplicate window.
+//
+// Conn.PublishSync is for work that must be durable before the caller goes
+// on (generate work, invariant 2): it waits for the stream's ack until the
+// context's deadline (default 5s), retrying transient failures (elections,
+// reconnects, lost acks) with backoff under the same id, and fails with
+// ErrPublishTimeout or ErrPublishRejected.
+//
+// AsyncPublisher is for audit results (invariant 1): Publish never blocks.
+// The buffer (WithBufferSize) bounds everything taken and not yet settled,
+// queued, in flight or waiting to be retried; when it is full Publish fails at
+// once with ErrBufferFull and counts a drop. A pump sends with up to
+// WithMaxInFlight acks outstanding, waits while disconnected rather than
+// filling the client's reconnect buffer, and retries failures with
+// exponential backoff (cenkalti/backoff) until the message's deadline
+// (WithMessageDeadline, default 30s); then the message is dropped, counted,
+// and reported to WithDropHandler. Flush waits for everything taken; Close
+// stops taking, flushes, and reports what it had to drop. Stats returns the
+// counters published, duplicates, retried, dropped and pending; the same are
+// prometheus metrics (dropped by reason: full, expired, rejected, closed).
+//
+// # Consuming
+//
+// A Runner runs a Handler over a durable pull consumer with WithConcurrency
+// handlers. Runners on the same durable, in one process or many, share its
+// messages. The handler answers with an Outcome, and the runner acts on it:
+//
+//	Done()          ack (removes the message from a work queue)
+//	Retry()         nak with the runner's backoff for the delivery count
+//	RetryAfter(d)   nak with delay d
+//	Poison(reason)  dead-letter at once, then terminate
+//
+// A panic is recovered and counts as Retry; a zero Outcome too. Every ack,
+// nak, term and in-progress is checked and failures are counted
+// (ack_errors_total): the message then comes back after AckWait. While a
+// handler runs, the runner sends in-progress every AckWait/3, up to
+// WithMaxWorkTime, when the handler's context also ends. A handler whose
+// goroutine ends without an answer (runtime.Goexit), like a process that
+// dies, leaves its message to come back after AckWait.
+//
+// Attempts are bounded by WithMaxDeliver (default 5): when delivery n =
+// MaxDeliver fails, or a delivery arrives after MaxDeliver lost attempts,
+// the message is published to VERDICT_DEAD on DeadSubject(origin) with the
+// headers Verdict-Dead-Reason, -Subject, -Stream, -Sequence, -Deliveries,
+// -Consumer and -Time, and a Nats-Msg-Id derived from its origin stream and
+// sequence (a repeated dead-lettering is stored once). Only once that
+// publish is acknowledged is the original terminated (which removes it from
+// a work queue); if the publish fails the message is nakked and stays. No
+// message is dropped silently. ParseDeadLetter reads the headers back.
+//
+// Run returns when its context ends, after a drain: it stops fetching, naks
+// what was buffered but not started (another instance takes it at once),
+// waits up to WithDrainTimeout for handlers in flight, then cancels their
+// contexts and answers them as they return.
+//
+// # Replay
+//
+// Conn.Replay hands the last message of every subject of a stream (under
+// WithReplayFilter) to a function, in stream order, through an ephemeral,
+// unacknowledged, in-memory consumer with last-per-subject delivery, pulled
+// in large batches, with progress reports (WithReplayProgress). Rebuilding a
+// projection of VERDICT_RESULTS is one Replay.
+//
+// # Errors, logs, metrics
+//
+// Errors wrap the sentinels of errors.go (ErrInvalidOption, ErrBufferFull,
+// ErrPublishTimeout, ...); test them with errors.Is. Logs use constant
+// messages and the keys of log.go. Metrics are under verdict_queue_*.
 package queue

@@ -62,3 +62,25 @@ func permanent(err error) bool {
 	}
 	return false
 }
+
+// errTryAgain marks an error the caller wants retried whatever it is (a
+// consumer that provisioning has not created yet).
+var errTryAgain = errors.New("try again")
+
+// retryable reports whether an API call (provisioning, lookups) may succeed
+// when repeated: timeouts, no responders, a lost connection that is being
+// re-established, and 503/408 API errors (JetStream not ready, no meta
+// leader). Any other API error is an answer, not an outage.
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, nats.ErrConnectionClosed) {
+		return false
+	}
+	if errors.Is(err, errTryAgain) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 503 || apiErr.Code == 408
+	}
+	return true
+}

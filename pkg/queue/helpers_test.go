@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -126,3 +127,7 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 }
 
 var _ = jetstream.MsgIDHeader
+
+func workMsgNats(subject, data string) *nats.Msg {
+	return &nats.Msg{Subject: subject, Data: []byte(data)}
+}

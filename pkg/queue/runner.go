@@ -353,7 +353,7 @@ func (r *Runner) lookup(ctx context.Context) (jetstream.Consumer, error) {
 		cons, err = r.c.js.Consumer(ctx, r.stream, r.durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			r.log.Warn().Err(err).Msg("consumerMissing")
-			return fmt.Errorf("%w (waiting for provisioning)", err)
+			return fmt.Errorf("%w (%w: waiting for provisioning)", err, errTryAgain)
 		}
 		return err
 	})

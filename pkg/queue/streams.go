@@ -265,7 +265,7 @@ func (c *Conn) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) err
 func retryTransient(ctx context.Context, base time.Duration, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
-		if err == nil || permanent(err) {
+		if !retryable(err) {
 			return err
 		}
 		select {
