@@ -303,12 +303,14 @@ func suffix(fail bool) string {
 }
 
 var (
-	sideEffectsNone = admissionregistrationv1.SideEffectClassNone
-	matchEquivalent = admissionregistrationv1.Equivalent
-	reinvokeNever   = admissionregistrationv1.NeverReinvocationPolicy
+	sideEffectsNone     = admissionregistrationv1.SideEffectClassNone
+	sideEffectsOnDryRun = admissionregistrationv1.SideEffectClassNoneOnDryRun
+	matchEquivalent     = admissionregistrationv1.Equivalent
+	reinvokeNever       = admissionregistrationv1.NeverReinvocationPolicy
 )
 
-// Every field the API server would default is set, so that a written
+// The admission webhooks publish results and work, except on dry runs:
+// NoneOnDryRun. Every field the API server would default is set, so that a written
 // configuration reads back equal and updates happen only on real change.
 func mutatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.MutatingWebhook {
 	return admissionregistrationv1.MutatingWebhook{
@@ -319,7 +321,7 @@ func mutatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.Mut
 		MatchPolicy:             &matchEquivalent,
 		NamespaceSelector:       namespaceSelector(o),
 		ObjectSelector:          &metav1.LabelSelector{},
-		SideEffects:             &sideEffectsNone,
+		SideEffects:             &sideEffectsOnDryRun,
 		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
 		AdmissionReviewVersions: []string{"v1"},
 		ReinvocationPolicy:      &reinvokeNever,
@@ -335,7 +337,7 @@ func validatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.V
 		MatchPolicy:             &matchEquivalent,
 		NamespaceSelector:       namespaceSelector(o),
 		ObjectSelector:          &metav1.LabelSelector{},
-		SideEffects:             &sideEffectsNone,
+		SideEffects:             &sideEffectsOnDryRun,
 		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
 		AdmissionReviewVersions: []string{"v1"},
 	}

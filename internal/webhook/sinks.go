@@ -5,56 +5,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/verdict-dev/verdict/pkg/engine"
+	evt "github.com/verdict-dev/verdict/internal/events"
 )
 
-// ResourceRef names one Kubernetes object at one version.
-type ResourceRef struct {
-	APIVersion      string `json:"apiVersion"`
-	Kind            string `json:"kind"`
-	Namespace       string `json:"namespace,omitempty"`
-	Name            string `json:"name"`
-	UID             string `json:"uid,omitempty"`
-	ResourceVersion string `json:"resourceVersion,omitempty"`
-}
+// The event schema lives in internal/events, shared with the worker
+// services; these names keep the webhook's API readable.
+type (
+	ResourceRef = evt.ResourceRef
+	PolicyRef   = evt.PolicyRef
+	RuleResult  = evt.RuleResult
+	ResultEvent = evt.ResultEvent
+	WorkKind    = evt.WorkKind
+	WorkItem    = evt.WorkItem
+)
 
-// PolicyRef names one policy at one version.
-type PolicyRef struct {
-	// Key is "name" for a ClusterPolicy, "namespace/name" for a Policy.
-	Key             string `json:"key"`
-	UID             string `json:"uid,omitempty"`
-	ResourceVersion string `json:"resourceVersion,omitempty"`
-}
-
-// RuleResult is the outcome of one rule.
-type RuleResult struct {
-	Name    string          `json:"name"`
-	Type    engine.RuleType `json:"type"`
-	Status  engine.Status   `json:"status"`
-	Message string          `json:"message,omitempty"`
-	// Exception names the PolicyException that exempted the resource.
-	Exception string `json:"exception,omitempty"`
-}
-
-// ResultEvent is the evaluation of one policy on one resource: what
-// VERDICT_RESULTS keeps, last per resource × policy.
-type ResultEvent struct {
-	Resource ResourceRef  `json:"resource"`
-	Policy   PolicyRef    `json:"policy"`
-	Rules    []RuleResult `json:"rules"`
-	// Category, Severity and Scored come from the policy's annotations,
-	// for PolicyReport results.
-	Category string `json:"category,omitempty"`
-	Severity string `json:"severity,omitempty"`
-	Scored   bool   `json:"scored"`
-	// Timestamp is when the admission request was evaluated.
-	Timestamp time.Time `json:"timestamp"`
-	// Admission is true for results of an admission request, false for
-	// background scans.
-	Admission bool `json:"admission"`
-	// RequestUID is the AdmissionRequest's uid.
-	RequestUID string `json:"requestUid,omitempty"`
-}
+// WorkGenerate is the work kind of generate rules.
+const WorkGenerate = evt.WorkGenerate
 
 // ResultSink receives rule results. Publish must not block: an
 // implementation buffers (and counts what it cannot buffer); the admission
@@ -63,33 +29,6 @@ type ResultEvent struct {
 type ResultSink interface {
 	Publish(ctx context.Context, events []ResultEvent)
 	Flush(ctx context.Context) error
-}
-
-// WorkKind is what a worker does with a WorkItem.
-type WorkKind string
-
-// Work kinds the webhook produces.
-const (
-	WorkGenerate WorkKind = "generate"
-)
-
-// WorkItem is one unit of work for the worker services: a generate rule
-// triggered by an admitted resource.
-type WorkItem struct {
-	Kind   WorkKind  `json:"kind"`
-	Policy PolicyRef `json:"policy"`
-	Rule   string    `json:"rule"`
-	// Trigger is the resource whose admission triggered the rule.
-	Trigger   ResourceRef `json:"trigger"`
-	Operation string      `json:"operation"`
-	// UserInfo is who made the request, for rules that use
-	// request.userInfo.
-	UserInfo engine.UserInfo `json:"userInfo"`
-	// Targets are the resources the rule would write, as computed at
-	// admission (the generator recomputes them).
-	Targets    []ResourceRef `json:"targets,omitempty"`
-	RequestUID string        `json:"requestUid,omitempty"`
-	Timestamp  time.Time     `json:"timestamp"`
 }
 
 // WorkSink takes work that must be durable before the webhook answers:

@@ -1,0 +1,89 @@
+// Package events defines the messages Verdict's services exchange through
+// JetStream: rule results (VERDICT_RESULTS, the state PolicyReports are
+// folded from) and units of work (VERDICT_WORK). They are encoded as JSON;
+// fields are only ever added.
+package events
+
+import (
+	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+// ResourceRef names one Kubernetes object at one version.
+type ResourceRef struct {
+	APIVersion      string `json:"apiVersion"`
+	Kind            string `json:"kind"`
+	Namespace       string `json:"namespace,omitempty"`
+	Name            string `json:"name"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// PolicyRef names one policy at one version.
+type PolicyRef struct {
+	// Key is "name" for a ClusterPolicy, "namespace/name" for a Policy.
+	Key             string `json:"key"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// RuleResult is the outcome of one rule.
+type RuleResult struct {
+	Name    string          `json:"name"`
+	Type    engine.RuleType `json:"type"`
+	Status  engine.Status   `json:"status"`
+	Message string          `json:"message,omitempty"`
+	// Exception names the PolicyException that exempted the resource.
+	Exception string `json:"exception,omitempty"`
+}
+
+// ResultEvent is the evaluation of one policy on one resource: what
+// VERDICT_RESULTS keeps, last per resource × policy.
+type ResultEvent struct {
+	Resource ResourceRef  `json:"resource"`
+	Policy   PolicyRef    `json:"policy"`
+	Rules    []RuleResult `json:"rules"`
+	// Category, Severity and Scored come from the policy's annotations,
+	// for PolicyReport results.
+	Category string `json:"category,omitempty"`
+	Severity string `json:"severity,omitempty"`
+	Scored   bool   `json:"scored"`
+	// Timestamp is when the admission request was evaluated.
+	Timestamp time.Time `json:"timestamp"`
+	// Admission is true for results of an admission request, false for
+	// background scans.
+	Admission bool `json:"admission"`
+	// RequestUID is the AdmissionRequest's uid.
+	RequestUID string `json:"requestUid,omitempty"`
+}
+
+// WorkKind is what a worker does with a WorkItem.
+type WorkKind string
+
+// Work kinds.
+const (
+	WorkGenerate WorkKind = "generate"
+	WorkMutate   WorkKind = "mutate"
+	WorkCleanup  WorkKind = "cleanup"
+	WorkScan     WorkKind = "scan"
+)
+
+// WorkItem is one unit of work for the worker services: a generate rule
+// triggered by an admitted resource.
+type WorkItem struct {
+	Kind   WorkKind  `json:"kind"`
+	Policy PolicyRef `json:"policy"`
+	Rule   string    `json:"rule"`
+	// Trigger is the resource whose admission triggered the rule.
+	Trigger   ResourceRef `json:"trigger"`
+	Operation string      `json:"operation"`
+	// UserInfo is who made the request, for rules that use
+	// request.userInfo.
+	UserInfo engine.UserInfo `json:"userInfo"`
+	// Targets are the resources the rule would write, as computed at
+	// admission (the generator recomputes them).
+	Targets    []ResourceRef `json:"targets,omitempty"`
+	RequestUID string        `json:"requestUid,omitempty"`
+	Timestamp  time.Time     `json:"timestamp"`
+}
