@@ -32,6 +32,7 @@ type Msg struct {
 	Published time.Time // when the stream stored it
 
 	raw          jetstream.Msg
+	ctx          msgCtx
 	start        time.Time
 	lastProgress atomic.Int64 // unix nanos of the last ack-wait reset
 	r            *Runner
@@ -290,6 +291,51 @@ func (c *Conn) NewRunner(stream, durable string, h Handler, opts ...RunnerOption
 
 type slot struct{ cur atomic.Pointer[Msg] }
 
+// msgCtx is a handler's context: its parent's values, a deadline at
+// MaxWorkTime, and a Done channel made only if the handler asks for it. The
+// runner's heartbeat cancels it at the deadline or when the parent ends, so
+// a message costs no timer.
+type msgCtx struct {
+	context.Context
+	deadline time.Time
+
+	mu   sync.Mutex
+	done chan struct{}
+	err  error
+}
+
+func (c *msgCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *msgCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+func (c *msgCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *msgCtx) cancel(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	if c.done != nil {
+		close(c.done)
+	}
+}
+
 // Run consumes until ctx ends, then drains: it stops fetching, gives back
 // (naks) messages buffered but not started, waits up to the drain timeout
 // for handlers in flight, cancels the rest and answers them as they
@@ -311,7 +357,7 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	hardCtx, hardCancel := context.WithCancel(r.log.WithContext(context.WithoutCancel(ctx)))
 	defer hardCancel()
-	work := make(chan jetstream.Msg)
+	work := make(chan jetstream.Msg, r.opts.concurrency)
 	var wg sync.WaitGroup
 	slots := make([]slot, r.opts.concurrency)
 	for i := range slots {
@@ -320,7 +366,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	hbStop := make(chan struct{})
 	hbDone := make(chan struct{})
-	go r.heartbeat(slots, progress, hbStop, hbDone)
+	go r.heartbeat(hardCtx, slots, progress, hbStop, hbDone)
 
 	fetchErr := r.fetch(ctx, cons, work)
 	close(work)
@@ -448,9 +494,11 @@ func (r *Runner) giveBack(raw jetstream.Msg) {
 }
 
 // heartbeat sends in-progress for messages whose handlers run long.
-func (r *Runner) heartbeat(slots []slot, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+// It also ends handler contexts: at MaxWorkTime, or when the runner's hard
+// context is cancelled after a drain timeout.
+func (r *Runner) heartbeat(hard context.Context, slots []slot, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(max(every/4, 10*time.Millisecond))
+	t := time.NewTicker(min(max(every/4, 10*time.Millisecond), 250*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -459,7 +507,15 @@ func (r *Runner) heartbeat(slots []slot, every time.Duration, stop <-chan struct
 		case now := <-t.C:
 			for i := range slots {
 				m := slots[i].cur.Load()
-				if m == nil || now.Sub(m.start) >= r.opts.maxWork {
+				if m == nil {
+					continue
+				}
+				if err := hard.Err(); err != nil {
+					m.ctx.cancel(err)
+					continue
+				}
+				if !now.Before(m.ctx.deadline) {
+					m.ctx.cancel(context.DeadlineExceeded)
 					continue
 				}
 				if now.UnixNano()-m.lastProgress.Load() < int64(every) {
@@ -516,6 +572,10 @@ func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 		r.deadLetter(ctx, m, "delivered "+strconv.FormatUint(m.Delivery, 10)+" times, more than max deliver "+strconv.Itoa(r.opts.maxDeliver))
 		return
 	}
+	m.ctx.Context, m.ctx.deadline = ctx, m.start.Add(r.opts.maxWork)
+	if ctx.Err() != nil {
+		m.ctx.cancel(ctx.Err())
+	}
 	m.lastProgress.Store(m.start.UnixNano())
 	s.cur.Store(m)
 	r.mInFlight.Inc()
@@ -528,9 +588,8 @@ func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 			r.log.Error().Str(logKeySubject, m.Subject).Uint64(logKeySequence, m.Sequence).Msg("handlerExitedWithoutAnswer")
 		}
 	}()
-	hctx, cancel := context.WithTimeout(ctx, r.opts.maxWork)
-	out, perr, ok := r.call(hctx, m)
-	cancel()
+	out, perr, ok := r.call(&m.ctx, m)
+	m.ctx.cancel(context.Canceled)
 	answered = true
 	r.mTime.Observe(time.Since(m.start).Seconds())
 	if !ok {
