@@ -247,10 +247,15 @@ type AsyncPublisher struct {
 	queue   chan *pubEntry
 	pending atomic.Int64
 
-	mu       sync.Mutex // guards inflight, idle, stopped
+	mu      sync.Mutex // guards idle, stopped
+	idle    chan struct{}
+	stopped bool
+
+	flightMu sync.Mutex // guards inflight
 	inflight map[*nats.Msg]*pubEntry
-	idle     chan struct{}
-	stopped  bool
+
+	connected atomic.Bool // follows the connection's status
+	statusCh  chan nats.Status
 
 	closed   atomic.Bool
 	stop     chan struct{}
@@ -310,8 +315,31 @@ func (c *Conn) NewAsyncPublisher(opts ...PublisherOption) (*AsyncPublisher, erro
 		return nil, fmt.Errorf("jetstream context: %w", err)
 	}
 	p.js = js
+	// Follow the connection's status without taking its lock per message.
+	p.statusCh = c.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	p.connected.Store(c.nc.IsConnected())
+	go p.watchStatus()
 	go p.pump()
 	return p, nil
+}
+
+func (p *AsyncPublisher) watchStatus() {
+	for {
+		select {
+		case st, ok := <-p.statusCh:
+			if !ok {
+				return
+			}
+			// Read the state itself: events can be dropped, never wrong.
+			p.connected.Store(p.c.nc.IsConnected())
+			if st == nats.CLOSED {
+				return
+			}
+		case <-p.pumpDone:
+			p.c.nc.RemoveStatusListener(p.statusCh)
+			return
+		}
+	}
 }
 
 // Publish takes m for publishing within the default message deadline. It
@@ -400,13 +428,13 @@ func (p *AsyncPublisher) Close(ctx context.Context) error {
 		}
 		break
 	}
-	p.mu.Lock()
+	p.flightMu.Lock()
 	left := make([]*pubEntry, 0, len(p.inflight))
 	for k, e := range p.inflight {
 		delete(p.inflight, k)
 		left = append(left, e)
 	}
-	p.mu.Unlock()
+	p.flightMu.Unlock()
 	for _, e := range left {
 		p.drop(e, dropClosed, ErrPublisherClosed)
 		abandoned++
@@ -440,7 +468,7 @@ func (p *AsyncPublisher) send(e *pubEntry) bool {
 			p.drop(e, dropExpired, ErrPublishTimeout)
 			return true
 		}
-		if !p.c.nc.IsConnected() {
+		if !p.connected.Load() {
 			switch p.waitForConnection(e.deadline) {
 			case waitStopped:
 				p.requeueOrDrop(e)
@@ -450,17 +478,17 @@ func (p *AsyncPublisher) send(e *pubEntry) bool {
 				return true
 			}
 		}
-		p.mu.Lock()
+		p.flightMu.Lock()
 		p.inflight[e.msg] = e
-		p.mu.Unlock()
+		p.flightMu.Unlock()
 		_, err := p.js.PublishMsgAsync(e.msg, jetstream.WithStallWait(time.Second))
 		if err == nil {
 			return true
 		}
-		p.mu.Lock()
+		p.flightMu.Lock()
 		_, mine := p.inflight[e.msg]
 		delete(p.inflight, e.msg)
-		p.mu.Unlock()
+		p.flightMu.Unlock()
 		if !mine {
 			return true // settled by a callback meanwhile
 		}
@@ -485,7 +513,7 @@ func (p *AsyncPublisher) waitForConnection(deadline time.Time) waitResult {
 	defer t.Stop()
 	expire := time.NewTimer(time.Until(deadline))
 	defer expire.Stop()
-	for !p.c.nc.IsConnected() {
+	for !p.connected.Load() {
 		select {
 		case <-p.stop:
 			return waitStopped
@@ -498,12 +526,12 @@ func (p *AsyncPublisher) waitForConnection(deadline time.Time) waitResult {
 }
 
 func (p *AsyncPublisher) take(msg *nats.Msg) *pubEntry {
-	p.mu.Lock()
+	p.flightMu.Lock()
 	e, ok := p.inflight[msg]
 	if ok {
 		delete(p.inflight, msg)
 	}
-	p.mu.Unlock()
+	p.flightMu.Unlock()
 	return e
 }
 

@@ -465,3 +465,46 @@ func TestRunnerConsumerRecreated(t *testing.T) {
 	publishWork(t, c, WorkScan, "second")
 	waitFor(t, 15*time.Second, "second done after the consumer came back", func() bool { return s.doneCount() == 2 })
 }
+
+// A handler's context ends at MaxWorkTime, and when a drain runs out of
+// time; the handler's answer still counts.
+func TestRunnerHandlerContext(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c)
+	publishWork(t, c, WorkScan, "slow")
+	errs := make(chan error, 2)
+	stop := startRunner(t, c, ConsumerScanner, func(ctx context.Context, m *Msg) Outcome {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("handler context has no deadline")
+		}
+		<-ctx.Done()
+		errs <- ctx.Err()
+		return RetryAfter(50 * time.Millisecond)
+	}, WithMaxWorkTime(300*time.Millisecond), WithDrainTimeout(200*time.Millisecond))
+	select {
+	case err := <-errs:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("first attempt ended with %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("MaxWorkTime did not end the handler's context")
+	}
+	// The retry is running now (or soon); stopping gives it 200ms.
+	time.Sleep(150 * time.Millisecond)
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("stop took %s", took)
+	}
+	select {
+	case err := <-errs:
+		if err == nil {
+			t.Fatal("nil context error")
+		}
+	default:
+		t.Fatal("second attempt's context was not ended by the drain timeout")
+	}
+}
