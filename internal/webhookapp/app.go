@@ -1,0 +1,291 @@
+// Package webhookapp runs the webhook service in a cluster: Kubernetes
+// clients, the informer-backed policy cache, JetStream sinks, and — on the
+// replica holding the Lease — the webhook registrar and the certificate
+// renewer, around the admission server of internal/webhook.
+package webhookapp
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/verdict-dev/verdict/internal/certs"
+	"github.com/verdict-dev/verdict/internal/leader"
+	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/registrar"
+	"github.com/verdict-dev/verdict/internal/webhook"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// ErrInvalidConfig wraps configuration errors.
+var ErrInvalidConfig = errors.New("invalid webhook service config")
+
+// Config is the cluster configuration of the webhook service.
+type Config struct {
+	Webhook webhook.Config
+
+	// Kubeconfig is a kubeconfig file; empty means in-cluster.
+	Kubeconfig string
+	// Namespace is Verdict's namespace: Lease, Secrets, and a namespace
+	// the webhooks skip.
+	Namespace string
+	// Identity names this replica in the Lease (the pod name).
+	Identity string
+	// ServiceName is the webhook's Service; WebhookURL, when set, is used
+	// instead (the local control plane reaches the webhook by URL).
+	ServiceName string
+	ServicePort int32
+	WebhookURL  string
+
+	// Register runs the webhook registrar on the leader.
+	Register bool
+	// RenewCerts runs the certificate renewer on the leader; turn it off
+	// when cert-manager provides TLSSecret (and its CA).
+	RenewCerts bool
+	CASecret   string
+	TLSSecret  string
+	// CertIPs are extra IP addresses for the serving certificate.
+	CertIPs []net.IP
+
+	LeaseName     string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+
+	// NATSURLs are the JetStream servers; NATSCredentials a creds file.
+	NATSURLs        []string
+	NATSCredentials string
+	// StreamReplicas is the replica count of the streams (1, or 3 in a
+	// NATS cluster).
+	StreamReplicas int
+	// ResultBuffer bounds the results waiting to be published.
+	ResultBuffer int
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Webhook:        webhook.DefaultConfig(),
+		Namespace:      "verdict",
+		Identity:       host,
+		ServiceName:    "verdict-webhook",
+		ServicePort:    443,
+		Register:       true,
+		RenewCerts:     true,
+		CASecret:       "verdict-webhook-ca",
+		TLSSecret:      "verdict-webhook-tls",
+		LeaseName:      "verdict-webhook",
+		LeaseDuration:  15 * time.Second,
+		RenewDeadline:  10 * time.Second,
+		RetryPeriod:    2 * time.Second,
+		NATSURLs:       []string{"nats://127.0.0.1:4222"},
+		StreamReplicas: 1,
+		ResultBuffer:   10000,
+	}
+}
+
+// Validate checks the config.
+func (c *Config) Validate() error {
+	if c.Namespace == "" || c.Identity == "" {
+		return fmt.Errorf("%w: namespace and identity are required", ErrInvalidConfig)
+	}
+	if c.WebhookURL == "" && c.ServiceName == "" {
+		return fmt.Errorf("%w: a service name or a webhook URL is required", ErrInvalidConfig)
+	}
+	if len(c.NATSURLs) == 0 {
+		return fmt.Errorf("%w: at least one NATS URL is required", ErrInvalidConfig)
+	}
+	if c.StreamReplicas != 1 && c.StreamReplicas != 3 && c.StreamReplicas != 5 {
+		return fmt.Errorf("%w: stream replicas must be 1, 3 or 5", ErrInvalidConfig)
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+// Run runs the service until ctx ends, then shuts down gracefully.
+func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	rc, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	ctx = log.WithContext(ctx)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+
+	// JetStream: every replica provisions (idempotent), publishes results
+	// asynchronously and work synchronously.
+	qopts := []queue.ConnOption{queue.WithURL(cfg.NATSURLs...), queue.WithName("verdict-webhook-" + cfg.Identity), queue.WithLogger(log), queue.WithRegisterer(reg)}
+	if cfg.NATSCredentials != "" {
+		qopts = append(qopts, queue.WithCredentialsFile(cfg.NATSCredentials))
+	}
+	conn, err := queue.Connect(ctx, qopts...)
+	if err != nil {
+		return fmt.Errorf("connect to NATS: %w", err)
+	}
+	defer conn.Close()
+	if err := conn.Provision(ctx, queue.WithReplicas(cfg.StreamReplicas)); err != nil {
+		log.Warn().Err(err).Msg("streams not provisioned yet; publishing will be retried")
+	}
+	pub, err := conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(cfg.ResultBuffer))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = pub.Close(cctx)
+	}()
+
+	loader := policycache.NewLoader(kube, 3*time.Second, 2<<20)
+	eng, err := engine.New(engine.WithContextLoader(loader))
+	if err != nil {
+		return err
+	}
+	pc := policycache.New(eng, dyn, kube, log)
+	if err := pc.Start(ctx); err != nil {
+		return err
+	}
+
+	certSrc := certs.WatchSecret(ctx, kube, cfg.Namespace, cfg.TLSSecret)
+	if cfg.Register || cfg.RenewCerts {
+		go runLeader(ctx, kube, cfg, pc, log)
+	}
+
+	srv, err := webhook.New(cfg.Webhook, //nolint:contextcheck // construction does no I/O
+		webhook.WithLogger(log),
+		webhook.WithRegistry(reg),
+		webhook.WithPolicySource(policySource{pc}),
+		webhook.WithNamespaceLister(pc),
+		webhook.WithCertSource(secretCerts{certSrc}),
+		webhook.WithResultSink(&resultSink{pub: pub, log: log}),
+		webhook.WithWorkSink(&workSink{conn: conn}),
+		webhook.WithContextLoader(loader),
+	)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Webhook.Address)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var probe net.Listener
+	if cfg.Webhook.ProbeAddress != "" {
+		if probe, err = net.Listen("tcp", cfg.Webhook.ProbeAddress); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("listen for probes: %w", err)
+		}
+	}
+	return srv.Serve(ctx, ln, probe)
+}
+
+// runLeader campaigns for the Lease and, while leading, keeps the
+// certificates and the webhook configurations current.
+func runLeader(ctx context.Context, kube kubernetes.Interface, cfg Config, pc *policycache.Cache, log zerolog.Logger) {
+	opts := registrar.Options{
+		URL:                cfg.WebhookURL,
+		ExcludedNamespaces: []string{"kube-system", cfg.Namespace},
+	}
+	dns := []string{}
+	if cfg.WebhookURL == "" {
+		port := cfg.ServicePort
+		opts.Service = &admissionregistrationv1.ServiceReference{Namespace: cfg.Namespace, Name: cfg.ServiceName, Port: &port}
+		dns = append(dns, cfg.ServiceName+"."+cfg.Namespace+".svc", cfg.ServiceName+"."+cfg.Namespace+".svc.cluster.local")
+	}
+	reg := registrar.New(kube, registrar.NewDiscoveryResolver(kube.Discovery()), pc, opts).
+		WithCABundle(func() ([]byte, error) { return certs.Bundle(ctx, kube, cfg.Namespace, cfg.CASecret) })
+	var renewer *certs.Renewer
+	if cfg.RenewCerts {
+		var err error
+		renewer, err = certs.NewRenewer(kube, certs.Config{
+			Namespace: cfg.Namespace, CASecret: cfg.CASecret, TLSSecret: cfg.TLSSecret,
+			DNSNames: dns, IPs: cfg.CertIPs,
+		}, func(ctx context.Context, ca *x509.Certificate) (bool, error) {
+			return trustedByWebhooks(ctx, kube, opts, ca)
+		})
+		if err != nil {
+			log.Error().Err(err).Msg("certificate renewer not started")
+		}
+	}
+	err := leader.Run(ctx, kube, leader.Config{
+		Namespace: cfg.Namespace, Name: cfg.LeaseName, Identity: cfg.Identity,
+		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
+	}, func(lctx context.Context) {
+		if renewer != nil {
+			go renewer.Loop(lctx, time.Minute, nil)
+		}
+		if cfg.Register {
+			poke := registrar.WatchConfigurations(lctx, kube, opts)
+			_ = reg.Loop(lctx, poke, 30*time.Second)
+			return
+		}
+		<-lctx.Done()
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("leader election stopped")
+	}
+}
+
+// trustedByWebhooks reports whether every admission webhook of the two
+// configurations carries ca in its caBundle.
+func trustedByWebhooks(ctx context.Context, kube kubernetes.Interface, opts registrar.Options, ca *x509.Certificate) (bool, error) {
+	name := opts.ValidatingName
+	if name == "" {
+		name = registrar.DefaultValidatingName
+	}
+	v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, nil //nolint:nilerr // not registered yet: not trusted yet
+	}
+	for _, w := range v.Webhooks {
+		if !certs.BundleHas(w.ClientConfig.CABundle, ca) {
+			return false, nil
+		}
+	}
+	mname := opts.MutatingName
+	if mname == "" {
+		mname = registrar.DefaultMutatingName
+	}
+	m, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mname, metav1.GetOptions{})
+	if err != nil {
+		return false, nil //nolint:nilerr // not registered yet
+	}
+	for _, w := range m.Webhooks {
+		if !certs.BundleHas(w.ClientConfig.CABundle, ca) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

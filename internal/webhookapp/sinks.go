@@ -1,0 +1,93 @@
+package webhookapp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/webhook"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// resultSink publishes rule results to VERDICT_RESULTS through the
+// queue's asynchronous publisher: Publish never blocks (a full buffer is
+// counted as dropped by the publisher's metrics), Flush waits for the
+// buffer at shutdown.
+type resultSink struct {
+	pub *queue.AsyncPublisher
+	log zerolog.Logger
+}
+
+var _ webhook.ResultSink = (*resultSink)(nil)
+
+// ResultMessage is the queue message of a result event: its subject (the
+// resource and policy, so the stream keeps the last per pair) and a
+// deterministic id (a retried publish, or two replicas evaluating the same
+// admission, collapse).
+func ResultMessage(ev events.ResultEvent) (queue.Message, error) {
+	if ev.Resource.UID == "" || ev.Policy.Key == "" {
+		return queue.Message{}, fmt.Errorf("result event needs a resource uid and a policy key")
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	return queue.Message{
+		Subject: queue.ResultSubject(ev.Resource.UID, ev.Policy.Key),
+		ID:      queue.MsgID("result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID),
+		Data:    data,
+	}, nil
+}
+
+func (s *resultSink) Publish(_ context.Context, evs []events.ResultEvent) {
+	for _, ev := range evs {
+		m, err := ResultMessage(ev)
+		if err != nil {
+			s.log.Debug().Err(err).Msg("result not published")
+			continue
+		}
+		// The publisher counts what it drops; the admission answer does
+		// not wait.
+		_ = s.pub.Publish(m)
+	}
+}
+
+func (s *resultSink) Flush(ctx context.Context) error { return s.pub.Flush(ctx) }
+
+// workSink publishes generate work to VERDICT_WORK and returns only once
+// the stream acknowledged it (or ctx, carrying the deadline, ends).
+type workSink struct {
+	conn *queue.Conn
+}
+
+var _ webhook.WorkSink = (*workSink)(nil)
+
+// WorkMessage is the queue message of a work item.
+func WorkMessage(item events.WorkItem) (queue.Message, error) {
+	data, err := json.Marshal(item)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	key := item.Policy.Key + "/" + item.Rule + "/" + item.Trigger.UID
+	subject, err := queue.WorkSubject(queue.WorkKind(item.Kind), key)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	return queue.Message{
+		Subject: subject,
+		ID:      queue.MsgID("work", string(item.Kind), item.Policy.UID, item.Policy.ResourceVersion, item.Rule, item.Trigger.UID, item.Trigger.ResourceVersion, item.RequestUID),
+		Data:    data,
+	}, nil
+}
+
+func (s *workSink) Publish(ctx context.Context, item events.WorkItem) error {
+	m, err := WorkMessage(item)
+	if err != nil {
+		return err
+	}
+	_, err = s.conn.PublishSync(ctx, m)
+	return err
+}
