@@ -2,9 +2,13 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/verdict-dev/verdict/internal/webhook"
+	"github.com/verdict-dev/verdict/internal/webhookapp"
 )
 
 // bindFlags binds every field of cfg to a kebab-case flag; the values in
@@ -36,4 +40,56 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	})
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "json or console")
+}
+
+// clusterFlags are the choices that are not part of a config struct.
+type clusterFlags struct {
+	enabled bool
+	natsSet bool
+}
+
+// bindClusterFlags binds the cluster mode's settings.
+func bindClusterFlags(fs *flag.FlagSet, cfg *webhookapp.Config) *clusterFlags {
+	cf := &clusterFlags{}
+	fs.BoolVar(&cf.enabled, "cluster", false, "cluster mode: policies from the API server (informers), results and work to JetStream, leader-elected registrar and certificate renewer")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", cfg.Kubeconfig, "kubeconfig file (empty: in-cluster config)")
+	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: Lease, Secrets; also skipped by the webhooks")
+	fs.StringVar(&cfg.Identity, "identity", cfg.Identity, "this replica's name in the Lease (the pod name)")
+	fs.StringVar(&cfg.ServiceName, "service-name", cfg.ServiceName, "the webhook's Service")
+	fs.Func("service-port", "the webhook Service's port (default 443)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		cfg.ServicePort = int32(n)
+		return err
+	})
+	fs.StringVar(&cfg.WebhookURL, "webhook-url", cfg.WebhookURL, "reach the webhook at this URL instead of the Service (local control plane)")
+	fs.BoolVar(&cfg.Register, "register-webhooks", cfg.Register, "keep the webhook configurations current (leader only)")
+	fs.BoolVar(&cfg.RenewCerts, "renew-certificates", cfg.RenewCerts, "issue and renew the serving certificate (leader only); turn off with cert-manager")
+	fs.StringVar(&cfg.CASecret, "ca-secret", cfg.CASecret, "Secret holding the CA and the CA bundle")
+	fs.StringVar(&cfg.TLSSecret, "tls-secret", cfg.TLSSecret, "Secret holding the serving certificate")
+	fs.Func("certificate-ips", "extra IP addresses in the serving certificate (comma-separated)", func(s string) error {
+		for _, p := range strings.Split(s, ",") {
+			ip := net.ParseIP(strings.TrimSpace(p))
+			if ip == nil {
+				return fmt.Errorf("not an IP address: %q", p)
+			}
+			cfg.CertIPs = append(cfg.CertIPs, ip)
+		}
+		return nil
+	})
+	fs.StringVar(&cfg.LeaseName, "lease-name", cfg.LeaseName, "the Lease leaders take")
+	fs.Func("nats-url", "JetStream server URL (repeatable, or comma-separated; default nats://127.0.0.1:4222)", func(s string) error {
+		if !cf.natsSet {
+			cfg.NATSURLs, cf.natsSet = nil, true
+		}
+		for _, u := range strings.Split(s, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				cfg.NATSURLs = append(cfg.NATSURLs, u)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&cfg.NATSCredentials, "nats-credentials", cfg.NATSCredentials, "NATS credentials file")
+	fs.IntVar(&cfg.StreamReplicas, "stream-replicas", cfg.StreamReplicas, "replicas of the JetStream streams (1, or 3 with a NATS cluster)")
+	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
+	return cf
 }

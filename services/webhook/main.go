@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/verdict-dev/verdict/internal/webhook"
+	"github.com/verdict-dev/verdict/internal/webhookapp"
 )
 
 // Exit codes.
@@ -30,10 +31,12 @@ func main() {
 // run parses the flags into a Config, runs the webhook until SIGTERM or
 // SIGINT and maps the outcome to an exit code.
 func run(args []string, stderr io.Writer) int {
-	cfg := webhook.DefaultConfig()
+	app := webhookapp.DefaultConfig()
+	cfg := &app.Webhook
 	fs := flag.NewFlagSet("webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	bindFlags(fs, &cfg)
+	bindFlags(fs, cfg)
+	cluster := bindClusterFlags(fs, &app)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -44,15 +47,41 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
 		return exitUsage
 	}
+	if cluster.enabled {
+		return runCluster(app, stderr)
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := webhook.Run(ctx, cfg); err != nil {
+	if err := webhook.Run(ctx, *cfg); err != nil {
 		fmt.Fprintf(stderr, "webhook: %v\n", err)
 		if errors.Is(err, webhook.ErrInvalidConfig) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return exitOK
+}
+
+// runCluster runs the cluster mode until SIGTERM or SIGINT.
+func runCluster(app webhookapp.Config, stderr io.Writer) int {
+	if err := app.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	log, err := webhook.NewLogger(stderr, app.Webhook.LogLevel, app.Webhook.LogFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := webhookapp.Run(ctx, app, log); err != nil {
+		fmt.Fprintf(stderr, "webhook: %v\n", err)
+		if errors.Is(err, webhookapp.ErrInvalidConfig) || errors.Is(err, webhook.ErrInvalidConfig) {
 			return exitUsage
 		}
 		return exitFailed
