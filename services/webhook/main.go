@@ -56,7 +56,19 @@ func run(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := webhook.Run(ctx, *cfg); err != nil {
+	var err error
+	if cluster.natsSet {
+		// Files for policies and certificates, JetStream for results.
+		log, lerr := webhook.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+		if lerr != nil {
+			fmt.Fprintln(stderr, lerr)
+			return exitUsage
+		}
+		err = webhookapp.RunFiles(ctx, *cfg, app.NATSURLs, app.StreamReplicas, app.ResultBuffer, log)
+	} else {
+		err = webhook.Run(ctx, *cfg)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "webhook: %v\n", err)
 		if errors.Is(err, webhook.ErrInvalidConfig) {
 			return exitUsage

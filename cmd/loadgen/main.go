@@ -1,0 +1,328 @@
+// Command loadgen sends AdmissionReviews built from a file of Pods to a
+// webhook over TLS and reports throughput and latency percentiles, at
+// fixed concurrency levels (closed loop) or at a fixed request rate (open
+// loop). It only talks to the address it is given; every run is bounded
+// in time and in requests.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/verdict-dev/verdict/internal/certs"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+)
+
+type config struct {
+	url         string
+	caFile      string
+	insecure    bool
+	podsFile    string
+	concurrency []int
+	rate        int
+	duration    time.Duration
+	warmup      time.Duration
+	maxRequests int
+	operation   string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "certs" {
+		return writeCerts(args[1:], out)
+	}
+	cfg, err := parse(args)
+	if err != nil {
+		return err
+	}
+	bodies, err := reviews(cfg)
+	if err != nil {
+		return err
+	}
+	client, err := newClient(cfg)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tconcurrency\trequests\terrors\treq/s\tp50\tp90\tp99\tmax\t")
+	levels := cfg.concurrency
+	for _, c := range levels {
+		if cfg.warmup > 0 {
+			_ = measure(ctx, client, cfg, bodies, c, 0, cfg.warmup)
+		}
+		r := measure(ctx, client, cfg, bodies, c, cfg.rate, cfg.duration)
+		mode := "closed"
+		if cfg.rate > 0 {
+			mode = fmt.Sprintf("open %d/s", cfg.rate)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t\n", mode, c, r.n, r.errors, r.rps,
+			ms(r.pct(50)), ms(r.pct(90)), ms(r.pct(99)), ms(r.pct(100)))
+		if r.firstErr != nil {
+			fmt.Fprintf(tw, "first error: %v\t\t\t\t\t\t\t\t\t\n", r.firstErr)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return tw.Flush()
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + "ms"
+}
+
+func parse(args []string) (config, error) {
+	var cfg config
+	var conc string
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.StringVar(&cfg.url, "url", "https://127.0.0.1:9443/validate", "webhook endpoint")
+	fs.StringVar(&cfg.caFile, "ca-file", "", "CA that signed the webhook's certificate")
+	fs.BoolVar(&cfg.insecure, "insecure", false, "skip certificate verification")
+	fs.StringVar(&cfg.podsFile, "pods", "../shared/bench/pods-1000.yaml", "multi-document YAML of Pods")
+	fs.StringVar(&conc, "concurrency", "1,4,16,64", "comma-separated concurrency levels")
+	fs.IntVar(&cfg.rate, "rate", 0, "requests per second (open loop); 0 for closed loop")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement time per level")
+	fs.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "warm-up time per level, not measured")
+	fs.IntVar(&cfg.maxRequests, "max-requests", 1_000_000, "upper bound of requests per level")
+	fs.StringVar(&cfg.operation, "operation", "CREATE", "admission operation")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	for _, s := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("bad concurrency %q", s)
+		}
+		cfg.concurrency = append(cfg.concurrency, n)
+	}
+	if cfg.duration <= 0 || cfg.duration > 10*time.Minute {
+		return cfg, errors.New("duration must be between 0 and 10m")
+	}
+	return cfg, nil
+}
+
+// reviews builds one AdmissionReview body per Pod.
+func reviews(cfg config) ([][]byte, error) {
+	data, err := os.ReadFile(cfg.podsFile)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := document.DecodeAll(data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(docs))
+	for i, d := range docs {
+		obj := d.Object
+		ns := document.String(obj, "metadata", "namespace")
+		if ns == "" {
+			ns = "default"
+		}
+		review := map[string]any{
+			"apiVersion": "admission.k8s.io/v1",
+			"kind":       "AdmissionReview",
+			"request": map[string]any{
+				"uid":       fmt.Sprintf("loadgen-%06d", i),
+				"kind":      map[string]any{"group": "", "version": "v1", "kind": "Pod"},
+				"resource":  map[string]any{"group": "", "version": "v1", "resource": "pods"},
+				"name":      document.String(obj, "metadata", "name"),
+				"namespace": ns,
+				"operation": cfg.operation,
+				"userInfo":  map[string]any{"username": "loadgen", "groups": []any{"system:authenticated"}},
+				"object":    obj,
+				"dryRun":    false,
+			},
+		}
+		b, err := json.Marshal(review)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no documents in " + cfg.podsFile)
+	}
+	return out, nil
+}
+
+func newClient(cfg config) (*http.Client, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.insecure} //nolint:gosec // opt-in for local runs
+	if cfg.caFile != "" {
+		pem, err := os.ReadFile(cfg.caFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("no certificate in " + cfg.caFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	tr := &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, ForceAttemptHTTP2: false}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}, nil
+}
+
+type result struct {
+	n, errors int
+	rps       float64
+	lat       []time.Duration
+	firstErr  error
+}
+
+func (r *result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(float64(len(r.lat)-1) * p / 100)
+	return r.lat[i]
+}
+
+// measure runs one level: c workers, each sending the next review as soon
+// as the previous answer arrives (rate 0), or all together holding rate
+// requests per second.
+func measure(ctx context.Context, client *http.Client, cfg config, bodies [][]byte, c, rate int, d time.Duration) *result {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var next atomic.Int64
+	var mu sync.Mutex
+	res := &result{}
+	var tick <-chan time.Time
+	if rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(rate))
+		defer t.Stop()
+		tick = t.C
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < c; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 4096)
+			var errs int
+			var firstErr error
+			for ctx.Err() == nil {
+				if tick != nil {
+					select {
+					case <-ctx.Done():
+						continue
+					case <-tick:
+					}
+				}
+				i := next.Add(1)
+				if int(i) > cfg.maxRequests {
+					break
+				}
+				body := bodies[int(i)%len(bodies)]
+				t0 := time.Now()
+				err := send(ctx, client, cfg.url, body)
+				if ctx.Err() != nil {
+					break
+				}
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					errs++
+					if firstErr == nil {
+						firstErr = err
+					}
+				}
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errors += errs
+			if res.firstErr == nil {
+				res.firstErr = firstErr
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	sort.Slice(res.lat, func(i, j int) bool { return res.lat[i] < res.lat[j] })
+	res.n = len(res.lat)
+	res.rps = float64(res.n) / elapsed.Seconds()
+	return res
+}
+
+func send(ctx context.Context, client *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
+	}
+	var review struct {
+		Response *struct {
+			UID string `json:"uid"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(b, &review); err != nil || review.Response == nil {
+		return fmt.Errorf("not an AdmissionReview answer: %.200s", b)
+	}
+	return nil
+}
+
+// writeCerts writes a throw-away CA (ca.crt) and a serving certificate for
+// 127.0.0.1 (tls.crt, tls.key) into a directory, for local load runs.
+func writeCerts(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("loadgen certs", flag.ContinueOnError)
+	dir := fs.String("dir", ".", "where to write ca.crt, tls.crt and tls.key")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	now := time.Now()
+	ca, err := certs.NewCA("loadgen-ca", now, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	kp, err := certs.NewServing(ca, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, now, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(*dir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "wrote ca.crt, tls.crt, tls.key to", *dir)
+	return nil
+}
