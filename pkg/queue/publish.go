@@ -464,6 +464,12 @@ func (p *AsyncPublisher) pump() {
 // send publishes one entry; false when the publisher is stopping.
 func (p *AsyncPublisher) send(e *pubEntry) bool {
 	for {
+		select {
+		case <-p.stop:
+			p.requeueOrDrop(e) // drops: the publisher is stopped
+			return false
+		default:
+		}
 		if time.Now().After(e.deadline) {
 			p.drop(e, dropExpired, ErrPublishTimeout)
 			return true

@@ -358,18 +358,22 @@ func (r *Runner) Run(ctx context.Context) error {
 	hardCtx, hardCancel := context.WithCancel(r.log.WithContext(context.WithoutCancel(ctx)))
 	defer hardCancel()
 	work := make(chan jetstream.Msg, r.opts.concurrency)
+	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	slots := make([]slot, r.opts.concurrency)
 	for i := range slots {
 		wg.Add(1)
-		go r.worker(hardCtx, &slots[i], work, &wg)
+		go r.worker(hardCtx, &slots[i], work, quit, &wg)
 	}
 	hbStop := make(chan struct{})
 	hbDone := make(chan struct{})
 	go r.heartbeat(hardCtx, slots, progress, hbStop, hbDone)
 
 	fetchErr := r.fetch(ctx, cons, work)
-	close(work)
+	// Workers finish what was handed over, then stop. The channel is never
+	// closed: a late consume callback may still look at it (and, seeing
+	// ctx done, gives its message back).
+	close(quit)
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -534,23 +538,34 @@ func (r *Runner) heartbeat(hard context.Context, slots []slot, every time.Durati
 	}
 }
 
-// worker handles messages until work closes. If a handler ends its
-// goroutine (runtime.Goexit) the message is left unanswered, as if its
-// process died: it is delivered again after AckWait, and a new worker
-// takes the slot.
-func (r *Runner) worker(ctx context.Context, s *slot, work <-chan jetstream.Msg, wg *sync.WaitGroup) {
+// worker handles messages until quit closes and nothing is left in work.
+// If a handler ends its goroutine (runtime.Goexit) the message is left
+// unanswered, as if its process died: it is delivered again after AckWait,
+// and a new worker takes the slot.
+func (r *Runner) worker(ctx context.Context, s *slot, work <-chan jetstream.Msg, quit <-chan struct{}, wg *sync.WaitGroup) {
 	finished := false
 	defer func() {
 		if finished {
 			wg.Done()
 			return
 		}
-		go r.worker(ctx, s, work, wg)
+		go r.worker(ctx, s, work, quit, wg)
 	}()
-	for raw := range work {
-		r.process(ctx, s, raw)
+	for {
+		select {
+		case raw := <-work:
+			r.process(ctx, s, raw)
+			continue
+		case <-quit:
+		}
+		select {
+		case raw := <-work:
+			r.process(ctx, s, raw)
+		default:
+			finished = true
+			return
+		}
 	}
-	finished = true
 }
 
 func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
