@@ -60,6 +60,13 @@ type Config struct {
 	TLSSecret  string
 	// CertIPs are extra IP addresses for the serving certificate.
 	CertIPs []net.IP
+	// Certificates' lifetimes (zero: certs.Config's defaults) and how
+	// often the renewer checks them.
+	CAValidity, CertValidity, RenewBefore, ReloadGrace time.Duration
+	RenewInterval                                      time.Duration
+	// ReconcileInterval is how often the registrar checks the
+	// configurations without being told of a change.
+	ReconcileInterval time.Duration
 
 	LeaseName     string
 	LeaseDuration time.Duration
@@ -80,22 +87,24 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Webhook:        webhook.DefaultConfig(),
-		Namespace:      "verdict",
-		Identity:       host,
-		ServiceName:    "verdict-webhook",
-		ServicePort:    443,
-		Register:       true,
-		RenewCerts:     true,
-		CASecret:       "verdict-webhook-ca",
-		TLSSecret:      "verdict-webhook-tls",
-		LeaseName:      "verdict-webhook",
-		LeaseDuration:  15 * time.Second,
-		RenewDeadline:  10 * time.Second,
-		RetryPeriod:    2 * time.Second,
-		NATSURLs:       []string{"nats://127.0.0.1:4222"},
-		StreamReplicas: 1,
-		ResultBuffer:   10000,
+		Webhook:           webhook.DefaultConfig(),
+		Namespace:         "verdict",
+		Identity:          host,
+		ServiceName:       "verdict-webhook",
+		ServicePort:       443,
+		Register:          true,
+		RenewCerts:        true,
+		CASecret:          "verdict-webhook-ca",
+		TLSSecret:         "verdict-webhook-tls",
+		LeaseName:         "verdict-webhook",
+		LeaseDuration:     15 * time.Second,
+		RenewDeadline:     10 * time.Second,
+		RetryPeriod:       2 * time.Second,
+		NATSURLs:          []string{"nats://127.0.0.1:4222"},
+		RenewInterval:     time.Minute,
+		ReconcileInterval: 30 * time.Second,
+		StreamReplicas:    1,
+		ResultBuffer:      10000,
 	}
 }
 
@@ -232,6 +241,8 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, cfg Config, pc *p
 		renewer, err = certs.NewRenewer(kube, certs.Config{
 			Namespace: cfg.Namespace, CASecret: cfg.CASecret, TLSSecret: cfg.TLSSecret,
 			DNSNames: dns, IPs: cfg.CertIPs,
+			CAValidity: cfg.CAValidity, CertValidity: cfg.CertValidity,
+			RenewBefore: cfg.RenewBefore, ReloadGrace: cfg.ReloadGrace,
 		}, func(ctx context.Context, ca *x509.Certificate) (bool, error) {
 			return trustedByWebhooks(ctx, kube, opts, ca)
 		})
@@ -243,12 +254,36 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, cfg Config, pc *p
 		Namespace: cfg.Namespace, Name: cfg.LeaseName, Identity: cfg.Identity,
 		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
 	}, func(lctx context.Context) {
+		// The registrar reconciles when a configuration is touched and when
+		// the certificate material changes (a CA rotation must reach the
+		// caBundle before the renewer moves on).
+		poke := make(chan struct{}, 1)
+		signal := func() {
+			select {
+			case poke <- struct{}{}:
+			default:
+			}
+		}
 		if renewer != nil {
-			go renewer.Loop(lctx, time.Minute, nil)
+			go renewer.Loop(lctx, cfg.RenewInterval, func(step certs.Step) {
+				if step != certs.StepNone {
+					signal()
+				}
+			})
 		}
 		if cfg.Register {
-			poke := registrar.WatchConfigurations(lctx, kube, opts)
-			_ = reg.Loop(lctx, poke, 30*time.Second)
+			watch := registrar.WatchConfigurations(lctx, kube, opts)
+			go func() {
+				for {
+					select {
+					case <-lctx.Done():
+						return
+					case <-watch:
+						signal()
+					}
+				}
+			}()
+			_ = reg.Loop(lctx, poke, cfg.ReconcileInterval)
 			return
 		}
 		<-lctx.Done()
