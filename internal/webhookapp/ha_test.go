@@ -373,3 +373,37 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 	}
 	t.Fatalf("condition not met within %s", d)
 }
+
+// TestE2ECertificateRotation: lifetimes short enough that the serving
+// certificate is renewed and the CA rotated (new CA trusted, certificate
+// switched, old CA dropped) while Pods are admitted: no admission fails.
+func TestE2ECertificateRotation(t *testing.T) {
+	e := newEnv(t)
+	e.startReplica(t, "replica-a", "", func(c *webhookapp.Config) {
+		c.CAValidity, c.CertValidity, c.RenewBefore = 36*time.Second, 24*time.Second, 20*time.Second
+		c.ReloadGrace, c.RenewInterval = 2*time.Second, 500*time.Millisecond
+	})
+	waitEnforced(t, e.kube)
+	caSecret := func() []byte {
+		s, err := e.kube.CoreV1().Secrets("verdict").Get(t.Context(), "verdict-webhook-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Data[certs.KeyCert]
+	}
+	firstCA := caSecret()
+	tr := startTraffic(t, e.kube)
+	// The CA enters its renewal window 16 s after it was made; wait for a
+	// new CA, then for the bundle to shrink back to it alone.
+	waitFor(t, 60*time.Second, func() bool { return !bytes.Equal(caSecret(), firstCA) })
+	waitFor(t, 30*time.Second, func() bool {
+		s, err := e.kube.CoreV1().Secrets("verdict").Get(t.Context(), "verdict-webhook-ca", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		b, _ := certs.ParseBundle(s.Data[certs.KeyBundle])
+		return len(b) == 1
+	})
+	time.Sleep(2 * time.Second)
+	tr.finish(t)
+}
