@@ -1,9 +1,4 @@
-// Package kube holds the Kubernetes client start-up shared by Verdict's
-// services: clients from a kubeconfig or the in-cluster config.
+// Package kube holds the Kubernetes start-up shared by Verdict's services:
+// client-go's logging routed into zerolog.
 package kube
 
-import (
-	_ "k8s.io/client-go/dynamic"
-	_ "k8s.io/client-go/kubernetes"
-	_ "k8s.io/client-go/tools/leaderelection"
-)

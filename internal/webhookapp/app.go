@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/verdict-dev/verdict/internal/certs"
+	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/leader"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/registrar"
@@ -137,6 +138,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	kubeutil.RouteKlog(log)
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubernetes client config: %w", err)
