@@ -24,9 +24,7 @@ var errFailures = errors.New("failures found")
 
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	// The commands get ctx through ExecuteContext; the chain contextcheck
-	// follows ends in a JMESPath function that has no caller context.
-	root := newRoot(stdin, stdout) //nolint:contextcheck // see above
+	root := newRoot(stdin, stdout)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

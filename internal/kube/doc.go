@@ -1,4 +1,3 @@
 // Package kube holds the Kubernetes start-up shared by Verdict's services:
 // client-go's logging routed into zerolog.
 package kube
-
