@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -167,7 +168,7 @@ func BenchmarkConsumeAck(b *testing.B) {
 				close(done)
 			}
 			return Done()
-		}, WithConcurrency(4), WithPrefetch(500))
+		}, WithConcurrency(benchConcurrency), WithPrefetch(500))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -294,3 +295,159 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 var _ = fmt.Sprint
+
+// benchConcurrency is the runner's handler count in BenchmarkConsumeAck
+// (QUEUE_BENCH_CONCURRENCY overrides it).
+var benchConcurrency = func() int {
+	if n, err := strconv.Atoi(os.Getenv("QUEUE_BENCH_CONCURRENCY")); err == nil && n > 0 {
+		return n
+	}
+	return 4
+}()
+
+// The interleaved benchmarks alternate the two implementations in rounds
+// within one benchmark, so both see the same machine load (the machines
+// are shared and noisy); they report each rate and their ratio. One op =
+// one message through each implementation.
+const benchRounds = 10
+
+func BenchmarkInterleavedPublishAsync(b *testing.B) {
+	e, c := benchServer(b)
+	s := benchStream(b, c, jetstream.StreamConfig{Name: "BENCH_PUB", Subjects: []string{"bench.pub.>"}})
+	data := make([]byte, benchPayload)
+	subjects := make([]string, 100)
+	for i := range subjects {
+		subjects[i] = "bench.pub." + strconv.Itoa(i)
+	}
+	p, err := c.NewAsyncPublisher(WithBufferSize(b.N+1), WithMessageDeadline(time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = p.Close(context.Background()) }()
+	var failed atomic.Int64
+	_, js := plainConn(b, e, jetstream.WithPublishAsyncMaxPending(4000),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
+	per := max(1, b.N/benchRounds)
+	var tq, tn time.Duration
+	run := strconv.FormatInt(benchRun.Add(1), 10)
+	b.ResetTimer()
+	for round := range benchRounds {
+		_ = s.Purge(context.Background())
+		prefix := run + "-" + strconv.Itoa(round) + "-"
+		start := time.Now()
+		for i := range per {
+			if err := p.Publish(Message{Subject: subjects[i%len(subjects)], ID: "q" + prefix + strconv.Itoa(i), Data: data}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := p.Flush(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		tq += time.Since(start)
+		start = time.Now()
+		for i := range per {
+			if _, err := js.PublishAsync(subjects[i%len(subjects)], data, jetstream.WithMsgID("n"+prefix+strconv.Itoa(i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		<-js.PublishAsyncComplete()
+		tn += time.Since(start)
+	}
+	b.StopTimer()
+	if st := p.Stats(); failed.Load() != 0 || st.Dropped != 0 {
+		b.Fatalf("queue stats %+v, nats failures %d", st, failed.Load())
+	}
+	reportPair(b, per*benchRounds, tq, tn)
+}
+
+func reportPair(b *testing.B, n int, tq, tn time.Duration) {
+	q, p := float64(n)/tq.Seconds(), float64(n)/tn.Seconds()
+	b.ReportMetric(q, "queue-msgs/s")
+	b.ReportMetric(p, "nats-msgs/s")
+	b.ReportMetric(q/p, "queue/nats")
+}
+
+func BenchmarkInterleavedConsumeAck(b *testing.B) {
+	e, c := benchServer(b)
+	benchStream(b, c, jetstream.StreamConfig{Name: "BENCH_WORK", Subjects: []string{"bench.work.>"}, Retention: jetstream.WorkQueuePolicy})
+	ctx := context.Background()
+	data := make([]byte, benchPayload)
+	for _, d := range []string{"q", "n"} {
+		spec := ConsumerSpec{Stream: "BENCH_WORK", Durable: "bench" + d, FilterSubjects: []string{"bench.work." + d + ".>"}, MaxAckPending: 20000}
+		if _, err := c.JetStream().CreateOrUpdateConsumer(ctx, "BENCH_WORK", spec.config(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_, js := plainConn(b, e)
+	plainCons, err := js.Consumer(ctx, "BENCH_WORK", "benchn")
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := max(1, b.N/benchRounds)
+	run := strconv.FormatInt(benchRun.Add(1), 10)
+	fill := func(d string, round int) {
+		p, err := c.NewAsyncPublisher(WithBufferSize(per+1), WithMessageDeadline(time.Minute))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range per {
+			id := d + run + "-" + strconv.Itoa(round) + "-" + strconv.Itoa(i)
+			if err := p.Publish(Message{Subject: "bench.work." + d + "." + strconv.Itoa(i%100), ID: id, Data: data}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := p.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tq, tn time.Duration
+	b.ResetTimer()
+	for round := range benchRounds {
+		b.StopTimer()
+		fill("q", round)
+		fill("n", round)
+		b.StartTimer()
+
+		var n atomic.Int64
+		done := make(chan struct{})
+		r, err := c.NewRunner("BENCH_WORK", "benchq", func(context.Context, *Msg) Outcome {
+			if n.Add(1) == int64(per) {
+				close(done)
+			}
+			return Done()
+		}, WithConcurrency(benchConcurrency), WithPrefetch(500))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		start := time.Now()
+		go func() { errc <- r.Run(rctx) }()
+		<-done
+		tq += time.Since(start)
+		cancel()
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+
+		var m atomic.Int64
+		pdone := make(chan struct{})
+		start = time.Now()
+		cc, err := plainCons.Consume(func(msg jetstream.Msg) {
+			if err := msg.Ack(); err != nil {
+				b.Error(err)
+			}
+			if m.Add(1) == int64(per) {
+				close(pdone)
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-pdone
+		tn += time.Since(start)
+		cc.Stop()
+	}
+	b.StopTimer()
+	reportPair(b, per*benchRounds, tq, tn)
+}

@@ -38,18 +38,28 @@ type PubAck struct {
 }
 
 func (m Message) natsMsg() (*nats.Msg, error) {
+	msg := &nats.Msg{}
+	if err := m.fill(msg); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// fill validates m and writes it into dst, with its id header.
+func (m Message) fill(dst *nats.Msg) error {
 	if !validSubject(m.Subject) {
-		return nil, fmt.Errorf("%w: %q", ErrInvalidSubject, m.Subject)
+		return fmt.Errorf("%w: %q", ErrInvalidSubject, m.Subject)
 	}
 	if m.ID == "" {
-		return nil, fmt.Errorf("%w: subject %q", ErrMissingID, m.Subject)
+		return fmt.Errorf("%w: subject %q", ErrMissingID, m.Subject)
 	}
 	h := make(nats.Header, len(m.Header)+1)
 	for k, v := range m.Header {
 		h[k] = v
 	}
 	h[jetstream.MsgIDHeader] = []string{m.ID}
-	return &nats.Msg{Subject: m.Subject, Data: m.Data, Header: h}, nil
+	dst.Subject, dst.Data, dst.Header = m.Subject, m.Data, h
+	return nil
 }
 
 // Default deadlines of publishing.
@@ -269,7 +279,7 @@ type AsyncPublisher struct {
 }
 
 type pubEntry struct {
-	msg      *nats.Msg
+	msg      nats.Msg // its address keys the in-flight map
 	orig     Message
 	deadline time.Time
 	bo       *backoff.ExponentialBackOff
@@ -356,8 +366,8 @@ func (p *AsyncPublisher) PublishBefore(m Message, deadline time.Time) error {
 		p.countDrop(dropClosed)
 		return ErrPublisherClosed
 	}
-	msg, err := m.natsMsg()
-	if err != nil {
+	e := &pubEntry{orig: m, deadline: deadline}
+	if err := m.fill(&e.msg); err != nil {
 		return err
 	}
 	n := p.pending.Add(1)
@@ -367,8 +377,29 @@ func (p *AsyncPublisher) PublishBefore(m Message, deadline time.Time) error {
 		return fmt.Errorf("%w: %d messages pending", ErrBufferFull, n-1)
 	}
 	p.mPending.Set(float64(n))
-	p.queue <- &pubEntry{msg: msg, orig: m, deadline: deadline}
+	// Fast path: nothing queued, connected, room in flight: send from the
+	// caller's goroutine (it does not wait for the ack).
+	if len(p.queue) == 0 && p.connected.Load() && p.tryDirect(e) {
+		return nil
+	}
+	p.queue <- e
 	return nil
+}
+
+// tryDirect sends e now if that cannot block; false leaves it to the pump.
+func (p *AsyncPublisher) tryDirect(e *pubEntry) bool {
+	p.flightMu.Lock()
+	if len(p.inflight) >= p.opts.maxInFlight {
+		p.flightMu.Unlock()
+		return false
+	}
+	p.inflight[&e.msg] = e
+	p.flightMu.Unlock()
+	_, err := p.js.PublishMsgAsync(&e.msg, jetstream.WithStallWait(time.Millisecond))
+	if err == nil {
+		return true
+	}
+	return p.take(&e.msg) == nil // true if a callback settled it meanwhile
 }
 
 // Stats returns the publisher's counters.
@@ -485,17 +516,13 @@ func (p *AsyncPublisher) send(e *pubEntry) bool {
 			}
 		}
 		p.flightMu.Lock()
-		p.inflight[e.msg] = e
+		p.inflight[&e.msg] = e
 		p.flightMu.Unlock()
-		_, err := p.js.PublishMsgAsync(e.msg, jetstream.WithStallWait(time.Second))
+		_, err := p.js.PublishMsgAsync(&e.msg, jetstream.WithStallWait(time.Second))
 		if err == nil {
 			return true
 		}
-		p.flightMu.Lock()
-		_, mine := p.inflight[e.msg]
-		delete(p.inflight, e.msg)
-		p.flightMu.Unlock()
-		if !mine {
+		if p.take(&e.msg) == nil {
 			return true // settled by a callback meanwhile
 		}
 		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {

@@ -178,7 +178,7 @@ func WithDrainTimeout(d time.Duration) RunnerOption {
 }
 
 // WithPrefetch sets how many messages the client buffers ahead of the
-// handlers. Their AckWait runs while they wait, so keep it small for slow
+// handlers (shared among them). Their AckWait runs while they wait, so keep it small for slow
 // handlers. Default 4 × concurrency, at least 64.
 func WithPrefetch(n int) RunnerOption {
 	return func(o *runnerOptions) error {
@@ -341,6 +341,10 @@ func (c *msgCtx) cancel(err error) {
 // for handlers in flight, cancels the rest and answers them as they
 // return. It returns nil after a drain, or an error if the consumer cannot
 // be found or the connection closed under it.
+//
+// Each of the N handlers has its own pull subscription on the durable and
+// runs on that subscription's delivery goroutine: no hand-off between
+// goroutines per message.
 func (r *Runner) Run(ctx context.Context) error {
 	cons, err := r.lookup(ctx)
 	if err != nil {
@@ -357,43 +361,58 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	hardCtx, hardCancel := context.WithCancel(r.log.WithContext(context.WithoutCancel(ctx)))
 	defer hardCancel()
-	work := make(chan jetstream.Msg, r.opts.concurrency)
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
 	slots := make([]slot, r.opts.concurrency)
-	for i := range slots {
-		wg.Add(1)
-		go r.worker(hardCtx, &slots[i], work, quit, &wg)
-	}
 	hbStop := make(chan struct{})
 	hbDone := make(chan struct{})
 	go r.heartbeat(hardCtx, slots, progress, hbStop, hbDone)
 
-	fetchErr := r.fetch(ctx, cons, work)
-	// Workers finish what was handed over, then stop. The channel is never
-	// closed: a late consume callback may still look at it (and, seeing
-	// ctx done, gives its message back).
-	close(quit)
-
+	errs := make(chan error, len(slots))
+	var wg sync.WaitGroup
+	for i := range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- r.consumeSlot(ctx, hardCtx, cons, &slots[i])
+		}()
+	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	timer := time.NewTimer(r.opts.drainTimeout)
 	select {
 	case <-done:
-	case <-timer.C:
-		r.log.Warn().Msg("drainTimeout")
-		hardCancel()
+	case <-ctx.Done():
+		timer := time.NewTimer(r.opts.drainTimeout)
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
-			r.log.Error().Msg("handlersDidNotReturn")
+		case <-timer.C:
+			r.log.Warn().Msg("drainTimeout")
+			hardCancel()
+			for i := range slots {
+				if m := slots[i].cur.Load(); m != nil {
+					m.ctx.cancel(context.Canceled)
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				r.log.Error().Msg("handlersDidNotReturn")
+			}
 		}
+		timer.Stop()
 	}
-	timer.Stop()
 	close(hbStop)
 	<-hbDone
-	r.log.Info().Err(fetchErr).Msg("runnerStopped")
-	return fetchErr
+	var runErr error
+	for range len(slots) {
+		select {
+		case err := <-errs:
+			if runErr == nil {
+				runErr = err
+			}
+		default:
+		}
+	}
+	r.log.Info().Err(runErr).Msg("runnerStopped")
+	return runErr
 }
 
 func (r *Runner) lookup(ctx context.Context) (jetstream.Consumer, error) {
@@ -413,26 +432,37 @@ func (r *Runner) lookup(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, nil
 }
 
-// fetch feeds work until ctx ends (nil) or the connection closes (error),
-// consuming again after any other failure (consumer deleted and
-// re-provisioned, an unrecoverable status).
-func (r *Runner) fetch(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg) error {
+// consumeSlot runs one handler slot: a pull subscription whose delivery
+// goroutine runs the handler. It returns nil once ctx has ended and the
+// slot drained, or an error when the connection closed. Other failures
+// (consumer deleted and provisioned again, an unrecoverable status) start a
+// new subscription after a backoff; so does a handler that ended its
+// goroutine, which leaves the subscription without a deliverer (what it had
+// buffered comes back after AckWait).
+func (r *Runner) consumeSlot(ctx, hard context.Context, cons jetstream.Consumer, s *slot) error {
+	batch := max(1, r.opts.prefetch/r.opts.concurrency)
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil
 		}
 		failed := make(chan error, 1)
+		exited := make(chan struct{})
+		var exitOnce sync.Once
 		cc, err := cons.Consume(func(raw jetstream.Msg) {
-			if ctx.Err() == nil {
-				select {
-				case work <- raw:
-					return
-				case <-ctx.Done():
-				}
+			if ctx.Err() != nil {
+				r.giveBack(raw)
+				return
 			}
-			r.giveBack(raw)
+			finished := false
+			defer func() {
+				if !finished {
+					exitOnce.Do(func() { close(exited) })
+				}
+			}()
+			r.process(hard, s, raw)
+			finished = true
 		},
-			jetstream.PullMaxMessages(r.opts.prefetch),
+			jetstream.PullMaxMessages(batch),
 			jetstream.PullHeartbeat(r.opts.heartbeat),
 			jetstream.PullExpiry(max(10*time.Second, 4*r.opts.heartbeat)),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -450,13 +480,27 @@ func (r *Runner) fetch(ctx context.Context, cons jetstream.Consumer, work chan<-
 			select {
 			case <-ctx.Done():
 				// Stop fetching; what is buffered is handed to the
-				// callback, which gives it back.
+				// callback, which gives it back; the handler in flight
+				// finishes.
 				cc.Drain()
 				select {
 				case <-cc.Closed():
-				case <-time.After(r.opts.drainTimeout):
+				case <-exited:
+				case <-hard.Done():
+					// Handlers were told to stop: give the one in flight
+					// a moment to answer.
+					select {
+					case <-cc.Closed():
+					case <-exited:
+					case <-time.After(5 * time.Second):
+					}
 				}
+				cc.Stop()
 				return nil
+			case <-exited:
+				cc.Stop()
+				attempt = 0
+				continue
 			case <-cc.Closed():
 				select {
 				case err = <-failed:
@@ -538,36 +582,6 @@ func (r *Runner) heartbeat(hard context.Context, slots []slot, every time.Durati
 	}
 }
 
-// worker handles messages until quit closes and nothing is left in work.
-// If a handler ends its goroutine (runtime.Goexit) the message is left
-// unanswered, as if its process died: it is delivered again after AckWait,
-// and a new worker takes the slot.
-func (r *Runner) worker(ctx context.Context, s *slot, work <-chan jetstream.Msg, quit <-chan struct{}, wg *sync.WaitGroup) {
-	finished := false
-	defer func() {
-		if finished {
-			wg.Done()
-			return
-		}
-		go r.worker(ctx, s, work, quit, wg)
-	}()
-	for {
-		select {
-		case raw := <-work:
-			r.process(ctx, s, raw)
-			continue
-		case <-quit:
-		}
-		select {
-		case raw := <-work:
-			r.process(ctx, s, raw)
-		default:
-			finished = true
-			return
-		}
-	}
-}
-
 func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 	meta, err := raw.Metadata()
 	if err != nil {
@@ -588,11 +602,11 @@ func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 		return
 	}
 	m.ctx.Context, m.ctx.deadline = ctx, m.start.Add(r.opts.maxWork)
-	if ctx.Err() != nil {
-		m.ctx.cancel(ctx.Err())
-	}
 	m.lastProgress.Store(m.start.UnixNano())
 	s.cur.Store(m)
+	if err := ctx.Err(); err != nil { // cancelled before the slot was visible
+		m.ctx.cancel(err)
+	}
 	r.mInFlight.Inc()
 	answered := false
 	defer func() {
