@@ -377,29 +377,10 @@ func (p *AsyncPublisher) PublishBefore(m Message, deadline time.Time) error {
 		return fmt.Errorf("%w: %d messages pending", ErrBufferFull, n-1)
 	}
 	p.mPending.Set(float64(n))
-	// Fast path: nothing queued, connected, room in flight: send from the
-	// caller's goroutine (it does not wait for the ack).
-	if len(p.queue) == 0 && p.connected.Load() && p.tryDirect(e) {
-		return nil
-	}
+	// Always through the pump: a send can block on a full socket buffer,
+	// and the caller (the admission path) must never wait.
 	p.queue <- e
 	return nil
-}
-
-// tryDirect sends e now if that cannot block; false leaves it to the pump.
-func (p *AsyncPublisher) tryDirect(e *pubEntry) bool {
-	p.flightMu.Lock()
-	if len(p.inflight) >= p.opts.maxInFlight {
-		p.flightMu.Unlock()
-		return false
-	}
-	p.inflight[&e.msg] = e
-	p.flightMu.Unlock()
-	_, err := p.js.PublishMsgAsync(&e.msg, jetstream.WithStallWait(time.Millisecond))
-	if err == nil {
-		return true
-	}
-	return p.take(&e.msg) == nil // true if a callback settled it meanwhile
 }
 
 // Stats returns the publisher's counters.
@@ -518,7 +499,9 @@ func (p *AsyncPublisher) send(e *pubEntry) bool {
 		p.flightMu.Lock()
 		p.inflight[&e.msg] = e
 		p.flightMu.Unlock()
-		_, err := p.js.PublishMsgAsync(&e.msg, jetstream.WithStallWait(time.Second))
+		// No options: the client's default stall wait (200ms) applies at
+		// WithMaxInFlight, and a stall is simply tried again below.
+		_, err := p.js.PublishMsgAsync(&e.msg)
 		if err == nil {
 			return true
 		}
