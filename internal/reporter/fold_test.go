@@ -1,0 +1,302 @@
+package reporter
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+// Builders with modifiers.
+
+type resultMod func(*Result)
+
+var testTime = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+func podRef(uid string) events.ResourceRef {
+	return events.ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: "team", Name: "web-" + uid, UID: uid, ResourceVersion: "7"}
+}
+
+func result(uid, policy string, seq uint64, mods ...resultMod) Result {
+	r := Result{Sequence: seq, Event: events.ResultEvent{
+		Resource:  podRef(uid),
+		Policy:    events.PolicyRef{Key: policy, UID: "p-" + policy, ResourceVersion: "1"},
+		Scored:    true,
+		Timestamp: testTime,
+		Admission: true,
+	}}
+	for _, m := range mods {
+		m(&r)
+	}
+	return r
+}
+
+func rule(name string, status engine.Status) resultMod {
+	return func(r *Result) {
+		r.Event.Rules = append(r.Event.Rules, events.RuleResult{Name: name, Type: engine.TypeValidation, Status: status, Message: name + " " + string(status)})
+	}
+}
+
+func unscored(r *Result) { r.Event.Scored = false }
+
+func background(r *Result) { r.Event.Admission = false }
+
+func severity(s string) resultMod { return func(r *Result) { r.Event.Severity = s } }
+
+func category(c string) resultMod { return func(r *Result) { r.Event.Category = c } }
+
+func clusterScoped(r *Result) {
+	r.Event.Resource = events.ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team", UID: r.Event.Resource.UID}
+}
+
+func summaryOf(t *testing.T, rep Report) map[string]int64 {
+	t.Helper()
+	s, _, err := unstructured.NestedMap(rep.Object.Object, "summary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for k, v := range s {
+		out[k] = v.(int64)
+	}
+	return out
+}
+
+func resultsOf(t *testing.T, rep Report) []map[string]any {
+	t.Helper()
+	list, _, err := unstructured.NestedSlice(rep.Object.Object, "results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]map[string]any, len(list))
+	for i, e := range list {
+		out[i] = e.(map[string]any)
+	}
+	return out
+}
+
+func TestFoldSummary(t *testing.T) {
+	tests := map[string]struct {
+		results []Result
+		want    map[string]int64
+	}{
+		"one pass": {
+			results: []Result{result("u1", "p1", 1, rule("r1", engine.StatusPass))},
+			want:    map[string]int64{"pass": 1, "fail": 0, "warn": 0, "error": 0, "skip": 0},
+		},
+		"every outcome": {
+			results: []Result{
+				result("u1", "p1", 1, rule("a", engine.StatusPass), rule("b", engine.StatusFail), rule("c", engine.StatusSkip)),
+				result("u1", "p2", 2, rule("a", engine.StatusError), rule("b", engine.StatusWarn), rule("c", engine.StatusPass)),
+			},
+			want: map[string]int64{"pass": 2, "fail": 1, "warn": 1, "error": 1, "skip": 1},
+		},
+		"a failure of an unscored policy is a warning": {
+			results: []Result{
+				result("u1", "p1", 1, unscored, rule("a", engine.StatusFail), rule("b", engine.StatusPass)),
+				result("u1", "p2", 2, rule("a", engine.StatusFail)),
+			},
+			want: map[string]int64{"pass": 1, "fail": 1, "warn": 1, "error": 0, "skip": 0},
+		},
+		"an unknown status is an error": {
+			results: []Result{result("u1", "p1", 1, rule("a", "exploded"))},
+			want:    map[string]int64{"pass": 0, "fail": 0, "warn": 0, "error": 1, "skip": 0},
+		},
+		"the highest sequence of a policy wins": {
+			results: []Result{
+				result("u1", "p1", 9, rule("a", engine.StatusPass)),
+				result("u1", "p1", 3, rule("a", engine.StatusFail)),
+			},
+			want: map[string]int64{"pass": 1, "fail": 0, "warn": 0, "error": 0, "skip": 0},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rep, err := Fold("u1", tc.results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summaryOf(t, rep); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("summary %v, want %v", got, tc.want)
+			}
+			// The summary counts the results listed.
+			var n int64
+			for _, v := range tc.want {
+				n += v
+			}
+			if got := int64(len(resultsOf(t, rep))); got != n {
+				t.Errorf("%d results, summary counts %d", got, n)
+			}
+		})
+	}
+}
+
+func TestFoldObject(t *testing.T) {
+	rep, err := Fold("u1", []Result{
+		result("u1", "team/p2", 42, rule("r1", engine.StatusFail), severity("High"), category("Pod Security"), background),
+		result("u1", "p1", 7, unscored, rule("r1", engine.StatusFail), severity("urgent"), func(r *Result) {
+			r.Event.Rules[0].Exception = "team/allow"
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LastSequence != 42 || rep.Cluster() || rep.Name() != "u1" || rep.GVR() != PolicyReports {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.Resource.ResourceVersion != "" {
+		t.Errorf("resourceVersion kept in the report's resource: %+v", rep.Resource)
+	}
+	o := rep.Object
+	if o.GetKind() != KindPolicyReport || o.GetAPIVersion() != ReportAPIVersion || o.GetName() != "u1" || o.GetNamespace() != "team" {
+		t.Errorf("object %s %s %s/%s", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())
+	}
+	if got := o.GetAnnotations()[AnnotationLastSequence]; got != "42" {
+		t.Errorf("last sequence %q, want 42", got)
+	}
+	if got := o.GetLabels()[LabelManagedBy]; got != ManagedByValue {
+		t.Errorf("managed-by %q", got)
+	}
+	owners := o.GetOwnerReferences()
+	if len(owners) != 1 || owners[0].UID != "u1" || owners[0].Kind != "Pod" || owners[0].Name != "web-u1" || owners[0].APIVersion != "v1" ||
+		owners[0].Controller == nil || *owners[0].Controller || owners[0].BlockOwnerDeletion == nil || *owners[0].BlockOwnerDeletion {
+		t.Errorf("owner references %+v", owners)
+	}
+	scope, _, _ := unstructured.NestedStringMap(o.Object, "scope")
+	if want := map[string]string{"apiVersion": "v1", "kind": "Pod", "name": "web-u1", "namespace": "team", "uid": "u1"}; !reflect.DeepEqual(scope, want) {
+		t.Errorf("scope %v, want %v", scope, want)
+	}
+	got := resultsOf(t, rep)
+	want := []map[string]any{
+		{
+			"policy": "p1", "rule": "r1", "result": "warn", "message": "r1 fail", "scored": false, "source": "verdict",
+			"timestamp":  map[string]any{"seconds": testTime.Unix(), "nanos": int64(123456789)},
+			"properties": map[string]any{"process": "admission review", "ruleType": "Validation", "exception": "team/allow", "severity": "urgent"},
+		},
+		{
+			"policy": "team/p2", "rule": "r1", "result": "fail", "message": "r1 fail", "scored": true, "source": "verdict",
+			"category": "Pod Security", "severity": "high",
+			"timestamp":  map[string]any{"seconds": testTime.Unix(), "nanos": int64(123456789)},
+			"properties": map[string]any{"process": "background scan", "ruleType": "Validation"},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", " ")
+		w, _ := json.MarshalIndent(want, "", " ")
+		t.Errorf("results\n%s\nwant\n%s", g, w)
+	}
+}
+
+func TestFoldClusterScoped(t *testing.T) {
+	rep, err := Fold("ns1", []Result{result("ns1", "p1", 1, clusterScoped, rule("r", engine.StatusPass))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Cluster() || rep.GVR() != ClusterPolicyReports || rep.Object.GetKind() != KindClusterPolicyReport || rep.Object.GetNamespace() != "" {
+		t.Errorf("cluster-scoped resource: %+v %s", rep, rep.Object.GetKind())
+	}
+	if _, found, _ := unstructured.NestedString(rep.Object.Object, "scope", "namespace"); found {
+		t.Error("scope of a cluster-scoped resource has a namespace")
+	}
+}
+
+func TestFoldNoResults(t *testing.T) {
+	tests := map[string]struct {
+		results []Result
+		wantSeq uint64
+	}{
+		"nothing":            {results: nil, wantSeq: 0},
+		"policies, no rules": {results: []Result{result("u1", "p1", 5), result("u1", "p2", 6)}, wantSeq: 6},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rep, err := Fold("u1", tc.results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Object != nil || rep.LastSequence != tc.wantSeq || rep.Resource.UID != "u1" {
+				t.Errorf("report %+v, want no object at sequence %d", rep, tc.wantSeq)
+			}
+		})
+	}
+}
+
+func TestFoldForeignResult(t *testing.T) {
+	_, err := Fold("u1", []Result{result("u1", "p1", 1), result("u2", "p1", 2)})
+	if !errors.Is(err, ErrForeignResult) {
+		t.Fatalf("error %v, want ErrForeignResult", err)
+	}
+}
+
+// TestFoldDeterministic: any order of the same results, duplicates
+// included, gives byte-identical objects.
+func TestFoldDeterministic(t *testing.T) {
+	var in []Result
+	for i, p := range []string{"zeta", "alpha", "team/mid", "beta"} {
+		in = append(in, result("u1", p, uint64(10+i),
+			rule("z-rule", engine.StatusPass), rule("a-rule", engine.StatusFail), rule("m-rule", engine.StatusSkip)))
+	}
+	// Two rules of the same name in one policy: still a total order.
+	in = append(in, result("u1", "dup", 3, rule("same", engine.StatusPass), rule("same", engine.StatusFail)))
+	first, err := Fold("u1", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(first.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 50 {
+		shuffled := append([]Result(nil), in...)
+		shuffled = append(shuffled, in[rng.IntN(len(in))]) // a duplicate
+		rng.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
+		rep, err := Fold("u1", shuffled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(rep.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("order %d gives a different object:\n%s\nwant\n%s", i, got, want)
+		}
+	}
+	// Sorted by policy, then rule.
+	var keys []string
+	for _, e := range resultsOf(t, first) {
+		keys = append(keys, e["policy"].(string)+"|"+e["rule"].(string)+"|"+e["result"].(string))
+	}
+	wantKeys := []string{
+		"alpha|a-rule|fail", "alpha|m-rule|skip", "alpha|z-rule|pass",
+		"beta|a-rule|fail", "beta|m-rule|skip", "beta|z-rule|pass",
+		"dup|same|fail", "dup|same|pass",
+		"team/mid|a-rule|fail", "team/mid|m-rule|skip", "team/mid|z-rule|pass",
+		"zeta|a-rule|fail", "zeta|m-rule|skip", "zeta|z-rule|pass",
+	}
+	if !reflect.DeepEqual(keys, wantKeys) {
+		t.Errorf("order %v\nwant %v", keys, wantKeys)
+	}
+}
+
+func BenchmarkFold(b *testing.B) {
+	var in []Result
+	for i := range 10 {
+		in = append(in, result("u1", "policy-"+string(rune('a'+i)), uint64(i+1),
+			rule("r1", engine.StatusPass), rule("r2", engine.StatusFail), rule("r3", engine.StatusSkip)))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Fold("u1", in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
