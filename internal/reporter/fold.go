@@ -143,8 +143,8 @@ func Fold(uid string, results []Result) (Report, error) {
 	var sum summary
 	for _, r := range latest {
 		for _, rule := range r.Event.Rules {
-			e := resultEntry(r.Event, rule)
-			sum.add(e["result"].(string))
+			e, result := resultEntry(r.Event, rule)
+			sum.add(result)
 			entries = append(entries, e)
 		}
 	}
@@ -211,8 +211,8 @@ func (s summary) object() map[string]any {
 	return map[string]any{"pass": s.pass, "fail": s.fail, "warn": s.warn, "error": s.error, "skip": s.skip}
 }
 
-// resultEntry is the report result of one rule.
-func resultEntry(ev events.ResultEvent, rule events.RuleResult) map[string]any {
+// resultEntry is the report result of one rule, and its outcome.
+func resultEntry(ev events.ResultEvent, rule events.RuleResult) (map[string]any, string) {
 	props := map[string]any{}
 	result := string(rule.Status)
 	switch rule.Status {
@@ -262,7 +262,7 @@ func resultEntry(ev events.ResultEvent, rule events.RuleResult) map[string]any {
 	if !ev.Timestamp.IsZero() {
 		e["timestamp"] = map[string]any{"seconds": ev.Timestamp.Unix(), "nanos": int64(ev.Timestamp.Nanosecond())}
 	}
-	return e
+	return e, result
 }
 
 // compareEntries orders results by policy, then rule, then (for rules of

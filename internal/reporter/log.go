@@ -1,0 +1,33 @@
+package reporter
+
+import (
+	"context"
+
+	"github.com/rs/zerolog"
+)
+
+// logFrom returns the logger carried by ctx (a disabled one if none).
+func logFrom(ctx context.Context) *zerolog.Logger { return zerolog.Ctx(ctx) }
+
+// Log keys, defined once (lowerCamelCase, as everywhere in Verdict).
+const (
+	logKeyComponent = "component"
+	logKeyUID       = "resourceUid"
+	logKeyKind      = "kind"
+	logKeyNamespace = "namespace"
+	logKeyName      = "name"
+	logKeySubject   = "subject"
+	logKeySequence  = "streamSeq"
+	logKeyOutcome   = "outcome"
+	logKeyAttempt   = "attempt"
+	logKeyReason    = "reason"
+	logKeyResources = "resources"
+	logKeyResults   = "results"
+	logKeyWritten   = "written"
+	logKeyFailed    = "failed"
+	logKeyPruned    = "pruned"
+	logKeyElapsed   = "elapsed"
+	logKeyDone      = "done"
+	logKeyRemaining = "remaining"
+	logKeyExamined  = "examined"
+)

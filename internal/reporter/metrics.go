@@ -1,0 +1,63 @@
+package reporter
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the reporter's prometheus collectors (verdict_reporter_*).
+// One Metrics is registered once on a registerer and shared by the
+// writers, projectors and replays that report to it.
+type Metrics struct {
+	consumed    prometheus.Counter
+	undecodable prometheus.Counter
+	reports     *prometheus.CounterVec
+	conflicts   prometheus.Counter
+	lag         prometheus.Histogram
+	flushSize   prometheus.Histogram
+	writeTime   prometheus.Histogram
+}
+
+// NewMetrics creates the collectors and registers them on reg (nil: a
+// fresh registry).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	const ns, sub = "verdict", "reporter"
+	m := &Metrics{
+		consumed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_consumed_total",
+			Help: "Result messages taken from VERDICT_RESULTS by the projector (redeliveries included)."}),
+		undecodable: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_undecodable_total",
+			Help: "Result messages that could not be decoded: dead-lettered by the projector, left out of folds."}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reports_total",
+			Help: "Report writes by outcome: created, applied, deleted, unchanged (already equal), stale (the report holds a newer state), absent (nothing to delete), gone (the namespace no longer exists)."},
+			[]string{"outcome"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "write_conflicts_total",
+			Help: "Report writes that met a concurrent writer (resourceVersion conflict or a create race) and were folded again."}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "lag_seconds",
+			Help:    "Time from a result's evaluation (ResultEvent.Timestamp) to its report being written or found current.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16)}),
+		flushSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "flush_resources",
+			Help:    "Resources written by one flush of the coalescing window.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		writeTime: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "write_seconds",
+			Help:    "Time to read, fold again if needed, and write one report.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+	}
+	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("%w: reporter metrics registered twice on one registry: share one Metrics", ErrInvalidOption)
+			}
+			return nil, fmt.Errorf("register reporter metrics: %w", err)
+		}
+	}
+	for _, o := range []WriteOutcome{OutcomeCreated, OutcomeApplied, OutcomeDeleted, OutcomeUnchanged, OutcomeStale, OutcomeAbsent, OutcomeGone} {
+		m.reports.WithLabelValues(string(o))
+	}
+	return m, nil
+}

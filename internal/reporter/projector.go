@@ -1,0 +1,425 @@
+package reporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// ProjectorOption configures NewProjector.
+type ProjectorOption func(*projectorOptions) error
+
+type projectorOptions struct {
+	durable      string
+	window       time.Duration
+	concurrency  int
+	flushWorkers int
+	readBatch    int
+	maxDeliver   int
+	retryMin     time.Duration
+	retryMax     time.Duration
+	progress     time.Duration
+	drainTimeout time.Duration
+	log          *zerolog.Logger
+}
+
+// WithWindow sets the coalescing window: how long the first message that
+// makes a resource dirty waits for others before the flush. Default 250ms.
+// A flush starts earlier when every handler is waiting (no more messages
+// can arrive).
+func WithWindow(d time.Duration) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: coalescing window %s", ErrInvalidOption, d)
+		}
+		o.window = d
+		return nil
+	}
+}
+
+// WithConcurrency sets how many messages one projector holds unacknowledged
+// at once (each waits for its resource's write). Keep the sum over the
+// replicas under the consumer's MaxAckPending (1000) and its pull-request
+// limit (512). Default 64.
+func WithConcurrency(n int) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: concurrency %d", ErrInvalidOption, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// WithFlushWorkers sets how many reports a flush writes at once. Default 8.
+func WithFlushWorkers(n int) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: flush workers %d", ErrInvalidOption, n)
+		}
+		o.flushWorkers = n
+		return nil
+	}
+}
+
+// WithReadBatch sets how many resources one Replay of a flush reads (one
+// filter each). Default 64.
+func WithReadBatch(n int) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: read batch %d", ErrInvalidOption, n)
+		}
+		o.readBatch = n
+		return nil
+	}
+}
+
+// WithDurable names the durable consumer. Default queue.ConsumerReporter.
+func WithDurable(name string) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty durable name", ErrInvalidOption)
+		}
+		o.durable = name
+		return nil
+	}
+}
+
+// WithAttempts bounds the deliveries of a message whose report cannot be
+// written (the API server is down, say) before it is dead-lettered, with
+// the runner's backoff from minDelay to maxDelay between them. Default 10,
+// 1s to 2m: about ten minutes of outage.
+func WithAttempts(n int, minDelay, maxDelay time.Duration) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if n < 1 || minDelay <= 0 || maxDelay < minDelay {
+			return fmt.Errorf("%w: attempts %d, %s..%s", ErrInvalidOption, n, minDelay, maxDelay)
+		}
+		o.maxDeliver, o.retryMin, o.retryMax = n, minDelay, maxDelay
+		return nil
+	}
+}
+
+// WithProgressEvery sets how often a message waiting for its write tells
+// the server it is still in progress. Default 5s (AckWait is 30s).
+func WithProgressEvery(d time.Duration) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: progress interval %s", ErrInvalidOption, d)
+		}
+		o.progress = d
+		return nil
+	}
+}
+
+// WithShutdownTimeout bounds how long Run waits at shutdown for the
+// messages in flight to be written. Default 30s.
+func WithShutdownTimeout(d time.Duration) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: shutdown timeout %s", ErrInvalidOption, d)
+		}
+		o.drainTimeout = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: the one in Run's context).
+func WithLogger(l zerolog.Logger) ProjectorOption {
+	return func(o *projectorOptions) error { o.log = &l; return nil }
+}
+
+// Projector keeps the reports current from the durable consumer on
+// VERDICT_RESULTS. Any number of projectors, in one process or many, share
+// the consumer; none leads.
+//
+// Each message marks its resource dirty and waits. A flush starts after
+// the coalescing window (or at once when every handler waits); for each
+// dirty resource it reads the resource's current results (a Replay of
+// ResultsOfResource, the last message per subject: that is the state),
+// folds them and writes the report through the Writer. Only then are the
+// resource's messages acknowledged, so a crash before the write makes
+// JetStream deliver them again (at least once). A message arriving while
+// its resource is being flushed joins that flush if the read has not
+// started yet (the read will see it), otherwise the next one. While a
+// message waits, the server is told every few seconds that it is in
+// progress.
+//
+// A message that cannot be decoded is poison: dead-lettered with the
+// reason. A report the API server refuses as invalid makes its messages
+// poison too; other failures (the API server down, conflicts that do not
+// settle) are retried with backoff and dead-lettered after the attempts.
+type Projector struct {
+	conn *queue.Conn
+	w    *Writer
+	m    *Metrics
+	o    projectorOptions
+	log  zerolog.Logger
+
+	mu           sync.Mutex
+	pending      map[string]*entry // the next flush
+	pendingSince time.Time
+	inflight     map[string]*entry // the flush under way
+	blocked      int               // handlers waiting for a write
+	kick         chan struct{}
+}
+
+// entry is one dirty resource of a flush.
+type entry struct {
+	uid    string
+	hint   events.ResourceRef // the resource as the last message named it
+	sealed bool               // its read started: later messages need the next flush
+	done   chan struct{}
+	err    error // set before done is closed
+}
+
+// NewProjector returns a projector over conn writing through w.
+func NewProjector(conn *queue.Conn, w *Writer, opts ...ProjectorOption) (*Projector, error) {
+	if conn == nil || w == nil {
+		return nil, fmt.Errorf("%w: a projector needs a connection and a writer", ErrInvalidOption)
+	}
+	o := projectorOptions{
+		durable: queue.ConsumerReporter, window: 250 * time.Millisecond, concurrency: 64, flushWorkers: 8,
+		readBatch: 64, maxDeliver: 10, retryMin: time.Second, retryMax: 2 * time.Minute,
+		progress: 5 * time.Second, drainTimeout: 30 * time.Second,
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	return &Projector{
+		conn: conn, w: w, m: w.Metrics(), o: o,
+		pending: map[string]*entry{},
+		kick:    make(chan struct{}, 1),
+	}, nil
+}
+
+// Run consumes until ctx ends, then drains: no new messages, the ones
+// waiting are written (up to the shutdown timeout) and acknowledged, or
+// given back.
+func (p *Projector) Run(ctx context.Context) error {
+	p.log = *zerolog.Ctx(ctx)
+	if p.o.log != nil {
+		p.log = *p.o.log
+	}
+	p.log = p.log.With().Str(logKeyComponent, "reporter").Logger()
+	r, err := p.conn.NewRunner(queue.StreamResults, p.o.durable, p.handle,
+		queue.WithConcurrency(p.o.concurrency),
+		// One message per handler buffered: a buffered message's AckWait
+		// runs while its handler waits for a flush.
+		queue.WithPrefetch(p.o.concurrency),
+		queue.WithMaxDeliver(p.o.maxDeliver),
+		queue.WithRetryDelays(p.o.retryMin, p.o.retryMax),
+		queue.WithDrainTimeout(p.o.drainTimeout),
+	)
+	if err != nil {
+		return err
+	}
+	// The flusher outlives ctx: the runner's drain waits for the messages
+	// in flight, which wait for their flush.
+	flushCtx, cancel := context.WithCancel(p.log.WithContext(context.WithoutCancel(ctx)))
+	stop := make(chan struct{})
+	flusherDone := make(chan struct{})
+	go func() {
+		defer close(flusherDone)
+		p.flushLoop(flushCtx, stop)
+	}()
+	err = r.Run(ctx)
+	close(stop)
+	cancel()
+	<-flusherDone
+	return err
+}
+
+// handle is the runner's handler: one message.
+func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
+	p.m.consumed.Inc()
+	ev, err := DecodeResult(msg.Subject, msg.Data)
+	if err != nil {
+		p.m.undecodable.Inc()
+		return queue.Poison(err.Error())
+	}
+	e := p.mark(ev.Resource)
+	defer p.unblock()
+	tick := time.NewTicker(p.o.progress)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-e.done:
+			break wait
+		case <-tick.C:
+			if err := msg.InProgress(); err != nil {
+				p.log.Debug().Err(err).Str(logKeySubject, msg.Subject).Msg("inProgressFailed")
+			}
+		case <-ctx.Done():
+			return queue.Retry().Because(ctx.Err())
+		}
+	}
+	switch {
+	case e.err == nil:
+		if d, ok := since(ev.Timestamp); ok {
+			p.m.lag.Observe(d.Seconds())
+		}
+		return queue.Done()
+	case errors.Is(e.err, ErrRejected):
+		return queue.Poison(e.err.Error())
+	default:
+		return queue.Retry().Because(e.err)
+	}
+}
+
+// mark makes the resource of ref dirty and returns the entry to wait for.
+func (p *Projector) mark(ref events.ResourceRef) *entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked++
+	if e := p.inflight[ref.UID]; e != nil && !e.sealed {
+		e.hint = ref
+		return e
+	}
+	e := p.pending[ref.UID]
+	if e == nil {
+		e = &entry{uid: ref.UID, done: make(chan struct{})}
+		if len(p.pending) == 0 {
+			p.pendingSince = time.Now()
+			p.poke()
+		}
+		p.pending[ref.UID] = e
+	}
+	e.hint = ref
+	if p.blocked >= p.o.concurrency {
+		p.poke() // every handler waits: nothing more can come
+	}
+	return e
+}
+
+func (p *Projector) unblock() {
+	p.mu.Lock()
+	p.blocked--
+	p.mu.Unlock()
+}
+
+// poke wakes the flusher; p.mu is held.
+func (p *Projector) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop flushes the dirty resources, one flush at a time, until stop.
+func (p *Projector) flushLoop(ctx context.Context, stop <-chan struct{}) {
+	for {
+		p.mu.Lock()
+		n, since, full := len(p.pending), p.pendingSince, p.blocked >= p.o.concurrency
+		p.mu.Unlock()
+		if n == 0 {
+			select {
+			case <-p.kick:
+				continue
+			case <-stop:
+				return
+			}
+		}
+		if wait := time.Until(since.Add(p.o.window)); !full && wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-p.kick:
+				t.Stop()
+				continue
+			case <-stop:
+				t.Stop()
+				return
+			}
+		}
+		p.mu.Lock()
+		batch := p.pending
+		p.pending = map[string]*entry{}
+		p.inflight = batch
+		p.mu.Unlock()
+		p.flush(ctx, batch)
+		p.mu.Lock()
+		p.inflight = nil
+		p.mu.Unlock()
+	}
+}
+
+// flush reads, folds and writes every resource of batch, then releases
+// their messages.
+func (p *Projector) flush(ctx context.Context, batch map[string]*entry) {
+	uids := make([]string, 0, len(batch))
+	for uid := range batch {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	p.m.flushSize.Observe(float64(len(uids)))
+	for chunk := range slices.Chunk(uids, p.o.readBatch) {
+		p.mu.Lock()
+		for _, uid := range chunk {
+			batch[uid].sealed = true
+		}
+		p.mu.Unlock()
+		results, err := ReadResults(ctx, p.conn, p.m, chunk)
+		if err != nil {
+			p.log.Warn().Err(err).Int(logKeyResources, len(chunk)).Msg("readResultsFailed")
+			for _, uid := range chunk {
+				p.finish(batch[uid], err)
+			}
+			continue
+		}
+		work := make(chan *entry)
+		var wg sync.WaitGroup
+		for range min(p.o.flushWorkers, len(chunk)) {
+			wg.Go(func() {
+				for e := range work {
+					p.finish(e, p.write(ctx, e, results[e.uid]))
+				}
+			})
+		}
+		for _, uid := range chunk {
+			work <- batch[uid]
+		}
+		close(work)
+		wg.Wait()
+	}
+}
+
+// write folds one resource's results and writes its report.
+func (p *Projector) write(ctx context.Context, e *entry, results []Result) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic writing report %s: %v", e.uid, r)
+			p.log.Error().Str(logKeyUID, e.uid).Str(logKeyReason, err.Error()).Msg("writePanic")
+		}
+	}()
+	p.mu.Lock()
+	hint := e.hint
+	p.mu.Unlock()
+	rep, err := Fold(e.uid, results)
+	if err != nil {
+		return err
+	}
+	rep = withHint(rep, hint)
+	out, err := p.w.Write(ctx, rep, refolder(p.conn, p.m, e.uid, hint))
+	if err != nil {
+		p.log.Warn().Err(err).Str(logKeyUID, e.uid).Str(logKeyNamespace, rep.Resource.Namespace).Msg("reportWriteFailed")
+		return err
+	}
+	p.log.Debug().Str(logKeyUID, e.uid).Str(logKeyOutcome, string(out)).Uint64(logKeySequence, rep.LastSequence).Msg("reportWritten")
+	return nil
+}
+
+func (p *Projector) finish(e *entry, err error) {
+	e.err = err
+	close(e.done)
+}

@@ -1,0 +1,363 @@
+package reporter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// Errors of the package.
+var (
+	// ErrInvalidOption is wrapped by the errors of bad options and configs.
+	ErrInvalidOption = errors.New("reporter: invalid option")
+	// ErrConflict: concurrent writers kept winning until the attempts ran
+	// out. Retrying later helps.
+	ErrConflict = errors.New("report write conflict")
+	// ErrRejected: the API server refused the report as invalid. Retrying
+	// the same results will not help.
+	ErrRejected = errors.New("report rejected by the API server")
+)
+
+// FieldManager is the field manager of every report write.
+const FieldManager = "verdict-reporter"
+
+// WriteOutcome says what a write did.
+type WriteOutcome string
+
+// Write outcomes.
+const (
+	// OutcomeCreated: the report did not exist and was created.
+	OutcomeCreated WriteOutcome = "created"
+	// OutcomeApplied: the report was updated by server-side apply.
+	OutcomeApplied WriteOutcome = "applied"
+	// OutcomeDeleted: the resource has no results left; its report was
+	// deleted.
+	OutcomeDeleted WriteOutcome = "deleted"
+	// OutcomeUnchanged: the report already holds this fold.
+	OutcomeUnchanged WriteOutcome = "unchanged"
+	// OutcomeStale: the report holds a newer state (a higher
+	// last-sequence); nothing was written.
+	OutcomeStale WriteOutcome = "stale"
+	// OutcomeAbsent: no results and no report: nothing to do.
+	OutcomeAbsent WriteOutcome = "absent"
+	// OutcomeGone: the resource's namespace no longer exists.
+	OutcomeGone WriteOutcome = "gone"
+)
+
+// Refold reads the resource's current results again and folds them; the
+// writer calls it after a conflict with a concurrent writer.
+type Refold func(ctx context.Context) (Report, error)
+
+// WriterOption configures NewWriter.
+type WriterOption func(*writerOptions) error
+
+type writerOptions struct {
+	qps         float64
+	burst       int
+	maxAttempts int
+	retryMin    time.Duration
+	retryMax    time.Duration
+	metrics     *Metrics
+}
+
+// WithWriteQPS bounds the API writes (create, apply, delete) of the writer
+// with a token bucket: qps per second, bursts of burst. Default 50, 100.
+func WithWriteQPS(qps float64, burst int) WriterOption {
+	return func(o *writerOptions) error {
+		if qps <= 0 || burst < 1 {
+			return fmt.Errorf("%w: write QPS %v, burst %d", ErrInvalidOption, qps, burst)
+		}
+		o.qps, o.burst = qps, burst
+		return nil
+	}
+}
+
+// WithConflictRetries sets how often a write that met a concurrent writer
+// is read, folded and tried again (attempts in all), with a backoff from
+// minDelay doubling to maxDelay. Default 8 attempts, 10ms to 1s.
+func WithConflictRetries(attempts int, minDelay, maxDelay time.Duration) WriterOption {
+	return func(o *writerOptions) error {
+		if attempts < 1 || minDelay <= 0 || maxDelay < minDelay {
+			return fmt.Errorf("%w: conflict retries %d, %s..%s", ErrInvalidOption, attempts, minDelay, maxDelay)
+		}
+		o.maxAttempts, o.retryMin, o.retryMax = attempts, minDelay, maxDelay
+		return nil
+	}
+}
+
+// WithMetrics reports to m (default: metrics on a fresh registry).
+func WithMetrics(m *Metrics) WriterOption {
+	return func(o *writerOptions) error {
+		if m == nil {
+			return fmt.Errorf("%w: nil metrics", ErrInvalidOption)
+		}
+		o.metrics = m
+		return nil
+	}
+}
+
+// Writer writes folded reports to the API server: never an older state
+// over a newer one, and at most its QPS.
+//
+// The current report is read first. If its AnnotationLastSequence is
+// higher than the fold's, the write is skipped (stale); if it is equal and
+// the report already says the same, it is skipped too (unchanged).
+// Otherwise the fold is server-side applied (field manager
+// verdict-reporter, force) with the read resourceVersion, so that a
+// concurrent writer in between makes the apply fail with a conflict; the
+// writer then reads, folds again (Refold) and retries with backoff. A
+// report that does not exist yet is created (not applied: an apply of an
+// absent object ignores resourceVersion, so two replicas could both
+// "create" it, the older state last), which fails if another replica
+// created it first. A fold without results deletes the report, with the
+// read resourceVersion as a precondition.
+type Writer struct {
+	dyn     dynamic.Interface
+	limiter flowcontrol.RateLimiter
+	opts    writerOptions
+	m       *Metrics
+}
+
+// NewWriter returns a writer over dyn.
+func NewWriter(dyn dynamic.Interface, opts ...WriterOption) (*Writer, error) {
+	if dyn == nil {
+		return nil, fmt.Errorf("%w: nil dynamic client", ErrInvalidOption)
+	}
+	o := writerOptions{qps: 50, burst: 100, maxAttempts: 8, retryMin: 10 * time.Millisecond, retryMax: time.Second}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.metrics == nil {
+		var err error
+		if o.metrics, err = NewMetrics(nil); err != nil {
+			return nil, err
+		}
+	}
+	return &Writer{
+		dyn:     dyn,
+		limiter: flowcontrol.NewTokenBucketRateLimiter(float32(o.qps), o.burst),
+		opts:    o,
+		m:       o.metrics,
+	}, nil
+}
+
+// Metrics are the collectors the writer reports to.
+func (w *Writer) Metrics() *Metrics { return w.m }
+
+// errConflict marks an attempt lost to a concurrent writer.
+var errConflict = errors.New("concurrent write")
+
+// Write makes the report of rep.Resource equal rep, unless the report
+// already holds a newer state. After a conflict it calls refold (when not
+// nil) for the current fold and tries again; when the attempts run out it
+// fails with ErrConflict. An invalid report fails with ErrRejected.
+func (w *Writer) Write(ctx context.Context, rep Report, refold Refold) (WriteOutcome, error) {
+	start := time.Now()
+	defer func() { w.m.writeTime.Observe(time.Since(start).Seconds()) }()
+	delay := w.opts.retryMin
+	for attempt := 1; ; attempt++ {
+		out, err := w.writeOnce(ctx, rep)
+		if !errors.Is(err, errConflict) {
+			if err == nil {
+				w.m.reports.WithLabelValues(string(out)).Inc()
+			}
+			return out, err
+		}
+		w.m.conflicts.Inc()
+		if attempt >= w.opts.maxAttempts {
+			return "", fmt.Errorf("%w: report %s after %d attempts: %w", ErrConflict, rep.Name(), attempt, err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, w.opts.retryMax)
+		if refold != nil {
+			next, err := refold(ctx)
+			if err != nil {
+				return "", fmt.Errorf("fold %s again: %w", rep.Name(), err)
+			}
+			if next.Resource.Name == "" {
+				next.Resource = rep.Resource // no results left: delete where it was
+			}
+			rep = next
+		}
+	}
+}
+
+func (w *Writer) client(namespace string) dynamic.ResourceInterface {
+	if namespace == "" {
+		return w.dyn.Resource(ClusterPolicyReports)
+	}
+	return w.dyn.Resource(PolicyReports).Namespace(namespace)
+}
+
+// LastSequence reads AnnotationLastSequence of a report (0 when missing or
+// malformed: such a report is older than any fold).
+func LastSequence(obj *unstructured.Unstructured) uint64 {
+	n, err := strconv.ParseUint(obj.GetAnnotations()[AnnotationLastSequence], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error) {
+	if rep.Object == nil {
+		return w.deleteOnce(ctx, rep)
+	}
+	name := rep.Name()
+	c := w.client(rep.Resource.Namespace)
+	cur, err := c.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cur = nil
+	case err != nil:
+		return "", fmt.Errorf("read report %s: %w", name, err)
+	}
+	if cur != nil {
+		seq := LastSequence(cur)
+		if seq > rep.LastSequence {
+			return OutcomeStale, nil
+		}
+		if seq == rep.LastSequence && sameReport(cur, rep.Object) {
+			return OutcomeUnchanged, nil
+		}
+	}
+	if err := w.limiter.Wait(ctx); err != nil {
+		return "", err
+	}
+	if cur == nil {
+		_, err := c.Create(ctx, rep.Object, metav1.CreateOptions{FieldManager: FieldManager})
+		switch {
+		case err == nil:
+			return OutcomeCreated, nil
+		case apierrors.IsAlreadyExists(err):
+			return "", fmt.Errorf("create report %s: %w", name, errConflict)
+		case apierrors.IsNotFound(err):
+			// The namespace is gone, and the resource with it.
+			return OutcomeGone, nil
+		}
+		return "", classify("create report "+name, err)
+	}
+	obj := rep.Object.DeepCopy()
+	obj.SetResourceVersion(cur.GetResourceVersion())
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return "", fmt.Errorf("encode report %s: %w", name, err)
+	}
+	force := true
+	_, err = c.Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+	switch {
+	case err == nil:
+		return OutcomeApplied, nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		// Changed or deleted since it was read: read again.
+		return "", fmt.Errorf("apply report %s: %w", name, errConflict)
+	}
+	return "", classify("apply report "+name, err)
+}
+
+func (w *Writer) deleteOnce(ctx context.Context, rep Report) (WriteOutcome, error) {
+	name := rep.Name()
+	var cur *unstructured.Unstructured
+	var err error
+	if rep.Resource.Name == "" && rep.Resource.Namespace == "" {
+		// Only the UID is known: find the report.
+		cur, err = w.locate(ctx, name)
+	} else {
+		cur, err = w.client(rep.Resource.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cur, err = nil, nil
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("read report %s: %w", name, err)
+	}
+	if cur == nil {
+		return OutcomeAbsent, nil
+	}
+	// With results in the stream (none with rules), a report of a later
+	// sequence is newer. Without any result at all nothing is newer.
+	if rep.LastSequence > 0 && LastSequence(cur) > rep.LastSequence {
+		return OutcomeStale, nil
+	}
+	if err := w.limiter.Wait(ctx); err != nil {
+		return "", err
+	}
+	rv := cur.GetResourceVersion()
+	err = w.client(cur.GetNamespace()).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	switch {
+	case err == nil:
+		return OutcomeDeleted, nil
+	case apierrors.IsNotFound(err):
+		return OutcomeAbsent, nil
+	case apierrors.IsConflict(err):
+		return "", fmt.Errorf("delete report %s: %w", name, errConflict)
+	}
+	return "", classify("delete report "+name, err)
+}
+
+// locate finds the report named uid when its namespace is not known.
+func (w *Writer) locate(ctx context.Context, uid string) (*unstructured.Unstructured, error) {
+	cur, err := w.dyn.Resource(ClusterPolicyReports).Get(ctx, uid, metav1.GetOptions{})
+	if err == nil {
+		return cur, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	list, err := w.dyn.Resource(PolicyReports).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", uid).String()})
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
+}
+
+// classify wraps err, marking refusals that retrying cannot fix.
+func classify(what string, err error) error {
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		return fmt.Errorf("%s: %w: %w", what, ErrRejected, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// sameReport reports whether the report cur already says what want says:
+// the same scope, summary, results, owner, sequence and label.
+func sameReport(cur, want *unstructured.Unstructured) bool {
+	a, errA := json.Marshal(reportContent(cur))
+	b, errB := json.Marshal(reportContent(want))
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+func reportContent(o *unstructured.Unstructured) map[string]any {
+	owners, _, _ := unstructured.NestedFieldNoCopy(o.Object, "metadata", "ownerReferences")
+	return map[string]any{
+		"label":   o.GetLabels()[LabelManagedBy],
+		"seq":     o.GetAnnotations()[AnnotationLastSequence],
+		"owners":  owners,
+		"scope":   o.Object["scope"],
+		"summary": o.Object["summary"],
+		"results": o.Object["results"],
+	}
+}
