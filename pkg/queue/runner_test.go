@@ -264,7 +264,10 @@ func TestRunnerProcessExitRedelivered(t *testing.T) {
 func TestRunnerPoisonAndRetries(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
-	provision(t, c)
+	// A long AckWait: a redelivery well before it can only be the nak delay.
+	const ackWait = 5 * time.Second
+	provision(t, c, WithConsumers(ConsumerSpec{Stream: StreamWork, Durable: ConsumerCleaner,
+		FilterSubjects: []string{WorkFilter(WorkCleanup)}, AckWait: ackWait}))
 	publishWork(t, c, WorkCleanup, "poison", "flaky", "slow-ok", "panics")
 
 	s := newSink()
@@ -291,7 +294,7 @@ func TestRunnerPoisonAndRetries(t *testing.T) {
 
 	waitFor(t, 10*time.Second, "two dead letters", func() bool { return streamMsgs(t, c, StreamDead) == 2 })
 	waitFor(t, 10*time.Second, "the rest done", func() bool { return s.doneCount() == 2 })
-	time.Sleep(2500 * time.Millisecond) // more than two AckWaits: nothing comes back
+	time.Sleep(time.Second) // nothing more comes back (nothing is left unanswered)
 
 	if d := s.deliveries("poison"); len(d) != 1 {
 		t.Fatalf("poison delivered %d times, want 1", len(d))
@@ -303,7 +306,7 @@ func TestRunnerPoisonAndRetries(t *testing.T) {
 	for _, d := range [][]delivery{flaky, s.deliveries("slow-ok")} {
 		for i := 1; i < len(d); i++ {
 			gap := d[i].at.Sub(d[i-1].at)
-			if d[i].n != uint64(i+1) || gap < delay-20*time.Millisecond || gap >= time.Second {
+			if d[i].n != uint64(i+1) || gap < delay-20*time.Millisecond || gap >= ackWait/2 {
 				t.Errorf("delivery %d after %s: want the %s retry delay (not AckWait)", d[i].n, gap, delay)
 			}
 		}

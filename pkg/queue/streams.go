@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -249,7 +250,14 @@ func (c *Conn) Provision(ctx context.Context, opts ...ProvisionOption) error {
 }
 
 func (c *Conn) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
-	_, err := c.js.UpdateStream(ctx, cfg)
+	s, err := c.js.Stream(ctx, cfg.Name)
+	if err == nil && sameStreamConfig(s.CachedInfo().Config, cfg) {
+		return nil // nothing to change: replicas starting together do not churn the stream
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	_, err = c.js.UpdateStream(ctx, cfg)
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
 	}
@@ -274,4 +282,20 @@ func retryTransient(ctx context.Context, base time.Duration, fn func() error) er
 		case <-time.After(backoffDelay(attempt, base, 5*time.Second)):
 		}
 	}
+}
+
+// sameStreamConfig compares the fields Provision sets.
+func sameStreamConfig(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) &&
+		have.Description == want.Description &&
+		have.Retention == want.Retention &&
+		have.MaxMsgsPerSubject == want.MaxMsgsPerSubject &&
+		have.Discard == want.Discard &&
+		have.MaxAge == want.MaxAge &&
+		have.Storage == want.Storage &&
+		have.Replicas == want.Replicas &&
+		have.Duplicates == want.Duplicates &&
+		have.AllowDirect == want.AllowDirect &&
+		have.AllowMsgSchedules == want.AllowMsgSchedules &&
+		have.AllowRollup == want.AllowRollup
 }
