@@ -1,5 +1,52 @@
 // Package reporter projects VERDICT_RESULTS into PolicyReports and
 // ClusterPolicyReports (wgpolicyk8s.io/v1alpha2): one report per resource,
 // named by the resource's UID, the fold of the latest result of every
-// policy on that resource.
+// policy on that resource. The stream is the state; a report is only ever
+// a function of it, so any replica can write any report and `reporter
+// replay` rebuilds them all.
+//
+// # Fold
+//
+// Fold is pure: the current results of one resource (the last message per
+// policy, with its stream sequence) become a report object with the
+// resource as scope and as a non-controller owner, a summary, one result
+// per rule sorted by policy and rule, and the highest sequence folded in
+// as the annotation verdict.dev/last-sequence. The same results in any
+// order give a byte-identical object. A resource without rule results
+// folds to no object: its report must not exist.
+//
+// # Writer
+//
+// Writer.Write reads the current report and skips the write when its
+// last-sequence is higher (stale) or equal with the same content
+// (unchanged); otherwise it creates the report, or server-side applies it
+// (field manager verdict-reporter, force) with the read resourceVersion.
+// A concurrent writer makes the create or the apply fail; the writer then
+// reads the stream again, folds again and retries with backoff. A fold
+// without results deletes the report, with the read resourceVersion as a
+// precondition. Writes go through a token bucket (WithWriteQPS). The
+// writer remembers what it wrote (WithMemory) so that the many deliveries
+// of an unchanged state cost no API request.
+//
+// # Projector
+//
+// A Projector runs the queue runner over the shared durable consumer
+// "reporter" on VERDICT_RESULTS; any number of replicas share it, none
+// leads. A message marks its resource dirty and waits; after the coalescing
+// window (or at once when every handler waits) a flush reads the dirty
+// resources' results with Replay filtered to ResultsOfResource (one Replay
+// per batch of resources), folds and writes each, and only then are the
+// messages acknowledged. A crash before the write means redelivery, and
+// the idempotent, guarded write makes redelivery harmless.
+//
+// # Rebuild
+//
+// Rebuild replays the whole stream, groups it by resource, folds and
+// writes every report (optionally pruning Verdict's reports that have no
+// results), with progress reports: the same reports as live operation.
+//
+// # Service
+//
+// Config, Run and Replay are services/reporter's `run` and `replay`
+// commands.
 package reporter

@@ -3,10 +3,12 @@ package reporter
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +72,7 @@ type writerOptions struct {
 	retryMin    time.Duration
 	retryMax    time.Duration
 	metrics     *Metrics
+	remember    int
 }
 
 // WithWriteQPS bounds the API writes (create, apply, delete) of the writer
@@ -93,6 +96,23 @@ func WithConflictRetries(attempts int, minDelay, maxDelay time.Duration) WriterO
 			return fmt.Errorf("%w: conflict retries %d, %s..%s", ErrInvalidOption, attempts, minDelay, maxDelay)
 		}
 		o.maxAttempts, o.retryMin, o.retryMax = attempts, minDelay, maxDelay
+		return nil
+	}
+}
+
+// WithMemory sets how many reports the writer remembers (the sequence and
+// content it last wrote or read), so that a fold it knows to be stale or
+// already written needs no read from the API server; 0 turns it off.
+// Default 100,000 (about 10 MB). A report deleted behind the writer's back
+// (kubectl delete, or the garbage collector after its resource went) is
+// then written again only when its resource has a new result, or by a
+// replay.
+func WithMemory(reports int) WriterOption {
+	return func(o *writerOptions) error {
+		if reports < 0 {
+			return fmt.Errorf("%w: memory %d", ErrInvalidOption, reports)
+		}
+		o.remember = reports
 		return nil
 	}
 }
@@ -123,11 +143,24 @@ func WithMetrics(m *Metrics) WriterOption {
 // "create" it, the older state last), which fails if another replica
 // created it first. A fold without results deletes the report, with the
 // read resourceVersion as a precondition.
+//
+// The writer remembers the sequence and content of the reports it wrote or
+// read (WithMemory), so a fold it already knows to be stale or written
+// costs no request.
 type Writer struct {
 	dyn     dynamic.Interface
 	limiter flowcontrol.RateLimiter
 	opts    writerOptions
 	m       *Metrics
+
+	mu   sync.Mutex
+	seen map[string]seen // by report name
+}
+
+// seen is what the writer last knew a report to hold.
+type seen struct {
+	seq uint64
+	sum [sha256.Size]byte // of reportContent; zero when not known
 }
 
 // NewWriter returns a writer over dyn.
@@ -135,7 +168,7 @@ func NewWriter(dyn dynamic.Interface, opts ...WriterOption) (*Writer, error) {
 	if dyn == nil {
 		return nil, fmt.Errorf("%w: nil dynamic client", ErrInvalidOption)
 	}
-	o := writerOptions{qps: 50, burst: 100, maxAttempts: 8, retryMin: 10 * time.Millisecond, retryMax: time.Second}
+	o := writerOptions{qps: 50, burst: 100, maxAttempts: 8, retryMin: 10 * time.Millisecond, retryMax: time.Second, remember: 100_000}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -152,7 +185,49 @@ func NewWriter(dyn dynamic.Interface, opts ...WriterOption) (*Writer, error) {
 		limiter: flowcontrol.NewTokenBucketRateLimiter(float32(o.qps), o.burst),
 		opts:    o,
 		m:       o.metrics,
+		seen:    map[string]seen{},
 	}, nil
+}
+
+// recall returns what the writer knows of the report name.
+func (w *Writer) recall(name string) (seen, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.seen[name]
+	return s, ok
+}
+
+// remember notes what the report name holds (forget with ok false).
+func (w *Writer) remember(name string, s seen, ok bool) {
+	if w.opts.remember == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !ok {
+		delete(w.seen, name)
+		return
+	}
+	if _, known := w.seen[name]; !known && len(w.seen) >= w.opts.remember {
+		// Full: forget about a tenth, at random (map order).
+		drop := max(1, w.opts.remember/10)
+		for k := range w.seen {
+			delete(w.seen, k)
+			if drop--; drop == 0 {
+				break
+			}
+		}
+	}
+	w.seen[name] = s
+}
+
+// contentSum is the checksum of what a report says.
+func contentSum(o *unstructured.Unstructured) [sha256.Size]byte {
+	data, err := json.Marshal(reportContent(o))
+	if err != nil {
+		return [sha256.Size]byte{}
+	}
+	return sha256.Sum256(data)
 }
 
 // Metrics are the collectors the writer reports to.
@@ -178,6 +253,7 @@ func (w *Writer) Write(ctx context.Context, rep Report, refold Refold) (WriteOut
 			return out, err
 		}
 		w.m.conflicts.Inc()
+		w.remember(rep.Name(), seen{}, false)
 		if attempt >= w.opts.maxAttempts {
 			return "", fmt.Errorf("%w: report %s after %d attempts: %w", ErrConflict, rep.Name(), attempt, err)
 		}
@@ -224,6 +300,15 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 		return w.deleteOnce(ctx, rep)
 	}
 	name := rep.Name()
+	sum := contentSum(rep.Object)
+	if known, ok := w.recall(name); ok {
+		switch {
+		case known.seq > rep.LastSequence:
+			return OutcomeStale, nil
+		case known.seq == rep.LastSequence && known.sum == sum:
+			return OutcomeUnchanged, nil
+		}
+	}
 	c := w.client(rep.Resource.Namespace)
 	cur, err := c.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -235,9 +320,11 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 	if cur != nil {
 		seq := LastSequence(cur)
 		if seq > rep.LastSequence {
+			w.remember(name, seen{seq: seq}, true)
 			return OutcomeStale, nil
 		}
 		if seq == rep.LastSequence && sameReport(cur, rep.Object) {
+			w.remember(name, seen{seq: seq, sum: sum}, true)
 			return OutcomeUnchanged, nil
 		}
 	}
@@ -248,6 +335,7 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 		_, err := c.Create(ctx, rep.Object, metav1.CreateOptions{FieldManager: FieldManager})
 		switch {
 		case err == nil:
+			w.remember(name, seen{seq: rep.LastSequence, sum: sum}, true)
 			return OutcomeCreated, nil
 		case apierrors.IsAlreadyExists(err):
 			return "", fmt.Errorf("create report %s: %w", name, errConflict)
@@ -267,6 +355,7 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 	_, err = c.Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 	switch {
 	case err == nil:
+		w.remember(name, seen{seq: rep.LastSequence, sum: sum}, true)
 		return OutcomeApplied, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		// Changed or deleted since it was read: read again.
@@ -302,6 +391,7 @@ func (w *Writer) deleteOnce(ctx context.Context, rep Report) (WriteOutcome, erro
 	if err := w.limiter.Wait(ctx); err != nil {
 		return "", err
 	}
+	w.remember(name, seen{}, false)
 	rv := cur.GetResourceVersion()
 	err = w.client(cur.GetNamespace()).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 	switch {

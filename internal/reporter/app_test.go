@@ -1,0 +1,160 @@
+package reporter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := map[string]struct {
+		mod  func(*Config)
+		want string
+	}{
+		"defaults":          {mod: func(*Config) {}},
+		"no nats":           {mod: func(c *Config) { c.NATSURLs = nil }, want: "NATS URL"},
+		"two replicas":      {mod: func(c *Config) { c.StreamReplicas = 2 }, want: "stream replicas 2"},
+		"zero window":       {mod: func(c *Config) { c.CoalesceWindow = 0 }, want: "coalesce window"},
+		"negative api qps":  {mod: func(c *Config) { c.APIQPS = -1 }, want: "API QPS"},
+		"zero write burst":  {mod: func(c *Config) { c.WriteBurst = 0 }, want: "write QPS"},
+		"no flush workers":  {mod: func(c *Config) { c.FlushWorkers = 0 }, want: "flush workers"},
+		"bad format":        {mod: func(c *Config) { c.LogFormat = "xml" }, want: "log format"},
+		"several problems":  {mod: func(c *Config) { c.Attempts, c.ShutdownTimeout = 0, 0 }, want: "attempts 0"},
+		"empty log level":   {mod: func(c *Config) { c.LogLevel = "" }, want: "log level"},
+		"huge concurrency":  {mod: func(c *Config) { c.Concurrency = 501 }, want: "concurrency 501"},
+		"zero api timeout":  {mod: func(c *Config) { c.APITimeout = 0 }, want: "API timeout"},
+		"zero concurrency":  {mod: func(c *Config) { c.Concurrency = 0 }, want: "concurrency 0"},
+		"shutdown too soon": {mod: func(c *Config) { c.ShutdownTimeout = -time.Second }, want: "shutdown timeout"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want ErrInvalidConfig about %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOptionsRejectBadValues(t *testing.T) {
+	for name, err := range map[string]error{
+		"nil client":  func() error { _, err := NewWriter(nil); return err }(),
+		"window":      WithWindow(0)(&projectorOptions{}),
+		"concurrency": WithConcurrency(0)(&projectorOptions{}),
+		"workers":     WithFlushWorkers(0)(&projectorOptions{}),
+		"read batch":  WithReadBatch(0)(&projectorOptions{}),
+		"durable":     WithDurable("")(&projectorOptions{}),
+		"attempts":    WithAttempts(0, time.Second, time.Minute)(&projectorOptions{}),
+		"progress":    WithProgressEvery(0)(&projectorOptions{}),
+		"shutdown":    WithShutdownTimeout(0)(&projectorOptions{}),
+		"qps":         WithWriteQPS(0, 1)(&writerOptions{}),
+		"conflicts":   WithConflictRetries(0, time.Millisecond, time.Second)(&writerOptions{}),
+		"memory":      WithMemory(-1)(&writerOptions{}),
+		"metrics":     WithMetrics(nil)(&writerOptions{}),
+		"rebuild":     WithRebuildWorkers(0)(&rebuildOptions{}),
+		"progress fn": WithRebuildProgress(time.Second, nil)(&rebuildOptions{}),
+	} {
+		if !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := NewMetrics(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestE2EService runs the service as its main does (Config, kubeconfig,
+// NATS URL, probes): a result becomes a report, /metrics and /readyz
+// answer, SIGTERM (ctx) drains it; then `replay --prune` through the same
+// Config rebuilds the report after it is deleted.
+func TestE2EService(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	ns := e.namespace("service-")
+	cm, err := e.kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := l.Addr().String()
+	l.Close()
+
+	cfg := DefaultConfig()
+	cfg.Kubeconfig = shared.KubeconfigPath()
+	cfg.NATSURLs = []string{e.nats.ClientURL()}
+	cfg.ProbeAddress = probe
+	cfg.CoalesceWindow = 50 * time.Millisecond
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, cfg, zerolog.Nop()) }()
+
+	e.publish(evaluation{ref: refOf("v1", "ConfigMap", cm), policy: "require-labels", version: "1", request: "s1", scored: true,
+		rules: rules(engine.StatusFail, engine.StatusPass)}.event())
+	eventually(t, 20*time.Second, "report", func() error { return summaryIs(e.report(ns.Name, string(cm.UID)), 1, 1, 0, 0, 0) })
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + probe + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz %d %s", code, body)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK ||
+		!strings.Contains(body, `verdict_reporter_reports_total{outcome="created"} 1`) ||
+		!strings.Contains(body, "verdict_reporter_lag_seconds_bucket") ||
+		!strings.Contains(body, `verdict_queue_handled_total{consumer="reporter",outcome="done"} 1`) {
+		t.Errorf("/metrics %d:\n%s", code, body)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("service stopped with %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("service did not stop")
+	}
+
+	if err := e.dyn.Resource(PolicyReports).Namespace(ns.Name).Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	st, err := Replay(ctx, cfg, true, &out, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Outcomes[OutcomeCreated] != 1 || !strings.Contains(out.String(), "replayed 1 results of 1 resources") {
+		t.Errorf("replay %+v:\n%s", st, out.String())
+	}
+	if err := summaryIs(e.report(ns.Name, string(cm.UID)), 1, 1, 0, 0, 0); err != nil {
+		t.Error(fmt.Errorf("after replay: %w", err))
+	}
+}

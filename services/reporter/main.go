@@ -1,0 +1,93 @@
+// Command reporter keeps Verdict's PolicyReports and ClusterPolicyReports:
+// `reporter run` (the default) projects VERDICT_RESULTS into them as
+// results arrive; `reporter replay [--prune]` rebuilds every report from
+// the stream. Everything but flag parsing lives in internal/reporter.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/verdict-dev/verdict/internal/kube"
+	"github.com/verdict-dev/verdict/internal/reporter"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// Commands.
+const (
+	cmdRun    = "run"
+	cmdReplay = "replay"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run parses the command and its flags into a Config, runs it until it
+// ends (or SIGTERM or SIGINT) and maps the outcome to an exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := cmdRun
+	if len(args) > 0 && (args[0] == cmdRun || args[0] == cmdReplay) {
+		cmd, args = args[0], args[1:]
+	}
+	cfg := reporter.DefaultConfig()
+	fs := flag.NewFlagSet("reporter "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: reporter [run] [flags]\n       reporter replay [--prune] [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	bindFlags(fs, &cfg)
+	var prune bool
+	if cmd == cmdReplay {
+		fs.BoolVar(&prune, "prune", false, "also delete Verdict's reports of resources that have no results in the stream")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return exitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	log, err := reporter.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	kube.RouteKlog(log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	switch cmd {
+	case cmdReplay:
+		_, err = reporter.Replay(ctx, cfg, prune, stdout, log)
+	default:
+		err = reporter.Run(ctx, cfg, log)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "reporter %s: %v\n", cmd, err)
+		if errors.Is(err, reporter.ErrInvalidConfig) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return exitOK
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/verdict-dev/verdict/internal/reporter"
+)
+
+func TestFlags(t *testing.T) {
+	cfg := reporter.DefaultConfig()
+	fs := flag.NewFlagSet("reporter", flag.ContinueOnError)
+	bindFlags(fs, &cfg)
+	err := fs.Parse([]string{
+		"--kubeconfig=/k/config",
+		"--api-qps=20", "--api-burst=40", "--write-qps=5.5", "--write-burst=10", "--api-timeout=10s",
+		"--nats-url=nats://a:4222,nats://b:4222", "--nats-url=nats://c:4222",
+		"--nats-credentials=/n/creds", "--stream-replicas=3",
+		"--coalesce-window=1s", "--concurrency=32", "--flush-workers=4", "--attempts=3", "--shutdown-timeout=5s",
+		"--probe-address=:9090", "--log-level=debug", "--log-format=console",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reporter.Config{
+		Kubeconfig: "/k/config",
+		APIQPS:     20, APIBurst: 40, WriteQPS: 5.5, WriteBurst: 10, APITimeout: 10 * time.Second,
+		NATSURLs:        []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"},
+		NATSCredentials: "/n/creds", StreamReplicas: 3,
+		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,
+		ProbeAddress: ":9090", LogLevel: "debug", LogFormat: "console",
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("config\n%+v\nwant\n%+v", cfg, want)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		code int
+		out  string
+	}{
+		"help":                 {args: []string{"-h"}, code: exitOK, out: "reporter replay [--prune]"},
+		"replay help":          {args: []string{"replay", "-h"}, code: exitOK, out: "-prune"},
+		"unknown flag":         {args: []string{"--nope"}, code: exitUsage, out: "flag provided but not defined"},
+		"prune is for replay":  {args: []string{"run", "--prune"}, code: exitUsage, out: "flag provided but not defined: -prune"},
+		"stray argument":       {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
+		"invalid window":       {args: []string{"--coalesce-window=0s"}, code: exitUsage, out: "coalesce window"},
+		"invalid qps":          {args: []string{"replay", "--write-qps=0"}, code: exitUsage, out: "write QPS"},
+		"too much concurrency": {args: []string{"--concurrency=1000"}, code: exitUsage, out: "concurrency 1000"},
+		"bad log level":        {args: []string{"--log-level=loud"}, code: exitUsage, out: "log level"},
+		"no kubeconfig, not in a cluster": {
+			args: []string{"replay", "--log-level=error", "--probe-address="}, code: exitFailed, out: "kubernetes client config",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("KUBERNETES_SERVICE_HOST", "")
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", code, tc.code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.out) {
+				t.Fatalf("stderr %q lacks %q", stderr.String(), tc.out)
+			}
+		})
+	}
+}
