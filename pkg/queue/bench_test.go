@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -293,8 +292,6 @@ func BenchmarkReplay(b *testing.B) {
 		reportRate(b, b.N*subjects, total)
 	})
 }
-
-var _ = fmt.Sprint
 
 // benchConcurrency is the runner's handler count in BenchmarkConsumeAck
 // (QUEUE_BENCH_CONCURRENCY overrides it).

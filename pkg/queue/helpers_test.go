@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
 
@@ -125,8 +124,6 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-var _ = jetstream.MsgIDHeader
 
 func workMsgNats(subject, data string) *nats.Msg {
 	return &nats.Msg{Subject: subject, Data: []byte(data)}
