@@ -252,9 +252,10 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rconn := e.connect()
 	rebuild := func() RebuildStats {
 		var lines []string
-		st, err := Rebuild(ctx, e.connect(), w, WithPrune(true), WithRebuildProgress(500*time.Millisecond, func(p RebuildProgress) {
+		st, err := Rebuild(ctx, rconn, w, WithPrune(true), WithRebuildProgress(500*time.Millisecond, func(p RebuildProgress) {
 			lines = append(lines, fmt.Sprintf("%s %d/%d %v", p.Phase, p.Done, p.Total, p.Elapsed.Round(time.Millisecond)))
 		}))
 		if err != nil {

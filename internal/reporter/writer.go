@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -339,8 +340,8 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 			return OutcomeCreated, nil
 		case apierrors.IsAlreadyExists(err):
 			return "", fmt.Errorf("create report %s: %w", name, errConflict)
-		case apierrors.IsNotFound(err):
-			// The namespace is gone, and the resource with it.
+		case apierrors.IsNotFound(err), apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// The namespace is gone or going, and the resource with it.
 			return OutcomeGone, nil
 		}
 		return "", classify("create report "+name, err)
