@@ -1,11 +1,14 @@
 package reporter
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -227,5 +230,87 @@ func TestE2EReports(t *testing.T) {
 	}
 	if n := counter(t, rep.reg, "verdict_reporter_lag_seconds"); n < 12 {
 		t.Errorf("lag observations %v, want at least 12", n)
+	}
+}
+
+// TestE2ESlowWrites: when writes are slow (a write QPS of one every two
+// seconds) the waiting messages are kept in progress past their AckWait
+// (1s here), so nothing is delivered twice; and they are acknowledged
+// only once their report is written.
+func TestE2ESlowWrites(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	var spec queue.ConsumerSpec
+	for _, s := range queue.DefaultConsumers() {
+		if s.Durable == queue.ConsumerReporter {
+			spec = s
+		}
+	}
+	spec.Durable, spec.AckWait = "slow", time.Second
+	if err := e.conn.Provision(ctx, queue.WithConsumers(spec)); err != nil {
+		t.Fatal(err)
+	}
+	ns := e.namespace("slow-")
+	var refs []events.ResourceRef
+	for i := range 3 {
+		cm, err := e.kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, refOf("v1", "ConfigMap", cm))
+	}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(e.dyn, WithWriteQPS(0.5, 1), WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProjector(e.connect(), w, WithDurable("slow"), WithWindow(50*time.Millisecond), WithProgressEvery(200*time.Millisecond), WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	begin := time.Now()
+	for i, ref := range refs {
+		e.publish(evaluation{ref: ref, policy: "p", version: "1", request: fmt.Sprint(i), scored: true, rules: rules(engine.StatusPass)}.event())
+	}
+	cons, err := e.conn.JetStream().Consumer(ctx, queue.StreamResults, "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "three reports", func() error {
+		for _, ref := range refs {
+			if e.report(ns.Name, ref.UID) == nil {
+				return errNotYet
+			}
+		}
+		return nil
+	})
+	if took := time.Since(begin); took < 3*time.Second {
+		t.Fatalf("three writes at 0.5/s took %v: the rate limit did not hold", took)
+	}
+	eventually(t, 10*time.Second, "all acknowledged", func() error {
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if ci.NumAckPending != 0 || ci.NumPending != 0 {
+			return fmt.Errorf("%d unacknowledged, %d pending", ci.NumAckPending, ci.NumPending)
+		}
+		return nil
+	})
+	if n := counter(t, reg, "verdict_reporter_results_consumed_total"); n != 3 {
+		t.Errorf("%v deliveries for 3 results: messages went past their AckWait", n)
 	}
 }

@@ -163,14 +163,18 @@ func Fold(uid string, results []Result) (Report, error) {
 		"name":        uid,
 		"labels":      map[string]any{LabelManagedBy: ManagedByValue},
 		"annotations": map[string]any{AnnotationLastSequence: strconv.FormatUint(rep.LastSequence, 10)},
-		"ownerReferences": []any{map[string]any{
+	}
+	// The resource owns its report (the garbage collector deletes the
+	// report with it), when the results name it well enough to refer to.
+	if res.APIVersion != "" && res.Kind != "" && res.Name != "" {
+		meta["ownerReferences"] = []any{map[string]any{
 			"apiVersion":         res.APIVersion,
 			"kind":               res.Kind,
 			"name":               res.Name,
 			"uid":                res.UID,
 			"controller":         false,
 			"blockOwnerDeletion": false,
-		}},
+		}}
 	}
 	kind := KindClusterPolicyReport
 	if res.Namespace != "" {

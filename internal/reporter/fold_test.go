@@ -207,6 +207,19 @@ func TestFoldClusterScoped(t *testing.T) {
 	}
 }
 
+// TestFoldNoOwner: results that do not say the resource's kind get a
+// report without an owner reference (the API server would refuse an
+// incomplete one), rather than no report.
+func TestFoldNoOwner(t *testing.T) {
+	rep, err := Fold("u1", []Result{result("u1", "p1", 1, rule("r", engine.StatusPass), func(r *Result) { r.Event.Resource.Kind = "" })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Object == nil || len(rep.Object.GetOwnerReferences()) != 0 {
+		t.Fatalf("report %v, want one without owner references", rep.Object)
+	}
+}
+
 func TestFoldNoResults(t *testing.T) {
 	tests := map[string]struct {
 		results []Result
