@@ -25,7 +25,7 @@ unit:
 	$(GO) test $(GOFLAGS) -count=1 -short $(PKGS)
 
 # Packages whose tests run against the real control plane.
-E2E_PKGS := ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/...
+E2E_PKGS := ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/demo/...
 
 ## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane first
 e2e: controlplane
@@ -61,10 +61,9 @@ verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 	$(GO) mod tidy -diff
 
-## demo: the end-to-end demo (services, control plane, reports)
-demo:
-	@echo "make demo: not yet: the webhook and reporter services are not built yet (issues 4 and 5)."
-	@echo "Meanwhile try: make build && bin/verdict apply -p ../shared/bench/pss-classic -r ../shared/bench/pods-1000.yaml"
+## demo: local control plane, embedded JetStream, webhook and reporter, sample policies and Pods, then the reports (DEMO_ONCE=1: once, then exit)
+demo: controlplane
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) $(GO) run ./cmd/verdict demo $(if $(DEMO_ONCE),--once,)
 
 clean:
 	rm -rf $(BIN)

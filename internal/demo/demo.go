@@ -30,6 +30,7 @@ import (
 	"github.com/verdict-dev/verdict/deploy/samples"
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -46,9 +47,15 @@ type Options struct {
 	Log zerolog.Logger
 	// ReportTimeout bounds the wait for the reports.
 	ReportTimeout time.Duration
-	// Projector, when set, runs the report projector (the reporter
-	// service) against the JetStream URL and kubeconfig until ctx ends.
-	Projector func(ctx context.Context, natsURL, kubeconfig string, log zerolog.Logger) error
+}
+
+// projector runs the reporter service in process.
+func projector(ctx context.Context, natsURL, kubeconfig string, log zerolog.Logger) error {
+	cfg := reporter.DefaultConfig()
+	cfg.Kubeconfig = kubeconfig
+	cfg.NATSURLs = []string{natsURL}
+	cfg.ProbeAddress = ""
+	return reporter.Run(ctx, cfg, log)
 }
 
 // Namespace is where the demo's Pods go.
@@ -123,14 +130,12 @@ func Run(ctx context.Context, opts Options) error {
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
 	webhookDone := make(chan error, 1)
 	go func() { webhookDone <- webhookapp.Run(svcCtx, cfg, opts.Log) }()
-	if opts.Projector != nil {
-		say("==> starting the reporter")
-		go func() {
-			if err := opts.Projector(svcCtx, nats.ClientURL(), cp.KubeconfigPath(), opts.Log); err != nil && !errors.Is(err, context.Canceled) {
-				say("    reporter stopped: %v", err)
-			}
-		}()
-	}
+	say("==> starting the reporter")
+	go func() {
+		if err := projector(svcCtx, nats.ClientURL(), cp.KubeconfigPath(), opts.Log); err != nil && !errors.Is(err, context.Canceled) {
+			say("    reporter stopped: %v", err)
+		}
+	}()
 
 	say("==> installing the sample policies")
 	if err := installSamples(ctx, dyn, say); err != nil {
