@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/rs/zerolog"
@@ -9,10 +10,16 @@ import (
 )
 
 // RouteKlog sends client-go's klog output into log: Info at V(0) becomes
-// info, higher verbosity debug, errors error.
+// info, higher verbosity debug, errors error. Only the first call in a
+// process takes effect (klog's logger is process-wide; changing it while
+// clients log would race).
 func RouteKlog(log zerolog.Logger) {
-	klog.SetLogger(logr.New(&sink{log: log.With().Str(logKeyComponent, "client-go").Logger()}))
+	klogOnce.Do(func() {
+		klog.SetLogger(logr.New(&sink{log: log.With().Str(logKeyComponent, "client-go").Logger()}))
+	})
 }
+
+var klogOnce sync.Once
 
 const logKeyComponent = "component"
 

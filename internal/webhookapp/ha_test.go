@@ -282,7 +282,10 @@ func TestE2ETwoReplicasLeaderDies(t *testing.T) {
 	lb.set(b.port)
 	a.stop(t)
 	waitFor(t, 20*time.Second, func() bool { return leaseHolder(t, e.kube) == "replica-b" })
-	// The new leader restores a deleted configuration.
+	time.Sleep(2 * time.Second)
+	tr.finish(t)
+	// The new leader restores a deleted configuration (no traffic then: a
+	// deleted configuration admits everything until it is back).
 	if err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(t.Context(), registrar.DefaultValidatingName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,8 +294,6 @@ func TestE2ETwoReplicasLeaderDies(t *testing.T) {
 		return err == nil && len(v.Webhooks) >= 2
 	})
 	waitEnforced(t, e.kube)
-	time.Sleep(2 * time.Second)
-	tr.finish(t)
 }
 
 // TestE2ENATSDown: with JetStream stopped, admissions are still answered
