@@ -158,8 +158,11 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 		t.Fatalf("flush after restart: %v (stats %+v)", err, p.Stats())
 	}
 	st := p.Stats()
-	if st.Published != 50+buffer || st.Dropped != uint64(full) || st.Pending != 0 || dropHandler != 0 {
-		t.Fatalf("stats after restart = %+v, drop handler %d; want %d published, %d dropped", st, dropHandler, 50+buffer, full)
+	// A publish that reached the server just before it stopped is stored
+	// but its ack is lost: its retry comes back as a duplicate. Either way
+	// every accepted message is acknowledged, and stored once (below).
+	if st.Published+st.Duplicates != 50+buffer || st.Dropped != uint64(full) || st.Pending != 0 || dropHandler != 0 {
+		t.Fatalf("stats after restart = %+v, drop handler %d; want %d published or duplicate, %d dropped", st, dropHandler, 50+buffer, full)
 	}
 	if n := streamMsgs(t, c, StreamWork); n != 50+buffer {
 		t.Fatalf("VERDICT_WORK holds %d messages, want %d", n, 50+buffer)
