@@ -81,21 +81,9 @@ func (r *testResult) celKind() bool {
 }
 
 func readTestFile(path string) (*testFile, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	v, err := document.Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
 	var t testFile
-	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := decodeFileInto(path, &t); err != nil {
+		return nil, err
 	}
 	t.path = path
 	t.dir = filepath.Dir(path)
@@ -141,23 +129,8 @@ type valuesFile struct {
 }
 
 func readValues(path string) (*valuesFile, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	v, err := document.Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
 	var vf valuesFile
-	if err := json.Unmarshal(b, &vf); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &vf, nil
+	return &vf, decodeFileInto(path, &vf)
 }
 
 // resourceValues returns the values for one policy on one resource:
@@ -226,23 +199,8 @@ type userInfoFile struct {
 }
 
 func readUserInfo(path string) (*userInfoFile, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	v, err := document.Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
 	var u userInfoFile
-	if err := json.Unmarshal(b, &u); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &u, nil
+	return &u, decodeFileInto(path, &u)
 }
 
 // contextFile is a Kyverno CLI context file (kind Context): objects an
@@ -255,21 +213,26 @@ type contextFile struct {
 }
 
 func readContext(path string) (*contextFile, error) {
+	var c contextFile
+	return &c, decodeFileInto(path, &c)
+}
+
+// decodeFileInto reads one YAML or JSON document into out.
+func decodeFileInto(path string, out any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	v, err := document.Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var c contextFile
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	return &c, nil
+	return nil
 }
