@@ -56,7 +56,21 @@ type ResultEvent struct {
 	Admission bool `json:"admission"`
 	// RequestUID is the AdmissionRequest's uid.
 	RequestUID string `json:"requestUid,omitempty"`
+	// Retracted, on a result without rules, says why an earlier result of
+	// the policy on the resource no longer holds (RetractedNotSelected,
+	// RetractedPolicyDeleted). The stream keeps the retraction in the
+	// earlier result's place; reports leave the policy out.
+	Retracted string `json:"retracted,omitempty"`
 }
+
+// Reasons of a retraction.
+const (
+	// RetractedNotSelected: the policy no longer selects the resource.
+	RetractedNotSelected = "notSelected"
+	// RetractedPolicyDeleted: the policy was deleted (or replaced by one
+	// of the same name).
+	RetractedPolicyDeleted = "policyDeleted"
+)
 
 // WorkKind is what a worker does with a WorkItem.
 type WorkKind string

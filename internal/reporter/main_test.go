@@ -24,7 +24,6 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -197,7 +196,7 @@ func (e *env) publish(evs ...events.ResultEvent) []uint64 {
 	e.t.Helper()
 	seqs := make([]uint64, len(evs))
 	for i, ev := range evs {
-		m, err := webhookapp.ResultMessage(ev)
+		m, err := events.ResultMessage(ev)
 		if err != nil {
 			e.t.Fatal(err)
 		}

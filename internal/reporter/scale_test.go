@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -88,7 +87,7 @@ func scaleMessages(t *testing.T, cms []*corev1.ConfigMap, rng *rand.Rand) []queu
 	}
 	var msgs []queue.Message
 	add := func(ev events.ResultEvent) queue.Message {
-		m, err := webhookapp.ResultMessage(ev)
+		m, err := events.ResultMessage(ev)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	evt "github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -310,26 +311,13 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 	return v, nil
 }
 
-func policyRef(p *engine.Policy) PolicyRef {
-	return PolicyRef{Key: p.Raw.Key(), UID: p.Raw.Metadata.UID, ResourceVersion: p.Raw.Metadata.ResourceVersion}
-}
+func policyRef(p *engine.Policy) PolicyRef { return evt.PolicyRefOf(p) }
 
 func resultEvent(ev *evaluation, p *engine.Policy, resp engine.Response) ResultEvent {
-	rules := make([]RuleResult, len(resp.Rules))
-	for i, rr := range resp.Rules {
-		rules[i] = RuleResult{Name: rr.Name, Type: rr.Type, Status: rr.Status, Message: rr.Message, Exception: rr.Exception}
-	}
-	return ResultEvent{
-		Resource:   ev.rv.ref(),
-		Policy:     policyRef(p),
-		Rules:      rules,
-		Category:   p.Category,
-		Severity:   p.Severity,
-		Scored:     p.Scored,
-		Timestamp:  ev.now,
-		Admission:  true,
-		RequestUID: string(ev.rv.req.UID),
-	}
+	r := evt.NewResult(ev.rv.ref(), p, resp, ev.now)
+	r.Admission = true
+	r.RequestUID = string(ev.rv.req.UID)
+	return r
 }
 
 func workItem(ev *evaluation, p *engine.Policy, rr engine.RuleResponse) WorkItem {

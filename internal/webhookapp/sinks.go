@@ -3,7 +3,6 @@ package webhookapp
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/rs/zerolog"
 
@@ -23,28 +22,9 @@ type resultSink struct {
 
 var _ webhook.ResultSink = (*resultSink)(nil)
 
-// ResultMessage is the queue message of a result event: its subject (the
-// resource and policy, so the stream keeps the last per pair) and a
-// deterministic id (a retried publish, or two replicas evaluating the same
-// admission, collapse).
-func ResultMessage(ev events.ResultEvent) (queue.Message, error) {
-	if ev.Resource.UID == "" || ev.Policy.Key == "" {
-		return queue.Message{}, fmt.Errorf("result event needs a resource uid and a policy key")
-	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return queue.Message{}, err
-	}
-	return queue.Message{
-		Subject: queue.ResultSubject(ev.Resource.UID, ev.Policy.Key),
-		ID:      queue.MsgID("result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID),
-		Data:    data,
-	}, nil
-}
-
 func (s *resultSink) Publish(_ context.Context, evs []events.ResultEvent) {
 	for _, ev := range evs {
-		m, err := ResultMessage(ev)
+		m, err := events.ResultMessage(ev)
 		if err != nil {
 			s.log.Debug().Err(err).Msg("result not published")
 			continue

@@ -1,0 +1,138 @@
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// ErrIncomplete is returned for an event that lacks what its subject or
+// id is made of.
+var ErrIncomplete = errors.New("incomplete event")
+
+// NewResult is the result event of one policy's response on a resource.
+func NewResult(res ResourceRef, p *engine.Policy, resp engine.Response, at time.Time) ResultEvent {
+	rules := make([]RuleResult, len(resp.Rules))
+	for i, rr := range resp.Rules {
+		rules[i] = RuleResult{Name: rr.Name, Type: rr.Type, Status: rr.Status, Message: rr.Message, Exception: rr.Exception}
+	}
+	return ResultEvent{
+		Resource:  res,
+		Policy:    PolicyRefOf(p),
+		Rules:     rules,
+		Category:  p.Category,
+		Severity:  p.Severity,
+		Scored:    p.Scored,
+		Timestamp: at,
+	}
+}
+
+// PolicyRefOf names a compiled policy at its version.
+func PolicyRefOf(p *engine.Policy) PolicyRef {
+	return PolicyRef{Key: p.Raw.Key(), UID: p.Raw.Metadata.UID, ResourceVersion: p.Raw.Metadata.ResourceVersion}
+}
+
+// SameOutcome reports whether two results of the same resource and policy
+// say the same thing: the same policy version, rules, category, severity
+// and scoring (timestamps, resource versions and request ids aside). A
+// background scan does not republish a result that says the same thing.
+func SameOutcome(a, b ResultEvent) bool {
+	if a.Policy != b.Policy || a.Category != b.Category || a.Severity != b.Severity || a.Scored != b.Scored ||
+		a.Retracted != b.Retracted || len(a.Rules) != len(b.Rules) {
+		return false
+	}
+	for i := range a.Rules {
+		if a.Rules[i] != b.Rules[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ResultMessage is the queue message of a result event: its subject (the
+// resource and policy, so the stream keeps the last per pair) and a
+// deterministic id (a retried publish, or two replicas evaluating the same
+// admission or scanning the same versions, collapse).
+func ResultMessage(ev ResultEvent) (queue.Message, error) {
+	if ev.Resource.UID == "" || ev.Policy.Key == "" {
+		return queue.Message{}, fmt.Errorf("%w: a result needs a resource uid and a policy key", ErrIncomplete)
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	parts := []string{"result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID}
+	if ev.Retracted != "" {
+		parts = append(parts, "retracted", ev.Retracted)
+	}
+	return queue.Message{Subject: queue.ResultSubject(ev.Resource.UID, ev.Policy.Key), ID: queue.MsgID(parts...), Data: data}, nil
+}
+
+// ScanAction is what the scanner does with a ScanItem.
+type ScanAction string
+
+// Scan actions.
+const (
+	// ScanPolicy evaluates one policy on every resource it selects,
+	// publishes the results that changed and retracts those that no
+	// longer hold.
+	ScanPolicy ScanAction = "policy"
+	// ScanAll fans out one ScanPolicy item per background policy: the
+	// periodic scan's tick.
+	ScanAll ScanAction = "all"
+	// ScanPolicyDeleted retracts every result of a deleted policy.
+	ScanPolicyDeleted ScanAction = "policyDeleted"
+	// ScanResourceGone is sent when a report disappeared: when its
+	// resource is gone too, the resource's results are purged; otherwise
+	// its report is written again.
+	ScanResourceGone ScanAction = "resourceGone"
+)
+
+// ScanItem is one unit of background-scan work (VERDICT_WORK, kind scan).
+type ScanItem struct {
+	Action ScanAction `json:"action"`
+	// Policy is the policy to scan or whose results to retract.
+	Policy PolicyRef `json:"policy,omitzero"`
+	// Resource is the resource whose report disappeared.
+	Resource ResourceRef `json:"resource,omitzero"`
+	// Reason says what caused the item (created, changed, started,
+	// interval, deleted).
+	Reason    string    `json:"reason,omitempty"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// ScanMessage is the queue message of a scan item; id distinguishes
+// occurrences (two replicas publishing the same occurrence give the same
+// id, so it is done once).
+func ScanMessage(item ScanItem, id ...string) (queue.Message, error) {
+	var key string
+	switch item.Action {
+	case ScanPolicy, ScanPolicyDeleted:
+		if item.Policy.Key == "" || item.Policy.UID == "" {
+			return queue.Message{}, fmt.Errorf("%w: scan item %s needs a policy key and uid", ErrIncomplete, item.Action)
+		}
+		key = string(item.Action) + "/" + item.Policy.Key
+	case ScanResourceGone:
+		if item.Resource.UID == "" {
+			return queue.Message{}, fmt.Errorf("%w: scan item %s needs a resource uid", ErrIncomplete, item.Action)
+		}
+		key = string(item.Action) + "/" + item.Resource.UID
+	case ScanAll:
+		key = string(item.Action)
+	default:
+		return queue.Message{}, fmt.Errorf("%w: unknown scan action %q", ErrIncomplete, item.Action)
+	}
+	subject, err := queue.WorkSubject(queue.WorkScan, key)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	data, err := json.Marshal(item)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	return queue.Message{Subject: subject, ID: queue.MsgID(append([]string{"scan", key}, id...)...), Data: data}, nil
+}

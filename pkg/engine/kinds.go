@@ -1,0 +1,59 @@
+package engine
+
+// KindMatch is how a policy's rules select one kind of resource.
+type KindMatch int
+
+// KindMatch values.
+const (
+	// KindNotSelected: no rule names the kind.
+	KindNotSelected KindMatch = iota
+	// KindByWildcard: only a kind wildcard ("*") selects it.
+	KindByWildcard
+	// KindNamed: a rule names the kind (possibly with version or group
+	// wildcards).
+	KindNamed
+)
+
+// SelectsKind reports how the match blocks of the policy's rules of type t
+// (autogen rules included) select resources of group/version/kind itself,
+// not a subresource. It is the kind filter of a background scan: which
+// kinds to list so that every resource the rules may match is evaluated.
+// A kind named in any filter of a match block counts, so a rule whose
+// filters must all match may select fewer resources than listed; the
+// evaluation decides.
+func (p *Policy) SelectsKind(t RuleType, group, version, kind string) KindMatch {
+	r := gvk{group: group, version: version, kind: kind}
+	best := KindNotSelected
+	for _, rule := range p.Rules {
+		if ruleType(&rule.Rule) != t || rule.match == nil {
+			continue
+		}
+		for _, f := range rule.match.filters() {
+			for _, k := range f.kinds {
+				if !k.matches(r, "") {
+					continue
+				}
+				if k.kind == "*" {
+					best = max(best, KindByWildcard)
+					continue
+				}
+				return KindNamed
+			}
+		}
+	}
+	return best
+}
+
+// filters lists every filter of the block.
+func (c *matcher) filters() []filter {
+	out := make([]filter, 0, len(c.any)+len(c.all)+1)
+	out = append(out, c.any...)
+	out = append(out, c.all...)
+	if c.single != nil {
+		out = append(out, *c.single)
+	}
+	return out
+}
+
+// HasRules reports whether the policy has rules of type t.
+func (p *Policy) HasRules(t RuleType) bool { return p.hasType(t) }

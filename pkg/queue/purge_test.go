@@ -1,0 +1,47 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// Purge removes exactly the subjects its filter selects; LastMsg reads
+// the last message of one subject and says when there is none.
+func TestPurgeAndLastMsg(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c)
+	ctx := context.Background()
+	pub := func(uid, policy, data string) {
+		t.Helper()
+		if _, err := c.PublishSync(ctx, Message{Subject: ResultSubject(uid, policy), ID: MsgID(uid, policy, data), Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("uid-a", "p1", "a1")
+	pub("uid-a", "ns/p2", "a2")
+	pub("uid-b", "p1", "b1")
+	pub("uid-a", "p1", "a1'")
+
+	m, err := c.LastMsg(ctx, StreamResults, ResultSubject("uid-a", "p1"))
+	if err != nil || string(m.Data) != "a1'" || m.Sequence != 4 {
+		t.Fatalf("last of uid-a/p1: %q seq %d, %v; want a1' at 4", m.Data, m.Sequence, err)
+	}
+	n, err := c.Purge(ctx, StreamResults, ResultsOfResource("uid-a"))
+	if err != nil || n != 2 {
+		t.Fatalf("purge uid-a: %d, %v; want 2", n, err)
+	}
+	if _, err := c.LastMsg(ctx, StreamResults, ResultSubject("uid-a", "p1")); !errors.Is(err, ErrNoMessage) {
+		t.Fatalf("after purge: %v, want ErrNoMessage", err)
+	}
+	if m, err := c.LastMsg(ctx, StreamResults, ResultSubject("uid-b", "p1")); err != nil || string(m.Data) != "b1" {
+		t.Fatalf("uid-b kept: %q, %v", m.Data, err)
+	}
+	if n, err := c.Purge(ctx, StreamResults, ResultsOfResource("nobody")); err != nil || n != 0 {
+		t.Fatalf("purge of nothing: %d, %v", n, err)
+	}
+	if _, err := c.Purge(ctx, StreamResults, ""); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("empty filter: %v", err)
+	}
+}
