@@ -14,9 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -63,6 +67,15 @@ type Config struct {
 	// ShutdownTimeout bounds the wait for results in flight at SIGTERM.
 	ShutdownTimeout time.Duration
 
+	// Scan turns the background scan on (policy changes, the periodic
+	// scan, purging the results of deleted resources).
+	Scan bool
+	// ScanInterval is the period of the full background scan (0: only
+	// on policy changes).
+	ScanInterval time.Duration
+	// ScanConcurrency is how many scan items a replica works on at once.
+	ScanConcurrency int
+
 	// ProbeAddress serves /metrics, /healthz and /readyz over plain HTTP
 	// (empty: none).
 	ProbeAddress string
@@ -85,6 +98,9 @@ func DefaultConfig() Config {
 		FlushWorkers:    8,
 		Attempts:        10,
 		ShutdownTimeout: 30 * time.Second,
+		Scan:            true,
+		ScanInterval:    time.Hour,
+		ScanConcurrency: 2,
 		ProbeAddress:    ":8080",
 		LogLevel:        "info",
 		LogFormat:       LogFormatJSON,
@@ -121,6 +137,12 @@ func (c *Config) Validate() error {
 	if c.Attempts < 1 {
 		errs = append(errs, fmt.Errorf("attempts %d must be positive", c.Attempts))
 	}
+	if c.ScanInterval < 0 || (c.ScanInterval > 0 && c.ScanInterval < time.Second) {
+		errs = append(errs, fmt.Errorf("scan interval %s: 0 (none) or at least 1s", c.ScanInterval))
+	}
+	if c.ScanConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("scan concurrency %d must be positive", c.ScanConcurrency))
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %s must be positive", c.ShutdownTimeout))
 	}
@@ -153,6 +175,8 @@ type deps struct {
 	conn   *queue.Conn
 	writer *Writer
 	reg    *prometheus.Registry
+	rc     *rest.Config
+	dyn    dynamic.Interface
 }
 
 func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*deps, error) {
@@ -193,7 +217,7 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
-	return &deps{conn: conn, writer: w, reg: reg}, nil
+	return &deps{conn: conn, writer: w, reg: reg, rc: rc, dyn: dyn}, nil
 }
 
 // Run runs the projector until ctx ends, then drains: the results in
@@ -230,10 +254,62 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		}
 		defer stop()
 	}
-	log.Info().Msg("reporterStarted")
-	err = p.Run(ctx)
+	var scanner *Scanner
+	if cfg.Scan {
+		if scanner, err = newScanner(ctx, cfg, d, log); err != nil {
+			return err
+		}
+	}
+	log.Info().Bool("scan", cfg.Scan).Msg("reporterStarted")
+	// The projector and the scanner stop together: when ctx ends, or
+	// when either returns.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 2)
+	running := 1
+	go func() { done <- p.Run(rctx) }()
+	if scanner != nil {
+		running++
+		go func() { done <- scanner.Run(rctx) }()
+	}
+	err = nil
+	for range running {
+		if e := <-done; e != nil && err == nil {
+			err = e
+		}
+		cancel()
+	}
 	log.Info().Err(err).Msg("reporterStopped")
 	return err
+}
+
+// newScanner starts the policy cache (it returns once synced) and builds
+// the background scanner on it.
+func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*Scanner, error) {
+	kube, err := kubernetes.NewForConfig(d.rc)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(d.rc)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(engine.WithContextLoader(policycache.NewLoader(kube, 3*time.Second, 2<<20)))
+	if err != nil {
+		return nil, err
+	}
+	pc := policycache.New(eng, d.dyn, kube, log)
+	if err := pc.Start(ctx); err != nil {
+		return nil, fmt.Errorf("policy cache: %w", err)
+	}
+	return NewScanner(d.conn, eng, d.dyn, kube.Discovery(), pc, d.writer,
+		WithScanInterval(cfg.ScanInterval),
+		WithScanConcurrency(cfg.ScanConcurrency),
+		WithScanAttempts(cfg.Attempts),
+		WithReportWatch(meta),
+		WithScanRegisterer(d.reg),
+		WithScanLogger(log),
+	)
 }
 
 // Replay rebuilds every report from the stream (and with prune deletes

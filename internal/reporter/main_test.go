@@ -41,7 +41,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cp, err := controlplane.Start(ctx)
+	// The garbage collector removes reports with their resources.
+	cp, err := controlplane.Start(ctx, controlplane.WithControllerManager())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -99,7 +99,7 @@ func TestMsgID(t *testing.T) {
 	if a == b {
 		t.Fatal("MsgID does not separate parts")
 	}
-	if MsgID("x", "y") != MsgID("x", "y") || len(a) != 32 {
+	if x1, x2 := MsgID("x", "y"), MsgID("x", "y"); x1 != x2 || len(a) != 32 {
 		t.Fatalf("MsgID not deterministic or wrong length: %q", a)
 	}
 }

@@ -617,7 +617,7 @@ func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 			r.log.Error().Str(logKeySubject, m.Subject).Uint64(logKeySequence, m.Sequence).Msg("handlerExitedWithoutAnswer")
 		}
 	}()
-	out, perr, ok := r.call(&m.ctx, m)
+	out, perr, ok := r.call(&m.ctx, m) //nolint:contextcheck // msgCtx derives from the runner's context (deadline and hard stop)
 	m.ctx.cancel(context.Canceled)
 	answered = true
 	r.mTime.Observe(time.Since(m.start).Seconds())

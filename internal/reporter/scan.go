@@ -1,0 +1,997 @@
+package reporter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// PolicySource is what the scanner needs of the policy cache
+// (policycache.Cache): the compiled set, a signal after each change, and
+// namespace labels for namespaceSelector.
+type PolicySource interface {
+	Set(ctx context.Context) (*engine.Set, error)
+	Changed() <-chan struct{}
+	NamespaceLabels(ctx context.Context, name string) (map[string]string, error)
+}
+
+// ScheduleKey names the JetStream message schedule of the periodic scan.
+const ScheduleKey = "background-scan"
+
+// Reasons of scan items.
+const (
+	ReasonStarted  = "started"
+	ReasonCreated  = "created"
+	ReasonChanged  = "changed"
+	ReasonDeleted  = "deleted"
+	ReasonInterval = "interval"
+	ReasonReport   = "reportDeleted"
+)
+
+// ScanOption configures NewScanner.
+type ScanOption func(*scanOptions) error
+
+type scanOptions struct {
+	interval       time.Duration
+	pageSize       int64
+	concurrency    int
+	maxDeliver     int
+	waitDeliveries uint64
+	kindsTTL       time.Duration
+	metadata       metadata.Interface
+	reg            prometheus.Registerer
+	log            *zerolog.Logger
+	now            func() time.Time
+}
+
+// WithScanInterval sets the period of the full background scan, kept as a
+// JetStream message schedule on VERDICT_WORK. Zero: no periodic scan
+// (policy changes still scan). Default 1h; at least 1s.
+func WithScanInterval(d time.Duration) ScanOption {
+	return func(o *scanOptions) error {
+		if d != 0 && d < time.Second {
+			return fmt.Errorf("%w: scan interval %s (0, or at least 1s)", ErrInvalidOption, d)
+		}
+		o.interval = d
+		return nil
+	}
+}
+
+// WithScanPageSize sets the page size of the resource lists. Default 500.
+func WithScanPageSize(n int) ScanOption {
+	return func(o *scanOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: scan page size %d", ErrInvalidOption, n)
+		}
+		o.pageSize = int64(n)
+		return nil
+	}
+}
+
+// WithScanConcurrency sets how many scan items a replica works on at
+// once. Default 2.
+func WithScanConcurrency(n int) ScanOption {
+	return func(o *scanOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: scan concurrency %d", ErrInvalidOption, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// WithScanAttempts bounds the deliveries of a scan item before it is
+// dead-lettered. Default 10.
+func WithScanAttempts(n int) ScanOption {
+	return func(o *scanOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: scan attempts %d", ErrInvalidOption, n)
+		}
+		o.maxDeliver = n
+		return nil
+	}
+}
+
+// WithReportWatch watches Verdict's reports (metadata only) so that a
+// report the garbage collector removed with its resource gets the
+// resource's results purged from the stream. nil: no watch (the periodic
+// scan still purges them).
+func WithReportWatch(client metadata.Interface) ScanOption {
+	return func(o *scanOptions) error {
+		o.metadata = client
+		return nil
+	}
+}
+
+// WithScanRegisterer registers the scanner's metrics (verdict_scanner_*)
+// on reg. Default: a private registry.
+func WithScanRegisterer(reg prometheus.Registerer) ScanOption {
+	return func(o *scanOptions) error {
+		o.reg = reg
+		return nil
+	}
+}
+
+// WithScanLogger sets the logger.
+func WithScanLogger(l zerolog.Logger) ScanOption {
+	return func(o *scanOptions) error {
+		o.log = &l
+		return nil
+	}
+}
+
+// Scanner is the background scan: any number of replicas share the
+// durable consumer "scanner" on VERDICT_WORK and none leads. Work is
+// partitioned by policy: a scan item asks for one policy to be evaluated
+// on every resource it selects, and whichever replica takes the item does
+// it. Items are published with deterministic ids, so the replicas that all
+// see the same policy change publish one item between them:
+//
+//   - a policy created or changed (id: policy uid and resourceVersion), and
+//     every policy when a replica starts;
+//   - a policy deleted (id: policy uid): its results are retracted;
+//   - a tick of the periodic scan, a JetStream message schedule that fires
+//     a ScanAll item; the replica that takes it publishes one item per
+//     policy (id: policy version and the tick's stream sequence);
+//   - a report deleted (id: resource uid): when the resource is gone too
+//     (the garbage collector deleted the report with it), its results are
+//     purged; otherwise the report is written again.
+//
+// A policy scan reads the policy's current results from VERDICT_RESULTS,
+// lists the kinds the policy's validate rules name (a kind wildcard alone
+// is not listed), evaluates each resource, and publishes only results that
+// changed (deterministic ids: two scans of the same versions collapse). A
+// resource the policy no longer selects gets a retraction (a result
+// without rules, which reports leave out); a result of a resource that no
+// longer exists is purged with the rest of the resource's results and its
+// report deleted. Policies with background: false are not scanned.
+type Scanner struct {
+	conn     *queue.Conn
+	eng      *engine.Engine
+	dyn      dynamic.Interface
+	disc     discovery.DiscoveryInterface
+	mapper   meta.ResettableRESTMapper
+	policies PolicySource
+	writer   *Writer
+	m        *scanMetrics
+	o        scanOptions
+	log      zerolog.Logger
+
+	kindsMu sync.Mutex
+	kinds   []listedKind
+	kindsAt time.Time
+}
+
+// listedKind is one listable resource of the cluster.
+type listedKind struct {
+	gvr        schema.GroupVersionResource
+	gvk        schema.GroupVersionKind
+	namespaced bool
+}
+
+// NewScanner returns a scanner; Run runs it.
+func NewScanner(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, disc discovery.DiscoveryInterface,
+	policies PolicySource, writer *Writer, opts ...ScanOption,
+) (*Scanner, error) {
+	o := scanOptions{interval: time.Hour, pageSize: 500, concurrency: 2, maxDeliver: 10, waitDeliveries: 5,
+		kindsTTL: 30 * time.Second, now: time.Now}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if conn == nil || eng == nil || dyn == nil || disc == nil || policies == nil || writer == nil {
+		return nil, fmt.Errorf("%w: the scanner needs a queue connection, an engine, API clients, a policy source and a writer", ErrInvalidOption)
+	}
+	reg := o.reg
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newScanMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	log := zerolog.Nop()
+	if o.log != nil {
+		log = *o.log
+	}
+	return &Scanner{
+		conn: conn, eng: eng, dyn: dyn, disc: disc, policies: policies, writer: writer, m: m, o: o,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		log:    log.With().Str(logKeyComponent, "scanner").Logger(),
+	}, nil
+}
+
+// Run publishes scan items for policy changes, keeps the periodic scan's
+// schedule, watches reports, and works on scan items until ctx ends. The
+// policy source must be started (synced) first.
+func (s *Scanner) Run(ctx context.Context) error {
+	ctx = s.log.WithContext(ctx)
+	r, err := s.conn.NewRunner(queue.StreamWork, queue.ConsumerScanner, s.handle,
+		queue.WithConcurrency(s.o.concurrency),
+		queue.WithMaxDeliver(s.o.maxDeliver),
+		queue.WithRetryDelays(time.Second, time.Minute),
+		queue.WithMaxWorkTime(30*time.Minute),
+	)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.watchPolicies(ctx) })
+	if s.o.interval > 0 {
+		wg.Go(func() { s.keepSchedule(ctx) })
+	}
+	if s.o.metadata != nil {
+		wg.Go(func() { s.watchReports(ctx) })
+	}
+	err = r.Run(ctx)
+	wg.Wait()
+	return err
+}
+
+// policyVersion is what a policy change is detected on.
+type policyVersion struct {
+	ref  events.PolicyRef
+	scan bool // background on and validate rules
+}
+
+func versions(set *engine.Set) map[string]policyVersion {
+	out := make(map[string]policyVersion, len(set.Policies))
+	for _, p := range set.Policies {
+		out[p.Raw.Key()] = policyVersion{ref: events.PolicyRefOf(p), scan: scanned(p)}
+	}
+	return out
+}
+
+// scanned reports whether background scans evaluate p.
+func scanned(p *engine.Policy) bool {
+	return p.Raw.Spec.BackgroundEnabled() && p.HasRules(engine.TypeValidation)
+}
+
+// watchPolicies publishes a scan item per created or changed policy (all
+// of them at start) and a retraction item per deleted one.
+func (s *Scanner) watchPolicies(ctx context.Context) {
+	var prev map[string]policyVersion
+	for {
+		set, err := s.policies.Set(ctx)
+		if err == nil {
+			cur := versions(set)
+			s.publishChanges(ctx, prev, cur)
+			prev = cur
+		} else {
+			s.log.Warn().Err(err).Msg("policiesUnavailable")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.policies.Changed():
+		}
+	}
+}
+
+func (s *Scanner) publishChanges(ctx context.Context, prev, cur map[string]policyVersion) {
+	now := s.o.now().UTC()
+	for key, v := range cur {
+		old, had := prev[key]
+		switch {
+		case had && old == v:
+			continue
+		case had && old.ref.UID != v.ref.UID:
+			// Replaced under the same name: the old one's results go.
+			s.publish(ctx, events.ScanItem{Action: events.ScanPolicyDeleted, Policy: old.ref, Reason: ReasonDeleted, Timestamp: now}, old.ref.UID)
+		}
+		if !v.scan {
+			continue
+		}
+		reason := ReasonChanged
+		switch {
+		case prev == nil:
+			reason = ReasonStarted
+		case !had:
+			reason = ReasonCreated
+		}
+		s.publish(ctx, events.ScanItem{Action: events.ScanPolicy, Policy: v.ref, Reason: reason, Timestamp: now}, v.ref.UID, v.ref.ResourceVersion)
+	}
+	for key, old := range prev {
+		if _, ok := cur[key]; !ok {
+			s.publish(ctx, events.ScanItem{Action: events.ScanPolicyDeleted, Policy: old.ref, Reason: ReasonDeleted, Timestamp: now}, old.ref.UID)
+		}
+	}
+}
+
+// publish publishes a scan item, retrying for a while; an item that
+// cannot be published is counted and logged (the periodic scan
+// reconciles).
+func (s *Scanner) publish(ctx context.Context, item events.ScanItem, id ...string) {
+	msg, err := events.ScanMessage(item, id...)
+	if err != nil {
+		s.m.unpublished.WithLabelValues("invalid").Inc()
+		s.log.Error().Err(err).Msg("scanItemInvalid")
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		_, err := s.conn.PublishSync(pctx, msg)
+		if err == nil {
+			s.m.published.WithLabelValues(string(item.Action)).Inc()
+			return
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-pctx.Done():
+			t.Stop()
+			s.m.unpublished.WithLabelValues("unavailable").Inc()
+			s.log.Error().Err(err).Str(logKeySubject, msg.Subject).Str(logKeyReason, item.Reason).Msg("scanItemNotPublished")
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// keepSchedule makes sure the periodic scan's message schedule exists
+// with this replica's interval, retrying until it does or ctx ends.
+func (s *Scanner) keepSchedule(ctx context.Context) {
+	delay := time.Second
+	for {
+		err := s.ensureSchedule(ctx)
+		if err == nil {
+			return
+		}
+		s.log.Warn().Err(err).Msg("scanScheduleNotSet")
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Minute)
+	}
+}
+
+func (s *Scanner) ensureSchedule(ctx context.Context) error {
+	subject := queue.ScheduleSubject(ScheduleKey)
+	want := "@every " + s.o.interval.String()
+	cur, err := s.conn.LastMsg(ctx, queue.StreamWork, subject)
+	switch {
+	case err == nil && cur.Header.Get(jetstream.ScheduleHeader) == want:
+		return nil
+	case err == nil:
+		// Another interval: replace the schedule, not add a second one.
+		if _, err := s.conn.Purge(ctx, queue.StreamWork, subject); err != nil {
+			return err
+		}
+	case !errors.Is(err, queue.ErrNoMessage):
+		return err
+	}
+	target, err := queue.WorkSubject(queue.WorkScan, string(events.ScanAll))
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(events.ScanItem{Action: events.ScanAll, Reason: ReasonInterval})
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	_, err = s.conn.JetStream().PublishMsg(ctx, msg, jetstream.WithScheduleEvery(s.o.interval),
+		jetstream.WithScheduleTarget(target), jetstream.WithMsgID(queue.MsgID("schedule", ScheduleKey, want)))
+	if err != nil {
+		return fmt.Errorf("publish the scan schedule: %w", err)
+	}
+	s.log.Info().Str("schedule", want).Msg("scanScheduleSet")
+	return nil
+}
+
+// handle works on one scan item.
+func (s *Scanner) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
+	var item events.ScanItem
+	if err := json.Unmarshal(m.Data, &item); err != nil {
+		s.m.items.WithLabelValues("undecodable", "poison").Inc()
+		return queue.Poison("decode scan item: " + err.Error())
+	}
+	start := time.Now()
+	var out queue.Outcome
+	switch item.Action {
+	case events.ScanAll:
+		out = s.fanOut(ctx, m)
+	case events.ScanPolicy:
+		out = s.scanPolicy(ctx, m, item)
+	case events.ScanPolicyDeleted:
+		out = s.retractPolicy(ctx, item)
+	case events.ScanResourceGone:
+		out = s.resourceGone(ctx, item.Resource)
+	default:
+		s.m.items.WithLabelValues("unknown", "poison").Inc()
+		return queue.Poison(fmt.Sprintf("unknown scan action %q", item.Action))
+	}
+	s.m.items.WithLabelValues(string(item.Action), outcomeLabel(out)).Inc()
+	s.m.duration.WithLabelValues(string(item.Action)).Observe(time.Since(start).Seconds())
+	return out
+}
+
+// outcomeLabel names an outcome for metrics (its first word).
+func outcomeLabel(o queue.Outcome) string {
+	s := o.String()
+	for i, c := range s {
+		if c == ' ' || c == '(' || c == ':' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// retry logs err and asks for a later delivery.
+func (s *Scanner) retry(ctx context.Context, what string, err error) queue.Outcome {
+	logFrom(ctx).Warn().Err(err).Msg(what)
+	return queue.Retry().Because(err)
+}
+
+// fanOut publishes one policy scan per scanned policy: a tick of the
+// periodic scan. The tick's stream sequence makes the ids of this tick's
+// items unique (and the same if the tick is delivered twice).
+func (s *Scanner) fanOut(ctx context.Context, m *queue.Msg) queue.Outcome {
+	set, err := s.policies.Set(ctx)
+	if err != nil {
+		return s.retry(ctx, "policiesUnavailable", err)
+	}
+	tick := strconv.FormatUint(m.Sequence, 10)
+	now := s.o.now().UTC()
+	for _, p := range set.Policies {
+		if !scanned(p) {
+			continue
+		}
+		ref := events.PolicyRefOf(p)
+		msg, err := events.ScanMessage(events.ScanItem{Action: events.ScanPolicy, Policy: ref, Reason: ReasonInterval, Timestamp: now},
+			ref.UID, ref.ResourceVersion, "tick", tick)
+		if err != nil {
+			return queue.Poison(err.Error())
+		}
+		if _, err := s.conn.PublishSync(ctx, msg); err != nil {
+			return s.retry(ctx, "scanItemNotPublished", err)
+		}
+		s.m.published.WithLabelValues(string(events.ScanPolicy)).Inc()
+	}
+	return queue.Done()
+}
+
+// lookup finds the policy an item names in the local set. It asks for a
+// later delivery while the local cache may be behind the item.
+func (s *Scanner) lookup(ctx context.Context, m *queue.Msg, ref events.PolicyRef) (*engine.Policy, *engine.Set, queue.Outcome, bool) {
+	set, err := s.policies.Set(ctx)
+	if err != nil {
+		return nil, nil, s.retry(ctx, "policiesUnavailable", err), false
+	}
+	var p *engine.Policy
+	for _, c := range set.Policies {
+		if c.Raw.Key() == ref.Key {
+			p = c
+			break
+		}
+	}
+	switch {
+	case p != nil && p.Raw.Metadata.UID == ref.UID && p.Raw.Metadata.ResourceVersion == ref.ResourceVersion:
+		return p, set, queue.Done(), true
+	case p != nil && p.Raw.Metadata.UID == ref.UID && newer(p.Raw.Metadata.ResourceVersion, ref.ResourceVersion):
+		// This replica already has a later version, which has its own
+		// item: this one is superseded.
+		return nil, nil, queue.Done(), false
+	case m.Delivery < s.o.waitDeliveries && (p == nil || p.Raw.Metadata.UID == ref.UID):
+		// Not (yet) the item's version here: the informer may be behind.
+		return nil, nil, queue.RetryAfter(time.Second), false
+	case p != nil && p.Raw.Metadata.UID == ref.UID:
+		// Still another version: scan what this replica has.
+		return p, set, queue.Done(), true
+	}
+	// Deleted or replaced: the deletion has its own item.
+	return nil, nil, queue.Done(), false
+}
+
+// newer reports whether resourceVersion a is later than b, when both are
+// the API server's (etcd) integers; false when it cannot tell.
+func newer(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
+}
+
+// scanPolicy evaluates one policy on every resource it selects.
+func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item events.ScanItem) queue.Outcome {
+	p, set, out, ok := s.lookup(ctx, m, item.Policy)
+	if !ok {
+		return out
+	}
+	if !scanned(p) {
+		s.m.skipped.WithLabelValues("background off").Inc()
+		return queue.Done()
+	}
+	log := logFrom(ctx).With().Str("policy", p.Raw.Key()).Str(logKeyReason, item.Reason).Logger()
+	existing, err := s.policyResults(ctx, p.Raw.Key())
+	if err != nil {
+		return s.retry(ctx, "resultsUnreadable", err)
+	}
+	kinds, wildcard, err := s.kindsOf(ctx, p)
+	if err != nil {
+		return s.retry(ctx, "discoveryFailed", err)
+	}
+	if wildcard {
+		s.m.skipped.WithLabelValues("kind wildcard").Inc()
+		log.Debug().Msg("kindWildcardNotScanned")
+	}
+	sc := &scan{s: s, p: p, set: set, ref: events.PolicyRefOf(p), existing: existing, seen: map[string]struct{}{},
+		listed: map[schema.GroupKind]bool{}, nsLabels: map[string]map[string]string{}, now: s.o.now().UTC(), msg: m}
+	for _, k := range kinds {
+		if err := sc.list(ctx, k); err != nil {
+			return s.retry(ctx, "scanListFailed", err)
+		}
+	}
+	if err := sc.sweep(ctx); err != nil {
+		return s.retry(ctx, "scanSweepFailed", err)
+	}
+	log.Info().Int(logKeyExamined, sc.evaluated).Int("published", sc.published).Int("unchanged", sc.unchanged).
+		Int("retracted", sc.retracted).Int(logKeyPruned, sc.purged).Msg("policyScanned")
+	return queue.Done()
+}
+
+// policyResults reads the current results of a policy, by resource uid.
+func (s *Scanner) policyResults(ctx context.Context, key string) (map[string]Result, error) {
+	out := map[string]Result{}
+	_, err := s.conn.Replay(ctx, queue.StreamResults, func(msg queue.ReplayMsg) error {
+		ev, err := DecodeResult(msg.Subject, msg.Data)
+		if err != nil {
+			s.writer.m.undecodable.Inc()
+			return nil
+		}
+		out[ev.Resource.UID] = Result{Sequence: msg.Sequence, Event: ev}
+		return nil
+	}, queue.WithReplayFilter(queue.ResultsOfPolicy(key)))
+	return out, err
+}
+
+// kindsOf lists the cluster's listable kinds the policy's validate rules
+// name, and whether a kind wildcard selects others (not listed).
+func (s *Scanner) kindsOf(ctx context.Context, p *engine.Policy) ([]listedKind, bool, error) {
+	all, err := s.listableKinds(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	var out []listedKind
+	wildcard := false
+	for _, k := range all {
+		if p.Raw.Namespaced() && !k.namespaced {
+			continue
+		}
+		switch p.SelectsKind(engine.TypeValidation, k.gvk.Group, k.gvk.Version, k.gvk.Kind) {
+		case engine.KindNamed:
+			out = append(out, k)
+		case engine.KindByWildcard:
+			wildcard = true
+		case engine.KindNotSelected:
+		}
+	}
+	return out, wildcard, nil
+}
+
+// listableKinds are the resources the API server serves that can be
+// listed (preferred versions, no subresources), cached for a while.
+func (s *Scanner) listableKinds(ctx context.Context) ([]listedKind, error) {
+	s.kindsMu.Lock()
+	defer s.kindsMu.Unlock()
+	if s.kinds != nil && time.Since(s.kindsAt) < s.o.kindsTTL {
+		return s.kinds, nil
+	}
+	lists, err := discovery.ServerPreferredResources(s.disc)
+	if err != nil {
+		if len(lists) == 0 || !discovery.IsGroupDiscoveryFailedError(err) {
+			return nil, fmt.Errorf("discover resources: %w", err)
+		}
+		// Some groups are unavailable (an aggregated API down): scan
+		// what is served.
+		logFrom(ctx).Warn().Err(err).Msg("discoveryPartial")
+	}
+	var out []listedKind
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
+				continue
+			}
+			out = append(out, listedKind{gvr: gv.WithResource(r.Name), gvk: gv.WithKind(r.Kind), namespaced: r.Namespaced})
+		}
+	}
+	s.kinds, s.kindsAt = out, time.Now()
+	return out, nil
+}
+
+// scan is one policy scan in progress.
+type scan struct {
+	s        *Scanner
+	p        *engine.Policy
+	set      *engine.Set
+	ref      events.PolicyRef
+	existing map[string]Result
+	seen     map[string]struct{}
+	listed   map[schema.GroupKind]bool
+	nsLabels map[string]map[string]string
+	now      time.Time
+	msg      *queue.Msg
+
+	evaluated, published, unchanged, retracted, purged int
+}
+
+// list evaluates every resource of one kind, page by page.
+func (sc *scan) list(ctx context.Context, k listedKind) error {
+	ri := sc.s.dyn.Resource(k.gvr)
+	var client dynamic.ResourceInterface = ri
+	if sc.p.Raw.Namespaced() {
+		client = ri.Namespace(sc.p.Raw.Metadata.Namespace)
+	}
+	opts := metav1.ListOptions{Limit: sc.s.o.pageSize}
+	for {
+		page, err := client.List(ctx, opts)
+		if err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+				return nil // no longer served
+			}
+			return fmt.Errorf("list %s: %w", k.gvr, err)
+		}
+		for i := range page.Items {
+			if err := sc.evaluate(ctx, &page.Items[i]); err != nil {
+				return err
+			}
+		}
+		_ = sc.msg.InProgress()
+		if opts.Continue = page.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	sc.listed[k.gvk.GroupKind()] = true
+	return nil
+}
+
+// evaluate runs the policy on one resource and publishes what changed.
+func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) error {
+	uid := string(obj.GetUID())
+	if _, dup := sc.seen[uid]; dup || uid == "" {
+		return nil // served by two groups: evaluated once
+	}
+	sc.seen[uid] = struct{}{}
+	sc.evaluated++
+	sc.s.m.evaluated.Inc()
+	ns := obj.GetNamespace()
+	labels, ok := sc.nsLabels[ns]
+	if !ok {
+		var err error
+		if labels, err = sc.s.policies.NamespaceLabels(ctx, ns); err != nil {
+			return fmt.Errorf("labels of namespace %s: %w", ns, err)
+		}
+		sc.nsLabels[ns] = labels
+	}
+	req := &engine.Request{Object: obj.Object, NamespaceLabels: labels, Context: ctx}
+	resp := sc.s.eng.Validate(req, sc.p, sc.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+	ref := events.ResourceRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: ns, Name: obj.GetName(),
+		UID: uid, ResourceVersion: obj.GetResourceVersion()}
+	cur, had := sc.existing[uid]
+	if len(resp.Rules) == 0 {
+		if had && len(cur.Event.Rules) > 0 {
+			return sc.retract(ctx, cur.Event, ref, events.RetractedNotSelected)
+		}
+		return nil
+	}
+	ev := events.NewResult(ref, sc.p, resp, sc.now)
+	if had && events.SameOutcome(cur.Event, ev) {
+		sc.unchanged++
+		sc.s.m.results.WithLabelValues("unchanged").Inc()
+		return nil
+	}
+	if err := sc.s.publishResult(ctx, ev); err != nil {
+		return err
+	}
+	sc.published++
+	sc.s.m.results.WithLabelValues("published").Inc()
+	return nil
+}
+
+// retract replaces an earlier result with a retraction.
+func (sc *scan) retract(ctx context.Context, old events.ResultEvent, res events.ResourceRef, reason string) error {
+	err := sc.s.publishResult(ctx, retraction(old, res, reason, sc.now))
+	if err == nil {
+		sc.retracted++
+		sc.s.m.results.WithLabelValues("retracted").Inc()
+	}
+	return err
+}
+
+func retraction(old events.ResultEvent, res events.ResourceRef, reason string, at time.Time) events.ResultEvent {
+	return events.ResultEvent{Resource: res, Policy: old.Policy, Timestamp: at, Retracted: reason}
+}
+
+// sweep settles the policy's results of resources the scan did not
+// evaluate: those the policy no longer selects are retracted, those whose
+// resource is gone are purged.
+func (sc *scan) sweep(ctx context.Context) error {
+	for uid, r := range sc.existing {
+		ev := r.Event
+		if _, ok := sc.seen[uid]; ok || len(ev.Rules) == 0 {
+			continue
+		}
+		if ev.Policy.UID != sc.ref.UID {
+			if err := sc.retract(ctx, ev, ev.Resource, events.RetractedPolicyDeleted); err != nil {
+				return err
+			}
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(ev.Resource.APIVersion)
+		if err != nil {
+			continue
+		}
+		switch sc.p.SelectsKind(engine.TypeValidation, gv.Group, gv.Version, ev.Resource.Kind) {
+		case engine.KindNotSelected:
+			if err := sc.retract(ctx, ev, ev.Resource, events.RetractedNotSelected); err != nil {
+				return err
+			}
+			continue
+		case engine.KindByWildcard, engine.KindNamed:
+		}
+		if !sc.listed[schema.GroupKind{Group: gv.Group, Kind: ev.Resource.Kind}] {
+			continue // not listed: nothing known
+		}
+		// Listed, and not there: gone, unless created since.
+		exists, err := sc.s.exists(ctx, ev.Resource)
+		if err != nil {
+			return err
+		}
+		if exists {
+			continue
+		}
+		if err := sc.s.purge(ctx, ev.Resource); err != nil {
+			return err
+		}
+		sc.purged++
+	}
+	return nil
+}
+
+// publishResult publishes a result (or retraction) and waits for the
+// stream's acknowledgement.
+func (s *Scanner) publishResult(ctx context.Context, ev events.ResultEvent) error {
+	msg, err := events.ResultMessage(ev)
+	if err != nil {
+		return err
+	}
+	if _, err := s.conn.PublishSync(ctx, msg); err != nil {
+		return fmt.Errorf("publish result of %s on %s: %w", ev.Policy.Key, ev.Resource.UID, err)
+	}
+	return nil
+}
+
+// exists reports whether the resource is still there (same UID).
+func (s *Scanner) exists(ctx context.Context, res events.ResourceRef) (bool, error) {
+	gv, err := schema.ParseGroupVersion(res.APIVersion)
+	if err != nil || res.Kind == "" || res.Name == "" {
+		return false, fmt.Errorf("resource %s is not named well enough to look up (%q %q %q)", res.UID, res.APIVersion, res.Kind, res.Name)
+	}
+	gk := schema.GroupKind{Group: gv.Group, Kind: res.Kind}
+	mapping, err := s.mapper.RESTMapping(gk, gv.Version)
+	if meta.IsNoMatchError(err) {
+		s.mapper.Reset()
+		mapping, err = s.mapper.RESTMapping(gk, gv.Version)
+	}
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil // the kind is no longer served
+	case err != nil:
+		return false, fmt.Errorf("map %s: %w", gk, err)
+	}
+	var client dynamic.ResourceInterface = s.dyn.Resource(mapping.Resource)
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		client = s.dyn.Resource(mapping.Resource).Namespace(res.Namespace)
+	}
+	obj, err := client.Get(ctx, res.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read %s %s/%s: %w", res.Kind, res.Namespace, res.Name, err)
+	}
+	return string(obj.GetUID()) == res.UID, nil
+}
+
+// purge removes every result of a resource that no longer exists and its
+// report.
+func (s *Scanner) purge(ctx context.Context, res events.ResourceRef) error {
+	n, err := s.conn.Purge(ctx, queue.StreamResults, queue.ResultsOfResource(res.UID))
+	if err != nil {
+		return err
+	}
+	res.ResourceVersion = ""
+	if _, err := s.writer.Write(ctx, Report{Resource: res}, nil); err != nil {
+		return fmt.Errorf("delete the report of %s: %w", res.UID, err)
+	}
+	s.m.purged.Add(float64(n))
+	logFrom(ctx).Debug().Str(logKeyUID, res.UID).Uint64(logKeyResults, n).Msg("resourceResultsPurged")
+	return nil
+}
+
+// retractPolicy retracts every result of a deleted policy (of that
+// policy's uid: a new policy of the same name keeps its own).
+func (s *Scanner) retractPolicy(ctx context.Context, item events.ScanItem) queue.Outcome {
+	existing, err := s.policyResults(ctx, item.Policy.Key)
+	if err != nil {
+		return s.retry(ctx, "resultsUnreadable", err)
+	}
+	now := s.o.now().UTC()
+	n := 0
+	for _, r := range existing {
+		if r.Event.Policy.UID != item.Policy.UID || len(r.Event.Rules) == 0 {
+			continue
+		}
+		if err := s.publishResult(ctx, retraction(r.Event, r.Event.Resource, events.RetractedPolicyDeleted, now)); err != nil {
+			return s.retry(ctx, "retractionNotPublished", err)
+		}
+		n++
+		s.m.results.WithLabelValues("retracted").Inc()
+	}
+	logFrom(ctx).Info().Str("policy", item.Policy.Key).Int(logKeyResults, n).Msg("policyResultsRetracted")
+	return queue.Done()
+}
+
+// resourceGone handles a deleted report: when its resource is gone its
+// results are purged; otherwise the report is written again from the
+// stream.
+func (s *Scanner) resourceGone(ctx context.Context, res events.ResourceRef) queue.Outcome {
+	if res.UID == "" {
+		return queue.Poison("resourceGone item without a resource uid")
+	}
+	exists := false
+	if res.Kind != "" {
+		var err error
+		if exists, err = s.exists(ctx, res); err != nil {
+			return s.retry(ctx, "resourceUnreadable", err)
+		}
+	}
+	if !exists {
+		if err := s.purge(ctx, res); err != nil {
+			return s.retry(ctx, "purgeFailed", err)
+		}
+		return queue.Done()
+	}
+	results, err := ReadResults(ctx, s.conn, s.writer.m, []string{res.UID})
+	if err != nil {
+		return s.retry(ctx, "resultsUnreadable", err)
+	}
+	rep, err := Fold(res.UID, results[res.UID])
+	if err != nil {
+		return queue.Poison(err.Error())
+	}
+	if _, err := s.writer.Write(ctx, withHint(rep, res), refolder(s.conn, s.writer.m, res.UID, res)); err != nil {
+		return s.retry(ctx, "reportNotWritten", err)
+	}
+	return queue.Done()
+}
+
+// watchReports publishes a resourceGone item for each of Verdict's
+// reports that is deleted (by the garbage collector with its resource, by
+// a user, or by the writer itself; the item sorts it out).
+func (s *Scanner) watchReports(ctx context.Context) {
+	f := metadatainformer.NewFilteredSharedInformerFactory(s.o.metadata, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		o.LabelSelector = LabelManagedBy + "=" + ManagedByValue
+	})
+	gone := make(chan events.ResourceRef, 4096)
+	handler := cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		pom, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return
+		}
+		select {
+		case gone <- reportSubject(pom):
+		default:
+			s.m.unpublished.WithLabelValues("buffer full").Inc()
+		}
+	}}
+	for _, gvr := range []schema.GroupVersionResource{PolicyReports, ClusterPolicyReports} {
+		if _, err := f.ForResource(gvr).Informer().AddEventHandler(handler); err != nil {
+			s.log.Error().Err(err).Msg("reportWatchFailed")
+			return
+		}
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case res := <-gone:
+			s.publish(ctx, events.ScanItem{Action: events.ScanResourceGone, Resource: res, Reason: ReasonReport, Timestamp: s.o.now().UTC()})
+		}
+	}
+}
+
+// reportSubject is the resource a report is about, from its metadata: the
+// owner reference names it; without one only the UID (the report's name)
+// and namespace are known.
+func reportSubject(pom *metav1.PartialObjectMetadata) events.ResourceRef {
+	res := events.ResourceRef{UID: pom.Name, Namespace: pom.Namespace}
+	for _, o := range pom.OwnerReferences {
+		if string(o.UID) == pom.Name {
+			res.APIVersion, res.Kind, res.Name = o.APIVersion, o.Kind, o.Name
+		}
+	}
+	return res
+}
+
+// scanMetrics are the scanner's collectors (verdict_scanner_*).
+type scanMetrics struct {
+	items       *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	published   *prometheus.CounterVec
+	unpublished *prometheus.CounterVec
+	evaluated   prometheus.Counter
+	results     *prometheus.CounterVec
+	purged      prometheus.Counter
+	skipped     *prometheus.CounterVec
+}
+
+func newScanMetrics(reg prometheus.Registerer) (*scanMetrics, error) {
+	const ns, sub = "verdict", "scanner"
+	m := &scanMetrics{
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "items_total",
+			Help: "Scan items worked on, by action (policy, all, policyDeleted, resourceGone) and outcome (done, retry, poison)."}, []string{"action", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "item_seconds",
+			Help: "Time to work on one scan item, by action.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 16)}, []string{"action"}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "items_published_total",
+			Help: "Scan items published to VERDICT_WORK (duplicates from other replicas included; the stream collapses them)."}, []string{"action"}),
+		unpublished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "items_unpublished_total",
+			Help: "Scan items that could not be published, by reason; the periodic scan reconciles what they would have done."}, []string{"reason"}),
+		evaluated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resources_evaluated_total",
+			Help: "Resources a policy scan evaluated."}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_total",
+			Help: "Scan results by what became of them: published (changed), unchanged (not republished), retracted."}, []string{"outcome"}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_purged_total",
+			Help: "Results purged from VERDICT_RESULTS because their resource no longer exists."}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "skipped_total",
+			Help: "Policy scans or kinds left out, by reason (background off, kind wildcard)."}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.items, m.duration, m.published, m.unpublished, m.evaluated, m.results, m.purged, m.skipped} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register scanner metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,301 @@
+package reporter
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/metadata"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// scanReplica is one running scanner with its own policy cache.
+type scanReplica struct {
+	reg  *prometheus.Registry
+	stop context.CancelFunc
+	done chan error
+}
+
+func (e *env) startScanner(opts ...ScanOption) *scanReplica {
+	e.t.Helper()
+	eng, err := engine.New()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(e.t.Context()))
+	pc := policycache.New(eng, e.dyn, e.kube, zerolog.Nop())
+	if err := pc.Start(ctx); err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := NewWriter(e.dyn, WithWriteQPS(2000, 2000), WithMetrics(m))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := NewScanner(e.connect(), eng, e.dyn, e.kube.Discovery(), pc, w,
+		append([]ScanOption{WithReportWatch(metadata.NewForConfigOrDie(shared.RESTConfig())), WithScanRegisterer(reg), WithScanLogger(zerolog.Nop())}, opts...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := &scanReplica{reg: reg, stop: cancel, done: make(chan error, 1)}
+	go func() { r.done <- s.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				e.t.Errorf("scanner: %v", err)
+			}
+		case <-time.After(45 * time.Second):
+			e.t.Error("scanner did not stop")
+		}
+	})
+	return r
+}
+
+func (e *env) createPolicy(y string) *unstructured.Unstructured {
+	e.t.Helper()
+	v, err := document.Decode([]byte(y))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, err := e.dyn.Resource(policycache.ClusterPolicies).Create(e.t.Context(), &unstructured.Unstructured{Object: v.(map[string]any)}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		_ = e.dyn.Resource(policycache.ClusterPolicies).Delete(context.WithoutCancel(e.t.Context()), p.GetName(), metav1.DeleteOptions{})
+	})
+	return p
+}
+
+func (e *env) createPod(ns, name string, labels map[string]string) *corev1.Pod {
+	e.t.Helper()
+	p, err := e.kube.CoreV1().Pods(ns).Create(e.t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// policyResults reads the current results of a policy by resource uid.
+func (e *env) policyResults(key string) map[string]events.ResultEvent {
+	e.t.Helper()
+	out := map[string]events.ResultEvent{}
+	_, err := e.conn.Replay(e.t.Context(), queue.StreamResults, func(m queue.ReplayMsg) error {
+		ev, err := DecodeResult(m.Subject, m.Data)
+		if err != nil {
+			return err
+		}
+		out[ev.Resource.UID] = ev
+		return nil
+	}, queue.WithReplayFilter(queue.ResultsOfPolicy(key)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// lastSequence is VERDICT_RESULTS's last sequence: how many results were
+// ever stored (nothing else publishes in a test's own JetStream).
+func (e *env) lastSequence() uint64 {
+	e.t.Helper()
+	s, err := e.conn.JetStream().Stream(e.t.Context(), queue.StreamResults)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(e.t.Context())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// summaries sums the summaries of the namespace's reports.
+func (e *env) summaries(ns string) (reports int, pass, fail int64) {
+	for _, r := range e.listReports(ns) {
+		p, _, _ := unstructured.NestedInt64(r.Object, "summary", "pass")
+		f, _, _ := unstructured.NestedInt64(r.Object, "summary", "fail")
+		reports, pass, fail = reports+1, pass+p, fail+f
+	}
+	return reports, pass, fail
+}
+
+const scanPolicy = `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata:
+  name: %[1]s
+  annotations: {policies.kyverno.io/category: Best Practices, policies.kyverno.io/severity: medium}
+spec:
+  validationFailureAction: Audit
+  background: %[3]v
+  rules:
+  - name: require-label
+    match:
+      any:
+      - resources: {kinds: [Pod], namespaces: [%[2]s]}
+    validate:
+      message: "label %[4]s is required"
+      pattern: {metadata: {labels: {%[4]s: "?*"}}}
+`
+
+// TestE2EBackgroundScan: Pods exist before the policy; three scanner
+// replicas (and a projector) run. Creating the policy scans it once: one
+// result per Pod in the stream, no duplicates, even across several ticks
+// of the periodic scan, which republishes nothing unchanged. A Pod created
+// later (no webhook here) is found by the periodic scan. A background:
+// false policy is not scanned. Changing the policy re-evaluates; deleting
+// a Pod removes its report (garbage collector) and purges its results;
+// deleting the policy retracts its results and the reports go.
+func TestE2EBackgroundScan(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	ns := e.namespace("scan-").Name
+	var pods []*corev1.Pod
+	for i := range 12 {
+		labels := map[string]string{}
+		if i%3 != 0 {
+			labels["app"] = "web"
+		}
+		if i < 3 {
+			labels["tier"] = "front"
+		}
+		pods = append(pods, e.createPod(ns, fmt.Sprintf("pod-%02d", i), labels))
+	}
+	const interval = 2 * time.Second
+	e.startProjector(e.connect())
+	var scanners []*scanReplica
+	for range 3 {
+		scanners = append(scanners, e.startScanner(WithScanInterval(interval)))
+	}
+	sum := func(name string, labels ...string) float64 {
+		var s float64
+		for _, r := range scanners {
+			s += counter(t, r.reg, name, labels...)
+		}
+		return s
+	}
+
+	name := "require-app-" + ns
+	pol := e.createPolicy(fmt.Sprintf(scanPolicy, name, ns, true, "app"))
+	e.createPolicy(fmt.Sprintf(scanPolicy, "no-background-"+ns, ns, false, "app"))
+
+	eventually(t, 30*time.Second, "a result per Pod", func() error {
+		if n := len(e.policyResults(name)); n != len(pods) {
+			return fmt.Errorf("%d results, want %d", n, len(pods))
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "reports", func() error {
+		if n, pass, fail := e.summaries(ns); n != 12 || pass != 8 || fail != 4 {
+			return fmt.Errorf("%d reports, pass %d fail %d; want 12, 8, 4", n, pass, fail)
+		}
+		return nil
+	})
+	for _, ev := range e.policyResults(name) {
+		if ev.Admission || ev.Policy.UID != string(pol.GetUID()) || ev.Category != "Best Practices" || ev.Severity != "medium" {
+			t.Fatalf("result %+v: want a background result of the policy's version with its annotations", ev)
+		}
+	}
+	// Let the periodic scan tick a few times: nothing is republished.
+	eventually(t, 30*time.Second, "two ticks of the periodic scan", func() error {
+		if n := sum("verdict_scanner_items_total", "all"); n < 2 {
+			return fmt.Errorf("%v ticks", n)
+		}
+		return nil
+	})
+	if seq := e.lastSequence(); seq != uint64(len(pods)) {
+		t.Fatalf("%d results stored for %d Pods: scans with three replicas and periodic ticks must store each result once", seq, len(pods))
+	}
+	if n := sum("verdict_scanner_results_total", "unchanged"); n < float64(len(pods)) {
+		t.Errorf("%v unchanged results: the ticks should have re-evaluated every Pod", n)
+	}
+	if got := e.policyResults("no-background-" + ns); len(got) != 0 {
+		t.Fatalf("%d results of a background: false policy", len(got))
+	}
+
+	// A Pod created now is found by the periodic scan.
+	late := e.createPod(ns, "late", nil)
+	eventually(t, 30*time.Second, "the periodic scan finds a new Pod", func() error {
+		if _, ok := e.policyResults(name)[string(late.UID)]; !ok {
+			return errNotYet
+		}
+		return nil
+	})
+
+	// The policy changes: every Pod is evaluated again.
+	cur, err := e.dyn.Resource(policycache.ClusterPolicies).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(cur.Object, []any{map[string]any{
+		"name":     "require-label",
+		"match":    map[string]any{"any": []any{map[string]any{"resources": map[string]any{"kinds": []any{"Pod"}, "namespaces": []any{ns}}}}},
+		"validate": map[string]any{"message": "label tier is required", "pattern": map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": "?*"}}}},
+	}}, "spec", "rules"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "reports after the policy change", func() error {
+		if n, pass, fail := e.summaries(ns); n != 13 || pass != 3 || fail != 10 {
+			return fmt.Errorf("%d reports, pass %d fail %d; want 13, 3, 10", n, pass, fail)
+		}
+		return nil
+	})
+
+	// A deleted Pod's report goes (garbage collector) and its results are
+	// purged.
+	gone := pods[1]
+	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the deleted Pod's report removed and its results purged", func() error {
+		if e.report(ns, string(gone.UID)) != nil {
+			return fmt.Errorf("report still there")
+		}
+		if _, ok := e.policyResults(name)[string(gone.UID)]; ok {
+			return fmt.Errorf("results still in the stream")
+		}
+		return nil
+	})
+
+	// The policy is deleted: its results are retracted, the reports go.
+	if err := e.dyn.Resource(policycache.ClusterPolicies).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "reports gone with the policy", func() error {
+		if n, _, _ := e.summaries(ns); n != 0 {
+			return fmt.Errorf("%d reports left", n)
+		}
+		return nil
+	})
+	for uid, ev := range e.policyResults(name) {
+		if len(ev.Rules) != 0 || ev.Retracted != events.RetractedPolicyDeleted {
+			t.Errorf("result on %s after the policy's deletion: %+v; want a retraction", uid, ev)
+		}
+	}
+	if dl := e.deadLetters(); len(dl) != 0 {
+		t.Errorf("dead letters: %+v", dl)
+	}
+}
