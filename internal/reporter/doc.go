@@ -45,8 +45,17 @@
 // writes every report (optionally pruning Verdict's reports that have no
 // results), with progress reports: the same reports as live operation.
 //
+// # Scanner
+//
+// A Scanner runs the background scan on the shared durable consumer
+// "scanner" on VERDICT_WORK: policy scans partitioned by policy, published
+// as scan items with deterministic ids on policy changes and at each tick
+// of a JetStream message schedule; retractions for results that no longer
+// hold; purges of the results of deleted resources (see Scanner and
+// docs/reporter.md).
+//
 // # Service
 //
-// Config, Run and Replay are services/reporter's `run` and `replay`
-// commands.
+// Config, Run and Replay are services/reporter's `run` (projector and
+// scanner) and `replay` commands.
 package reporter
