@@ -32,6 +32,9 @@ import (
 var shared *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" { // a replica of TestE2EKillReplicas
+		os.Exit(reporterChild())
+	}
 	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run())
