@@ -1,0 +1,101 @@
+package events
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+func TestResultMessageIDs(t *testing.T) {
+	ev := ResultEvent{
+		Resource: ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "a.b", UID: "u1", ResourceVersion: "7"},
+		Policy:   PolicyRef{Key: "ns/p", UID: "p1", ResourceVersion: "3"},
+		Rules:    []RuleResult{{Name: "r", Type: engine.TypeValidation, Status: engine.StatusFail}},
+	}
+	m, err := ResultMessage(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(m.Subject, "verdict.results.u1.") {
+		t.Errorf("subject %s", m.Subject)
+	}
+	later := ev
+	later.Timestamp = later.Timestamp.Add(1)
+	if m2, _ := ResultMessage(later); m2.ID != m.ID {
+		t.Error("the id depends on the timestamp: two evaluations of the same versions must collapse")
+	}
+	admission := ev
+	admission.RequestUID = "req"
+	retracted := ev
+	retracted.Rules, retracted.Retracted = nil, RetractedNotSelected
+	ids := map[string]bool{m.ID: true}
+	for _, other := range []ResultEvent{admission, retracted} {
+		m2, err := ResultMessage(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m2.Subject != m.Subject || ids[m2.ID] {
+			t.Errorf("%+v: subject %s id %s; want the same subject and a new id", other, m2.Subject, m2.ID)
+		}
+		ids[m2.ID] = true
+	}
+	if _, err := ResultMessage(ResultEvent{Policy: ev.Policy}); !errors.Is(err, ErrIncomplete) {
+		t.Errorf("no resource uid: %v", err)
+	}
+}
+
+func TestSameOutcome(t *testing.T) {
+	a := ResultEvent{
+		Resource: ResourceRef{UID: "u", ResourceVersion: "1"}, Policy: PolicyRef{Key: "p", UID: "pu", ResourceVersion: "1"},
+		Rules: []RuleResult{{Name: "r", Status: engine.StatusPass, Message: "ok"}}, Category: "c", Scored: true,
+	}
+	b := a
+	b.Resource.ResourceVersion, b.RequestUID, b.Admission = "2", "req", true
+	if !SameOutcome(a, b) {
+		t.Error("resource version, request and process do not change the outcome")
+	}
+	for name, mod := range map[string]func(*ResultEvent){
+		"policy version": func(e *ResultEvent) { e.Policy.ResourceVersion = "2" },
+		"status":         func(e *ResultEvent) { e.Rules = []RuleResult{{Name: "r", Status: engine.StatusFail, Message: "ok"}} },
+		"message":        func(e *ResultEvent) { e.Rules = []RuleResult{{Name: "r", Status: engine.StatusPass, Message: "other"}} },
+		"rules":          func(e *ResultEvent) { e.Rules = nil },
+		"severity":       func(e *ResultEvent) { e.Severity = "high" },
+		"scored":         func(e *ResultEvent) { e.Scored = false },
+		"retracted":      func(e *ResultEvent) { e.Retracted = RetractedPolicyDeleted },
+	} {
+		c := a
+		mod(&c)
+		if SameOutcome(a, c) {
+			t.Errorf("%s: reported the same outcome", name)
+		}
+	}
+}
+
+func TestScanMessage(t *testing.T) {
+	pol := PolicyRef{Key: "ns/p.x", UID: "pu", ResourceVersion: "9"}
+	a, err := ScanMessage(ScanItem{Action: ScanPolicy, Policy: pol, Reason: "created"}, pol.UID, pol.ResourceVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := ScanMessage(ScanItem{Action: ScanPolicy, Policy: pol, Reason: "started"}, pol.UID, pol.ResourceVersion)
+	if a.ID != b.ID || a.Subject != b.Subject {
+		t.Error("the same policy version from two replicas must give one item")
+	}
+	tick, _ := ScanMessage(ScanItem{Action: ScanPolicy, Policy: pol}, pol.UID, pol.ResourceVersion, "tick", "42")
+	if tick.ID == a.ID {
+		t.Error("a tick's item must not collapse with the change's")
+	}
+	if !strings.HasPrefix(a.Subject, "verdict.work.scan.") {
+		t.Errorf("subject %s", a.Subject)
+	}
+	for _, bad := range []ScanItem{{Action: ScanPolicy}, {Action: ScanResourceGone}, {Action: "bogus"}} {
+		if _, err := ScanMessage(bad); !errors.Is(err, ErrIncomplete) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+	if m, err := ScanMessage(ScanItem{Action: ScanAll}); err != nil || m.Subject != "verdict.work.scan.all" {
+		t.Errorf("all: %s %v", m.Subject, err)
+	}
+}

@@ -1,0 +1,333 @@
+package reporter
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/verdict-dev/verdict/internal/certs"
+	"github.com/verdict-dev/verdict/internal/webhook"
+	"github.com/verdict-dev/verdict/internal/webhookapp"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// envInt reads a positive integer knob of a benchmark.
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q", name, s)
+	}
+	return n
+}
+
+// BenchmarkAdmissionToReport measures the lag from an admission request to
+// the resource's PolicyReport, through the real path: AdmissionReviews of
+// the Pods of ../shared/bench/pods-1000.yaml (each iteration a new Pod
+// UID) sent over TLS at a fixed rate (open loop) to the webhook (the 22
+// Pod Security policies of ../shared/bench/pss-classic), results published
+// to an embedded JetStream, one reporter projector with the service's
+// default settings, reports written to the real API server and seen by an
+// informer. Reported: p50, p99 and max lag. Knobs: VERDICT_LAG_RATE
+// (admissions per second, default 40), VERDICT_LAG_WRITE_QPS (report
+// writes per second, default the service's).
+//
+//	go test ./internal/reporter -run '^$' -bench AdmissionToReport -benchtime 2000x
+func BenchmarkAdmissionToReport(b *testing.B) {
+	if shared == nil {
+		b.Skip("needs a real control plane; skipped under -short")
+	}
+	ctx := b.Context()
+	rate := envInt(b, "VERDICT_LAG_RATE", 40)
+	cfg := DefaultConfig()
+	writeQPS := envInt(b, "VERDICT_LAG_WRITE_QPS", int(cfg.WriteQPS))
+
+	rc := shared.RESTConfig()
+	rc.QPS, rc.Burst = 2000, 4000
+	rc.WarningHandler = rest.NoWarnings{}
+	kube := kubernetes.NewForConfigOrDie(rc)
+	dyn := dynamic.NewForConfigOrDie(rc)
+	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nats.Shutdown)
+
+	reviews, namespaces := lagReviews(b)
+	for _, ns := range namespaces {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+	}
+
+	// The webhook, in its file mode, publishing to JetStream.
+	dir := b.TempDir()
+	ca, err := certs.NewCA("bench-ca", time.Now(), time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kp, err := certs.NewServing(ca, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Now(), time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		b.Fatal(err)
+	}
+	wcfg := webhook.DefaultConfig()
+	wcfg.Address, wcfg.ProbeAddress = addr, ""
+	wcfg.CertFile, wcfg.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	wcfg.PolicyPaths = []string{filepath.Join("..", "..", "..", "shared", "bench", "pss-classic")}
+	wcfg.ShutdownDelay = 0
+	wctx, stopWebhook := context.WithCancel(context.WithoutCancel(ctx))
+	webhookDone := make(chan error, 1)
+	go func() {
+		webhookDone <- webhookapp.RunFiles(wctx, wcfg, []string{nats.ClientURL()}, 1, 100_000, zerolog.Nop())
+	}()
+	b.Cleanup(func() {
+		stopWebhook()
+		if err := <-webhookDone; err != nil {
+			b.Errorf("webhook: %v", err)
+		}
+	})
+
+	// The projector, with the service's defaults.
+	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(conn.Close)
+	if err := conn.Provision(ctx); err != nil {
+		b.Fatal(err)
+	}
+	w, err := NewWriter(dyn, WithWriteQPS(float64(writeQPS), max(cfg.WriteBurst, writeQPS)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewProjector(conn, w, WithWindow(cfg.CoalesceWindow), WithConcurrency(cfg.Concurrency), WithFlushWorkers(cfg.FlushWorkers))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pctx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
+	projectorDone := make(chan error, 1)
+	go func() { projectorDone <- p.Run(pctx) }()
+	b.Cleanup(func() {
+		stopProjector()
+		if err := <-projectorDone; err != nil {
+			b.Errorf("projector: %v", err)
+		}
+	})
+
+	// Reports as the API server's watchers see them.
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	inf := f.ForResource(PolicyReports).Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if o, ok := obj.(metav1.Object); ok {
+			mu.Lock()
+			if _, dup := seen[o.GetName()]; !dup {
+				seen[o.GetName()] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}}); err != nil {
+		b.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	b.Cleanup(f.Shutdown)
+	f.WaitForCacheSync(ctx.Done())
+
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert())
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64,
+	}}
+	url := "https://" + addr + "/validate"
+	eventuallyB(b, 30*time.Second, func() error {
+		resp, err := client.Post(url, "application/json", bytes.NewReader(reviews[0](fmt.Sprintf("warmup-%d", time.Now().UnixNano()))))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+	// The warm-up Pod's report is not measured.
+	time.Sleep(time.Second)
+
+	sent := make(map[string]time.Time, b.N)
+	var sentMu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan int, 1024)
+	var failures sync.Map
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				uid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+				body := reviews[i%len(reviews)](uid)
+				start := time.Now()
+				resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+				if err != nil {
+					failures.Store(uid, err)
+					continue
+				}
+				var out struct {
+					Response struct{ Allowed bool } `json:"response"`
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				if out.Response.Allowed {
+					sentMu.Lock()
+					sent[uid] = start
+					sentMu.Unlock()
+				}
+			}
+		})
+	}
+	b.ResetTimer()
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	for i := range b.N {
+		<-tick.C
+		work <- i
+	}
+	tick.Stop()
+	close(work)
+	wg.Wait()
+	b.StopTimer()
+	n := 0
+	failures.Range(func(k, v any) bool { n++; b.Logf("request %v: %v", k, v); return n < 5 })
+	if n > 0 {
+		b.Fatalf("%d admission requests failed", n)
+	}
+
+	// Every admitted Pod's report arrives.
+	eventuallyB(b, 5*time.Minute, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		missing := 0
+		for uid := range sent {
+			if _, ok := seen[uid]; !ok {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d of %d reports missing", missing, len(sent))
+		}
+		return nil
+	})
+	lags := make([]time.Duration, 0, len(sent))
+	mu.Lock()
+	for uid, at := range sent {
+		lags = append(lags, seen[uid].Sub(at))
+	}
+	mu.Unlock()
+	if len(lags) == 0 {
+		b.Logf("none of %d Pods admitted: nothing to measure", b.N)
+		return
+	}
+	slices.Sort(lags)
+	pct := func(q float64) time.Duration { return lags[min(len(lags)-1, int(q*float64(len(lags))))] }
+	b.ReportMetric(float64(pct(0.50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(pct(0.99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(lags[len(lags)-1].Microseconds())/1000, "max-ms")
+	b.ReportMetric(float64(len(lags)), "reports")
+	b.Logf("rate %d/s, write QPS %d: %d admitted Pods, lag p50 %v p99 %v max %v", rate, writeQPS, len(lags),
+		pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond))
+}
+
+// lagReviews makes an AdmissionReview builder per Pod of the bench file
+// (taking the object's UID) and lists the Pods' namespaces.
+func lagReviews(b *testing.B) ([]func(uid string) []byte, []string) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "bench", "pods-1000.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	docs, err := document.DecodeAll(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out []func(string) []byte
+	nss := map[string]bool{}
+	for i, d := range docs {
+		obj := d.Object
+		ns := document.String(obj, "metadata", "namespace")
+		nss[ns] = true
+		name := document.String(obj, "metadata", "name")
+		out = append(out, func(uid string) []byte {
+			o := document.DeepCopy(obj).(map[string]any)
+			md := o["metadata"].(map[string]any)
+			md["uid"], md["name"] = uid, fmt.Sprintf("%s-%s", name, uid[len(uid)-6:])
+			body, err := json.Marshal(map[string]any{
+				"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+				"request": map[string]any{
+					"uid": "req-" + uid + "-" + strconv.Itoa(i), "operation": "CREATE", "namespace": ns, "name": md["name"],
+					"kind":     map[string]any{"group": "", "version": "v1", "kind": "Pod"},
+					"resource": map[string]any{"group": "", "version": "v1", "resource": "pods"},
+					"userInfo": map[string]any{"username": "bench"},
+					"object":   o,
+				},
+			})
+			if err != nil {
+				panic(err)
+			}
+			return body
+		})
+	}
+	return out, slices.Sorted(func(yield func(string) bool) {
+		for ns := range nss {
+			if !yield(ns) {
+				return
+			}
+		}
+	})
+}
+
+func eventuallyB(b *testing.B, timeout time.Duration, f func() error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not within %v: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
