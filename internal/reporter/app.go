@@ -61,6 +61,10 @@ type Config struct {
 	Concurrency int
 	// FlushWorkers is how many reports a replica writes at once.
 	FlushWorkers int
+	// AckWait is how long a replica may hold a message without a sign of
+	// life before JetStream gives it to another (the reporter and scanner
+	// consumers; replicas signal progress every AckWait/3).
+	AckWait time.Duration
 	// Attempts bounds the deliveries of a result whose report cannot be
 	// written before it is dead-lettered.
 	Attempts int
@@ -96,6 +100,7 @@ func DefaultConfig() Config {
 		CoalesceWindow:  250 * time.Millisecond,
 		Concurrency:     64,
 		FlushWorkers:    8,
+		AckWait:         30 * time.Second,
 		Attempts:        10,
 		ShutdownTimeout: 30 * time.Second,
 		Scan:            true,
@@ -133,6 +138,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FlushWorkers < 1 {
 		errs = append(errs, fmt.Errorf("flush workers %d must be positive", c.FlushWorkers))
+	}
+	if c.AckWait < 3*time.Second {
+		errs = append(errs, fmt.Errorf("ack wait %s: at least 3s", c.AckWait))
 	}
 	if c.Attempts < 1 {
 		errs = append(errs, fmt.Errorf("attempts %d must be positive", c.Attempts))
@@ -231,9 +239,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	defer d.conn.Close()
-	// Every replica provisions (idempotent); the runner waits for the
-	// consumer if this fails now.
-	if err := d.conn.Provision(ctx, queue.WithReplicas(cfg.StreamReplicas)); err != nil {
+	// Every replica provisions the streams and its own consumers
+	// (idempotent); the runner waits for the consumer if this fails now.
+	if err := d.conn.Provision(ctx, queue.WithReplicas(cfg.StreamReplicas), queue.WithConsumers(consumers(cfg)...)); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
 	p, err := NewProjector(d.conn, d.writer,
@@ -241,6 +249,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		WithConcurrency(cfg.Concurrency),
 		WithFlushWorkers(cfg.FlushWorkers),
 		WithAttempts(cfg.Attempts, time.Second, 2*time.Minute),
+		WithProgressEvery(cfg.AckWait/3),
 		WithShutdownTimeout(cfg.ShutdownTimeout),
 		WithLogger(log),
 	)
@@ -281,6 +290,21 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	log.Info().Err(err).Msg("reporterStopped")
 	return err
+}
+
+// consumers are the reporter's durable consumers with its settings.
+func consumers(cfg Config) []queue.ConsumerSpec {
+	names := []string{queue.ConsumerReporter}
+	if cfg.Scan {
+		names = append(names, queue.ConsumerScanner)
+	}
+	out := make([]queue.ConsumerSpec, 0, len(names))
+	for _, n := range names {
+		spec, _ := queue.DefaultConsumer(n)
+		spec.AckWait = cfg.AckWait
+		out = append(out, spec)
+	}
+	return out
 }
 
 // newScanner starts the policy cache (it returns once synced) and builds

@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return fmt.Errorf("connect to NATS: %w", err)
 	}
 	defer conn.Close()
-	if err := conn.Provision(ctx, queue.WithReplicas(cfg.StreamReplicas)); err != nil {
+	if err := conn.Provision(ctx, queue.WithReplicas(cfg.StreamReplicas), queue.WithConsumers()); err != nil {
 		log.Warn().Err(err).Msg("streams not provisioned yet; publishing will be retried")
 	}
 	pub, err := conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(cfg.ResultBuffer))

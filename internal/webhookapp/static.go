@@ -24,7 +24,7 @@ func RunFiles(ctx context.Context, cfg webhook.Config, natsURLs []string, replic
 		return fmt.Errorf("connect to NATS: %w", err)
 	}
 	defer conn.Close()
-	if err := conn.Provision(ctx, queue.WithReplicas(replicas)); err != nil {
+	if err := conn.Provision(ctx, queue.WithReplicas(replicas), queue.WithConsumers()); err != nil {
 		log.Warn().Err(err).Msg("streams not provisioned yet; publishing will be retried")
 	}
 	pub, err := conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(buffer))

@@ -50,6 +50,17 @@ func DefaultConsumers() []ConsumerSpec {
 	}
 }
 
+// DefaultConsumer returns the default spec of one of Verdict's durable
+// consumers, for a service to provision its own with its settings.
+func DefaultConsumer(durable string) (ConsumerSpec, bool) {
+	for _, s := range DefaultConsumers() {
+		if s.Durable == durable {
+			return s, true
+		}
+	}
+	return ConsumerSpec{}, false
+}
+
 // ProvisionOption configures Provision.
 type ProvisionOption func(*provisionOptions) error
 
@@ -105,7 +116,10 @@ func WithMsgSchedules(on bool) ProvisionOption {
 	return func(o *provisionOptions) error { o.schedules = on; return nil }
 }
 
-// WithConsumers replaces DefaultConsumers.
+// WithConsumers replaces DefaultConsumers (none: streams only). Each
+// service should provision the consumers it reads with its own settings,
+// and no others: provisioning a consumer resets its AckWait and
+// MaxAckPending to the spec's.
 func WithConsumers(specs ...ConsumerSpec) ProvisionOption {
 	return func(o *provisionOptions) error {
 		for _, s := range specs {

@@ -33,6 +33,7 @@ func bindFlags(fs *flag.FlagSet, cfg *reporter.Config) {
 	fs.DurationVar(&cfg.CoalesceWindow, "coalesce-window", cfg.CoalesceWindow, "how long a resource's results gather before its report is written")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "result messages one replica holds at once (summed over replicas: at most 500)")
 	fs.IntVar(&cfg.FlushWorkers, "flush-workers", cfg.FlushWorkers, "reports one replica writes at once")
+	fs.DurationVar(&cfg.AckWait, "ack-wait", cfg.AckWait, "how long a replica may hold a message without a sign of life before another gets it")
 	fs.IntVar(&cfg.Attempts, "attempts", cfg.Attempts, "deliveries of a result whose report cannot be written before it is dead-lettered")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long results in flight may take to be written at shutdown")
 	fs.BoolVar(&cfg.Scan, "scan", cfg.Scan, "run the background scan (policy changes, the periodic scan, purging deleted resources' results)")

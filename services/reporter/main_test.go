@@ -21,6 +21,7 @@ func TestFlags(t *testing.T) {
 		"--nats-url=nats://a:4222,nats://b:4222", "--nats-url=nats://c:4222",
 		"--nats-credentials=/n/creds", "--stream-replicas=3",
 		"--coalesce-window=1s", "--concurrency=32", "--flush-workers=4", "--attempts=3", "--shutdown-timeout=5s",
+		"--ack-wait=12s", "--scan=false", "--scan-interval=10m", "--scan-concurrency=3",
 		"--probe-address=:9090", "--log-level=debug", "--log-format=console",
 	})
 	if err != nil {
@@ -32,6 +33,7 @@ func TestFlags(t *testing.T) {
 		NATSURLs:        []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"},
 		NATSCredentials: "/n/creds", StreamReplicas: 3,
 		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,
+		AckWait: 12 * time.Second, Scan: false, ScanInterval: 10 * time.Minute, ScanConcurrency: 3,
 		ProbeAddress: ":9090", LogLevel: "debug", LogFormat: "console",
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -56,6 +58,8 @@ func TestExitCodes(t *testing.T) {
 		"invalid window":       {args: []string{"--coalesce-window=0s"}, code: exitUsage, out: "coalesce window"},
 		"invalid qps":          {args: []string{"replay", "--write-qps=0"}, code: exitUsage, out: "write QPS"},
 		"too much concurrency": {args: []string{"--concurrency=1000"}, code: exitUsage, out: "concurrency 1000"},
+		"short ack wait":       {args: []string{"--ack-wait=1s"}, code: exitUsage, out: "ack wait"},
+		"bad scan interval":    {args: []string{"--scan-interval=10ms"}, code: exitUsage, out: "scan interval"},
 		"bad log level":        {args: []string{"--log-level=loud"}, code: exitUsage, out: "log level"},
 		"no kubeconfig, not in a cluster": {
 			args: []string{"replay", "--log-level=error", "--probe-address="}, code: exitFailed, out: "kubernetes client config",
