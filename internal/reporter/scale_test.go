@@ -200,7 +200,7 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 	var once sync.Once
 	halt := func() { once.Do(func() { replicas[2].halt(t) }) }
 	time.AfterFunc(time.Second, halt)
-	eventually(t, 3*time.Minute, "every result acknowledged", e.consumerSettled)
+	eventually(t, time.Duration(max(3, 3*n/1000))*time.Minute, "every result acknowledged", e.consumerSettled)
 	projected := time.Since(begin)
 	halt()
 	live := e.checkReports(ns, cms)
