@@ -185,7 +185,7 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 		if meta.NumPending == 0 {
 			mReplayed.Add(float64(p.Done % 1024))
 			report()
-			c.log.Info().Str(logKeyStream, stream).Uint64(logKeyProgress, p.Done).Dur("elapsed", p.Elapsed).Msg("replayDone")
+			c.log.Debug().Str(logKeyStream, stream).Uint64(logKeyProgress, p.Done).Dur("elapsed", p.Elapsed).Msg("replayDone")
 			return p, nil
 		}
 	}
