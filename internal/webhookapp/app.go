@@ -196,13 +196,17 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		go runLeader(ctx, kube, cfg, pc, log)
 	}
 
+	sink, err := newResultSink(pub, reg, log)
+	if err != nil {
+		return err
+	}
 	srv, err := webhook.New(cfg.Webhook, //nolint:contextcheck // construction does no I/O
 		webhook.WithLogger(log),
 		webhook.WithRegistry(reg),
 		webhook.WithPolicySource(policySource{pc}),
 		webhook.WithNamespaceLister(pc),
 		webhook.WithCertSource(secretCerts{certSrc}),
-		webhook.WithResultSink(&resultSink{pub: pub, log: log}),
+		webhook.WithResultSink(sink),
 		webhook.WithWorkSink(&workSink{conn: conn}),
 		webhook.WithContextLoader(loader),
 	)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/events"
@@ -18,6 +19,20 @@ import (
 type resultSink struct {
 	pub *queue.AsyncPublisher
 	log zerolog.Logger
+	// unpublishable counts results that cannot become a message (no
+	// resource uid: the API server gives validating webhooks the uid of a
+	// created object, so this is a malformed or foreign request).
+	unpublishable prometheus.Counter
+}
+
+// newResultSink returns the sink and registers its counter on reg.
+func newResultSink(pub *queue.AsyncPublisher, reg prometheus.Registerer, log zerolog.Logger) (*resultSink, error) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "verdict", Subsystem: "webhook", Name: "results_unpublishable_total",
+		Help: "Rule results not published because the admission request named no resource uid."})
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	return &resultSink{pub: pub, log: log, unpublishable: c}, nil
 }
 
 var _ webhook.ResultSink = (*resultSink)(nil)
@@ -26,6 +41,7 @@ func (s *resultSink) Publish(_ context.Context, evs []events.ResultEvent) {
 	for _, ev := range evs {
 		m, err := events.ResultMessage(ev)
 		if err != nil {
+			s.unpublishable.Inc()
 			s.log.Debug().Err(err).Msg("result not published")
 			continue
 		}

@@ -36,10 +36,14 @@ func RunFiles(ctx context.Context, cfg webhook.Config, natsURLs []string, replic
 		defer cancel()
 		_ = pub.Close(cctx)
 	}()
+	sink, err := newResultSink(pub, reg, log)
+	if err != nil {
+		return err
+	}
 	return webhook.Run(ctx, cfg,
 		webhook.WithLogger(log),
 		webhook.WithRegistry(reg),
-		webhook.WithResultSink(&resultSink{pub: pub, log: log}),
+		webhook.WithResultSink(sink),
 		webhook.WithWorkSink(&workSink{conn: conn}),
 	)
 }

@@ -1,0 +1,61 @@
+package webhookapp
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// A result without a resource uid cannot become a message: it is counted,
+// the others are published.
+func TestResultSinkCountsUnpublishable(t *testing.T) {
+	ctx := t.Context()
+	e, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	conn, err := queue.Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if err := conn.Provision(ctx, queue.WithConsumers()); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := conn.NewAsyncPublisher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := newResultSink(pub, prometheus.NewRegistry(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := events.PolicyRef{Key: "p", UID: "pu", ResourceVersion: "1"}
+	sink.Publish(ctx, []events.ResultEvent{
+		{Resource: events.ResourceRef{Kind: "Pod", Name: "no-uid"}, Policy: pol},
+		{Resource: events.ResourceRef{Kind: "Pod", Name: "web", UID: "u1"}, Policy: pol},
+	})
+	if err := sink.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var m dto.Metric
+	if err := sink.unpublishable.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("%v unpublishable, want 1", got)
+	}
+	n := 0
+	if _, err := conn.Replay(ctx, queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d results stored, want 1", n)
+	}
+}
