@@ -146,6 +146,11 @@ func reviews(cfg config) ([][]byte, error) {
 		if ns == "" {
 			ns = "default"
 		}
+		// The API server gives validating webhooks the created object's
+		// uid; without one the webhook publishes no results.
+		if md, ok := obj["metadata"].(map[string]any); ok && document.String(obj, "metadata", "uid") == "" {
+			md["uid"] = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		}
 		review := map[string]any{
 			"apiVersion": "admission.k8s.io/v1",
 			"kind":       "AdmissionReview",
