@@ -99,7 +99,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(natsDir)
+	defer func() { _ = os.RemoveAll(natsDir) }()
 	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: natsDir, Port: 0})
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
@@ -211,7 +211,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
