@@ -88,14 +88,12 @@ func reporterChild() int {
 // reporterConsumer is the default reporter consumer with AckWait d.
 func reporterConsumer(t *testing.T, d time.Duration) queue.ConsumerSpec {
 	t.Helper()
-	for _, s := range queue.DefaultConsumers() {
-		if s.Durable == queue.ConsumerReporter {
-			s.AckWait = d
-			return s
-		}
+	s, ok := queue.DefaultConsumer(queue.ConsumerReporter)
+	if !ok {
+		t.Fatalf("no consumer %s among the defaults", queue.ConsumerReporter)
 	}
-	t.Fatalf("no consumer %s among the defaults", queue.ConsumerReporter)
-	return queue.ConsumerSpec{}
+	s.AckWait = d
+	return s
 }
 
 // child is one run of a replica: the test binary re-executed as the
