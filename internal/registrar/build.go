@@ -13,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
@@ -52,11 +53,14 @@ type Options struct {
 	URL     string
 	// CABundle verifies the webhook's serving certificate.
 	CABundle []byte
-	// ExcludedNamespaces are never sent to the webhook: kube-system and
-	// Verdict's own namespace by default.
-	ExcludedNamespaces []string
-	MutatingName       string
-	ValidatingName     string
+	// Filter is what no webhook receives: its namespaces go into every
+	// webhook's namespaceSelector and its resources into a match condition
+	// of every webhook, the policy-validation webhook included. The zero
+	// Filter means admissionfilter.New(nil, nil): the system namespaces
+	// and the resources a cluster needs to heal itself.
+	Filter         admissionfilter.Filter
+	MutatingName   string
+	ValidatingName string
 	// DefaultTimeoutSeconds is used when no policy sets one (10).
 	DefaultTimeoutSeconds int32
 }
@@ -71,8 +75,8 @@ func (o *Options) defaults() {
 	if o.DefaultTimeoutSeconds == 0 {
 		o.DefaultTimeoutSeconds = 10
 	}
-	if len(o.ExcludedNamespaces) == 0 {
-		o.ExcludedNamespaces = []string{"kube-system"}
+	if len(o.Filter.Namespaces()) == 0 {
+		o.Filter = admissionfilter.New(nil, nil)
 	}
 }
 
@@ -96,7 +100,8 @@ type accum struct {
 // Build computes the mutating and validating configurations for the
 // policies: only the kinds and operations their rules match, one webhook
 // with failurePolicy Fail and one with Ignore per type (left out when
-// empty), a namespaceSelector that skips the excluded namespaces, the
+// empty), a namespaceSelector that skips the excluded namespaces and a
+// match condition that skips the excluded resources on every webhook, the
 // largest timeout the policies ask for, and a webhook that validates
 // Verdict's own policy kinds. The result is deterministic.
 func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
@@ -277,14 +282,18 @@ func clientConfig(path string, o Options) admissionregistrationv1.WebhookClientC
 }
 
 func namespaceSelector(o Options) *metav1.LabelSelector {
-	excluded := append([]string(nil), o.ExcludedNamespaces...)
-	slices.Sort(excluded)
-	excluded = slices.Compact(excluded)
+	excluded := o.Filter.Namespaces()
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key:      "kubernetes.io/metadata.name",
 		Operator: metav1.LabelSelectorOpNotIn,
 		Values:   excluded,
 	}}}
+}
+
+// matchConditions keep the excluded resources away from a webhook; the
+// API server evaluates them before calling it.
+func matchConditions(o Options) []admissionregistrationv1.MatchCondition {
+	return []admissionregistrationv1.MatchCondition{{Name: admissionfilter.MatchConditionName, Expression: o.Filter.Expression()}}
 }
 
 func failurePolicy(fail bool) *admissionregistrationv1.FailurePolicyType {
@@ -321,6 +330,7 @@ func mutatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.Mut
 		MatchPolicy:             &matchEquivalent,
 		NamespaceSelector:       namespaceSelector(o),
 		ObjectSelector:          &metav1.LabelSelector{},
+		MatchConditions:         matchConditions(o),
 		SideEffects:             &sideEffectsOnDryRun,
 		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
 		AdmissionReviewVersions: []string{"v1"},
@@ -337,6 +347,7 @@ func validatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.V
 		MatchPolicy:             &matchEquivalent,
 		NamespaceSelector:       namespaceSelector(o),
 		ObjectSelector:          &metav1.LabelSelector{},
+		MatchConditions:         matchConditions(o),
 		SideEffects:             &sideEffectsOnDryRun,
 		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
 		AdmissionReviewVersions: []string{"v1"},
@@ -361,8 +372,9 @@ func policyWebhook(o Options) admissionregistrationv1.ValidatingWebhook {
 		}},
 		FailurePolicy:           failurePolicy(true),
 		MatchPolicy:             &matchEquivalent,
-		NamespaceSelector:       &metav1.LabelSelector{},
+		NamespaceSelector:       namespaceSelector(o),
 		ObjectSelector:          &metav1.LabelSelector{},
+		MatchConditions:         matchConditions(o),
 		SideEffects:             &sideEffectsNone,
 		TimeoutSeconds:          &timeout,
 		AdmissionReviewVersions: []string{"v1"},

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
@@ -74,7 +76,7 @@ spec:
 
 func TestBuild(t *testing.T) {
 	pols := compileAll(t, enforcePods, ignoreMutate)
-	mut, val, err := Build(pols, table, Options{URL: "https://127.0.0.1:9443", CABundle: []byte("ca"), ExcludedNamespaces: []string{"kube-system", "verdict"}})
+	mut, val, err := Build(pols, table, Options{URL: "https://127.0.0.1:9443", CABundle: []byte("ca"), Filter: admissionfilter.New([]string{"verdict"}, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +103,66 @@ func TestBuild(t *testing.T) {
 	if *fail.TimeoutSeconds != 15 || *fail.ClientConfig.URL != "https://127.0.0.1:9443/validate" {
 		t.Fatalf("timeout %d url %s", *fail.TimeoutSeconds, *fail.ClientConfig.URL)
 	}
-	if ns := fail.NamespaceSelector.MatchExpressions[0]; ns.Key != "kubernetes.io/metadata.name" || strings.Join(ns.Values, ",") != "kube-system,verdict" {
+	if ns := fail.NamespaceSelector.MatchExpressions[0]; ns.Key != "kubernetes.io/metadata.name" || strings.Join(ns.Values, ",") != "kube-node-lease,kube-public,kube-system,verdict" {
 		t.Fatalf("namespace selector %+v", ns)
 	}
 	if ops := val.Webhooks[1].Rules[0].Operations; len(ops) != 2 {
 		t.Fatalf("default operations %v", ops)
+	}
+}
+
+// Whatever the policies select, every webhook (the policy-validation one
+// included) skips the system namespaces, Verdict's and the configured
+// ones, and carries the match condition that keeps the resources a
+// cluster needs to heal itself away from it.
+func TestBuildExcludesWhatTheClusterNeeds(t *testing.T) {
+	everything := `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: everything}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: all
+    match: {any: [{resources: {kinds: ["*"]}}]}
+    validate: {message: no, deny: {}}
+  - name: label
+    match: {any: [{resources: {kinds: ["*"]}}]}
+    mutate: {patchStrategicMerge: {metadata: {labels: {+(a): b}}}}
+`
+	filter := admissionfilter.New([]string{"verdict", "nats"}, []admissionfilter.Resource{{Group: "example.com", Resource: "widgets"}})
+	mut, val, err := Build(compileAll(t, everything), table, Options{URL: "https://x", Filter: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hook struct {
+		name string
+		ns   *metav1.LabelSelector
+		mc   []admissionregistrationv1.MatchCondition
+	}
+	var hooks []hook
+	for _, w := range mut.Webhooks {
+		hooks = append(hooks, hook{w.Name, w.NamespaceSelector, w.MatchConditions})
+	}
+	for _, w := range val.Webhooks {
+		hooks = append(hooks, hook{w.Name, w.NamespaceSelector, w.MatchConditions})
+	}
+	if len(hooks) != 3 {
+		t.Fatalf("webhooks %v", hooks)
+	}
+	for _, h := range hooks {
+		if len(h.ns.MatchExpressions) != 1 || strings.Join(h.ns.MatchExpressions[0].Values, ",") != "kube-node-lease,kube-public,kube-system,nats,verdict" ||
+			h.ns.MatchExpressions[0].Operator != metav1.LabelSelectorOpNotIn {
+			t.Errorf("%s: namespace selector %+v", h.name, h.ns)
+		}
+		if len(h.mc) != 1 || h.mc[0].Name != admissionfilter.MatchConditionName || h.mc[0].Expression != filter.Expression() {
+			t.Errorf("%s: match conditions %+v", h.name, h.mc)
+		}
+		for _, want := range []string{`"nodes"`, `"leases"`, `"events"`, `"tokenreviews"`, `"subjectaccessreviews"`, `"widgets"`} {
+			if len(h.mc) == 1 && !strings.Contains(h.mc[0].Expression, want) {
+				t.Errorf("%s: match condition lacks %s", h.name, want)
+			}
+		}
 	}
 }
 

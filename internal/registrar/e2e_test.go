@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/leader"
 	"github.com/verdict-dev/verdict/internal/registrar"
@@ -82,7 +83,7 @@ func TestE2ERegistrarReconcile(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ctx := t.Context()
 	src := &staticSource{p: []*engine.Policy{compile(t, podPolicy)}, changed: make(chan struct{}, 1)}
-	opts := registrar.Options{URL: "https://127.0.0.1:9443", CABundle: cp.CACertPEM(), ExcludedNamespaces: []string{"kube-system", "verdict"}}
+	opts := registrar.Options{URL: "https://127.0.0.1:9443", CABundle: cp.CACertPEM(), Filter: admissionfilter.New([]string{"verdict"}, nil)}
 	reg := registrar.New(client, registrar.NewDiscoveryResolver(client.Discovery()), src, opts)
 
 	res, err := reg.Reconcile(ctx)

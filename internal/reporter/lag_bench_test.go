@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/certs"
-	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -110,7 +109,9 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	if err := ln.Close(); err != nil {
 		b.Fatal(err)
 	}
-	wcfg := webhook.DefaultConfig()
+	app := webhookapp.DefaultConfig()
+	app.NATSURLs, app.ResultBuffer = []string{nats.ClientURL()}, 100_000
+	wcfg := &app.Webhook
 	wcfg.Address, wcfg.ProbeAddress = addr, ""
 	wcfg.CertFile, wcfg.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	wcfg.PolicyPaths = []string{filepath.Join("..", "..", "..", "shared", "bench", "pss-classic")}
@@ -118,7 +119,7 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	wctx, stopWebhook := context.WithCancel(context.WithoutCancel(ctx))
 	webhookDone := make(chan error, 1)
 	go func() {
-		webhookDone <- webhookapp.RunFiles(wctx, wcfg, []string{nats.ClientURL()}, 1, 100_000, zerolog.Nop())
+		webhookDone <- webhookapp.RunFiles(wctx, app, zerolog.Nop())
 	}()
 	b.Cleanup(func() {
 		stopWebhook()

@@ -3,9 +3,12 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
 )
 
 // WorkFailureMode is what the webhook answers when generate work cannot be
@@ -21,6 +24,14 @@ const (
 	// and background scans reconcile later.
 	WorkFailureAllow WorkFailureMode = "allow"
 )
+
+// shutdownReserve is the part of Config.ShutdownBudget kept for what
+// follows Serve: closing the publisher and the connections.
+const shutdownReserve = time.Second
+
+// ShutdownReserve is what Serve leaves of the shutdown budget to its
+// caller, to close its connections.
+func ShutdownReserve() time.Duration { return shutdownReserve }
 
 // Log formats.
 const (
@@ -52,6 +63,12 @@ type Config struct {
 	RequestTimeout time.Duration
 	// MaxWarnings caps the warnings of one admission response.
 	MaxWarnings int
+	// MaxConcurrentEvaluations bounds the admission and policy-validation
+	// requests evaluated at once; EvaluationQueueTimeout is how long one
+	// more waits for a slot before it is answered 429 (and the API server
+	// applies the webhook's failurePolicy).
+	MaxConcurrentEvaluations int
+	EvaluationQueueTimeout   time.Duration
 
 	// WorkPublishTimeout is how long the webhook waits for generate work to
 	// be acknowledged before answering.
@@ -67,6 +84,19 @@ type Config struct {
 	ShutdownGracePeriod time.Duration
 	// FlushTimeout bounds the flush of buffered results at exit.
 	FlushTimeout time.Duration
+	// ShutdownBudget bounds the whole shutdown, from the signal to the
+	// return of Serve, whatever the steps above are set to: the drain is
+	// cut short so that the flush still fits. Keep it under the pod's
+	// terminationGracePeriodSeconds (30s by default), or the kubelet kills
+	// the process with results still buffered.
+	ShutdownBudget time.Duration
+
+	// ExcludedNamespaces and ExcludedResources (resource[.group][/sub])
+	// are added to admissionfilter's defaults: requests for them are
+	// admitted without evaluation, and the registrar keeps them out of
+	// every webhook configuration.
+	ExcludedNamespaces []string
+	ExcludedResources  []string
 
 	// PolicyPaths are files or directories of ClusterPolicies, Policies
 	// and PolicyExceptions served as a fixed set (StaticSource). The
@@ -80,22 +110,27 @@ type Config struct {
 
 // DefaultConfig returns the defaults: listen on :9443, 8 MiB bodies, 10s
 // evaluations, deny when generate work is not durable within 2s, a 5s
-// drain delay and a 20s grace period (inside Kubernetes' default 30s
-// termination grace).
+// drain delay, a 15s grace period and a 4s flush, all inside a 25s
+// shutdown budget (Kubernetes' default termination grace is 30s).
 func DefaultConfig() Config {
 	return Config{
-		Address:              ":9443",
-		CertReloadInterval:   10 * time.Second,
-		MaxRequestBytes:      8 << 20,
-		RequestTimeout:       10 * time.Second,
-		MaxWarnings:          10,
-		WorkPublishTimeout:   2 * time.Second,
-		OnWorkPublishFailure: WorkFailureDeny,
-		ShutdownDelay:        5 * time.Second,
-		ShutdownGracePeriod:  20 * time.Second,
-		FlushTimeout:         4 * time.Second,
-		LogLevel:             "info",
-		LogFormat:            LogFormatJSON,
+		Address:            ":9443",
+		CertReloadInterval: 10 * time.Second,
+		MaxRequestBytes:    8 << 20,
+		RequestTimeout:     10 * time.Second,
+		MaxWarnings:        10,
+		// Evaluations are CPU-bound: a few per core keep the cores busy
+		// while one waits on a context loader.
+		MaxConcurrentEvaluations: max(8, 4*runtime.GOMAXPROCS(0)),
+		EvaluationQueueTimeout:   time.Second,
+		WorkPublishTimeout:       2 * time.Second,
+		OnWorkPublishFailure:     WorkFailureDeny,
+		ShutdownDelay:            5 * time.Second,
+		ShutdownGracePeriod:      15 * time.Second,
+		FlushTimeout:             4 * time.Second,
+		ShutdownBudget:           25 * time.Second,
+		LogLevel:                 "info",
+		LogFormat:                LogFormatJSON,
 	}
 }
 
@@ -121,6 +156,12 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout <= 0 {
 		bad("request-timeout must be positive, not %s", c.RequestTimeout)
 	}
+	if c.MaxConcurrentEvaluations <= 0 {
+		bad("max-concurrent-evaluations must be positive, not %d", c.MaxConcurrentEvaluations)
+	}
+	if c.EvaluationQueueTimeout < 0 {
+		bad("evaluation-queue-timeout must not be negative, not %s", c.EvaluationQueueTimeout)
+	}
 	if c.MaxWarnings < 0 {
 		bad("max-warnings must not be negative, not %d", c.MaxWarnings)
 	}
@@ -141,6 +182,17 @@ func (c *Config) Validate() error {
 	if c.FlushTimeout <= 0 {
 		bad("flush-timeout must be positive, not %s", c.FlushTimeout)
 	}
+	if c.ShutdownBudget <= 0 {
+		bad("shutdown-budget must be positive, not %s", c.ShutdownBudget)
+	} else if c.ShutdownDelay+c.FlushTimeout+shutdownReserve >= c.ShutdownBudget {
+		bad("shutdown-delay (%s) + flush-timeout (%s) + %s for closing leave no time to drain requests within shutdown-budget (%s)",
+			c.ShutdownDelay, c.FlushTimeout, shutdownReserve, c.ShutdownBudget)
+	}
+	for _, r := range c.ExcludedResources {
+		if _, err := admissionfilter.ParseResource(r); err != nil {
+			bad("excluded-resources: %v", err)
+		}
+	}
 	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil {
 		bad("log-level %q: %v", c.LogLevel, err)
 	}
@@ -150,4 +202,18 @@ func (c *Config) Validate() error {
 		bad("log-format must be json or console, not %q", c.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// Filter is what the webhook never evaluates: admissionfilter's defaults
+// with ExcludedNamespaces and ExcludedResources added.
+func (c *Config) Filter() (admissionfilter.Filter, error) {
+	res := make([]admissionfilter.Resource, 0, len(c.ExcludedResources))
+	for _, s := range c.ExcludedResources {
+		r, err := admissionfilter.ParseResource(s)
+		if err != nil {
+			return admissionfilter.Filter{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		res = append(res, r)
+	}
+	return admissionfilter.New(c.ExcludedNamespaces, res), nil
 }

@@ -43,6 +43,9 @@ var (
 	ErrUnsupportedMediaType = &Error{Code: http.StatusUnsupportedMediaType, Message: "unsupported media type"}
 	ErrInternal             = &Error{Code: http.StatusInternalServerError, Message: "internal error"}
 	ErrUnavailable          = &Error{Code: http.StatusServiceUnavailable, Message: "unavailable"}
+	// ErrOverloaded: every evaluation slot stayed busy for the queue
+	// timeout; the API server applies the webhook's failurePolicy.
+	ErrOverloaded = &Error{Code: http.StatusTooManyRequests, Message: "too many concurrent evaluations"}
 )
 
 func (e *Error) Error() string {
@@ -96,6 +99,9 @@ func errorReply(err error) *Reply {
 // errorOutcome is rejected for a client error, error for anything else.
 func errorOutcome(err error) Outcome {
 	var e *Error
+	if errors.As(err, &e) && e.Code == http.StatusTooManyRequests {
+		return OutcomeOverloaded
+	}
 	if errors.As(err, &e) && e.Code < 500 {
 		return OutcomeRejected
 	}

@@ -25,6 +25,11 @@ const (
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeError: the server failed (5xx), panics included.
 	OutcomeError Outcome = "error"
+	// OutcomeSkipped: the request is for an excluded namespace or
+	// resource (admissionfilter) and was admitted without evaluation.
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeOverloaded: no evaluation slot freed up in time (429).
+	OutcomeOverloaded Outcome = "overloaded"
 )
 
 const (
@@ -126,6 +131,40 @@ func withTimeout(max time.Duration) Decorator {
 			ctx, cancel := context.WithTimeout(ctx, d)
 			defer cancel()
 			return next(ctx, r.WithContext(ctx))
+		}
+	}
+}
+
+// withConcurrencyLimit lets at most cap(slots) requests past it at once
+// (they share slots across endpoints). A request waits for a slot at most
+// queueTimeout (or until its context ends) and is then answered
+// ErrOverloaded at once: a flood is answered quickly, never queued
+// without limit, and the API server applies the webhook's failurePolicy.
+func withConcurrencyLimit(slots chan struct{}, queueTimeout time.Duration, m *metrics) Decorator {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, r *http.Request) (*Reply, error) {
+			select {
+			case slots <- struct{}{}:
+			default:
+				t := time.NewTimer(queueTimeout)
+				select {
+				case slots <- struct{}{}:
+					t.Stop()
+				case <-t.C:
+					m.overloaded.Inc()
+					return nil, httpError(ErrOverloaded, nil, "%d evaluations running, none finished within %s", cap(slots), queueTimeout)
+				case <-ctx.Done():
+					t.Stop()
+					m.overloaded.Inc()
+					return nil, httpError(ErrOverloaded, ctx.Err(), "%d evaluations running", cap(slots))
+				}
+			}
+			m.inFlight.Inc()
+			defer func() {
+				m.inFlight.Dec()
+				<-slots
+			}()
+			return next(ctx, r)
 		}
 	}
 }

@@ -15,6 +15,8 @@ type metrics struct {
 	panics       *prometheus.CounterVec
 	workFailures *prometheus.CounterVec
 	workItems    prometheus.Counter
+	inFlight     prometheus.Gauge
+	overloaded   prometheus.Counter
 }
 
 // Reasons a work publish failed, as metric labels.
@@ -46,9 +48,17 @@ func newMetrics(reg prometheus.Registerer, src PolicySource, certs CertSource) (
 			Namespace: metricsNamespace, Name: "work_published_total",
 			Help: "Generate work items acknowledged by the work sink.",
 		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "evaluations_in_flight",
+			Help: "Admission and policy-validation requests being evaluated now.",
+		}),
+		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "overload_rejections_total",
+			Help: "Requests answered 429 because every evaluation slot stayed busy (see --max-concurrent-evaluations).",
+		}),
 	}
 	collectors := []prometheus.Collector{
-		m.requests, m.latency, m.panics, m.workFailures, m.workItems,
+		m.requests, m.latency, m.panics, m.workFailures, m.workItems, m.inFlight, m.overloaded,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "invalid_policies",
 			Help: "Policies and exceptions of the current source that could not be loaded or compiled.",

@@ -33,6 +33,15 @@ type review struct {
 // dryRun reports whether the request is a dry run.
 func (rv *review) dryRun() bool { return rv.req.DryRun != nil && *rv.req.DryRun }
 
+// namespace is the namespace a namespaceSelector looks at: the request's,
+// or for a Namespace its own name.
+func (rv *review) namespace() string {
+	if rv.req.Resource.Group == "" && rv.req.Resource.Resource == "namespaces" && rv.req.Namespace == "" {
+		return rv.req.Name
+	}
+	return rv.req.Namespace
+}
+
 // resource is the object the request is about: the new object, or the old
 // one for a delete.
 func (rv *review) resource() map[string]any {
@@ -100,10 +109,39 @@ func decodeReview(body []byte) (*review, error) {
 	if rv.object == nil && (req.Operation == admissionv1.Create || req.Operation == admissionv1.Update) {
 		return nil, httpError(ErrBadRequest, nil, "request.object is required for %s", req.Operation)
 	}
+	if err := rv.consistent(); err != nil {
+		return nil, err
+	}
 	return rv, nil
 }
 
 var errNotObject = errors.New("not a JSON object")
+
+// consistent checks that the objects say what the request says of them:
+// the API server sends the object in the kind and namespace of the
+// request (it converts to the webhook's version and sets the namespace
+// from the path before admission), so a disagreement is a malformed or
+// forged review, not something to evaluate.
+func (rv *review) consistent() error {
+	if rv.req.SubResource != "" {
+		return nil // a subresource's object is of another kind (PodExecOptions, Scale)
+	}
+	for _, o := range []struct {
+		field string
+		obj   map[string]any
+	}{{"request.object", rv.object}, {"request.oldObject", rv.oldObject}} {
+		if o.obj == nil {
+			continue
+		}
+		if k := document.String(o.obj, "kind"); k != "" && k != rv.req.Kind.Kind {
+			return httpError(ErrBadRequest, nil, "%s is a %s, request.kind says %s", o.field, k, rv.req.Kind.Kind)
+		}
+		if ns := document.String(o.obj, "metadata", "namespace"); ns != "" && ns != rv.req.Namespace {
+			return httpError(ErrBadRequest, nil, "%s is in namespace %q, request.namespace says %q", o.field, ns, rv.req.Namespace)
+		}
+	}
+	return nil
+}
 
 // decodeObject decodes raw JSON into the engine's untyped form; null or
 // nothing is nil.
@@ -180,8 +218,13 @@ func (s *Server) admissionHandler(fn admissionFunc) Handler {
 				Str(keyKind, ref.Kind).Str(keyNamespace, ref.Namespace).Str(keyName, ref.Name).
 				Str(keySubresource, rv.req.SubResource).Bool(keyDryRun, rv.dryRun())
 		})
-		d, err := fn(ctx, rv)
-		if err != nil {
+		var d decision
+		if s.filter.Skips(rv.req.Resource.Group, rv.req.Resource.Resource, rv.req.SubResource, rv.namespace()) {
+			// The configurations never send these; a stale configuration or
+			// a forged review gets the same answer.
+			d = allow(nil)
+			d.outcome = OutcomeSkipped
+		} else if d, err = fn(ctx, rv); err != nil {
 			return nil, err
 		}
 		d.resp.UID = rv.req.UID

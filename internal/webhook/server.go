@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -56,6 +57,7 @@ type Server struct {
 	now        func() time.Time
 	checks     []readinessCheck
 	engineOpts []engine.Option
+	filter     admissionfilter.Filter
 
 	// addr is the address the TLS listener serves, once it does.
 	addr         atomic.Pointer[string]
@@ -190,7 +192,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, now: time.Now, log: zerolog.Nop()}
+	filter, err := cfg.Filter()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, now: time.Now, log: zerolog.Nop(), filter: filter}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -266,6 +272,17 @@ func (s *Server) routes() (all, probes http.Handler) {
 			withTimeout(s.cfg.RequestTimeout),
 		))
 	}
+	// Evaluations share one set of slots; probes and metrics never wait.
+	slots := make(chan struct{}, s.cfg.MaxConcurrentEvaluations)
+	evaluating := func(name string, h Handler) http.Handler {
+		return httpHandler(decorate(h,
+			withLogger(s.log, name),
+			withMetrics(s.metrics, name),
+			withRecover(s.metrics, name),
+			withTimeout(s.cfg.RequestTimeout),
+			withConcurrencyLimit(slots, s.cfg.EvaluationQueueTimeout, s.metrics),
+		))
+	}
 	metricsHandler := promhttp.InstrumentMetricHandler(s.registry, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
@@ -273,9 +290,9 @@ func (s *Server) routes() (all, probes http.Handler) {
 	readyz := endpoint("readyz", s.readyz)
 
 	mux := http.NewServeMux()
-	mux.Handle(PathMutate, endpoint("mutate", s.admissionHandler(s.mutate)))
-	mux.Handle(PathValidate, endpoint("validate", s.admissionHandler(s.validate)))
-	mux.Handle(PathValidatePolicy, endpoint("validate-policy", s.admissionHandler(s.validatePolicy)))
+	mux.Handle(PathMutate, evaluating("mutate", s.admissionHandler(s.mutate)))
+	mux.Handle(PathValidate, evaluating("validate", s.admissionHandler(s.validate)))
+	mux.Handle(PathValidatePolicy, evaluating("validate-policy", s.admissionHandler(s.validatePolicy)))
 	mux.Handle(PathHealthz, healthz)
 	mux.Handle(PathReadyz, readyz)
 	mux.Handle(PathMetrics, metricsHandler)
@@ -459,32 +476,43 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 }
 
 // shutdown drains: readiness off, a delay for endpoints to catch up, no
-// new connections, in-flight requests finished, results flushed.
+// new connections, in-flight requests finished, results flushed. The
+// steps share Config.ShutdownBudget: whatever a step is configured to, the
+// drain ends in time for the flush, and the flush in time to leave the
+// caller its reserve.
 func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
 	// ctx is done already: the drain gets its own deadlines.
 	base := context.WithoutCancel(ctx)
+	start := time.Now()
+	end := start.Add(s.cfg.ShutdownBudget - shutdownReserve)
 	s.shuttingDown.Store(true)
-	s.log.Info().Dur(keyDuration, s.cfg.ShutdownDelay).Msg("shutdown started")
-	if s.cfg.ShutdownDelay > 0 {
-		time.Sleep(s.cfg.ShutdownDelay)
+	s.log.Info().Dur(keyDuration, s.cfg.ShutdownBudget).Msg("shutdown started")
+	if d := min(s.cfg.ShutdownDelay, time.Until(end)); d > 0 {
+		time.Sleep(d)
 	}
 	var errs []error
-	gctx, cancel := context.WithTimeout(base, s.cfg.ShutdownGracePeriod)
+	drainEnd := time.Now().Add(s.cfg.ShutdownGracePeriod)
+	if last := end.Add(-s.cfg.FlushTimeout); last.Before(drainEnd) {
+		drainEnd = last
+	}
+	gctx, cancel := context.WithDeadline(base, drainEnd)
 	defer cancel()
 	// The probe server (if any) goes last, so that /readyz keeps
 	// answering "shutting down" while admission drains.
 	for _, srv := range servers {
 		if err := srv.Shutdown(gctx); err != nil {
 			errs = append(errs, fmt.Errorf("shutdown: %w", err))
+			// Requests still running past the budget are cut off.
+			_ = srv.Close()
 		}
 	}
 	s.log.Info().Msg("requests drained")
-	fctx, fcancel := context.WithTimeout(base, s.cfg.FlushTimeout)
+	fctx, fcancel := context.WithDeadline(base, end)
 	defer fcancel()
 	if err := s.results.Flush(fctx); err != nil {
 		errs = append(errs, fmt.Errorf("flush results: %w", err))
 	}
-	s.log.Info().Msg("shutdown complete")
+	s.log.Info().Dur(keyDuration, time.Since(start)).Msg("shutdown complete")
 	return errors.Join(errs...)
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/certs"
 	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/leader"
@@ -30,7 +32,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/registrar"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -127,6 +128,14 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// queueSettings are the JetStream settings of the config.
+func (c *Config) queueSettings() queueSettings {
+	return queueSettings{
+		urls: c.NATSURLs, credentials: c.NATSCredentials, identity: c.Identity,
+		replicas: c.StreamReplicas, buffer: c.ResultBuffer,
+	}
+}
+
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
 		return rest.InClusterConfig()
@@ -137,6 +146,12 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 // Run runs the service until ctx ends, then shuts down gracefully.
 func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// Verdict's own namespace is excluded from every webhook.
+	cfg.Webhook.ExcludedNamespaces = append(slices.Clone(cfg.Webhook.ExcludedNamespaces), cfg.Namespace)
+	filter, err := cfg.Webhook.Filter()
+	if err != nil {
 		return err
 	}
 	kubeutil.RouteKlog(log)
@@ -158,28 +173,13 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	// JetStream: every replica provisions (idempotent), publishes results
-	// asynchronously and work synchronously.
-	qopts := []queue.ConnOption{queue.WithURL(cfg.NATSURLs...), queue.WithName("verdict-webhook-" + cfg.Identity), queue.WithLogger(log), queue.WithRegisterer(reg)}
-	if cfg.NATSCredentials != "" {
-		qopts = append(qopts, queue.WithCredentialsFile(cfg.NATSCredentials))
-	}
-	conn, err := queue.Connect(ctx, qopts...)
-	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
-	}
-	defer conn.Close()
-	if err := conn.Provision(ctx, queue.WithReplicas(cfg.StreamReplicas), queue.WithConsumers()); err != nil {
-		log.Warn().Err(err).Msg("streams not provisioned yet; publishing will be retried")
-	}
-	pub, err := conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(cfg.ResultBuffer))
+	// asynchronously and work synchronously; nothing waits for NATS to be
+	// up before the webhook serves.
+	js, err := startJetStream(ctx, cfg.queueSettings(), reg, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = pub.Close(cctx)
-	}()
+	defer js.close(ctx)
 
 	loader := policycache.NewLoader(kube, 3*time.Second, 2<<20)
 	eng, err := engine.New(engine.WithContextLoader(loader))
@@ -193,21 +193,17 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 
 	certSrc := certs.WatchSecret(ctx, kube, cfg.Namespace, cfg.TLSSecret)
 	if cfg.Register || cfg.RenewCerts {
-		go runLeader(ctx, kube, cfg, pc, log)
+		go runLeader(ctx, kube, cfg, filter, pc, log)
 	}
 
-	sink, err := newResultSink(pub, reg, log)
-	if err != nil {
-		return err
-	}
 	srv, err := webhook.New(cfg.Webhook, //nolint:contextcheck // construction does no I/O
 		webhook.WithLogger(log),
 		webhook.WithRegistry(reg),
 		webhook.WithPolicySource(policySource{pc}),
 		webhook.WithNamespaceLister(pc),
 		webhook.WithCertSource(secretCerts{certSrc}),
-		webhook.WithResultSink(sink),
-		webhook.WithWorkSink(&workSink{conn: conn}),
+		webhook.WithResultSink(js.results),
+		webhook.WithWorkSink(js.work),
 		webhook.WithContextLoader(loader),
 	)
 	if err != nil {
@@ -229,11 +225,8 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 
 // runLeader campaigns for the Lease and, while leading, keeps the
 // certificates and the webhook configurations current.
-func runLeader(ctx context.Context, kube kubernetes.Interface, cfg Config, pc *policycache.Cache, log zerolog.Logger) {
-	opts := registrar.Options{
-		URL:                cfg.WebhookURL,
-		ExcludedNamespaces: []string{"kube-system", cfg.Namespace},
-	}
+func runLeader(ctx context.Context, kube kubernetes.Interface, cfg Config, filter admissionfilter.Filter, pc *policycache.Cache, log zerolog.Logger) {
+	opts := registrar.Options{URL: cfg.WebhookURL, Filter: filter}
 	dns := []string{}
 	if cfg.WebhookURL == "" {
 		port := cfg.ServicePort

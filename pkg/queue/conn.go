@@ -39,6 +39,7 @@ type connOptions struct {
 	reconnectMin time.Duration
 	reconnectMax time.Duration
 	apiTimeout   time.Duration
+	background   bool
 	logger       *zerolog.Logger
 	metrics      *Metrics
 	registerer   prometheus.Registerer
@@ -136,6 +137,16 @@ func WithAPITimeout(d time.Duration) ConnOption {
 	}
 }
 
+// WithBackgroundConnect makes Connect return at once, before the first
+// connection is up: the client keeps trying in the background (with the
+// reconnect backoff) and everything made from the Conn copes with a
+// connection that is not up yet (asynchronous publishers wait or drop by
+// their deadlines, PublishSync and Provision retry within their contexts).
+// A service that must serve whatever NATS is doing (the webhook) uses it.
+func WithBackgroundConnect() ConnOption {
+	return func(o *connOptions) error { o.background = true; return nil }
+}
+
 // WithLogger sets the logger; the default is the one in Connect's context
 // (zerolog.Ctx).
 func WithLogger(l zerolog.Logger) ConnOption {
@@ -165,7 +176,8 @@ func WithRegisterer(reg prometheus.Registerer) ConnOption {
 }
 
 // Connect connects to NATS and returns once the connection is up, or fails
-// when ctx ends first. Afterwards the client reconnects forever with
+// when ctx ends first (with WithBackgroundConnect it returns at once).
+// Afterwards the client reconnects forever with
 // exponential backoff and logs each state change once (disconnected,
 // reconnected, closed).
 func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
@@ -253,9 +265,11 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
-	if err := waitConnected(ctx, nc); err != nil {
-		nc.Close()
-		return nil, err
+	if !o.background {
+		if err := waitConnected(ctx, nc); err != nil {
+			nc.Close()
+			return nil, err
+		}
 	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.apiTimeout))
 	if err != nil {
@@ -296,6 +310,9 @@ func backoffDelay(attempt int, minDelay, maxDelay time.Duration) time.Duration {
 	jitter := time.Duration(rand.Int64N(int64(d)/5+1)) - d/10
 	return d + jitter
 }
+
+// Connected reports whether the connection is up now.
+func (c *Conn) Connected() bool { return c.nc.IsConnected() }
 
 // NATS is the underlying connection.
 func (c *Conn) NATS() *nats.Conn { return c.nc }

@@ -21,6 +21,8 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	fs.DurationVar(&cfg.CertReloadInterval, "tls-reload-interval", cfg.CertReloadInterval, "how often the certificate files are checked for changes")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "upper bound of one admission evaluation (the API server's ?timeout= lowers it)")
+	fs.IntVar(&cfg.MaxConcurrentEvaluations, "max-concurrent-evaluations", cfg.MaxConcurrentEvaluations, "admission requests evaluated at once; more wait for a slot")
+	fs.DurationVar(&cfg.EvaluationQueueTimeout, "evaluation-queue-timeout", cfg.EvaluationQueueTimeout, "how long a request waits for an evaluation slot before it is answered 429 (the webhook's failurePolicy then applies)")
 	fs.IntVar(&cfg.MaxWarnings, "max-warnings", cfg.MaxWarnings, "most warnings in one admission response")
 	fs.DurationVar(&cfg.WorkPublishTimeout, "work-publish-timeout", cfg.WorkPublishTimeout, "how long generate work may take to be acknowledged before the answer")
 	fs.Func("on-work-publish-failure", "deny or allow a request whose generate work was not acknowledged in time (default "+string(cfg.OnWorkPublishFailure)+")", func(s string) error {
@@ -30,10 +32,27 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", cfg.ShutdownDelay, "how long to keep serving with /readyz failing after SIGTERM")
 	fs.DurationVar(&cfg.ShutdownGracePeriod, "shutdown-grace-period", cfg.ShutdownGracePeriod, "how long in-flight requests may take to finish at shutdown")
 	fs.DurationVar(&cfg.FlushTimeout, "flush-timeout", cfg.FlushTimeout, "how long buffered results may take to flush at shutdown")
+	fs.DurationVar(&cfg.ShutdownBudget, "shutdown-budget", cfg.ShutdownBudget, "bound of the whole shutdown (delay, drain, flush); keep it under the pod's termination grace period")
 	fs.Func("policies", "file or directory of ClusterPolicies, Policies and PolicyExceptions (repeatable, or comma-separated)", func(s string) error {
 		for _, p := range strings.Split(s, ",") {
 			if p = strings.TrimSpace(p); p != "" {
 				cfg.PolicyPaths = append(cfg.PolicyPaths, p)
+			}
+		}
+		return nil
+	})
+	fs.Func("excluded-namespaces", "namespaces no webhook receives, added to kube-system, kube-public, kube-node-lease and Verdict's own (repeatable, or comma-separated; the NATS namespace belongs here)", func(s string) error {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				cfg.ExcludedNamespaces = append(cfg.ExcludedNamespaces, p)
+			}
+		}
+		return nil
+	})
+	fs.Func("excluded-resources", "resources no webhook receives, as resource[.group][/subresource], added to the built-in list (Nodes, Leases, Events, reviews, ...) (repeatable, or comma-separated)", func(s string) error {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				cfg.ExcludedResources = append(cfg.ExcludedResources, p)
 			}
 		}
 		return nil

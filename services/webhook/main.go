@@ -64,7 +64,7 @@ func run(args []string, stderr io.Writer) int {
 			fmt.Fprintln(stderr, lerr)
 			return exitUsage
 		}
-		err = webhookapp.RunFiles(ctx, *cfg, app.NATSURLs, app.StreamReplicas, app.ResultBuffer, log)
+		err = webhookapp.RunFiles(ctx, app, log)
 	} else {
 		err = webhook.Run(ctx, *cfg)
 	}

@@ -25,7 +25,10 @@ func TestFlags(t *testing.T) {
 		"--max-warnings=4",
 		"--work-publish-timeout=500ms",
 		"--on-work-publish-failure=allow",
-		"--shutdown-delay=0s", "--shutdown-grace-period=9s", "--flush-timeout=2s",
+		"--shutdown-delay=0s", "--shutdown-grace-period=9s", "--flush-timeout=2s", "--shutdown-budget=20s",
+		"--max-concurrent-evaluations=3", "--evaluation-queue-timeout=250ms",
+		"--excluded-namespaces=nats,monitoring", "--excluded-namespaces=ci",
+		"--excluded-resources=widgets.example.com/status",
 		"--policies=/p/a.yaml,/p/b", "--policies=/p/c",
 		"--log-level=debug", "--log-format=console",
 	})
@@ -37,7 +40,9 @@ func TestFlags(t *testing.T) {
 		CertFile: "/certs/tls.crt", KeyFile: "/certs/tls.key", CertReloadInterval: time.Minute,
 		MaxRequestBytes: 1024, RequestTimeout: 3 * time.Second, MaxWarnings: 4,
 		WorkPublishTimeout: 500 * time.Millisecond, OnWorkPublishFailure: webhook.WorkFailureAllow,
-		ShutdownDelay: 0, ShutdownGracePeriod: 9 * time.Second, FlushTimeout: 2 * time.Second,
+		ShutdownDelay: 0, ShutdownGracePeriod: 9 * time.Second, FlushTimeout: 2 * time.Second, ShutdownBudget: 20 * time.Second,
+		MaxConcurrentEvaluations: 3, EvaluationQueueTimeout: 250 * time.Millisecond,
+		ExcludedNamespaces: []string{"nats", "monitoring", "ci"}, ExcludedResources: []string{"widgets.example.com/status"},
 		PolicyPaths: []string{"/p/a.yaml", "/p/b", "/p/c"},
 		LogLevel:    "debug", LogFormat: "console",
 	}
@@ -52,11 +57,13 @@ func TestExitCodes(t *testing.T) {
 		code int
 		out  string
 	}{
-		"help":           {args: []string{"-h"}, code: exitOK},
-		"unknown flag":   {args: []string{"--nope"}, code: exitUsage, out: "flag provided but not defined"},
-		"invalid config": {args: []string{"--on-work-publish-failure=maybe"}, code: exitUsage, out: "on-work-publish-failure"},
-		"stray argument": {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
-		"no policies":    {args: []string{"--tls-cert-file=a", "--tls-private-key-file=b", "--log-level=error"}, code: exitUsage, out: "no policy source"},
+		"help":                  {args: []string{"-h"}, code: exitOK},
+		"unknown flag":          {args: []string{"--nope"}, code: exitUsage, out: "flag provided but not defined"},
+		"invalid config":        {args: []string{"--on-work-publish-failure=maybe"}, code: exitUsage, out: "on-work-publish-failure"},
+		"bad excluded resource": {args: []string{"--excluded-resources=Lease"}, code: exitUsage, out: "excluded-resources"},
+		"shutdown over budget":  {args: []string{"--shutdown-budget=5s"}, code: exitUsage, out: "shutdown-budget"},
+		"stray argument":        {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
+		"no policies":           {args: []string{"--tls-cert-file=a", "--tls-private-key-file=b", "--log-level=error"}, code: exitUsage, out: "no policy source"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,75 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+)
+
+// A service that must serve whatever NATS is doing connects in the
+// background: Connect returns at once with no server, a publisher takes
+// messages meanwhile, and everything is stored once a server comes up.
+func TestBackgroundConnect(t *testing.T) {
+	// A free port with nothing listening on it yet.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := Connect(ctx, WithURL(url), WithBackgroundConnect(), WithReconnectBackoff(20*time.Millisecond, 200*time.Millisecond),
+		WithLogger(testLogger(t)), WithName(t.Name()))
+	if err != nil {
+		t.Fatalf("Connect with no server: %v", err)
+	}
+	t.Cleanup(c.Close)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Connect with WithBackgroundConnect took %s", took)
+	}
+	if c.Connected() {
+		t.Fatal("connected with no server")
+	}
+	// Without it, Connect fails when its context ends.
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = Connect(sctx, WithURL(url), WithLogger(testLogger(t)))
+	scancel()
+	if err == nil {
+		t.Fatal("Connect without a server succeeded")
+	}
+
+	p, err := c.NewAsyncPublisher(WithMessageDeadline(20 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := p.Publish(workMsg(t, WorkScan, fmt.Sprintf("early-%d", i))); err != nil {
+			t.Fatalf("publish before NATS is up: %v", err)
+		}
+	}
+
+	e, err := RunEmbedded(ctx, EmbeddedConfig{StoreDir: t.TempDir(), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	waitFor(t, 10*time.Second, "the background connection", c.Connected)
+	provision(t, c)
+	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer fcancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatalf("flush: %v (stats %+v)", err, p.Stats())
+	}
+	if n := streamMsgs(t, c, StreamWork); n != 10 {
+		t.Fatalf("VERDICT_WORK holds %d messages, want 10", n)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
