@@ -165,7 +165,9 @@ func (f Filter) Expression() string {
 	for _, r := range f.resources {
 		t := "(request.resource.group == " + strconv.Quote(r.Group) + " && request.resource.resource == " + strconv.Quote(r.Resource)
 		if r.Subresource != "" {
-			t += " && request.subResource == " + strconv.Quote(r.Subresource)
+			// subResource is left out of the request when empty: a match
+			// condition that errors fails closed, so guard with has().
+			t += " && has(request.subResource) && request.subResource == " + strconv.Quote(r.Subresource)
 		}
 		terms = append(terms, t+")")
 	}

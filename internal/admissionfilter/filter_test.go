@@ -88,7 +88,7 @@ func TestExpression(t *testing.T) {
 	e := f.Expression()
 	for _, want := range []string{
 		`(request.resource.group == "coordination.k8s.io" && request.resource.resource == "leases")`,
-		`(request.resource.group == "" && request.resource.resource == "pods" && request.subResource == "binding")`,
+		`(request.resource.group == "" && request.resource.resource == "pods" && has(request.subResource) && request.subResource == "binding")`,
 		`(request.resource.group == "" && request.resource.resource == "nodes")`,
 	} {
 		if !strings.Contains(e, want) {

@@ -162,7 +162,12 @@ type pki struct {
 	// request headers.
 	frontProxyCA     *authority
 	frontProxyClient *keyPair
-	saKeyPEM         []byte
+	// The apiserver's client identity towards admission webhooks (mutual
+	// TLS), from a CA of its own so that a webhook trusting it trusts
+	// nothing else of the cluster.
+	webhookClientCA *authority
+	webhookClient   *keyPair
+	saKeyPEM        []byte
 	saPubPEM         []byte
 
 	// file paths
@@ -171,12 +176,16 @@ type pki struct {
 	kcmServeCert, kcmServeKey     string
 	frontProxyCACert              string
 	frontProxyCert, frontProxyKey string
+	webhookClientCACert           string
 	saKey, saPub                  string
 }
 
 const (
 	serviceIP            = "10.96.0.1" // first address of serviceClusterIPRange
 	frontProxyClientName = "front-proxy-client"
+	// WebhookClientName is the common name of the certificate the
+	// apiserver presents to admission webhooks.
+	WebhookClientName = "kube-apiserver-webhook-client"
 )
 
 func newPKI(dir string) (*pki, error) {
@@ -219,6 +228,12 @@ func newPKI(dir string) (*pki, error) {
 	if p.frontProxyClient, err = p.frontProxyCA.issue(certRequest{commonName: frontProxyClientName, client: true}); err != nil {
 		return nil, fmt.Errorf("front-proxy client certificate: %w", err)
 	}
+	if p.webhookClientCA, err = newAuthority("verdict-webhook-client-ca"); err != nil {
+		return nil, fmt.Errorf("webhook client CA: %w", err)
+	}
+	if p.webhookClient, err = p.webhookClientCA.issue(certRequest{commonName: WebhookClientName, client: true}); err != nil {
+		return nil, fmt.Errorf("webhook client certificate: %w", err)
+	}
 	saKey, err := newKey()
 	if err != nil {
 		return nil, fmt.Errorf("service-account key: %w", err)
@@ -244,6 +259,7 @@ func newPKI(dir string) (*pki, error) {
 		{&p.frontProxyCACert, "front-proxy-ca.crt", p.frontProxyCA.certPEM},
 		{&p.frontProxyCert, "front-proxy-client.crt", p.frontProxyClient.certPEM},
 		{&p.frontProxyKey, "front-proxy-client.key", p.frontProxyClient.keyPEM},
+		{&p.webhookClientCACert, "webhook-client-ca.crt", p.webhookClientCA.certPEM},
 		{&p.saKey, "sa.key", p.saKeyPEM},
 		{&p.saPub, "sa.pub", p.saPubPEM},
 	}

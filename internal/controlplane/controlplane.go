@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -238,11 +239,17 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		// the refusal forever. Clients here use the kubeconfig.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+		// Admission webhooks get the apiserver's client certificate, so a
+		// webhook can require mutual TLS.
+		"--admission-control-config-file=" + filepath.Join(cp.dir, "admission.yaml"),
 	}
 	args = append(args, cp.cfg.apiServerArgs...)
 
 	if err := cp.writeKubeconfigs(); err != nil {
 		return fmt.Errorf("controlplane: kubeconfig: %w", err)
+	}
+	if err := cp.writeAdmissionConfig(); err != nil {
+		return fmt.Errorf("controlplane: admission configuration: %w", err)
 	}
 	if cp.apiServer, err = startProcess("kube-apiserver", filepath.Join(cp.bin, binAPIServer), cp.logPath("kube-apiserver"), args); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
@@ -278,6 +285,23 @@ func (cp *ControlPlane) writeKubeconfigs() error {
 	}
 	return writeKubeconfig(filepath.Join(cp.dir, "controller-manager.kubeconfig"), cp.url, p.ca.certPEM,
 		"system:kube-controller-manager", p.kcm)
+}
+
+// writeAdmissionConfig tells the webhook admission plugins to present the
+// webhook client certificate to every webhook ("*" matches any server).
+func (cp *ControlPlane) writeAdmissionConfig() error {
+	kubeconfig := filepath.Join(cp.dir, "webhook-client.kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.AuthInfos["*"] = &clientcmdapi.AuthInfo{ClientCertificateData: cp.pki.webhookClient.certPEM, ClientKeyData: cp.pki.webhookClient.keyPEM}
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n")
+	for _, plugin := range []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"} {
+		fmt.Fprintf(&b, "- name: %s\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: %q\n", plugin, kubeconfig)
+	}
+	return os.WriteFile(filepath.Join(cp.dir, "admission.yaml"), []byte(b.String()), 0o600)
 }
 
 func writeKubeconfig(path, server string, caPEM []byte, user string, kp *keyPair) error {
@@ -375,6 +399,11 @@ func (cp *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(cp.re
 // KubeconfigPath is the admin kubeconfig, for kubectl and child processes
 // (KUBECONFIG=...). It is removed by Stop.
 func (cp *ControlPlane) KubeconfigPath() string { return cp.kubeconfigPath }
+
+// WebhookClientCAFile is the CA of the client certificate the apiserver
+// presents to admission webhooks: a webhook requiring mutual TLS trusts it
+// (webhook.Config.ClientCAFile).
+func (cp *ControlPlane) WebhookClientCAFile() string { return cp.pki.webhookClientCACert }
 
 // CACertPEM is the cluster CA: it signs the apiserver's serving certificate
 // and the client certificates the apiserver trusts.

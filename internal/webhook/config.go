@@ -55,6 +55,11 @@ type Config struct {
 	KeyFile  string
 	// CertReloadInterval is how often the files are checked for changes.
 	CertReloadInterval time.Duration
+	// ClientCAFile, when set, turns on mutual TLS: the handshake fails
+	// unless the caller presents a client certificate signed by one of
+	// these CAs (the API server presents one through its admission
+	// configuration's kubeConfigFile). Reloaded when it changes.
+	ClientCAFile string
 
 	// MaxRequestBytes limits request bodies; larger ones get 413.
 	MaxRequestBytes int64

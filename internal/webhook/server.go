@@ -58,6 +58,7 @@ type Server struct {
 	checks     []readinessCheck
 	engineOpts []engine.Option
 	filter     admissionfilter.Filter
+	clientCAs  *clientCAs
 
 	// addr is the address the TLS listener serves, once it does.
 	addr         atomic.Pointer[string]
@@ -243,6 +244,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if s.namespaces == nil {
 		s.namespaces = StaticNamespaces(nil)
 	}
+	if cfg.ClientCAFile != "" {
+		if s.clientCAs, err = loadClientCAs(cfg.ClientCAFile, cfg.CertReloadInterval, s.log); err != nil {
+			return nil, err
+		}
+	}
 	if s.results == nil {
 		s.results = NopResultSink{}
 	}
@@ -339,7 +345,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	if addr == nil {
 		return ErrNotServing
 	}
-	if err := dialSelf(ctx, *addr, cert.Certificate[0]); err != nil {
+	if err := dialSelf(ctx, *addr, cert.Certificate[0], s.clientCAs != nil); err != nil {
 		return fmt.Errorf("tls dial to %s: %w", *addr, err)
 	}
 	for _, c := range s.checks {
@@ -355,13 +361,21 @@ var errWrongCertificate = errors.New("the listener presents another certificate"
 // dialSelf completes a TLS handshake with addr and checks that the peer
 // presents the leaf certificate want. The chain is not verified: the
 // certificate names the Service, not the loopback address, and what is
-// checked is that this process serves what it loaded.
-func dialSelf(ctx context.Context, addr string, want []byte) error {
+// checked is that this process serves what it loaded. When the server
+// requires client certificates (mutual) the dial has none to give: in TLS
+// 1.3 the client's side of the handshake, which checks the server's
+// certificate, completes before the server refuses it, which is all this
+// check needs.
+func dialSelf(ctx context.Context, addr string, want []byte, mutual bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	minVersion := uint16(tls.VersionTLS12)
+	if mutual {
+		minVersion = tls.VersionTLS13
+	}
 	d := tls.Dialer{Config: &tls.Config{
 		InsecureSkipVerify: true, //nolint:gosec // identity is checked in VerifyConnection
-		MinVersion:         tls.VersionTLS12,
+		MinVersion:         minVersion,
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want) {
 				return errWrongCertificate
@@ -432,10 +446,7 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          log.New(serverErrorLog{s.log}, "", 0),
-		TLSConfig: &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: s.certs.GetCertificate,
-		},
+		TLSConfig:         s.tlsConfig(),
 	}
 	servers := []*http.Server{tlsSrv}
 	errc := make(chan error, 2)
@@ -447,6 +458,13 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 			s.log.Error().Err(err).Msg("certificate source stopped")
 		}
 	}()
+	if s.clientCAs != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.clientCAs.run(runCtx)
+		}()
+	}
 	go func() { errc <- tlsSrv.ServeTLS(ln, "", "") }()
 	addr := loopback(ln.Addr())
 	s.addr.Store(&addr)

@@ -138,6 +138,7 @@ func TestE2EWebhook(t *testing.T) {
 	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", port)
 	cfg.Webhook.ShutdownDelay = 0
 	cfg.NATSURLs = []string{nats.ClientURL()}
+	cfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 	appCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -3,7 +3,6 @@ package webhookapp_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -101,6 +100,7 @@ func (e *env) startReplica(t *testing.T, id, url string, mod func(*webhookapp.Co
 	cfg.NATSURLs = []string{fmt.Sprintf("nats://127.0.0.1:%d", e.port)}
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 	cfg.ReconcileInterval = 2 * time.Second
+	cfg.Webhook.ClientCAFile = e.cp.WebhookClientCAFile()
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -124,67 +124,71 @@ func (r *replica) stop(t *testing.T) {
 	}
 }
 
-// balancer stands in for the webhook's Service: it terminates TLS with the
-// serving certificate from the Secret and forwards each request to the
-// next backend that answers, as kube-proxy spreads connections over ready
-// endpoints.
+// balancer stands in for the webhook's Service as kube-proxy does: it
+// forwards each TCP connection, untouched (TLS, client certificate and
+// all, end to end), to the next backend whose /readyz answers 200, as
+// endpoints list only ready pods.
 type balancer struct {
 	port     int
 	mu       sync.Mutex
-	backends []int
+	backends []*replica
 	next     int
 }
 
 func (e *env) startBalancer(t *testing.T) *balancer {
 	t.Helper()
-	b := &balancer{port: freePort(t)}
-	src := certs.WatchSecret(t.Context(), e.kube, "verdict", "verdict-webhook-tls")
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second} //nolint:gosec // test hop to a loopback backend
-	srv := &http.Server{
-		Addr:      fmt.Sprintf("127.0.0.1:%d", b.port),
-		TLSConfig: &tls.Config{GetCertificate: src.GetCertificate},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			body, _ := io.ReadAll(req.Body)
-			for _, port := range b.order() {
-				out, err := http.NewRequestWithContext(req.Context(), req.Method, fmt.Sprintf("https://127.0.0.1:%d%s", port, req.URL.RequestURI()), bytes.NewReader(body))
-				if err != nil {
-					continue
-				}
-				out.Header = req.Header.Clone()
-				resp, err := client.Do(out)
-				if err != nil {
-					continue
-				}
-				if resp.StatusCode == http.StatusServiceUnavailable {
-					resp.Body.Close()
-					continue
-				}
-				for k, v := range resp.Header {
-					w.Header()[k] = v
-				}
-				w.WriteHeader(resp.StatusCode)
-				_, _ = io.Copy(w, resp.Body)
-				resp.Body.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &balancer{port: ln.Addr().(*net.TCPAddr).Port}
+	probe := &http.Client{Timeout: time.Second}
+	ready := func(r *replica) bool {
+		resp, err := probe.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.probe))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
 				return
 			}
-			http.Error(w, "no backend answered", http.StatusBadGateway)
-		}),
-	}
-	go func() { _ = srv.ListenAndServeTLS("", "") }()
-	t.Cleanup(func() { _ = srv.Close() })
+			go func() {
+				defer in.Close()
+				for _, r := range b.order() {
+					if !ready(r) {
+						continue
+					}
+					out, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.port))
+					if err != nil {
+						continue
+					}
+					defer out.Close()
+					go func() { _, _ = io.Copy(out, in); _ = out.(*net.TCPConn).CloseWrite() }()
+					_, _ = io.Copy(in, out)
+					return
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
 	return b
 }
 
-func (b *balancer) set(ports ...int) {
+func (b *balancer) set(backends ...*replica) {
 	b.mu.Lock()
-	b.backends = ports
+	b.backends = backends
 	b.mu.Unlock()
 }
 
-func (b *balancer) order() []int {
+func (b *balancer) order() []*replica {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]int, 0, len(b.backends))
+	out := make([]*replica, 0, len(b.backends))
 	for i := range b.backends {
 		out = append(out, b.backends[(b.next+i)%len(b.backends)])
 	}
@@ -272,14 +276,14 @@ func TestE2ETwoReplicasLeaderDies(t *testing.T) {
 	a := e.startReplica(t, "replica-a", lb.url(), nil)
 	waitFor(t, 20*time.Second, func() bool { return leaseHolder(t, e.kube) == "replica-a" })
 	b := e.startReplica(t, "replica-b", lb.url(), nil)
-	lb.set(a.port, b.port)
+	lb.set(a, b)
 	waitEnforced(t, e.kube)
 
 	tr := startTraffic(t, e.kube)
 	time.Sleep(2 * time.Second)
 	// The leader goes away: out of the Service first (as endpoints drop a
 	// terminating pod), then it shuts down.
-	lb.set(b.port)
+	lb.set(b)
 	a.stop(t)
 	waitFor(t, 20*time.Second, func() bool { return leaseHolder(t, e.kube) == "replica-b" })
 	time.Sleep(2 * time.Second)

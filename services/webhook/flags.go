@@ -18,6 +18,7 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	fs.StringVar(&cfg.ProbeAddress, "probe-address", cfg.ProbeAddress, "address that also serves /healthz, /readyz and /metrics over plain HTTP (empty: none)")
 	fs.StringVar(&cfg.CertFile, "tls-cert-file", cfg.CertFile, "serving certificate chain (PEM), reloaded when it changes")
 	fs.StringVar(&cfg.KeyFile, "tls-private-key-file", cfg.KeyFile, "serving private key (PEM), reloaded when it changes")
+	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", cfg.ClientCAFile, "CA bundle (PEM) that callers' client certificates must chain to: mutual TLS, so that only the API server can send reviews (empty: any caller)")
 	fs.DurationVar(&cfg.CertReloadInterval, "tls-reload-interval", cfg.CertReloadInterval, "how often the certificate files are checked for changes")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest request body accepted; larger ones get 413")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "upper bound of one admission evaluation (the API server's ?timeout= lowers it)")
