@@ -118,7 +118,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	say("==> starting the webhook on https://127.0.0.1:%d (it registers itself and issues its certificate)", port)
+	say("==> starting the webhook on https://127.0.0.1:%d (it registers itself, issues its certificate and takes reviews only from the API server: mutual TLS)", port)
 	cfg := webhookapp.DefaultConfig()
 	cfg.Kubeconfig = cp.KubeconfigPath()
 	cfg.Identity = "demo"
@@ -126,6 +126,7 @@ func Run(ctx context.Context, opts Options) error {
 	cfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
 	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", port)
 	cfg.Webhook.ShutdownDelay = 0
+	cfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
 	cfg.NATSURLs = []string{nats.ClientURL()}
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
 	webhookDone := make(chan error, 1)
