@@ -168,7 +168,7 @@ type pki struct {
 	webhookClientCA *authority
 	webhookClient   *keyPair
 	saKeyPEM        []byte
-	saPubPEM         []byte
+	saPubPEM        []byte
 
 	// file paths
 	caCert, caKey                 string

@@ -39,7 +39,9 @@ type RuleResult struct {
 }
 
 // ResultEvent is the evaluation of one policy on one resource: what
-// VERDICT_RESULTS keeps, last per resource × policy.
+// VERDICT_RESULTS keeps, a short history per resource × policy, of which
+// readers keep the newest by CompareResults (policy version, resource
+// version, time), not the last to arrive.
 type ResultEvent struct {
 	Resource ResourceRef  `json:"resource"`
 	Policy   PolicyRef    `json:"policy"`
@@ -58,8 +60,8 @@ type ResultEvent struct {
 	RequestUID string `json:"requestUid,omitempty"`
 	// Retracted, on a result without rules, says why an earlier result of
 	// the policy on the resource no longer holds (RetractedNotSelected,
-	// RetractedPolicyDeleted). The stream keeps the retraction in the
-	// earlier result's place; reports leave the policy out.
+	// RetractedPolicyDeleted). The retraction supersedes the earlier
+	// result (it is newer by CompareResults); reports leave the policy out.
 	Retracted string `json:"retracted,omitempty"`
 }
 

@@ -13,13 +13,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -53,6 +57,15 @@ type Config struct {
 	// StreamReplicas is the replica count the streams are provisioned
 	// with (1, or 3 or 5 in a NATS cluster).
 	StreamReplicas int
+	// Streams are the streams' size limits. Full streams refuse new
+	// messages. Every service that provisions the streams must use the
+	// same values.
+	Streams queue.StreamLimits
+
+	// VerifyGrace is how long after a result was stored its resource may
+	// still be missing (a CREATE is evaluated before the object is
+	// stored) before the result is dropped as unverified.
+	VerifyGrace time.Duration
 
 	// CoalesceWindow is how long a dirty resource waits for more results
 	// before its report is written.
@@ -97,6 +110,8 @@ func DefaultConfig() Config {
 		APITimeout:      30 * time.Second,
 		NATSURLs:        []string{"nats://127.0.0.1:4222"},
 		StreamReplicas:  1,
+		Streams:         queue.DefaultStreamLimits(),
+		VerifyGrace:     30 * time.Second,
 		CoalesceWindow:  250 * time.Millisecond,
 		Concurrency:     64,
 		FlushWorkers:    8,
@@ -120,6 +135,12 @@ func (c *Config) Validate() error {
 	}
 	if c.StreamReplicas != 1 && c.StreamReplicas != 3 && c.StreamReplicas != 5 {
 		errs = append(errs, fmt.Errorf("stream replicas %d: must be 1, 3 or 5", c.StreamReplicas))
+	}
+	if err := c.Streams.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.VerifyGrace < time.Second {
+		errs = append(errs, fmt.Errorf("verify grace %s: at least 1s", c.VerifyGrace))
 	}
 	if c.APIQPS <= 0 || c.APIBurst < 1 {
 		errs = append(errs, fmt.Errorf("API QPS %v and burst %d must be positive", c.APIQPS, c.APIBurst))
@@ -182,9 +203,12 @@ func NewLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 type deps struct {
 	conn   *queue.Conn
 	writer *Writer
+	check  *verify.Checker
 	reg    *prometheus.Registry
 	rc     *rest.Config
 	dyn    dynamic.Interface
+	meta   metadata.Interface
+	disc   discovery.DiscoveryInterface
 }
 
 func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*deps, error) {
@@ -207,6 +231,18 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, err
 	}
+	meta, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	check, err := verify.New(meta, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)), verify.WithGrace(cfg.VerifyGrace))
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := NewMetrics(reg)
@@ -225,7 +261,7 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
-	return &deps{conn: conn, writer: w, reg: reg, rc: rc, dyn: dyn}, nil
+	return &deps{conn: conn, writer: w, check: check, reg: reg, rc: rc, dyn: dyn, meta: meta, disc: disc}, nil
 }
 
 // Run runs the projector until ctx ends, then drains: the results in
@@ -241,7 +277,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	defer d.conn.Close()
 	// Every replica provisions the streams and its own consumers
 	// (idempotent); the runner waits for the consumer if this fails now.
-	if err := d.conn.Provision(ctx, queue.WithReplicas(cfg.StreamReplicas), queue.WithConsumers(consumers(cfg)...)); err != nil {
+	if err := d.conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
 	p, err := NewProjector(d.conn, d.writer,
@@ -251,6 +287,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		WithAttempts(cfg.Attempts, time.Second, 2*time.Minute),
 		WithProgressEvery(cfg.AckWait/3),
 		WithShutdownTimeout(cfg.ShutdownTimeout),
+		WithChecker(d.check),
 		WithLogger(log),
 	)
 	if err != nil {
@@ -292,6 +329,14 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	return err
 }
 
+// provisionOptions are the streams and consumers the reporter provisions.
+func provisionOptions(cfg Config) []queue.ProvisionOption {
+	return append(cfg.Streams.ProvisionOptions(),
+		queue.WithReplicas(cfg.StreamReplicas),
+		queue.WithConsumers(consumers(cfg)...),
+	)
+}
+
 // consumers are the reporter's durable consumers with its settings.
 func consumers(cfg Config) []queue.ConsumerSpec {
 	names := []string{queue.ConsumerReporter}
@@ -314,10 +359,6 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	meta, err := metadata.NewForConfig(d.rc)
-	if err != nil {
-		return nil, err
-	}
 	eng, err := engine.New(engine.WithContextLoader(policycache.NewLoader(kube, 3*time.Second, 2<<20)))
 	if err != nil {
 		return nil, err
@@ -330,7 +371,8 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*
 		WithScanInterval(cfg.ScanInterval),
 		WithScanConcurrency(cfg.ScanConcurrency),
 		WithScanAttempts(cfg.Attempts),
-		WithReportWatch(meta),
+		WithReportWatch(d.meta),
+		WithScanChecker(d.check),
 		WithScanRegisterer(d.reg),
 		WithScanLogger(log),
 	)
@@ -347,15 +389,16 @@ func Replay(ctx context.Context, cfg Config, prune bool, out io.Writer, log zero
 	}
 	defer d.conn.Close()
 	st, err := Rebuild(ctx, d.conn, d.writer,
+		WithRebuildChecker(d.check),
 		WithPrune(prune),
 		WithRebuildWorkers(cfg.FlushWorkers),
 		WithRebuildProgress(time.Second, func(p RebuildProgress) {
 			fmt.Fprintf(out, "%-5s %d/%d  %s\n", p.Phase, p.Done, p.Total, p.Elapsed.Round(time.Millisecond))
 		}))
-	fmt.Fprintf(out, "replayed %d results of %d resources in %s (read %s): created %d, applied %d, unchanged %d, stale %d, gone %d, deleted %d (pruned %d), failed %d\n",
+	fmt.Fprintf(out, "replayed %d results of %d resources in %s (read %s): created %d, applied %d, unchanged %d, stale %d, gone %d, deleted %d (pruned %d), failed %d; unverified results %d, partial reports %d\n",
 		st.Results, st.Resources, st.Elapsed.Round(time.Millisecond), st.ReadTime.Round(time.Millisecond),
 		st.Outcomes[OutcomeCreated], st.Outcomes[OutcomeApplied], st.Outcomes[OutcomeUnchanged], st.Outcomes[OutcomeStale],
-		st.Outcomes[OutcomeGone], st.Outcomes[OutcomeDeleted], st.Pruned, st.Failed)
+		st.Outcomes[OutcomeGone], st.Outcomes[OutcomeDeleted], st.Pruned, st.Failed, st.Unverified, st.Partial)
 	return st, err
 }
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -38,6 +39,11 @@ func TestConfigValidate(t *testing.T) {
 		"zero api timeout":  {mod: func(c *Config) { c.APITimeout = 0 }, want: "API timeout"},
 		"zero concurrency":  {mod: func(c *Config) { c.Concurrency = 0 }, want: "concurrency 0"},
 		"shutdown too soon": {mod: func(c *Config) { c.ShutdownTimeout = -time.Second }, want: "shutdown timeout"},
+		"no history":        {mod: func(c *Config) { c.Streams.ResultHistory = 0 }, want: "result history 0"},
+		"tiny results":      {mod: func(c *Config) { c.Streams.ResultsMaxBytes = 1000 }, want: "results max bytes"},
+		"no work messages":  {mod: func(c *Config) { c.Streams.WorkMaxMsgs = 0 }, want: "work max messages"},
+		"tiny work":         {mod: func(c *Config) { c.Streams.WorkMaxBytes = 1 }, want: "work max bytes"},
+		"no grace":          {mod: func(c *Config) { c.VerifyGrace = 0 }, want: "verify grace"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -74,6 +80,10 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		"metrics":     WithMetrics(nil)(&writerOptions{}),
 		"rebuild":     WithRebuildWorkers(0)(&rebuildOptions{}),
 		"progress fn": WithRebuildProgress(time.Second, nil)(&rebuildOptions{}),
+		"checker":     WithChecker(nil)(&projectorOptions{}),
+		"rebuild chk": WithRebuildChecker(nil)(&rebuildOptions{}),
+		"scan chk":    WithScanChecker(nil)(&scanOptions{}),
+		"no checker":  func() error { _, err := NewProjector(&queue.Conn{}, &Writer{}); return err }(),
 	} {
 		if !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -80,7 +81,8 @@ func TestE2EReports(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	ns := e.namespace("reports-")
-	if _, err := e.kube.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+	// The controller manager's service account controller may be first.
+	if _, err := e.kube.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	pod, err := e.kube.CoreV1().Pods(ns.Name).Create(ctx, &corev1.Pod{
@@ -268,7 +270,8 @@ func TestE2ESlowWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewProjector(e.connect(), w, WithDurable("slow"), WithWindow(50*time.Millisecond), WithProgressEvery(200*time.Millisecond), WithLogger(zerolog.Nop()))
+	p, err := NewProjector(e.connect(), w, WithDurable("slow"), WithWindow(50*time.Millisecond), WithProgressEvery(200*time.Millisecond),
+		WithChecker(e.check), WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}

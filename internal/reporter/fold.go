@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -64,11 +65,27 @@ const (
 // ErrForeignResult is returned by Fold for a result of another resource.
 var ErrForeignResult = errors.New("result of another resource")
 
-// Result is one message of VERDICT_RESULTS: the latest evaluation of one
-// policy on the resource, and its stream sequence.
+// Result is one message of VERDICT_RESULTS: an evaluation of one policy on
+// the resource, its stream sequence, and when the stream stored it.
 type Result struct {
 	Sequence uint64
 	Event    events.ResultEvent
+	// Stored is the stream's time of the message (zero when not known):
+	// the checker's grace for objects not yet stored counts from it.
+	Stored time.Time
+}
+
+// CompareResults orders two results of the same policy on the same
+// resource, older first: by events.CompareResults (policy version, a
+// policyDeleted retraction, resource version, evaluation time), then by
+// stream sequence. Every reader keeps the newest by this order (Fold, the
+// scanner's view of current results, Rebuild), whatever order the stream
+// holds them in.
+func CompareResults(a, b Result) int {
+	if c := events.CompareResults(a.Event, b.Event); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Sequence, b.Sequence)
 }
 
 // Report is the fold of one resource's results.
@@ -83,6 +100,11 @@ type Report struct {
 	// Object is the PolicyReport or ClusterPolicyReport, or nil when the
 	// resource has no rule results: then its report must not exist.
 	Object *unstructured.Unstructured
+	// Partial says that results were left out because the objects they
+	// name are not found yet (within the checker's grace): the fold may
+	// replace only a report of a lower sequence, and never deletes one
+	// (see Writer).
+	Partial bool
 }
 
 // Cluster reports whether the report is a ClusterPolicyReport (the
@@ -102,10 +124,24 @@ func reportGVR(namespace string) schema.GroupVersionResource {
 	return PolicyReports
 }
 
+// Newest is the newest of rs by CompareResults (the zero Result when rs is
+// empty).
+func Newest(rs []Result) Result {
+	var out Result
+	for i, r := range rs {
+		if i == 0 || CompareResults(r, out) > 0 {
+			out = r
+		}
+	}
+	return out
+}
+
 // Fold turns the current results of the resource uid into its report. It
 // is pure and deterministic: the same results, in any order, give a
-// byte-identical object. When a policy appears more than once the highest
-// sequence wins (the stream keeps only the last per policy anyway).
+// byte-identical object. When a policy appears more than once (the stream
+// keeps a short history per subject) the newest by CompareResults wins,
+// and the report's last sequence is the highest sequence of the results
+// that won. The caller has checked the results (only verified ones).
 //
 // The report is named by the UID, lives in the resource's namespace (a
 // ClusterPolicyReport for a cluster-scoped resource), has the resource as
@@ -120,7 +156,7 @@ func Fold(uid string, results []Result) (Report, error) {
 		if r.Event.Resource.UID != uid {
 			return Report{}, fmt.Errorf("%w: %q in the results of %q (policy %q, sequence %d)", ErrForeignResult, r.Event.Resource.UID, uid, r.Event.Policy.Key, r.Sequence)
 		}
-		if cur, ok := latest[r.Event.Policy.Key]; !ok || r.Sequence > cur.Sequence {
+		if cur, ok := latest[r.Event.Policy.Key]; !ok || CompareResults(r, cur) > 0 {
 			latest[r.Event.Policy.Key] = r
 		}
 	}

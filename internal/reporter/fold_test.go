@@ -3,6 +3,7 @@ package reporter
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -297,6 +298,149 @@ func TestFoldDeterministic(t *testing.T) {
 	}
 	if !reflect.DeepEqual(keys, wantKeys) {
 		t.Errorf("order %v\nwant %v", keys, wantKeys)
+	}
+}
+
+// Modifiers of the order's keys.
+func policyRV(rv string) resultMod { return func(r *Result) { r.Event.Policy.ResourceVersion = rv } }
+
+func policyUID(uid string) resultMod { return func(r *Result) { r.Event.Policy.UID = uid } }
+
+func resourceVersion(rv string) resultMod {
+	return func(r *Result) { r.Event.Resource.ResourceVersion = rv }
+}
+
+func at(d time.Duration) resultMod { return func(r *Result) { r.Event.Timestamp = testTime.Add(d) } }
+
+func retracted(reason string) resultMod {
+	return func(r *Result) { r.Event.Rules, r.Event.Retracted = nil, reason }
+}
+
+// TestCompareResults: the order of two evaluations of one policy on one
+// resource, key by key (see events.CompareResults).
+func TestCompareResults(t *testing.T) {
+	tests := map[string]struct {
+		older, newer Result
+	}{
+		"a later policy version, whatever the resource version and time": {
+			older: result("u1", "p", 9, policyRV("10"), resourceVersion("700"), at(time.Minute)),
+			newer: result("u1", "p", 3, policyRV("11"), resourceVersion("500")),
+		},
+		"policy versions compare as integers": {
+			older: result("u1", "p", 2, policyRV("9")),
+			newer: result("u1", "p", 1, policyRV("10")),
+		},
+		"a policy replaced under its name: the new one is later": {
+			older: result("u1", "p", 5, policyUID("old"), policyRV("40"), at(time.Hour)),
+			newer: result("u1", "p", 4, policyUID("new"), policyRV("41")),
+		},
+		"a policyDeleted retraction over a later resource version": {
+			older: result("u1", "p", 8, policyRV("10"), resourceVersion("900"), at(time.Hour), rule("r", engine.StatusFail)),
+			newer: result("u1", "p", 7, policyRV("10"), resourceVersion("500"), retracted(events.RetractedPolicyDeleted)),
+		},
+		"a notSelected retraction is not final: a later resource version wins": {
+			older: result("u1", "p", 8, resourceVersion("500"), at(time.Hour), retracted(events.RetractedNotSelected)),
+			newer: result("u1", "p", 7, resourceVersion("501"), rule("r", engine.StatusPass)),
+		},
+		"a later resource version, whatever the time": {
+			older: result("u1", "p", 9, resourceVersion("99"), at(time.Hour)),
+			newer: result("u1", "p", 1, resourceVersion("100")),
+		},
+		"a CREATE (no resource version) before any stored state": {
+			older: result("u1", "p", 9, resourceVersion(""), at(time.Hour)),
+			newer: result("u1", "p", 1, resourceVersion("1")),
+		},
+		"opaque resource versions: the time decides": {
+			older: result("u1", "p", 9, resourceVersion("b"), at(-time.Second)),
+			newer: result("u1", "p", 1, resourceVersion("a")),
+		},
+		"same versions: the later evaluation": {
+			older: result("u1", "p", 9, at(-time.Nanosecond)),
+			newer: result("u1", "p", 1),
+		},
+		"all alike: the later stream sequence": {
+			older: result("u1", "p", 1),
+			newer: result("u1", "p", 2),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if c := CompareResults(tc.older, tc.newer); c >= 0 {
+				t.Errorf("CompareResults(older, newer) = %d, want < 0", c)
+			}
+			if c := CompareResults(tc.newer, tc.older); c <= 0 {
+				t.Errorf("CompareResults(newer, older) = %d, want > 0", c)
+			}
+			if c := CompareResults(tc.newer, tc.newer); c != 0 {
+				t.Errorf("CompareResults(x, x) = %d", c)
+			}
+			// Fold keeps the newer, in either order.
+			tc.older.Event.Rules = append(tc.older.Event.Rules, events.RuleResult{Name: "older", Status: engine.StatusFail})
+			for _, in := range [][]Result{{tc.older, tc.newer}, {tc.newer, tc.older}} {
+				rep, err := Fold("u1", in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.LastSequence != tc.newer.Sequence {
+					t.Errorf("fold at sequence %d, want the newer's %d", rep.LastSequence, tc.newer.Sequence)
+				}
+				if rep.Object != nil {
+					for _, e := range resultsOf(t, rep) {
+						if e["rule"] == "older" {
+							t.Errorf("the older evaluation was folded: %v", e)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestNewestAnyOrder: among many evaluations of one policy on one
+// resource, in every order, Newest and Fold pick the same one (the order is
+// total: no cycles).
+func TestNewestAnyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var in []Result
+	for i := range 40 {
+		mods := []resultMod{
+			policyRV([]string{"", "7", "8", "x"}[rng.IntN(4)]),
+			resourceVersion([]string{"", "100", "101", "abc"}[rng.IntN(4)]),
+			at(time.Duration(rng.IntN(5)) * time.Second),
+		}
+		switch rng.IntN(4) {
+		case 0:
+			mods = append(mods, retracted(events.RetractedPolicyDeleted))
+		case 1:
+			mods = append(mods, retracted(events.RetractedNotSelected))
+		default:
+			mods = append(mods, rule(fmt.Sprint("r", i), engine.StatusPass))
+		}
+		in = append(in, result("u1", "p", uint64(i+1), mods...))
+	}
+	want := Newest(in)
+	for _, r := range in {
+		if CompareResults(r, want) > 0 {
+			t.Fatalf("%d is newer than the newest %d", r.Sequence, want.Sequence)
+		}
+	}
+	first, err := Fold("u1", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		shuffled := append([]Result(nil), in...)
+		rng.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
+		if got := Newest(shuffled); got.Sequence != want.Sequence {
+			t.Fatalf("newest %d in one order, %d in another", got.Sequence, want.Sequence)
+		}
+		rep, err := Fold("u1", shuffled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.LastSequence != first.LastSequence || (rep.Object == nil) != (first.Object == nil) {
+			t.Fatalf("fold differs with the order: %d vs %d", rep.LastSequence, first.LastSequence)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,13 +22,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/certs"
+	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -141,7 +148,11 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := NewProjector(conn, w, WithWindow(cfg.CoalesceWindow), WithConcurrency(cfg.Concurrency), WithFlushWorkers(cfg.FlushWorkers))
+	check, err := verify.New(metadata.NewForConfigOrDie(rc), restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewProjector(conn, w, WithWindow(cfg.CoalesceWindow), WithConcurrency(cfg.Concurrency), WithFlushWorkers(cfg.FlushWorkers), WithChecker(check))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -181,8 +192,9 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64,
 	}}
 	url := "https://" + addr + "/validate"
+	warmup := createLagPods(b, dyn, reviews, "warmup", 1)
 	eventuallyB(b, 30*time.Second, func() error {
-		resp, err := client.Post(url, "application/json", bytes.NewReader(reviews[0](fmt.Sprintf("warmup-%d", time.Now().UnixNano()))))
+		resp, err := client.Post(url, "application/json", bytes.NewReader(warmup[0]))
 		if err != nil {
 			return err
 		}
@@ -191,6 +203,7 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	})
 	// The warm-up Pod's report is not measured.
 	time.Sleep(time.Second)
+	bodies := createLagPods(b, dyn, reviews, "lag", b.N)
 
 	sent := make(map[string]time.Time, b.N)
 	var sentMu sync.Mutex
@@ -200,8 +213,8 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	for range 16 {
 		wg.Go(func() {
 			for i := range work {
-				uid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-				body := reviews[i%len(reviews)](uid)
+				body := bodies[i]
+				uid := lagUID(body)
 				start := time.Now()
 				resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 				if err != nil {
@@ -272,9 +285,15 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 		pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond))
 }
 
-// lagReviews makes an AdmissionReview builder per Pod of the bench file
-// (taking the object's UID) and lists the Pods' namespaces.
-func lagReviews(b *testing.B) ([]func(uid string) []byte, []string) {
+// lagPod is one Pod of the bench file: its namespace and name, and a
+// builder of its AdmissionReview naming a uid and a name.
+type lagPod struct {
+	obj    map[string]any
+	review func(uid, name string) []byte
+}
+
+// lagReviews reads the Pods of the bench file and lists their namespaces.
+func lagReviews(b *testing.B) ([]lagPod, []string) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "bench", "pods-1000.yaml"))
 	if err != nil {
 		b.Fatal(err)
@@ -283,21 +302,20 @@ func lagReviews(b *testing.B) ([]func(uid string) []byte, []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var out []func(string) []byte
+	var out []lagPod
 	nss := map[string]bool{}
 	for i, d := range docs {
 		obj := d.Object
 		ns := document.String(obj, "metadata", "namespace")
 		nss[ns] = true
-		name := document.String(obj, "metadata", "name")
-		out = append(out, func(uid string) []byte {
+		out = append(out, lagPod{obj: obj, review: func(uid, name string) []byte {
 			o := document.DeepCopy(obj).(map[string]any)
 			md := o["metadata"].(map[string]any)
-			md["uid"], md["name"] = uid, fmt.Sprintf("%s-%s", name, uid[len(uid)-6:])
+			md["uid"], md["name"] = uid, name
 			body, err := json.Marshal(map[string]any{
 				"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
 				"request": map[string]any{
-					"uid": "req-" + uid + "-" + strconv.Itoa(i), "operation": "CREATE", "namespace": ns, "name": md["name"],
+					"uid": "req-" + uid + "-" + strconv.Itoa(i), "operation": "CREATE", "namespace": ns, "name": name,
 					"kind":     map[string]any{"group": "", "version": "v1", "kind": "Pod"},
 					"resource": map[string]any{"group": "", "version": "v1", "resource": "pods"},
 					"userInfo": map[string]any{"username": "bench"},
@@ -308,7 +326,7 @@ func lagReviews(b *testing.B) ([]func(uid string) []byte, []string) {
 				panic(err)
 			}
 			return body
-		})
+		}})
 	}
 	return out, slices.Sorted(func(yield func(string) bool) {
 		for ns := range nss {
@@ -317,6 +335,57 @@ func lagReviews(b *testing.B) ([]func(uid string) []byte, []string) {
 			}
 		}
 	})
+}
+
+// createLagPods stores n Pods of the bench file in the API server (the
+// reporter reports only on resources that exist) and returns each one's
+// review, naming the stored uid.
+func createLagPods(b *testing.B, dyn dynamic.Interface, pods []lagPod, prefix string, n int) [][]byte {
+	b.Helper()
+	out := make([][]byte, n)
+	prefix += strconv.FormatInt(time.Now().UnixNano()%1e9, 36) // runs of one benchmark do not collide
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	work := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				// Some Pods of the bench file are invalid for the API server
+				// (the file tests policies): take the next one then.
+				var err error
+				for k := range len(pods) {
+					p := pods[(i+k)%len(pods)]
+					o := document.DeepCopy(p.obj).(map[string]any)
+					md := o["metadata"].(map[string]any)
+					name := fmt.Sprintf("%s-%s-%06d", md["name"], prefix, i)
+					md["name"] = name
+					delete(md, "uid")
+					var created *unstructured.Unstructured
+					created, err = dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).
+						Namespace(document.String(o, "metadata", "namespace")).Create(b.Context(), &unstructured.Unstructured{Object: o}, metav1.CreateOptions{})
+					if apierrors.IsInvalid(err) {
+						continue
+					}
+					if err == nil {
+						out[i] = p.review(string(created.GetUID()), name)
+					}
+					break
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatalf("create bench Pods: %v", err)
+	}
+	return out
 }
 
 func eventuallyB(b *testing.B, timeout time.Duration, f func() error) {
@@ -331,4 +400,19 @@ func eventuallyB(b *testing.B, timeout time.Duration, f func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lagUID reads the object's uid back from a review.
+func lagUID(body []byte) string {
+	var r struct {
+		Request struct {
+			Object struct {
+				Metadata struct {
+					UID string `json:"uid"`
+				} `json:"metadata"`
+			} `json:"object"`
+		} `json:"request"`
+	}
+	_ = json.Unmarshal(body, &r)
+	return r.Request.Object.Metadata.UID
 }

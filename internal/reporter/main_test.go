@@ -18,12 +18,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -61,11 +65,13 @@ func TestMain(m *testing.M) {
 
 // env is one test's world: the shared API server, a fresh JetStream.
 type env struct {
-	t    *testing.T
-	kube kubernetes.Interface
-	dyn  dynamic.Interface
-	nats *queue.Embedded
-	conn *queue.Conn
+	t     *testing.T
+	kube  kubernetes.Interface
+	dyn   dynamic.Interface
+	meta  metadata.Interface
+	nats  *queue.Embedded
+	conn  *queue.Conn
+	check *verify.Checker // shared by the test's projectors, scanners and rebuilds
 }
 
 func newEnv(t *testing.T) *env {
@@ -76,7 +82,8 @@ func newEnv(t *testing.T) *env {
 	rc := shared.RESTConfig()
 	rc.QPS, rc.Burst = 2000, 4000
 	rc.WarningHandler = rest.NoWarnings{}
-	e := &env{t: t, kube: kubernetes.NewForConfigOrDie(rc), dyn: dynamic.NewForConfigOrDie(rc)}
+	e := &env{t: t, kube: kubernetes.NewForConfigOrDie(rc), dyn: dynamic.NewForConfigOrDie(rc), meta: metadata.NewForConfigOrDie(rc)}
+	e.check = e.checker()
 	ctx := t.Context()
 	var err error
 	e.nats, err = queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir()})
@@ -89,6 +96,18 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// checker is a checker on the shared API server (opts: WithGrace and the
+// like).
+func (e *env) checker(opts ...verify.Option) *verify.Checker {
+	e.t.Helper()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.kube.Discovery()))
+	c, err := verify.New(e.meta, mapper, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
 }
 
 func (e *env) connect() *queue.Conn {
@@ -130,7 +149,7 @@ func (e *env) startProjector(conn *queue.Conn, opts ...ProjectorOption) *replica
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	p, err := NewProjector(conn, w, append([]ProjectorOption{WithWindow(100 * time.Millisecond), WithLogger(zerolog.Nop())}, opts...)...)
+	p, err := NewProjector(conn, w, append([]ProjectorOption{WithWindow(100 * time.Millisecond), WithChecker(e.check), WithLogger(zerolog.Nop())}, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -213,18 +232,16 @@ func (e *env) publish(evs ...events.ResultEvent) []uint64 {
 	return seqs
 }
 
-// expected folds the stream: every resource's report as it should be.
+// expected folds the stream: every resource's report as it should be
+// (every message of every subject, Fold keeping the newest of each policy;
+// the tests publish results of real objects only, so no check is needed).
 func (e *env) expected() map[string]Report {
 	e.t.Helper()
-	byUID := map[string][]Result{}
-	_, err := e.conn.Replay(e.t.Context(), queue.StreamResults, func(m queue.ReplayMsg) error {
-		ev, err := DecodeResult(m.Subject, m.Data)
-		if err != nil {
-			return nil //nolint:nilerr // undecodable results are left out of folds
-		}
-		byUID[ev.Resource.UID] = append(byUID[ev.Resource.UID], Result{Sequence: m.Sequence, Event: ev})
-		return nil
-	})
+	m, err := NewMetrics(nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	byUID, _, err := readResults(e.t.Context(), e.conn, m, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/verdict-dev/verdict/internal/verify"
 )
 
 // Metrics are the reporter's prometheus collectors (verdict_reporter_*).
@@ -13,6 +15,7 @@ import (
 type Metrics struct {
 	consumed    prometheus.Counter
 	undecodable prometheus.Counter
+	unverified  *prometheus.CounterVec
 	reports     *prometheus.CounterVec
 	conflicts   prometheus.Counter
 	lag         prometheus.Histogram
@@ -32,6 +35,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Result messages taken from VERDICT_RESULTS by the projector (redeliveries included)."}),
 		undecodable: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_undecodable_total",
 			Help: "Result messages that could not be decoded: dead-lettered by the projector, left out of folds."}),
+		unverified: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_unverified_total",
+			Help: "Results dropped without changing any report because the API server does not confirm their resource, by reason: notFound (not there after the grace period: never stored, or gone), uidMismatch (the name is another object's), future (a resourceVersion the object has not reached), invalid (names no object). The projector deletes them from the stream; a replay leaves them out."},
+			[]string{"reason"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reports_total",
 			Help: "Report writes by outcome: created, applied, deleted, unchanged (already equal), stale (the report holds a newer state), absent (nothing to delete), gone (the namespace no longer exists)."},
 			[]string{"outcome"}),
@@ -47,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time to read, fold again if needed, and write one report.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
-	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime} {
+	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.unverified, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -55,6 +61,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			}
 			return nil, fmt.Errorf("register reporter metrics: %w", err)
 		}
+	}
+	for _, st := range verify.RejectedStatuses() {
+		m.unverified.WithLabelValues(string(st))
 	}
 	for _, o := range []WriteOutcome{OutcomeCreated, OutcomeApplied, OutcomeDeleted, OutcomeUnchanged, OutcomeStale, OutcomeAbsent, OutcomeGone} {
 		m.reports.WithLabelValues(string(o))

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -29,6 +30,20 @@ type projectorOptions struct {
 	progress     time.Duration
 	drainTimeout time.Duration
 	log          *zerolog.Logger
+	check        *verify.Checker
+}
+
+// WithChecker sets the checker every result is verified with before it
+// changes a report (required): its resource must exist with its uid, at
+// its resourceVersion or later (DESIGN.md, invariant 9).
+func WithChecker(c *verify.Checker) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil checker", ErrInvalidOption)
+		}
+		o.check = c
+		return nil
+	}
 }
 
 // WithWindow sets the coalescing window: how long the first message that
@@ -152,6 +167,18 @@ func WithLogger(l zerolog.Logger) ProjectorOption {
 // message waits, the server is told every few seconds that it is in
 // progress.
 //
+// Before a message marks its resource dirty, the result is checked
+// against the API server (WithChecker): a result whose object is not found
+// yet (a CREATE is evaluated before the object is stored) is retried with
+// delay until the checker's grace ends; one the checker rejects (the
+// object never existed or is gone, the name is another uid's, a version
+// from the future) is deleted from the stream, counted in
+// verdict_reporter_results_unverified_total by reason, and acknowledged
+// without changing any report. A flush folds only verified results; while
+// another result of the resource is pending the fold is partial (it
+// replaces only an older report and deletes none), and the pending
+// result's own message writes the complete fold once it is verified.
+//
 // A message that cannot be decoded is poison: dead-lettered with the
 // reason. A report the API server refuses as invalid makes its messages
 // poison too; other failures (the API server down, conflicts that do not
@@ -194,6 +221,9 @@ func NewProjector(conn *queue.Conn, w *Writer, opts ...ProjectorOption) (*Projec
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
+	}
+	if o.check == nil {
+		return nil, fmt.Errorf("%w: a projector needs a checker (WithChecker)", ErrInvalidOption)
 	}
 	return &Projector{
 		conn: conn, w: w, m: w.Metrics(), o: o,
@@ -247,6 +277,19 @@ func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 		p.m.undecodable.Inc()
 		return queue.Poison(err.Error())
 	}
+	st, err := p.o.check.Check(ctx, ev.Resource, msg.Published)
+	switch {
+	case err != nil:
+		return queue.Retry().Because(err)
+	case st == verify.Pending && msg.Delivery+1 < uint64(p.o.maxDeliver):
+		return queue.RetryAfter(p.o.check.RetryIn(msg.Published))
+	case st == verify.Pending:
+		// Out of attempts before the grace ended: as good as not found.
+		st = verify.NotFound
+	}
+	if st.Rejected() {
+		return p.reject(ctx, msg, ev, st)
+	}
 	e := p.mark(ev.Resource)
 	defer p.unblock()
 	tick := time.NewTicker(p.o.progress)
@@ -275,6 +318,20 @@ wait:
 	default:
 		return queue.Retry().Because(e.err)
 	}
+}
+
+// reject drops a message the checker refused: it is deleted from the
+// stream (so that no replay or later fold meets it again) and counted, and
+// changes no report.
+func (p *Projector) reject(ctx context.Context, msg *queue.Msg, ev events.ResultEvent, st verify.Status) queue.Outcome {
+	if err := p.conn.DeleteMsg(ctx, queue.StreamResults, msg.Sequence); err != nil {
+		return queue.Retry().Because(err)
+	}
+	p.m.unverified.WithLabelValues(string(st)).Inc()
+	p.log.Warn().Str(logKeySubject, msg.Subject).Uint64(logKeySequence, msg.Sequence).Str(logKeyReason, string(st)).
+		Str(logKeyKind, ev.Resource.Kind).Str(logKeyNamespace, ev.Resource.Namespace).Str(logKeyName, ev.Resource.Name).
+		Str(logKeyUID, ev.Resource.UID).Msg("resultUnverified")
+	return queue.Done()
 }
 
 // mark makes the resource of ref dirty and returns the entry to wait for.
@@ -369,7 +426,7 @@ func (p *Projector) flush(ctx context.Context, batch map[string]*entry) {
 			batch[uid].sealed = true
 		}
 		p.mu.Unlock()
-		results, err := ReadResults(ctx, p.conn, p.m, chunk)
+		cur, err := ReadResults(ctx, p.conn, p.m, p.o.check, chunk)
 		if err != nil {
 			p.log.Warn().Err(err).Int(logKeyResources, len(chunk)).Msg("readResultsFailed")
 			for _, uid := range chunk {
@@ -382,7 +439,7 @@ func (p *Projector) flush(ctx context.Context, batch map[string]*entry) {
 		for range min(p.o.flushWorkers, len(chunk)) {
 			wg.Go(func() {
 				for e := range work {
-					p.finish(e, p.write(ctx, e, results[e.uid]))
+					p.finish(e, p.write(ctx, e, cur))
 				}
 			})
 		}
@@ -395,7 +452,7 @@ func (p *Projector) flush(ctx context.Context, batch map[string]*entry) {
 }
 
 // write folds one resource's results and writes its report.
-func (p *Projector) write(ctx context.Context, e *entry, results []Result) (err error) {
+func (p *Projector) write(ctx context.Context, e *entry, cur Current) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic writing report %s: %v", e.uid, r)
@@ -405,12 +462,12 @@ func (p *Projector) write(ctx context.Context, e *entry, results []Result) (err 
 	p.mu.Lock()
 	hint := e.hint
 	p.mu.Unlock()
-	rep, err := Fold(e.uid, results)
+	rep, err := cur.Fold(e.uid)
 	if err != nil {
 		return err
 	}
 	rep = withHint(rep, hint)
-	out, err := p.w.Write(ctx, rep, refolder(p.conn, p.m, e.uid, hint))
+	out, err := p.w.Write(ctx, rep, refolder(p.conn, p.m, p.o.check, e.uid, hint))
 	if err != nil {
 		p.log.Warn().Err(err).Str(logKeyUID, e.uid).Str(logKeyNamespace, rep.Resource.Namespace).Msg("reportWriteFailed")
 		return err

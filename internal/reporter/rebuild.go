@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -36,12 +37,17 @@ type RebuildProgress struct {
 
 // RebuildStats is what a rebuild did.
 type RebuildStats struct {
-	Results     int // result messages read (the last of each subject)
+	Results     int // result messages read (every message of every subject)
 	Undecodable int // of those, left out because they could not be decoded
+	Unverified  int // of those, left out because the checker rejected them
 	Resources   int // resources with results: reports folded
-	Outcomes    map[WriteOutcome]int
-	Failed      int // reports that could not be written
-	Pruned      int // reports deleted by the prune (also in Outcomes)
+	// Partial are the resources folded without a result that names an
+	// object not found yet (within the checker's grace): their reports
+	// replace only older ones (the projector completes them).
+	Partial  int
+	Outcomes map[WriteOutcome]int
+	Failed   int // reports that could not be written
+	Pruned   int // reports deleted by the prune (also in Outcomes)
 	// LastSequence is the highest stream sequence read.
 	LastSequence uint64
 	ReadTime     time.Duration
@@ -56,6 +62,19 @@ type rebuildOptions struct {
 	workers  int
 	every    time.Duration
 	progress func(RebuildProgress)
+	check    *verify.Checker
+}
+
+// WithRebuildChecker sets the checker every result is verified with before
+// it is folded (required), as in live operation.
+func WithRebuildChecker(c *verify.Checker) RebuildOption {
+	return func(o *rebuildOptions) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil checker", ErrInvalidOption)
+		}
+		o.check = c
+		return nil
+	}
 }
 
 // WithPrune also deletes Verdict's reports (LabelManagedBy) of resources
@@ -89,10 +108,13 @@ func WithRebuildProgress(interval time.Duration, fn func(RebuildProgress)) Rebui
 }
 
 // Rebuild makes every report again from the stream (`reporter replay`):
-// it replays all of VERDICT_RESULTS (the last message of each subject),
-// groups the results by resource, folds each resource and writes its
-// report through w, with the same stale guard as live operation, so it
-// can run beside live projectors and gives the same reports. With
+// it replays all of VERDICT_RESULTS (every message of each subject's short
+// history), groups the results by resource, checks them as live operation
+// does (WithRebuildChecker: rejected results are left out and counted; a
+// result still pending makes its resource's fold partial), folds
+// each resource (the newest of each policy) and writes its report through
+// w, with the same stale guard as live operation, so it can run beside
+// live projectors and gives the same reports. With
 // WithPrune it then deletes Verdict's reports whose resource has no
 // results, unless they were written after the replay read the stream.
 //
@@ -106,8 +128,8 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 			return RebuildStats{}, err
 		}
 	}
-	if conn == nil || w == nil {
-		return RebuildStats{}, fmt.Errorf("%w: a rebuild needs a connection and a writer", ErrInvalidOption)
+	if conn == nil || w == nil || o.check == nil {
+		return RebuildStats{}, fmt.Errorf("%w: a rebuild needs a connection, a writer and a checker (WithRebuildChecker)", ErrInvalidOption)
 	}
 	start := time.Now()
 	st := RebuildStats{Outcomes: map[WriteOutcome]int{}}
@@ -118,25 +140,14 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 	}
 
 	// Read.
-	byUID := map[string][]Result{}
 	var ropts []queue.ReplayOption
 	if o.progress != nil {
 		ropts = append(ropts, queue.WithReplayProgress(o.every, func(p queue.ReplayProgress) {
 			report(PhaseRead, int(p.Done), int(p.Done+p.Remaining))
 		}))
 	}
-	_, err := conn.Replay(ctx, queue.StreamResults, func(m queue.ReplayMsg) error {
-		st.Results++
-		st.LastSequence = max(st.LastSequence, m.Sequence)
-		ev, err := DecodeResult(m.Subject, m.Data)
-		if err != nil {
-			st.Undecodable++
-			w.m.undecodable.Inc()
-			return nil
-		}
-		byUID[ev.Resource.UID] = append(byUID[ev.Resource.UID], Result{Sequence: m.Sequence, Event: ev})
-		return nil
-	}, ropts...)
+	byUID, rst, err := readResults(ctx, conn, w.m, nil, ropts...)
+	st.Results, st.Undecodable, st.LastSequence = rst.messages, rst.undecodable, rst.last
 	if err != nil {
 		return st, err
 	}
@@ -169,12 +180,30 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 	stopProgress := ticker(o, func() { report(PhaseWrite, int(done.Load()), len(uids)) })
 	err = parallel(ctx, o.workers, uids, func(uid string) {
 		defer done.Add(1)
-		rep, err := Fold(uid, byUID[uid])
+		c, err := checkResults(ctx, o.check, byUID[uid])
+		if err != nil {
+			count("", fmt.Errorf("check the results of %s: %w", uid, err))
+			return
+		}
+		mu.Lock()
+		st.Unverified += len(c.rejected)
+		if c.wait > 0 {
+			st.Partial++
+		}
+		mu.Unlock()
+		for _, r := range c.rejected {
+			w.m.unverified.WithLabelValues(string(r.status)).Inc()
+		}
+		// Without verified results the fold names only the uid: the
+		// writer finds the report wherever it is, not where a rejected
+		// result says.
+		rep, err := Fold(uid, c.verified)
 		if err != nil {
 			count("", err)
 			return
 		}
-		out, err := w.Write(ctx, rep, refolder(conn, w.m, uid, rep.Resource))
+		rep.Partial = c.wait > 0
+		out, err := w.Write(ctx, rep, refolder(conn, w.m, o.check, uid, rep.Resource))
 		if err != nil {
 			log.Warn().Err(err).Str(logKeyUID, uid).Msg("rebuildWriteFailed")
 		}
@@ -195,7 +224,7 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 	st.Elapsed = time.Since(start)
 	report(PhaseDone, st.Resources, st.Resources)
 	log.Info().Int(logKeyResources, st.Resources).Int(logKeyFailed, st.Failed).Int(logKeyPruned, st.Pruned).
-		Dur(logKeyElapsed, st.Elapsed).Msg("rebuildDone")
+		Int(logKeyUnverified, st.Unverified).Int(logKeyPartial, st.Partial).Dur(logKeyElapsed, st.Elapsed).Msg("rebuildDone")
 	if st.Failed > 0 {
 		return st, fmt.Errorf("%d of %d reports could not be written; the first: %w", st.Failed, st.Resources, firstErr)
 	}
@@ -242,7 +271,7 @@ func prune(ctx context.Context, conn *queue.Conn, w *Writer, byUID map[string][]
 		if ref.Name == "" {
 			ref.Name = r.GetName()
 		}
-		out, err := w.Write(ctx, Report{Resource: ref}, refolder(conn, w.m, ref.UID, ref))
+		out, err := w.Write(ctx, Report{Resource: ref}, refolder(conn, w.m, o.check, ref.UID, ref))
 		if out == OutcomeDeleted {
 			pruned.Add(1)
 		}

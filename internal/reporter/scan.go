@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -69,11 +70,26 @@ type scanOptions struct {
 	reg            prometheus.Registerer
 	log            *zerolog.Logger
 	now            func() time.Time
+	check          *verify.Checker
+}
+
+// WithScanChecker sets the checker results are verified with (required):
+// a scan compares what it evaluates with the newest verified result of
+// each resource, as the reports show it.
+func WithScanChecker(c *verify.Checker) ScanOption {
+	return func(o *scanOptions) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil checker", ErrInvalidOption)
+		}
+		o.check = c
+		return nil
+	}
 }
 
 // WithScanInterval sets the period of the full background scan, kept as a
-// JetStream message schedule on VERDICT_WORK. Zero: no periodic scan
-// (policy changes still scan). Default 1h; at least 1s.
+// JetStream message schedule on VERDICT_SCHEDULES (its ticks are sourced
+// into VERDICT_WORK). Zero: no periodic scan (policy changes still scan).
+// Default 1h; at least 1s.
 func WithScanInterval(d time.Duration) ScanOption {
 	return func(o *scanOptions) error {
 		if d != 0 && d < time.Second {
@@ -207,8 +223,8 @@ func NewScanner(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, dis
 			return nil, err
 		}
 	}
-	if conn == nil || eng == nil || dyn == nil || disc == nil || policies == nil || writer == nil {
-		return nil, fmt.Errorf("%w: the scanner needs a queue connection, an engine, API clients, a policy source and a writer", ErrInvalidOption)
+	if conn == nil || eng == nil || dyn == nil || disc == nil || policies == nil || writer == nil || o.check == nil {
+		return nil, fmt.Errorf("%w: the scanner needs a queue connection, an engine, API clients, a policy source, a writer and a checker (WithScanChecker)", ErrInvalidOption)
 	}
 	reg := o.reg
 	if reg == nil {
@@ -382,19 +398,21 @@ func (s *Scanner) keepSchedule(ctx context.Context) {
 func (s *Scanner) ensureSchedule(ctx context.Context) error {
 	subject := queue.ScheduleSubject(ScheduleKey)
 	want := "@every " + s.o.interval.String()
-	cur, err := s.conn.LastMsg(ctx, queue.StreamWork, subject)
+	cur, err := s.conn.LastMsg(ctx, queue.StreamSchedules, subject)
 	switch {
 	case err == nil && cur.Header.Get(jetstream.ScheduleHeader) == want:
 		return nil
 	case err == nil:
 		// Another interval: replace the schedule, not add a second one.
-		if _, err := s.conn.Purge(ctx, queue.StreamWork, subject); err != nil {
+		if _, err := s.conn.Purge(ctx, queue.StreamSchedules, subject); err != nil {
 			return err
 		}
 	case !errors.Is(err, queue.ErrNoMessage):
 		return err
 	}
-	target, err := queue.WorkSubject(queue.WorkScan, string(events.ScanAll))
+	// The tick lands in VERDICT_SCHEDULES; VERDICT_WORK sources it as
+	// WorkSubject(WorkScan, "all"), where the scanner consumer takes it.
+	target, err := queue.ScheduleTarget(queue.WorkScan, string(events.ScanAll))
 	if err != nil {
 		return err
 	}
@@ -563,19 +581,26 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item events.Scan
 	return queue.Done()
 }
 
-// policyResults reads the current results of a policy, by resource uid.
-func (s *Scanner) policyResults(ctx context.Context, key string) (map[string]Result, error) {
-	out := map[string]Result{}
-	_, err := s.conn.Replay(ctx, queue.StreamResults, func(msg queue.ReplayMsg) error {
-		ev, err := DecodeResult(msg.Subject, msg.Data)
-		if err != nil {
-			s.writer.m.undecodable.Inc()
-			return nil
-		}
-		out[ev.Resource.UID] = Result{Sequence: msg.Sequence, Event: ev}
-		return nil
-	}, queue.WithReplayFilter(queue.ResultsOfPolicy(key)))
+// policyResults reads the stored results of a policy (every message of
+// each subject's history), by resource uid, unchecked: newestVerified
+// picks the current one of a resource.
+func (s *Scanner) policyResults(ctx context.Context, key string) (map[string][]Result, error) {
+	out, _, err := readResults(ctx, s.conn, s.writer.m, []string{queue.ResultsOfPolicy(key)})
 	return out, err
+}
+
+// newestVerified is the current result among rs (the stored results of one
+// policy on one resource): the newest (CompareResults) of those the checker
+// verifies, as a report shows it. ok is false when none is verified.
+func (s *Scanner) newestVerified(ctx context.Context, rs []Result) (Result, bool, error) {
+	if len(rs) == 0 {
+		return Result{}, false, nil
+	}
+	c, err := checkResults(ctx, s.o.check, rs)
+	if err != nil || len(c.verified) == 0 {
+		return Result{}, false, err
+	}
+	return Newest(c.verified), true, nil
 }
 
 // kindsOf lists the cluster's listable kinds the policy's validate rules
@@ -642,7 +667,7 @@ type scan struct {
 	p        *engine.Policy
 	set      *engine.Set
 	ref      events.PolicyRef
-	existing map[string]Result
+	existing map[string][]Result // the policy's stored results by resource uid, unchecked
 	seen     map[string]struct{}
 	listed   map[schema.GroupKind]bool
 	nsLabels map[string]map[string]string
@@ -704,10 +729,17 @@ func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) er
 	resp := sc.s.eng.Validate(req, sc.p, sc.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
 	ref := events.ResourceRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: ns, Name: obj.GetName(),
 		UID: uid, ResourceVersion: obj.GetResourceVersion()}
-	cur, had := sc.existing[uid]
+	// The object is listed: results naming it as it is need no lookup.
+	sc.s.o.check.Observe(ref)
+	cur, had, err := sc.s.newestVerified(ctx, sc.existing[uid])
+	if err != nil {
+		return err
+	}
 	if len(resp.Rules) == 0 {
 		if had && len(cur.Event.Rules) > 0 {
-			return sc.retract(ctx, cur.Event, ref, events.RetractedNotSelected)
+			// By this version of the policy (so it is newer than what
+			// it retracts, and than late results of older versions).
+			return sc.retract(ctx, sc.ref, ref, events.RetractedNotSelected)
 		}
 		return nil
 	}
@@ -725,9 +757,9 @@ func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) er
 	return nil
 }
 
-// retract replaces an earlier result with a retraction.
-func (sc *scan) retract(ctx context.Context, old events.ResultEvent, res events.ResourceRef, reason string) error {
-	err := sc.s.publishResult(ctx, retraction(old, res, reason, sc.now))
+// retract supersedes an earlier result with a retraction by policy.
+func (sc *scan) retract(ctx context.Context, policy events.PolicyRef, res events.ResourceRef, reason string) error {
+	err := sc.s.publishResult(ctx, retraction(policy, res, reason, sc.now))
 	if err == nil {
 		sc.retracted++
 		sc.s.m.results.WithLabelValues("retracted").Inc()
@@ -735,21 +767,49 @@ func (sc *scan) retract(ctx context.Context, old events.ResultEvent, res events.
 	return err
 }
 
-func retraction(old events.ResultEvent, res events.ResourceRef, reason string, at time.Time) events.ResultEvent {
-	return events.ResultEvent{Resource: res, Policy: old.Policy, Timestamp: at, Retracted: reason}
+// retraction is a result without rules that says why the policy's earlier
+// results on res no longer hold. policy is the version that decided it:
+// the current one for notSelected, the deleted one for policyDeleted (a
+// policyDeleted retraction is newer than every result of its version, see
+// events.CompareResults).
+func retraction(policy events.PolicyRef, res events.ResourceRef, reason string, at time.Time) events.ResultEvent {
+	return events.ResultEvent{Resource: res, Policy: policy, Timestamp: at, Retracted: reason}
 }
 
 // sweep settles the policy's results of resources the scan did not
 // evaluate: those the policy no longer selects are retracted, those whose
 // resource is gone are purged.
 func (sc *scan) sweep(ctx context.Context) error {
-	for uid, r := range sc.existing {
+	for uid, rs := range sc.existing {
+		if _, ok := sc.seen[uid]; ok {
+			continue
+		}
+		c, err := checkResults(ctx, sc.s.o.check, rs)
+		switch {
+		case err != nil:
+			return err
+		case c.wait > 0:
+			continue // a result waits for its object: the projector's business
+		case len(c.verified) == 0:
+			// None of them names an existing object: the resource is
+			// gone, or the results were forged. If its kind was listed
+			// (served: not an API that is down), purge the uid's results
+			// (all policies) unless one of them is verified.
+			res := Newest(rs).Event.Resource
+			if gv, err := schema.ParseGroupVersion(res.APIVersion); err == nil && sc.listed[schema.GroupKind{Group: gv.Group, Kind: res.Kind}] {
+				if err := sc.purgeIfGone(ctx, uid); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		r := Newest(c.verified)
 		ev := r.Event
-		if _, ok := sc.seen[uid]; ok || len(ev.Rules) == 0 {
+		if len(ev.Rules) == 0 {
 			continue
 		}
 		if ev.Policy.UID != sc.ref.UID {
-			if err := sc.retract(ctx, ev, ev.Resource, events.RetractedPolicyDeleted); err != nil {
+			if err := sc.retract(ctx, ev.Policy, ev.Resource, events.RetractedPolicyDeleted); err != nil {
 				return err
 			}
 			continue
@@ -760,7 +820,7 @@ func (sc *scan) sweep(ctx context.Context) error {
 		}
 		switch sc.p.SelectsKind(engine.TypeValidation, gv.Group, gv.Version, ev.Resource.Kind) {
 		case engine.KindNotSelected:
-			if err := sc.retract(ctx, ev, ev.Resource, events.RetractedNotSelected); err != nil {
+			if err := sc.retract(ctx, sc.ref, ev.Resource, events.RetractedNotSelected); err != nil {
 				return err
 			}
 			continue
@@ -769,7 +829,8 @@ func (sc *scan) sweep(ctx context.Context) error {
 		if !sc.listed[schema.GroupKind{Group: gv.Group, Kind: ev.Resource.Kind}] {
 			continue // not listed: nothing known
 		}
-		// Listed, and not there: gone, unless created since.
+		// Listed, and not there: gone, unless created since. (The
+		// checker may remember it; this looks.)
 		exists, err := sc.s.exists(ctx, ev.Resource)
 		if err != nil {
 			return err
@@ -782,6 +843,27 @@ func (sc *scan) sweep(ctx context.Context) error {
 		}
 		sc.purged++
 	}
+	return nil
+}
+
+// purgeIfGone purges the results of uid (every policy's) and its report
+// when none of them is verified or pending: the resource is gone, or never
+// existed. A forged result that names a real uid does not purge the real
+// results: they are verified.
+func (sc *scan) purgeIfGone(ctx context.Context, uid string) error {
+	cur, err := ReadResults(ctx, sc.s.conn, sc.s.writer.m, sc.s.o.check, []string{uid})
+	if err != nil {
+		return err
+	}
+	if len(cur.Verified[uid]) > 0 || cur.Pending[uid] > 0 {
+		return nil
+	}
+	// The report, if any, is found by its name (the uid), not where the
+	// rejected results say.
+	if err := sc.s.purge(ctx, events.ResourceRef{UID: uid}); err != nil {
+		return err
+	}
+	sc.purged++
 	return nil
 }
 
@@ -837,6 +919,7 @@ func (s *Scanner) purge(ctx context.Context, res events.ResourceRef) error {
 	if err != nil {
 		return err
 	}
+	s.o.check.Forget(res.UID)
 	res.ResourceVersion = ""
 	if _, err := s.writer.Write(ctx, Report{Resource: res}, nil); err != nil {
 		return fmt.Errorf("delete the report of %s: %w", res.UID, err)
@@ -855,11 +938,21 @@ func (s *Scanner) retractPolicy(ctx context.Context, item events.ScanItem) queue
 	}
 	now := s.o.now().UTC()
 	n := 0
-	for _, r := range existing {
-		if r.Event.Policy.UID != item.Policy.UID || len(r.Event.Rules) == 0 {
+	for _, rs := range existing {
+		r, ok, err := s.newestVerified(ctx, rs)
+		if err != nil {
+			return s.retry(ctx, "resultsUncheckable", err)
+		}
+		if !ok || r.Event.Policy.UID != item.Policy.UID || len(r.Event.Rules) == 0 {
 			continue
 		}
-		if err := s.publishResult(ctx, retraction(r.Event, r.Event.Resource, events.RetractedPolicyDeleted, now)); err != nil {
+		// Carries the deleted policy's last version: final for every
+		// result of that policy, late ones included.
+		policy := item.Policy
+		if newer(r.Event.Policy.ResourceVersion, policy.ResourceVersion) {
+			policy = r.Event.Policy
+		}
+		if err := s.publishResult(ctx, retraction(policy, r.Event.Resource, events.RetractedPolicyDeleted, now)); err != nil {
 			return s.retry(ctx, "retractionNotPublished", err)
 		}
 		n++
@@ -889,15 +982,15 @@ func (s *Scanner) resourceGone(ctx context.Context, res events.ResourceRef) queu
 		}
 		return queue.Done()
 	}
-	results, err := ReadResults(ctx, s.conn, s.writer.m, []string{res.UID})
+	cur, err := ReadResults(ctx, s.conn, s.writer.m, s.o.check, []string{res.UID})
 	if err != nil {
 		return s.retry(ctx, "resultsUnreadable", err)
 	}
-	rep, err := Fold(res.UID, results[res.UID])
+	rep, err := cur.Fold(res.UID)
 	if err != nil {
 		return queue.Poison(err.Error())
 	}
-	if _, err := s.writer.Write(ctx, withHint(rep, res), refolder(s.conn, s.writer.m, res.UID, res)); err != nil {
+	if _, err := s.writer.Write(ctx, withHint(rep, res), refolder(s.conn, s.writer.m, s.o.check, res.UID, res)); err != nil {
 		return s.retry(ctx, "reportNotWritten", err)
 	}
 	return queue.Done()

@@ -49,7 +49,7 @@ func (e *env) startScanner(opts ...ScanOption) *scanReplica {
 		e.t.Fatal(err)
 	}
 	s, err := NewScanner(e.connect(), eng, e.dyn, e.kube.Discovery(), pc, w,
-		append([]ScanOption{WithReportWatch(metadata.NewForConfigOrDie(shared.RESTConfig())), WithScanRegisterer(reg), WithScanLogger(zerolog.Nop())}, opts...)...)
+		append([]ScanOption{WithReportWatch(metadata.NewForConfigOrDie(shared.RESTConfig())), WithScanChecker(e.check), WithScanRegisterer(reg), WithScanLogger(zerolog.Nop())}, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -97,20 +97,21 @@ func (e *env) createPod(ns, name string, labels map[string]string) *corev1.Pod {
 	return p
 }
 
-// policyResults reads the current results of a policy by resource uid.
+// policyResults reads the current results of a policy by resource uid: the
+// newest of each (the tests' resources are real: no check needed).
 func (e *env) policyResults(key string) map[string]events.ResultEvent {
 	e.t.Helper()
-	out := map[string]events.ResultEvent{}
-	_, err := e.conn.Replay(e.t.Context(), queue.StreamResults, func(m queue.ReplayMsg) error {
-		ev, err := DecodeResult(m.Subject, m.Data)
-		if err != nil {
-			return err
-		}
-		out[ev.Resource.UID] = ev
-		return nil
-	}, queue.WithReplayFilter(queue.ResultsOfPolicy(key)))
+	m, err := NewMetrics(nil)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	byUID, st, err := readResults(e.t.Context(), e.conn, m, []string{queue.ResultsOfPolicy(key)})
+	if err != nil || st.undecodable > 0 {
+		e.t.Fatalf("read results of %s: %v (%d undecodable)", key, err, st.undecodable)
+	}
+	out := map[string]events.ResultEvent{}
+	for uid, rs := range byUID {
+		out[uid] = Newest(rs).Event
 	}
 	return out
 }

@@ -134,7 +134,11 @@ func WithMetrics(m *Metrics) WriterOption {
 //
 // The current report is read first. If its AnnotationLastSequence is
 // higher than the fold's, the write is skipped (stale); if it is equal and
-// the report already says the same, it is skipped too (unchanged).
+// the report already says the same, it is skipped too (unchanged); if it is
+// equal and the fold is partial (Report.Partial: results whose objects are
+// not found yet were left out), it is skipped too (stale: the report may
+// hold the complete fold of the same results), and a partial fold never
+// deletes a report.
 // Otherwise the fold is server-side applied (field manager
 // verdict-reporter, force) with the read resourceVersion, so that a
 // concurrent writer in between makes the apply fail with a conflict; the
@@ -308,6 +312,8 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 			return OutcomeStale, nil
 		case known.seq == rep.LastSequence && known.sum == sum:
 			return OutcomeUnchanged, nil
+		case known.seq == rep.LastSequence && rep.Partial:
+			return OutcomeStale, nil
 		}
 	}
 	c := w.client(rep.Resource.Namespace)
@@ -327,6 +333,10 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 		if seq == rep.LastSequence && sameReport(cur, rep.Object) {
 			w.remember(name, seen{seq: seq, sum: sum}, true)
 			return OutcomeUnchanged, nil
+		}
+		if seq == rep.LastSequence && rep.Partial {
+			// As new, and perhaps folded from more: keep it.
+			return OutcomeStale, nil
 		}
 	}
 	if err := w.limiter.Wait(ctx); err != nil {
@@ -367,6 +377,10 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 
 func (w *Writer) deleteOnce(ctx context.Context, rep Report) (WriteOutcome, error) {
 	name := rep.Name()
+	if rep.Partial {
+		// Results left out may have rules: nothing says the report must go.
+		return OutcomeStale, nil
+	}
 	var cur *unstructured.Unstructured
 	var err error
 	if rep.Resource.Name == "" && rep.Resource.Namespace == "" {

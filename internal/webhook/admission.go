@@ -14,6 +14,7 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // evaluation is what the admission endpoints share for one request: the
@@ -297,8 +298,11 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 			continue
 		}
 		reason := reasonError
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 			reason = reasonTimeout
+		case errors.Is(err, queue.ErrStreamFull):
+			reason = reasonStreamFull
 		}
 		s.metrics.workFailures.WithLabelValues(reason).Inc()
 		logFrom(ctx).Error().Err(err).Str(keyPolicy, it.Policy.Key).Str(keyRule, it.Rule).Str(keyReason, reason).Msg("generate work not published")

@@ -94,7 +94,9 @@ func TestMutualTLS(t *testing.T) {
 	go func() { done <- s.Serve(ctx, ln, nil) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
 	})
 	waitFor(t, "ready with mutual TLS on", func() bool { return s.Ready(ctx) == nil })
 

@@ -21,8 +21,9 @@ type metrics struct {
 
 // Reasons a work publish failed, as metric labels.
 const (
-	reasonTimeout = "timeout"
-	reasonError   = "error"
+	reasonTimeout    = "timeout"
+	reasonError      = "error"
+	reasonStreamFull = "streamFull"
 )
 
 func newMetrics(reg prometheus.Registerer, src PolicySource, certs CertSource) (*metrics, error) {
@@ -42,7 +43,7 @@ func newMetrics(reg prometheus.Registerer, src PolicySource, certs CertSource) (
 		}, []string{"endpoint"}),
 		workFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "work_publish_failures_total",
-			Help: "Generate work that could not be published before the deadline, by reason (timeout, error).",
+			Help: "Generate work that could not be published before the deadline, by reason (timeout, streamFull: VERDICT_WORK at its limits, error).",
 		}, []string{"reason"}),
 		workItems: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "work_published_total",

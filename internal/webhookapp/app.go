@@ -32,6 +32,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/registrar"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -82,6 +83,9 @@ type Config struct {
 	// StreamReplicas is the replica count of the streams (1, or 3 in a
 	// NATS cluster).
 	StreamReplicas int
+	// Streams are the streams' size limits; every service that
+	// provisions them must use the same values.
+	Streams queue.StreamLimits
 	// ResultBuffer bounds the results waiting to be published.
 	ResultBuffer int
 }
@@ -107,6 +111,7 @@ func DefaultConfig() Config {
 		RenewInterval:     time.Minute,
 		ReconcileInterval: 30 * time.Second,
 		StreamReplicas:    1,
+		Streams:           queue.DefaultStreamLimits(),
 		ResultBuffer:      10000,
 	}
 }
@@ -125,6 +130,9 @@ func (c *Config) Validate() error {
 	if c.StreamReplicas != 1 && c.StreamReplicas != 3 && c.StreamReplicas != 5 {
 		return fmt.Errorf("%w: stream replicas must be 1, 3 or 5", ErrInvalidConfig)
 	}
+	if err := c.Streams.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	return nil
 }
 
@@ -133,6 +141,7 @@ func (c *Config) queueSettings() queueSettings {
 	return queueSettings{
 		urls: c.NATSURLs, credentials: c.NATSCredentials, identity: c.Identity,
 		replicas: c.StreamReplicas, buffer: c.ResultBuffer,
+		provision: c.Streams.ProvisionOptions(),
 	}
 }
 

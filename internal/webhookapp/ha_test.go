@@ -158,7 +158,7 @@ func (e *env) startBalancer(t *testing.T) *balancer {
 				return
 			}
 			go func() {
-				defer in.Close()
+				defer func() { _ = in.Close() }()
 				for _, r := range b.order() {
 					if !ready(r) {
 						continue
@@ -167,7 +167,7 @@ func (e *env) startBalancer(t *testing.T) *balancer {
 					if err != nil {
 						continue
 					}
-					defer out.Close()
+					defer func() { _ = out.Close() }()
 					go func() { _, _ = io.Copy(out, in); _ = out.(*net.TCPConn).CloseWrite() }()
 					_, _ = io.Copy(in, out)
 					return

@@ -22,6 +22,9 @@ func RunFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if len(cfg.NATSURLs) == 0 {
 		return errors.Join(ErrInvalidConfig, errors.New("at least one NATS URL is required"))
 	}
+	if err := cfg.Streams.Validate(); err != nil {
+		return errors.Join(ErrInvalidConfig, err)
+	}
 	reg := prometheus.NewRegistry()
 	ctx = log.WithContext(ctx)
 	js, err := startJetStream(ctx, cfg.queueSettings(), reg, log)

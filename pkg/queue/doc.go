@@ -26,23 +26,61 @@
 // # Streams and consumers
 //
 // Provision creates or updates, idempotently and from any number of replicas
-// at once (no leader), the three streams of DESIGN.md, with file storage, a
+// at once (no leader), the streams of DESIGN.md, with file storage, a
 // duplicate window (WithDuplicateWindow, default 2m) and a replica count
 // (WithReplicas: 1 embedded, 3 in a cluster):
 //
-//	VERDICT_RESULTS  verdict.results.<uid>.<policy-key>  limits, MaxMsgsPerSubject=1
-//	VERDICT_WORK     verdict.work.<kind>.<key>           work queue, message schedules on
-//	VERDICT_DEAD     verdict.dead.>                      limits, MaxAge 14 days
+//	VERDICT_RESULTS    verdict.results.<uid>.<policy-key>  limits, a history of 4 per subject, 4 GiB, discard new
+//	VERDICT_SCHEDULES  verdict.schedule.<key>, verdict.tick.<kind>.<key>  limits, 1 per subject, message schedules on
+//	VERDICT_WORK       verdict.work.<kind>.<key>           work queue, 1,000,000 messages, 1 GiB, discard new; sources the ticks
+//	VERDICT_DEAD       verdict.dead.>                      limits, MaxAge 14 days
 //
 // and the durable pull consumers of DefaultConsumers: generator
 // (generate and mutate work), cleaner, scanner, reporter. Consumers have
 // MaxDeliver -1 on the server: the runner bounds attempts itself (see
 // below), because a server-side limit would leave a message that ran out of
-// deliveries stuck, unseen, in the work queue. VERDICT_WORK allows
-// JetStream message schedules (nats-server 2.12+): a schedule lives on
-// ScheduleSubject(key), which no worker consumer filters, and fires into
-// its target, e.g. WorkSubject(WorkCleanup, key). The server refuses to
-// turn schedules off once on.
+// deliveries stuck, unseen, in the work queue.
+//
+// VERDICT_RESULTS keeps the last few messages of each subject
+// (WithResultHistory, default 4), not only the last: a publish retried
+// after backoff or a slow replica can store an older evaluation after a
+// newer one, and the readers (the reporter's fold, scanner and replay) pick
+// the newest by the order of the evaluations, not by arrival. Four lets
+// three older evaluations of one policy on one resource arrive after the
+// newest before it is pushed out, several times what a retried publish or
+// a second webhook replica produces; it costs up to four times the
+// messages for subjects evaluated that often (most are evaluated once or
+// twice), and Replay with WithReplayAll reads them all.
+//
+// Limits, and what happens at them (a full stream never deletes what it
+// holds; it refuses what does not fit, and the publish fails with
+// ErrStreamFull, counted as dropped for the reason streamFull):
+//
+//   - VERDICT_RESULTS: WithResultsMaxBytes (default 4 GiB). With one
+//     replica, a subject at its history limit still takes a message no
+//     larger than the one it replaces; a replicated stream refuses every
+//     message once full. Reports stop changing: alert on
+//     verdict_queue_publish_dropped_total{reason="streamFull"}.
+//   - VERDICT_WORK: WithWorkMaxMsgs (default 1,000,000) and
+//     WithWorkMaxBytes (default 1 GiB): work not yet done. A full queue
+//     refuses new work (the webhook decides what that means for the
+//     request, see invariant 2) rather than dropping old work.
+//
+// The server reserves the MaxBytes of every stream against its file store
+// (max_file_store; replicated streams on each of their servers): Provision
+// fails with "insufficient storage resources" when they do not fit. Every
+// service that provisions must use the same limits, or each start undoes
+// the other's.
+//
+// JetStream message schedules (nats-server 2.12+) cannot live in a stream
+// that discards new messages, so they have their own stream: a schedule
+// lives on ScheduleSubject(key) in VERDICT_SCHEDULES and fires into its
+// target, a ScheduleTarget(kind, key) in the same stream, which VERDICT_WORK
+// sources (with a subject transform) as WorkSubject(kind, key): a tick is
+// work like any other. The server refuses to turn schedules off once on. A
+// VERDICT_WORK made before VERDICT_SCHEDULES existed holds schedules and
+// cannot take its limits in place: Provision says so (and provisions the
+// rest); drain it, delete it, and provision again.
 //
 // # Keys
 //
@@ -64,7 +102,8 @@
 // on (generate work, invariant 2): it waits for the stream's ack until the
 // context's deadline (default 5s), retrying transient failures (elections,
 // reconnects, lost acks) with backoff under the same id, and fails with
-// ErrPublishTimeout or ErrPublishRejected.
+// ErrPublishTimeout or ErrPublishRejected (ErrStreamFull too when the
+// stream is at its limits: that is not retried).
 //
 // AsyncPublisher is for audit results (invariant 1): Publish never blocks.
 // The buffer (WithBufferSize) bounds everything taken and not yet settled,
@@ -74,10 +113,12 @@
 // filling the client's reconnect buffer, and retries failures with
 // exponential backoff (cenkalti/backoff) until the message's deadline
 // (WithMessageDeadline, default 30s); then the message is dropped, counted,
-// and reported to WithDropHandler. Flush waits for everything taken; Close
+// and reported to WithDropHandler. A refusal (ErrPublishRejected) and a full
+// stream (ErrStreamFull) are dropped at once. Flush waits for everything taken; Close
 // stops taking, flushes, and reports what it had to drop. Stats returns the
 // counters published, duplicates, retried, dropped and pending; the same are
-// prometheus metrics (dropped by reason: full, expired, rejected, closed).
+// prometheus metrics (dropped by reason: full, expired, rejected,
+// streamFull, closed).
 //
 // # Consuming
 //
@@ -116,10 +157,15 @@
 // # Replay
 //
 // Conn.Replay hands the last message of every subject of a stream (under
-// WithReplayFilter) to a function, in stream order, through an ephemeral,
-// unacknowledged, in-memory consumer with last-per-subject delivery, pulled
-// in large batches, with progress reports (WithReplayProgress). Rebuilding a
-// projection of VERDICT_RESULTS is one Replay.
+// WithReplayFilter; every message with WithReplayAll) to a function, in
+// stream order, through an ephemeral, unacknowledged, in-memory consumer
+// with last-per-subject (or all) delivery, pulled in large batches, with
+// progress reports (WithReplayProgress). Rebuilding a projection of
+// VERDICT_RESULTS is one Replay with WithReplayAll.
+//
+// Conn.Purge removes the messages of matching subjects (the results of a
+// resource that is gone), Conn.DeleteMsg one message by sequence (a result
+// found to be forged), Conn.LastMsg reads the last message of a subject.
 //
 // # Errors, logs, metrics
 //

@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -32,6 +33,10 @@ var (
 	// ErrPublishRejected: the server refused a message for good (too big, a
 	// failed expectation); retrying cannot help.
 	ErrPublishRejected = errors.New("queue: publish rejected")
+	// ErrStreamFull: the stream is at its size limit (MaxMsgs or MaxBytes,
+	// with DiscardNew) and refused the message; it was not stored. Errors
+	// wrapping it wrap ErrPublishRejected too.
+	ErrStreamFull = errors.New("queue: stream full")
 	// ErrNotConnected: the connection to NATS was not established in time.
 	ErrNotConnected = errors.New("queue: not connected")
 	// ErrEmbedded: the embedded server could not start.
@@ -59,6 +64,28 @@ func permanent(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		return apiErr.Code == 400
+	}
+	return false
+}
+
+// jsStoreFailed is the JetStream error code of a message the stream could
+// not store (JSStreamStoreFailedF).
+const jsStoreFailed jetstream.ErrorCode = 10077
+
+// streamFull reports whether a publish failed because the stream is at its
+// limits with DiscardNew. The server answers every store failure with one
+// code (10077) and its own error's text as the description; the text of
+// the server's exported sentinels is the only thing that tells a full
+// stream apart, so it is compared with those (not with literals), and
+// TestStreamLimits checks it against a real server.
+func streamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsStoreFailed {
+		return false
+	}
+	switch apiErr.Description {
+	case server.ErrMaxMsgs.Error(), server.ErrMaxBytes.Error(), server.ErrMaxMsgsPerSubject.Error():
+		return true
 	}
 	return false
 }

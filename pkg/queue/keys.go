@@ -14,7 +14,8 @@ const (
 	resultsPrefix  = "verdict.results."
 	workPrefix     = "verdict.work."
 	deadPrefix     = "verdict.dead."
-	schedulePrefix = "verdict.work.schedule."
+	schedulePrefix = "verdict.schedule."
+	tickPrefix     = "verdict.tick."
 )
 
 // WorkKind is the second token of a work subject: what a worker does.
@@ -232,11 +233,23 @@ func ParseWorkSubject(subject string) (WorkKind, string, error) {
 }
 
 // ScheduleSubject is where a JetStream message schedule for one key lives in
-// VERDICT_WORK (verdict.work.schedule.<key>). No worker consumer filters it,
-// so the schedule itself is never taken as work; each tick fires a message
-// into the schedule's target, for example WorkSubject(WorkCleanup, key).
+// VERDICT_SCHEDULES (verdict.schedule.<key>). Its target must be a
+// ScheduleTarget: each tick fires a message there, which VERDICT_WORK
+// sources as work.
 func ScheduleSubject(key string) string {
 	return schedulePrefix + EncodeToken(key)
+}
+
+// ScheduleTarget is the target of a message schedule whose ticks are work
+// of kind on key: the tick is stored in VERDICT_SCHEDULES on
+// verdict.tick.<kind>.<key>, and VERDICT_WORK sources it as
+// WorkSubject(kind, key), where the worker consumers take it. It fails
+// with ErrInvalidKind for an unknown kind.
+func ScheduleTarget(kind WorkKind, key string) (string, error) {
+	if !kind.Valid() {
+		return "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+	}
+	return tickPrefix + string(kind) + "." + EncodeToken(key), nil
 }
 
 // DeadSubject is the VERDICT_DEAD subject of a message that came from

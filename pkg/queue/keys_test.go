@@ -81,6 +81,15 @@ func TestSubjects(t *testing.T) {
 	if _, err := WorkSubject("bogus", "k"); !errors.Is(err, ErrInvalidKind) {
 		t.Fatalf("WorkSubject(bogus) err = %v", err)
 	}
+	if tick, err := ScheduleTarget(WorkCleanup, "ns/c.p"); err != nil || tick != "verdict.tick.cleanup.ns%2Fc~p" {
+		t.Fatalf("ScheduleTarget = %q, %v", tick, err)
+	}
+	if _, err := ScheduleTarget("bogus", "k"); !errors.Is(err, ErrInvalidKind) {
+		t.Fatalf("ScheduleTarget(bogus) err = %v", err)
+	}
+	if s := ScheduleSubject("ns/c.p"); s != "verdict.schedule.ns%2Fc~p" {
+		t.Fatalf("ScheduleSubject = %q", s)
+	}
 	if d := DeadSubject(w); d != "verdict.dead.work.generate.default%2Fmy~configmap" {
 		t.Fatalf("DeadSubject = %q", d)
 	}

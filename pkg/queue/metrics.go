@@ -69,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		published:   counter("published_total", "Messages acknowledged by JetStream as newly stored.", labelPublisher),
 		duplicates:  counter("publish_duplicates_total", "Messages acknowledged as duplicates of an earlier publish with the same id.", labelPublisher),
 		retried:     counter("publish_retries_total", "Publish attempts repeated after a transient failure.", labelPublisher),
-		dropped:     counter("publish_dropped_total", "Messages given up: buffer full, deadline passed, rejected by the server, or shut down.", labelPublisher, labelReason),
+		dropped:     counter("publish_dropped_total", "Messages given up, by reason: full (the publisher's buffer), expired (deadline passed), rejected (by the server), streamFull (the stream at its limits), closed (shut down).", labelPublisher, labelReason),
 		pending:     gauge("publish_pending", "Messages taken by an asynchronous publisher and not yet acknowledged or dropped.", labelPublisher),
 		syncPublish: hist("publish_sync_seconds", "Synchronous publish latency, retries included.", labelResult),
 

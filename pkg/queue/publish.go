@@ -74,7 +74,8 @@ const (
 // ctx has none. Transient failures (a leader election, a reconnect, a lost
 // ack) are retried with backoff under the same message id, so a retry never
 // stores the message twice. A permanent refusal fails at once with
-// ErrPublishRejected; running out of time fails with ErrPublishTimeout.
+// ErrPublishRejected, a stream at its limits with ErrStreamFull (and
+// ErrPublishRejected); running out of time fails with ErrPublishTimeout.
 func (c *Conn) PublishSync(ctx context.Context, m Message) (PubAck, error) {
 	msg, err := m.natsMsg()
 	if err != nil {
@@ -102,15 +103,20 @@ func (c *Conn) PublishSync(ctx context.Context, m Message) (PubAck, error) {
 			c.metrics.syncPublish.WithLabelValues(res).Observe(time.Since(start).Seconds())
 			return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 		}
+		if streamFull(err) {
+			c.metrics.dropped.WithLabelValues("sync", dropStreamFull).Inc()
+			c.metrics.syncPublish.WithLabelValues("error").Observe(time.Since(start).Seconds())
+			return PubAck{}, fmt.Errorf("%w: %w: %s: %w", ErrStreamFull, ErrPublishRejected, m.Subject, err)
+		}
 		if permanent(err) {
-			c.metrics.dropped.WithLabelValues("sync", "rejected").Inc()
+			c.metrics.dropped.WithLabelValues("sync", dropRejected).Inc()
 			c.metrics.syncPublish.WithLabelValues("error").Observe(time.Since(start).Seconds())
 			return PubAck{}, fmt.Errorf("%w: %s: %w", ErrPublishRejected, m.Subject, err)
 		}
 		wait := bo.NextBackOff()
 		dl, _ := ctx.Deadline()
 		if ctx.Err() != nil || time.Until(dl) < wait {
-			c.metrics.dropped.WithLabelValues("sync", "expired").Inc()
+			c.metrics.dropped.WithLabelValues("sync", dropExpired).Inc()
 			c.metrics.syncPublish.WithLabelValues("error").Observe(time.Since(start).Seconds())
 			return PubAck{}, fmt.Errorf("%w: %s after %d attempts: %w", ErrPublishTimeout, m.Subject, attempt, err)
 		}
@@ -137,16 +143,17 @@ type PublisherStats struct {
 	Published  uint64 // stored as new
 	Duplicates uint64 // acknowledged as a duplicate of an earlier publish
 	Retried    uint64 // attempts repeated after a transient failure
-	Dropped    uint64 // given up: buffer full, deadline passed, rejected, closed
+	Dropped    uint64 // given up: buffer full, deadline passed, rejected, stream full, closed
 	Pending    int    // taken and not yet acknowledged or dropped
 }
 
 // Reasons a message is dropped.
 const (
-	dropFull     = "full"
-	dropExpired  = "expired"
-	dropRejected = "rejected"
-	dropClosed   = "closed"
+	dropFull       = "full" // the publisher's buffer
+	dropExpired    = "expired"
+	dropRejected   = "rejected"
+	dropClosed     = "closed"
+	dropStreamFull = "streamFull" // the stream's limits (DiscardNew)
 )
 
 // PublisherOption configures NewAsyncPublisher.
@@ -235,7 +242,9 @@ func WithRetryBackoff(initial, maxInterval time.Duration) PublisherOption {
 }
 
 // WithDropHandler is called for every message given up after it was taken
-// (deadline passed, rejected, closed), with the reason. It runs on the
+// (deadline passed, rejected, stream full, closed), with the reason
+// (errors.Is it against ErrPublishTimeout, ErrPublishRejected,
+// ErrStreamFull, ErrPublisherClosed). It runs on the
 // publisher's goroutines: it must not block. Messages refused by Publish
 // itself are reported by Publish's error, not here.
 func WithDropHandler(fn func(Message, error)) PublisherOption {
@@ -312,7 +321,7 @@ func (c *Conn) NewAsyncPublisher(opts ...PublisherOption) (*AsyncPublisher, erro
 		mPending:    c.metrics.pending.WithLabelValues(o.name),
 		mDropped:    map[string]prometheus.Counter{},
 	}
-	for _, r := range []string{dropFull, dropExpired, dropRejected, dropClosed} {
+	for _, r := range []string{dropFull, dropExpired, dropRejected, dropClosed, dropStreamFull} {
 		p.mDropped[r] = c.metrics.dropped.WithLabelValues(o.name, r)
 	}
 	js, err := jetstream.New(c.nc,
@@ -574,8 +583,12 @@ func (p *AsyncPublisher) onErr(_ jetstream.JetStream, msg *nats.Msg, err error) 
 }
 
 // failed retries e after a backoff, or drops it if the error is permanent
-// or the backoff would pass its deadline.
+// (a full stream included) or the backoff would pass its deadline.
 func (p *AsyncPublisher) failed(e *pubEntry, err error) {
+	if streamFull(err) {
+		p.drop(e, dropStreamFull, fmt.Errorf("%w: %w: %w", ErrStreamFull, ErrPublishRejected, err))
+		return
+	}
 	if permanent(err) {
 		p.drop(e, dropRejected, fmt.Errorf("%w: %w", ErrPublishRejected, err))
 		return

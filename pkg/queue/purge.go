@@ -52,3 +52,27 @@ func (c *Conn) LastMsg(ctx context.Context, stream, subject string) (ReplayMsg, 
 	}
 	return ReplayMsg{Subject: m.Subject, Data: m.Data, Header: m.Header, Sequence: m.Sequence, Published: m.Time}, nil
 }
+
+// DeleteMsg removes the message of stream at sequence seq (for example a
+// result found to be forged, so that no replay brings it back). Deleting a
+// message that is already gone is not an error.
+func (c *Conn) DeleteMsg(ctx context.Context, stream string, seq uint64) error {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("delete message %d: stream %s: %w", seq, stream, err)
+	}
+	// The server's answer to deleting a missing message carries no code:
+	// look first, and again after a failure (another replica may have
+	// deleted it in between).
+	gone := func() bool {
+		_, err := s.GetMsg(ctx, seq)
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	}
+	if gone() {
+		return nil
+	}
+	if err := s.DeleteMsg(ctx, seq); err != nil && !gone() {
+		return fmt.Errorf("delete message %d of %s: %w", seq, stream, err)
+	}
+	return nil
+}

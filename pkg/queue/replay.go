@@ -10,7 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ReplayMsg is the last message of one subject.
+// ReplayMsg is one message of a replay: the last of its subject, or any
+// with WithReplayAll.
 type ReplayMsg struct {
 	Subject   string
 	Data      []byte
@@ -34,6 +35,16 @@ type replayOptions struct {
 	batch    int
 	progress func(ReplayProgress)
 	every    time.Duration
+	all      bool
+}
+
+// WithReplayAll hands every stored message under the filters to the
+// function, in stream order, not only the last of each subject: for a
+// stream that keeps a history per subject (VERDICT_RESULTS keeps a few
+// messages per subject, and its readers pick the newest evaluation among
+// them, whatever order they arrived in).
+func WithReplayAll() ReplayOption {
+	return func(o *replayOptions) error { o.all = true; return nil }
 }
 
 // WithReplayFilter limits the replay to subjects matching the filters
@@ -74,13 +85,14 @@ func WithReplayProgress(interval time.Duration, fn func(ReplayProgress)) ReplayO
 }
 
 // Replay reads the last message of every subject of stream (under the
-// filters), in stream order, and hands each to fn: the way to rebuild a
-// projection of a compacted stream such as VERDICT_RESULTS. It uses an
-// ephemeral, unacknowledged, in-memory consumer that delivers the last
-// message per subject, pulled in large batches, so it runs as fast as the
-// server can send. It ends when the server has nothing more pending
-// (messages stored meanwhile are included); an error from fn stops it and
-// is returned. Rerun it after a failure: it is idempotent.
+// filters; every message with WithReplayAll), in stream order, and hands
+// each to fn: the way to rebuild a projection of a compacted stream such as
+// VERDICT_RESULTS. It uses an ephemeral, unacknowledged, in-memory consumer
+// that delivers the last message per subject (or all), pulled in large
+// batches, so it runs as fast as the server can send. It ends when the
+// server has nothing more pending (messages stored meanwhile are
+// included); an error from fn stops it and is returned. Rerun it after a
+// failure: it is idempotent.
 func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) error, opts ...ReplayOption) (ReplayProgress, error) {
 	o := replayOptions{batch: 2000}
 	for _, opt := range opts {
@@ -89,8 +101,12 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 		}
 	}
 	start := time.Now()
+	deliver := jetstream.DeliverLastPerSubjectPolicy
+	if o.all {
+		deliver = jetstream.DeliverAllPolicy
+	}
 	cfg := jetstream.ConsumerConfig{
-		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		DeliverPolicy:     deliver,
 		AckPolicy:         jetstream.AckNonePolicy,
 		MemoryStorage:     true,
 		Replicas:          1,

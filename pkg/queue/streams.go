@@ -12,9 +12,10 @@ import (
 
 // Verdict's streams.
 const (
-	StreamResults = "VERDICT_RESULTS"
-	StreamWork    = "VERDICT_WORK"
-	StreamDead    = "VERDICT_DEAD"
+	StreamResults   = "VERDICT_RESULTS"
+	StreamWork      = "VERDICT_WORK"
+	StreamSchedules = "VERDICT_SCHEDULES"
+	StreamDead      = "VERDICT_DEAD"
 )
 
 // Verdict's durable consumers (see DefaultConsumers).
@@ -65,13 +66,28 @@ func DefaultConsumer(durable string) (ConsumerSpec, bool) {
 type ProvisionOption func(*provisionOptions) error
 
 type provisionOptions struct {
-	replicas     int
-	duplicates   time.Duration
-	deadMaxAge   time.Duration
-	schedules    bool
-	consumers    []ConsumerSpec
-	retryBackoff time.Duration
+	replicas        int
+	duplicates      time.Duration
+	deadMaxAge      time.Duration
+	schedules       bool
+	consumers       []ConsumerSpec
+	retryBackoff    time.Duration
+	resultHistory   int
+	resultsMaxBytes int64
+	workMaxMsgs     int64
+	workMaxBytes    int64
 }
+
+// Defaults of the stream limits (see WithResultHistory, WithResultsMaxBytes,
+// WithWorkMaxMsgs, WithWorkMaxBytes and the package documentation).
+const (
+	DefaultResultHistory   = 4
+	DefaultResultsMaxBytes = 4 << 30 // 4 GiB
+	DefaultWorkMaxMsgs     = 1_000_000
+	DefaultWorkMaxBytes    = 1 << 30 // 1 GiB
+	// MaxResultHistory bounds WithResultHistory.
+	MaxResultHistory = 64
+)
 
 // WithReplicas sets the replica count of streams and consumers: 1 for an
 // embedded or single server, 3 (or 5) in a cluster. Default 1.
@@ -109,9 +125,9 @@ func WithDeadLetterMaxAge(d time.Duration) ProvisionOption {
 	}
 }
 
-// WithMsgSchedules turns JetStream message schedules on VERDICT_WORK on or
-// off. Default on (the cleaner's cron ticks). The server refuses to turn
-// them off again once on.
+// WithMsgSchedules turns JetStream message schedules on VERDICT_SCHEDULES
+// on or off. Default on (the periodic scan's and the cleaner's ticks). The
+// server refuses to turn them off again once on.
 func WithMsgSchedules(on bool) ProvisionOption {
 	return func(o *provisionOptions) error { o.schedules = on; return nil }
 }
@@ -135,14 +151,75 @@ func WithConsumers(specs ...ConsumerSpec) ProvisionOption {
 	}
 }
 
+// WithResultHistory sets how many messages VERDICT_RESULTS keeps per
+// subject (MaxMsgsPerSubject): the newest evaluation of a policy on a
+// resource survives as long as fewer than n older ones arrive after it
+// (a publish retried after backoff, a slow replica). Readers pick the
+// newest of them; they never rely on arrival order. Default 4 (1 to 64).
+func WithResultHistory(n int) ProvisionOption {
+	return func(o *provisionOptions) error {
+		if n < 1 || n > MaxResultHistory {
+			return fmt.Errorf("%w: result history %d (1 to %d)", ErrInvalidOption, n, MaxResultHistory)
+		}
+		o.resultHistory = n
+		return nil
+	}
+}
+
+// WithResultsMaxBytes bounds the size of VERDICT_RESULTS. A full stream
+// refuses new results (DiscardNew: publishes fail with ErrStreamFull)
+// rather than deleting stored ones, which are report state. The server
+// reserves the bytes against its file store (max_file_store). Default
+// 4 GiB.
+func WithResultsMaxBytes(n int64) ProvisionOption {
+	return func(o *provisionOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: results max bytes %d", ErrInvalidOption, n)
+		}
+		o.resultsMaxBytes = n
+		return nil
+	}
+}
+
+// WithWorkMaxMsgs bounds the messages VERDICT_WORK holds (work not yet
+// done, and message schedules). A full queue refuses new work
+// (DiscardNew: publishes fail with ErrStreamFull) rather than dropping old
+// work. Default 1,000,000.
+func WithWorkMaxMsgs(n int64) ProvisionOption {
+	return func(o *provisionOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: work max messages %d", ErrInvalidOption, n)
+		}
+		o.workMaxMsgs = n
+		return nil
+	}
+}
+
+// WithWorkMaxBytes bounds the size of VERDICT_WORK, as WithWorkMaxMsgs
+// bounds its messages. The server reserves the bytes against its file
+// store. Default 1 GiB.
+func WithWorkMaxBytes(n int64) ProvisionOption {
+	return func(o *provisionOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: work max bytes %d", ErrInvalidOption, n)
+		}
+		o.workMaxBytes = n
+		return nil
+	}
+}
+
 func newProvisionOptions(opts []ProvisionOption) (provisionOptions, error) {
 	o := provisionOptions{
-		replicas:     1,
-		duplicates:   2 * time.Minute,
-		deadMaxAge:   14 * 24 * time.Hour,
-		schedules:    true,
-		consumers:    DefaultConsumers(),
-		retryBackoff: 200 * time.Millisecond,
+		replicas:        1,
+		duplicates:      2 * time.Minute,
+		deadMaxAge:      14 * 24 * time.Hour,
+		schedules:       true,
+		consumers:       DefaultConsumers(),
+		retryBackoff:    200 * time.Millisecond,
+		resultHistory:   DefaultResultHistory,
+		resultsMaxBytes: DefaultResultsMaxBytes,
+		workMaxMsgs:     DefaultWorkMaxMsgs,
+		workMaxBytes:    DefaultWorkMaxBytes,
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -165,21 +242,33 @@ func (o provisionOptions) streams() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
 			Name:              StreamResults,
-			Description:       "Latest evaluation of each policy on each resource (compacted: one message per subject).",
+			Description:       "Latest evaluations of each policy on each resource (a short history per subject; readers keep the newest).",
 			Subjects:          []string{resultsPrefix + ">"},
 			Retention:         jetstream.LimitsPolicy,
-			MaxMsgsPerSubject: 1,
-			Discard:           jetstream.DiscardOld,
-			Storage:           jetstream.FileStorage,
-			Replicas:          o.replicas,
-			Duplicates:        o.duplicates,
-			AllowDirect:       true,
+			MaxMsgsPerSubject: int64(o.resultHistory),
+			MaxBytes:          o.resultsMaxBytes,
+			// Full: refuse new results, never delete stored ones (they
+			// are report state). A subject at its history limit still
+			// takes a message that is not larger than the one it replaces
+			// (single replica; a replicated stream refuses every message
+			// once full).
+			Discard:     jetstream.DiscardNew,
+			Storage:     jetstream.FileStorage,
+			Replicas:    o.replicas,
+			Duplicates:  o.duplicates,
+			AllowDirect: true,
 		},
 		{
-			Name:              StreamWork,
-			Description:       "Units of work for the worker services (work queue).",
-			Subjects:          []string{workPrefix + ">"},
-			Retention:         jetstream.WorkQueuePolicy,
+			// Message schedules cannot live in a stream that discards new
+			// messages (the server refuses it), so they have their own:
+			// one message per schedule, and the last tick of each target
+			// (a tick not yet sourced into VERDICT_WORK is replaced by the
+			// next: ticks coalesce).
+			Name:              StreamSchedules,
+			Description:       "Message schedules and their ticks, which VERDICT_WORK sources as work.",
+			Subjects:          []string{schedulePrefix + ">", tickPrefix + ">"},
+			Retention:         jetstream.LimitsPolicy,
+			MaxMsgsPerSubject: 1,
 			Discard:           jetstream.DiscardOld,
 			Storage:           jetstream.FileStorage,
 			Replicas:          o.replicas,
@@ -187,6 +276,26 @@ func (o provisionOptions) streams() []jetstream.StreamConfig {
 			AllowMsgSchedules: o.schedules,
 			// Message schedules need roll-ups (the server forces it on).
 			AllowRollup: o.schedules,
+		},
+		{
+			Name:        StreamWork,
+			Description: "Units of work for the worker services (work queue).",
+			Subjects:    []string{workPrefix + ">"},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxMsgs:     o.workMaxMsgs,
+			MaxBytes:    o.workMaxBytes,
+			// Full: refuse new work visibly, never drop work taken. (A
+			// tick meets a full queue too: the source retries it.)
+			Discard:    jetstream.DiscardNew,
+			Storage:    jetstream.FileStorage,
+			Replicas:   o.replicas,
+			Duplicates: o.duplicates,
+			Sources: []*jetstream.StreamSource{{
+				Name: StreamSchedules,
+				SubjectTransforms: []jetstream.SubjectTransformConfig{
+					{Source: tickPrefix + ">", Destination: workPrefix + ">"},
+				},
+			}},
 		},
 		{
 			Name:        StreamDead,
@@ -238,15 +347,22 @@ func (s ConsumerSpec) config(replicas int) jetstream.ConsumerConfig {
 // leader): a stream is updated if it exists, created if not, and updated
 // again if a concurrent creator won. Transient failures (JetStream not yet
 // ready, no meta leader, a timeout) are retried until ctx ends; a refused
-// configuration fails at once.
+// configuration fails that stream at once, and Provision goes on with the
+// rest (the streams and consumers that can be provisioned are) and returns
+// every failure, wrapped in ErrProvision.
 func (c *Conn) Provision(ctx context.Context, opts ...ProvisionOption) error {
 	o, err := newProvisionOptions(opts)
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, cfg := range o.streams() {
 		if err := retryTransient(ctx, o.retryBackoff, func() error { return c.ensureStream(ctx, cfg) }); err != nil {
-			return fmt.Errorf("%w: stream %s: %w", ErrProvision, cfg.Name, err)
+			errs = append(errs, fmt.Errorf("%w: stream %s: %w", ErrProvision, cfg.Name, err))
+			if ctx.Err() != nil {
+				return errors.Join(errs...)
+			}
+			continue
 		}
 		c.log.Info().Str(logKeyStream, cfg.Name).Int(logKeyReplicas, cfg.Replicas).Msg("streamProvisioned")
 	}
@@ -256,11 +372,15 @@ func (c *Conn) Provision(ctx context.Context, opts ...ProvisionOption) error {
 			_, err := c.js.CreateOrUpdateConsumer(ctx, spec.Stream, cfg)
 			return err
 		}); err != nil {
-			return fmt.Errorf("%w: consumer %s on %s: %w", ErrProvision, spec.Durable, spec.Stream, err)
+			errs = append(errs, fmt.Errorf("%w: consumer %s on %s: %w", ErrProvision, spec.Durable, spec.Stream, err))
+			if ctx.Err() != nil {
+				return errors.Join(errs...)
+			}
+			continue
 		}
 		c.log.Info().Str(logKeyStream, spec.Stream).Str(logKeyConsumer, spec.Durable).Msg("consumerProvisioned")
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (c *Conn) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
@@ -272,6 +392,12 @@ func (c *Conn) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) err
 		return err
 	}
 	_, err = c.js.UpdateStream(ctx, cfg)
+	if err != nil && cfg.Name == StreamWork && s != nil && s.CachedInfo().Config.AllowMsgSchedules {
+		// VERDICT_WORK made before VERDICT_SCHEDULES existed: schedules
+		// cannot be turned off, so it cannot be bounded in place.
+		return fmt.Errorf("%s holds message schedules (it predates %s) and cannot take its limits in place: "+
+			"let the workers drain it, delete it, and provision again: %w", cfg.Name, StreamSchedules, err)
+	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
 	}
@@ -303,7 +429,9 @@ func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) &&
 		have.Description == want.Description &&
 		have.Retention == want.Retention &&
-		have.MaxMsgsPerSubject == want.MaxMsgsPerSubject &&
+		limit(have.MaxMsgsPerSubject) == limit(want.MaxMsgsPerSubject) &&
+		limit(have.MaxMsgs) == limit(want.MaxMsgs) &&
+		limit(have.MaxBytes) == limit(want.MaxBytes) &&
 		have.Discard == want.Discard &&
 		have.MaxAge == want.MaxAge &&
 		have.Storage == want.Storage &&
@@ -311,5 +439,23 @@ func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 		have.Duplicates == want.Duplicates &&
 		have.AllowDirect == want.AllowDirect &&
 		have.AllowMsgSchedules == want.AllowMsgSchedules &&
-		have.AllowRollup == want.AllowRollup
+		have.AllowRollup == want.AllowRollup &&
+		sameSources(have.Sources, want.Sources)
+}
+
+// limit normalises a stream limit as the server stores it (0, "none",
+// becomes -1).
+func limit(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// sameSources compares the sources Provision sets (stream names and subject
+// transforms).
+func sameSources(have, want []*jetstream.StreamSource) bool {
+	return slices.EqualFunc(have, want, func(a, b *jetstream.StreamSource) bool {
+		return a.Name == b.Name && a.FilterSubject == b.FilterSubject && slices.Equal(a.SubjectTransforms, b.SubjectTransforms)
+	})
 }

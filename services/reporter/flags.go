@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strings"
 
+	"github.com/verdict-dev/verdict/internal/queueflags"
 	"github.com/verdict-dev/verdict/internal/reporter"
 )
 
@@ -30,6 +31,8 @@ func bindFlags(fs *flag.FlagSet, cfg *reporter.Config) {
 	})
 	fs.StringVar(&cfg.NATSCredentials, "nats-credentials", cfg.NATSCredentials, "NATS credentials file")
 	fs.IntVar(&cfg.StreamReplicas, "stream-replicas", cfg.StreamReplicas, "replicas of the JetStream streams (1, or 3 or 5 with a NATS cluster)")
+	queueflags.BindStreamLimits(fs, &cfg.Streams)
+	fs.DurationVar(&cfg.VerifyGrace, "verify-grace", cfg.VerifyGrace, "how long a result's resource may be missing (a CREATE is evaluated before it is stored) before the result is dropped as unverified")
 	fs.DurationVar(&cfg.CoalesceWindow, "coalesce-window", cfg.CoalesceWindow, "how long a resource's results gather before its report is written")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "result messages one replica holds at once (summed over replicas: at most 500)")
 	fs.IntVar(&cfg.FlushWorkers, "flush-workers", cfg.FlushWorkers, "reports one replica writes at once")

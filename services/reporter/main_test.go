@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 func TestFlags(t *testing.T) {
@@ -20,6 +21,7 @@ func TestFlags(t *testing.T) {
 		"--api-qps=20", "--api-burst=40", "--write-qps=5.5", "--write-burst=10", "--api-timeout=10s",
 		"--nats-url=nats://a:4222,nats://b:4222", "--nats-url=nats://c:4222",
 		"--nats-credentials=/n/creds", "--stream-replicas=3",
+		"--result-history=8", "--results-max-bytes=10Gi", "--work-max-messages=5000", "--work-max-bytes=64Mi", "--verify-grace=1m",
 		"--coalesce-window=1s", "--concurrency=32", "--flush-workers=4", "--attempts=3", "--shutdown-timeout=5s",
 		"--ack-wait=12s", "--scan=false", "--scan-interval=10m", "--scan-concurrency=3",
 		"--probe-address=:9090", "--log-level=debug", "--log-format=console",
@@ -32,6 +34,7 @@ func TestFlags(t *testing.T) {
 		APIQPS:     20, APIBurst: 40, WriteQPS: 5.5, WriteBurst: 10, APITimeout: 10 * time.Second,
 		NATSURLs:        []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"},
 		NATSCredentials: "/n/creds", StreamReplicas: 3,
+		Streams: queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20}, VerifyGrace: time.Minute,
 		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,
 		AckWait: 12 * time.Second, Scan: false, ScanInterval: 10 * time.Minute, ScanConcurrency: 3,
 		ProbeAddress: ":9090", LogLevel: "debug", LogFormat: "console",
@@ -61,6 +64,12 @@ func TestExitCodes(t *testing.T) {
 		"short ack wait":       {args: []string{"--ack-wait=1s"}, code: exitUsage, out: "ack wait"},
 		"bad scan interval":    {args: []string{"--scan-interval=10ms"}, code: exitUsage, out: "scan interval"},
 		"bad log level":        {args: []string{"--log-level=loud"}, code: exitUsage, out: "log level"},
+		"history too long":     {args: []string{"--result-history=100"}, code: exitUsage, out: "result history 100"},
+		"bytes not a quantity": {args: []string{"--results-max-bytes=lots"}, code: exitUsage, out: "results-max-bytes"},
+		"results too small":    {args: []string{"--results-max-bytes=1Ki"}, code: exitUsage, out: "results max bytes"},
+		"no work":              {args: []string{"--work-max-messages=0"}, code: exitUsage, out: "work max messages"},
+		"work too small":       {args: []string{"--work-max-bytes=10"}, code: exitUsage, out: "work max bytes"},
+		"short grace":          {args: []string{"--verify-grace=10ms"}, code: exitUsage, out: "verify grace"},
 		"no kubeconfig, not in a cluster": {
 			args: []string{"replay", "--log-level=error", "--probe-address="}, code: exitFailed, out: "kubernetes client config",
 		},

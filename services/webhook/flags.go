@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/verdict-dev/verdict/internal/queueflags"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 )
@@ -110,6 +111,7 @@ func bindClusterFlags(fs *flag.FlagSet, cfg *webhookapp.Config) *clusterFlags {
 	})
 	fs.StringVar(&cfg.NATSCredentials, "nats-credentials", cfg.NATSCredentials, "NATS credentials file")
 	fs.IntVar(&cfg.StreamReplicas, "stream-replicas", cfg.StreamReplicas, "replicas of the JetStream streams (1, or 3 with a NATS cluster)")
+	queueflags.BindStreamLimits(fs, &cfg.Streams)
 	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
 	return cf
 }

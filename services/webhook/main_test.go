@@ -62,6 +62,7 @@ func TestExitCodes(t *testing.T) {
 		"invalid config":        {args: []string{"--on-work-publish-failure=maybe"}, code: exitUsage, out: "on-work-publish-failure"},
 		"bad excluded resource": {args: []string{"--excluded-resources=Lease"}, code: exitUsage, out: "excluded-resources"},
 		"shutdown over budget":  {args: []string{"--shutdown-budget=5s"}, code: exitUsage, out: "shutdown-budget"},
+		"bad stream limit":      {args: []string{"--cluster", "--work-max-bytes=1"}, code: exitUsage, out: "work max bytes"},
 		"stray argument":        {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
 		"no policies":           {args: []string{"--tls-cert-file=a", "--tls-private-key-file=b", "--log-level=error"}, code: exitUsage, out: "no policy source"},
 	}
