@@ -1,18 +1,33 @@
 package cli
 
 import (
-	"encoding/json"
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// DefaultMaxDocumentBytes is the default limit on one resource document
+// read by `verdict apply`, the webhook's default request body limit.
+const DefaultMaxDocumentBytes = 8 << 20
+
+var (
+	// ErrNoResources is wrapped by the error of a --resource path that
+	// yields no resource: an empty file, a folder without manifests, a
+	// file of policies.
+	ErrNoResources = errors.New("no resources")
+	// ErrNoPolicies is wrapped by the error of a --policy path that yields
+	// no policy or exception, or of a run with no policy to apply.
+	ErrNoPolicies = errors.New("no policies")
+	// ErrInvalidOptions is wrapped by ApplyOptions.Validate's error.
+	ErrInvalidOptions = errors.New("invalid options")
 )
 
 // ApplyOptions configures `verdict apply`.
@@ -25,6 +40,35 @@ type ApplyOptions struct {
 	Detailed bool
 	// Operation is the admission operation to evaluate under.
 	Operation string
+	// MaxDocumentBytes limits each resource document read; 0 is
+	// DefaultMaxDocumentBytes.
+	MaxDocumentBytes int64
+}
+
+// Validate reports every problem of the options, wrapped in
+// ErrInvalidOptions.
+func (o *ApplyOptions) Validate() error {
+	var errs []error
+	if len(o.Policies) == 0 || len(o.Resources) == 0 {
+		errs = append(errs, errors.New("both --policy (-p) and --resource (-r) are required"))
+	}
+	switch o.Output {
+	case "", "table", "json", "report":
+	default:
+		errs = append(errs, fmt.Errorf("unknown output %q: use table, json or report", o.Output))
+	}
+	switch strings.ToUpper(o.Operation) {
+	case "", engine.OpCreate, engine.OpUpdate, engine.OpDelete:
+	default:
+		errs = append(errs, fmt.Errorf("unknown operation %q: use CREATE, UPDATE or DELETE", o.Operation))
+	}
+	if o.MaxDocumentBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-document-bytes must be positive, not %d", o.MaxDocumentBytes))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(errs...))
+	}
+	return nil
 }
 
 // applyResult is one rule's result on one resource.
@@ -42,19 +86,22 @@ type applyResult struct {
 }
 
 // Apply evaluates the policies on the resources and writes the results.
-// It returns the counts; the caller maps failures to the exit code.
+// It returns the counts; the caller maps failures and errors to the exit
+// code.
+//
+// Resources are streamed: their files are read one document at a time
+// (each at most MaxDocumentBytes), evaluated on all cores, and their
+// results written in input order, so that memory does not grow with the
+// input. The table keeps only the rows it prints; json and report write
+// each result as it comes.
 func Apply(opts ApplyOptions, stdin io.Reader, stdout io.Writer) (engine.Counts, error) {
 	var counts engine.Counts
-	pdocs, err := loadDocuments(opts.Policies, stdin)
+	if err := opts.Validate(); err != nil {
+		return counts, err
+	}
+	pdocs, err := loadPolicies(opts.Policies, stdin)
 	if err != nil {
 		return counts, fmt.Errorf("policies: %w", err)
-	}
-	if len(pdocs.Policies) == 0 {
-		return counts, fmt.Errorf("no ClusterPolicy or Policy found in %s", strings.Join(opts.Policies, ", "))
-	}
-	resources, err := loadResources(opts.Resources, stdin)
-	if err != nil {
-		return counts, fmt.Errorf("resources: %w", err)
 	}
 	eng, err := engine.New()
 	if err != nil {
@@ -72,45 +119,125 @@ func Apply(opts ApplyOptions, stdin io.Reader, stdout io.Writer) (engine.Counts,
 	if op == "" {
 		op = engine.OpCreate
 	}
-	results := make([][]applyResult, len(resources))
-	parallel(len(resources), func(i int) {
-		req := &engine.Request{Operation: op, Object: resources[i]}
+	src := resourceSource{paths: opts.Resources, stdin: stdin, maxDocumentBytes: opts.MaxDocumentBytes}
+	if src.maxDocumentBytes == 0 {
+		src.maxDocumentBytes = DefaultMaxDocumentBytes
+	}
+	if err := src.check(); err != nil {
+		return counts, fmt.Errorf("resources: %w", err)
+	}
+	bw := bufio.NewWriterSize(stdout, 64<<10)
+	out := newResultWriter(opts.Output, opts.Detailed, bw)
+	evaluate := func(obj map[string]any) []applyResult {
+		req := &engine.Request{Operation: op, Object: obj}
 		if op == engine.OpDelete {
-			req.Object, req.OldObject = nil, resources[i]
+			req.Object, req.OldObject = nil, obj
 		}
 		resps, _ := eng.Apply(req, set)
-		results[i] = flatten(resps, resources[i])
-	})
-	var all []applyResult
-	for _, rs := range results {
+		return flatten(resps, obj)
+	}
+	err = evaluateInOrder(src.each, evaluate, func(rs []applyResult) error {
 		for _, r := range rs {
 			counts.Add(engine.Status(r.Result))
-			all = append(all, r)
+			if err := out.add(r); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return counts, err
 	}
-	switch opts.Output {
-	case "json":
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"results": all, "summary": summaryMap(counts)}); err != nil {
-			return counts, err
-		}
-	case "report":
-		if err := writeReport(stdout, all, counts); err != nil {
-			return counts, err
-		}
-	case "", "table":
-		if err := writeTable(stdout, all, opts.Detailed); err != nil {
-			return counts, err
-		}
-	default:
-		return counts, fmt.Errorf("unknown output %q: use table, json or report", opts.Output)
+	if err := out.finish(counts); err != nil {
+		return counts, err
 	}
-	if opts.Output != "json" && opts.Output != "report" {
-		fmt.Fprintf(stdout, "pass: %d, fail: %d, warn: %d, error: %d, skip: %d\n", counts.Pass, counts.Fail, counts.Warn, counts.Error, counts.Skip)
-	}
-	return counts, nil
+	return counts, bw.Flush()
 }
+
+// loadPolicies reads the policies and exceptions of every --policy path;
+// a path that holds none is an error, as is a run without any policy.
+func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
+	all := &policy.Documents{}
+	for _, p := range paths {
+		docs, err := loadDocuments([]string{p}, stdin)
+		if err != nil {
+			return nil, err
+		}
+		if len(docs.Policies)+len(docs.Exceptions)+len(docs.Unsupported) == 0 {
+			return nil, fmt.Errorf("%w in %s: it holds no ClusterPolicy, Policy or PolicyException", ErrNoPolicies, p)
+		}
+		all.Merge(docs)
+	}
+	if len(all.Policies) == 0 {
+		return nil, fmt.Errorf("%w to apply in %s: no ClusterPolicy or Policy the engine evaluates", ErrNoPolicies, strings.Join(paths, ", "))
+	}
+	return all, nil
+}
+
+// evaluateInOrder reads resources with each, evaluates them on all cores
+// and hands their results to emit in the order they were read. At most a
+// few resources per core are in flight. It stops at the first error of
+// each or emit.
+func evaluateInOrder(each func(emit func(map[string]any) error) error, evaluate func(map[string]any) []applyResult, emit func([]applyResult) error) error {
+	workers := runtime.GOMAXPROCS(0)
+	type job struct {
+		obj  map[string]any
+		done chan []applyResult
+	}
+	jobs := make(chan job, workers)
+	order := make(chan chan []applyResult, 4*workers)
+	stop := make(chan struct{})
+	var readErr error
+	go func() {
+		defer close(order)
+		defer close(jobs)
+		readErr = each(func(obj map[string]any) error {
+			// The job goes to the workers before its place in the order:
+			// every result the emitter waits for is then being computed.
+			j := job{obj: obj, done: make(chan []applyResult, 1)}
+			select {
+			case jobs <- j:
+			case <-stop:
+				return errStopped
+			}
+			select {
+			case order <- j.done:
+			case <-stop:
+				return errStopped
+			}
+			return nil
+		})
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				j.done <- evaluate(j.obj)
+			}
+		}()
+	}
+	var emitErr error
+	for done := range order {
+		rs := <-done
+		if emitErr == nil {
+			emitErr = emit(rs)
+			if emitErr != nil {
+				close(stop)
+			}
+		}
+	}
+	wg.Wait()
+	if emitErr != nil {
+		return emitErr
+	}
+	return readErr
+}
+
+// errStopped ends the reading of resources once the results can no longer
+// be written.
+var errStopped = errors.New("stopped")
 
 func summaryMap(c engine.Counts) map[string]int {
 	return map[string]int{"pass": c.Pass, "fail": c.Fail, "warn": c.Warn, "error": c.Error, "skip": c.Skip}
@@ -140,166 +267,3 @@ func flatten(resps []engine.Response, obj map[string]any) []applyResult {
 	}
 	return out
 }
-
-func writeTable(w io.Writer, all []applyResult, detailed bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	wrote := false
-	for _, r := range all {
-		if !detailed && (r.Result == "pass" || r.Result == "skip") {
-			continue
-		}
-		if !wrote {
-			fmt.Fprintln(tw, "POLICY\tRULE\tRESOURCE\tRESULT\tMESSAGE")
-			wrote = true
-		}
-		res := r.Kind + "/" + r.Name
-		if r.Namespace != "" {
-			res = r.Kind + "/" + r.Namespace + "/" + r.Name
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Policy, r.Rule, res, r.Result, oneLine(r.Message))
-	}
-	return tw.Flush()
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
-
-// writeReport writes a wgpolicyk8s.io/v1alpha2 ClusterPolicyReport holding
-// every result.
-func writeReport(w io.Writer, all []applyResult, c engine.Counts) error {
-	results := make([]any, 0, len(all))
-	for _, r := range all {
-		entry := map[string]any{
-			"policy":  r.Policy,
-			"rule":    r.Rule,
-			"result":  r.Result,
-			"message": r.Message,
-			"scored":  r.Scored,
-			"source":  "verdict",
-			"resources": []any{map[string]any{
-				"kind": r.Kind, "namespace": r.Namespace, "name": r.Name,
-			}},
-		}
-		if r.Category != "" {
-			entry["category"] = r.Category
-		}
-		if r.Severity != "" {
-			entry["severity"] = r.Severity
-		}
-		results = append(results, entry)
-	}
-	report := map[string]any{
-		"apiVersion": "wgpolicyk8s.io/v1alpha2",
-		"kind":       "ClusterPolicyReport",
-		"metadata":   map[string]any{"name": "verdict-apply"},
-		"results":    results,
-		"summary":    summaryMap(c),
-	}
-	b, err := yamlMarshal(report)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
-}
-
-// parallel runs fn(0..n-1) on all cores.
-func parallel(n int, fn func(i int)) {
-	workers := runtime.GOMAXPROCS(0)
-	if workers > n {
-		workers = n
-	}
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
-			fn(i)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	next := make(chan int, workers*4)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				fn(i)
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-}
-
-// loadResources reads resources, decoding the documents of large files in
-// parallel.
-func loadResources(paths []string, stdin io.Reader) ([]map[string]any, error) {
-	files, err := expandPaths(paths)
-	if err != nil {
-		return nil, err
-	}
-	var out []map[string]any
-	for _, f := range files {
-		data, err := readFile(f, stdin)
-		if err != nil {
-			return nil, err
-		}
-		chunks := splitDocuments(data)
-		decoded := make([][]document.Doc, len(chunks))
-		errs := make([]error, len(chunks))
-		parallel(len(chunks), func(i int) {
-			decoded[i], errs[i] = document.DecodeAll(chunks[i])
-		})
-		for i := range chunks {
-			if errs[i] != nil {
-				return nil, fmt.Errorf("%s: %w", f, errs[i])
-			}
-			for _, d := range decoded[i] {
-				kind := document.String(d.Object, "kind")
-				if policy.IsPolicyGroup(document.String(d.Object, "apiVersion")) {
-					continue
-				}
-				if kind == "List" {
-					items, _ := d.Object["items"].([]any)
-					for _, it := range items {
-						if m, ok := it.(map[string]any); ok {
-							out = append(out, defaultNamespace(m))
-						}
-					}
-					continue
-				}
-				out = append(out, defaultNamespace(d.Object))
-			}
-		}
-	}
-	return out, nil
-}
-
-// splitDocuments cuts a YAML stream at its document separators into
-// chunks of about 64 KiB, each still a valid stream.
-func splitDocuments(data []byte) [][]byte {
-	const target = 64 << 10
-	var chunks [][]byte
-	start := 0
-	for i := 0; i < len(data); {
-		j := i
-		for j < len(data) && data[j] != '\n' {
-			j++
-		}
-		line := data[i:j]
-		if i-start >= target && len(line) >= 3 && string(line[:3]) == "---" && (len(line) == 3 || line[3] == ' ' || line[3] == '\r') {
-			chunks = append(chunks, data[start:i])
-			start = i
-		}
-		i = j + 1
-	}
-	if start < len(data) {
-		chunks = append(chunks, data[start:])
-	}
-	return chunks
-}
-
-var _ = sort.Strings

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
 
 func writeFiles(t *testing.T, files map[string]string) string {
@@ -162,26 +165,117 @@ results:
 	}
 }
 
-func TestSplitDocuments(t *testing.T) {
+// TestApplyStreamsResources reads a file of many documents (with "---"
+// inside a value) and a List, one document at a time.
+func TestApplyStreamsResources(t *testing.T) {
 	var b strings.Builder
 	for i := 0; i < 3000; i++ {
-		b.WriteString("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {k: \"---\"}\n")
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {k: \"---\"}\n", i)
 	}
-	chunks := splitDocuments([]byte(b.String()))
-	if len(chunks) < 2 {
-		t.Fatalf("%d chunks", len(chunks))
-	}
-	total := 0
-	for _, c := range chunks {
-		total += len(c)
-	}
-	if total != b.Len() {
-		t.Fatalf("chunks hold %d bytes of %d", total, b.Len())
-	}
+	b.WriteString("---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: in-list}}\n")
 	dir := writeFiles(t, map[string]string{"cms.yaml": b.String()})
-	objs, err := loadResources([]string{filepath.Join(dir, "cms.yaml")}, nil)
-	if err != nil || len(objs) != 3000 {
-		t.Fatalf("loaded %d, %v", len(objs), err)
+	src := resourceSource{paths: []string{filepath.Join(dir, "cms.yaml")}, maxDocumentBytes: DefaultMaxDocumentBytes}
+	if err := src.check(); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	err := src.each(func(obj map[string]any) error {
+		names = append(names, document.String(obj, "metadata", "name"))
+		if document.String(obj, "metadata", "namespace") != "default" {
+			t.Errorf("%s has no default namespace", names[len(names)-1])
+		}
+		return nil
+	})
+	if err != nil || len(names) != 3001 || names[0] != "cm-0" || names[2999] != "cm-2999" || names[3000] != "in-list" {
+		t.Fatalf("read %d resources (%v), %v", len(names), err, names[len(names)-1])
+	}
+}
+
+// TestApplyOutputsInInputOrder checks that results come in input order
+// although resources are evaluated on several cores.
+func TestApplyOutputsInInputOrder(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 500; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p%03d}\nspec: {containers: [{name: c, image: nginx}]}\n", i)
+	}
+	dir := writeFiles(t, map[string]string{"policy.yaml": requireLabel, "pods.yaml": b.String()})
+	code, out, _ := run(t, "apply", "-p", filepath.Join(dir, "policy.yaml"), "-r", filepath.Join(dir, "pods.yaml"), "-o", "json")
+	var doc struct {
+		Results []applyResult `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != ExitFailed || len(doc.Results) != 500 {
+		t.Fatalf("exit %d, %d results, %v", code, len(doc.Results), err)
+	}
+	for i, r := range doc.Results {
+		if want := fmt.Sprintf("p%03d", i); r.Name != want {
+			t.Fatalf("result %d is for %s, want %s", i, r.Name, want)
+		}
+	}
+}
+
+// TestApplyExitCodes pins `verdict apply`'s exit codes: 0 when nothing
+// failed, 1 when a rule failed or ended in error (as kyverno apply), 2 on
+// bad input, including paths that yield nothing.
+func TestApplyExitCodes(t *testing.T) {
+	badRegex := strings.Replace(requireLabel, `pattern: {metadata: {labels: {app: "?*"}}}`,
+		`deny: {conditions: {any: [{key: "{{ regex_match('([a-z', request.object.metadata.name) }}", operator: Equals, value: true}]}}`, 1)
+	stringPattern := strings.Replace(requireLabel, `pattern: {metadata: {labels: {app: "?*"}}}`, `pattern: "foo"`, 1)
+	good := strings.Split(twoPods, "---")[0]
+	huge := "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: {app: web}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata: {k: \"" + strings.Repeat("x", 64<<10) + "\"}\n"
+	dir := writeFiles(t, map[string]string{
+		"policy.yaml":         requireLabel,
+		"bad-regex.yaml":      badRegex,
+		"string-pattern.yaml": stringPattern,
+		"exception.yaml":      "apiVersion: kyverno.io/v2\nkind: PolicyException\nmetadata: {name: e, namespace: default}\nspec:\n  exceptions: [{policyName: require-app-label, ruleNames: [check-app]}]\n  match: {any: [{resources: {kinds: [Pod], names: [bad]}}]}\n",
+		"pods.yaml":           twoPods,
+		"good.yaml":           good,
+		"empty.yaml":          "",
+		"comments.yaml":       "# nothing yet\n---\n",
+		"only-policy.yaml":    requireLabel,
+		"huge.yaml":           huge,
+		"no-manifests/README": "not a manifest",
+		"no-policies.yaml":    good,
+	})
+	path := func(name string) string { return filepath.Join(dir, name) }
+	tests := map[string]struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		"all pass":                        {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml")}, code: ExitOK},
+		"a rule fails":                    {args: []string{"-p", path("policy.yaml"), "-r", path("pods.yaml")}, code: ExitFailed},
+		"a rule ends in error":            {args: []string{"-p", path("bad-regex.yaml"), "-r", path("good.yaml")}, code: ExitFailed, stderr: "1 rule result is an error"},
+		"an exception turns fail to skip": {args: []string{"-p", path("policy.yaml"), "-p", path("exception.yaml"), "-r", path("pods.yaml")}, code: ExitOK},
+		"empty resource file":             {args: []string{"-p", path("policy.yaml"), "-r", path("empty.yaml")}, code: ExitUsage, stderr: "no resources in " + path("empty.yaml")},
+		"comment-only resource file":      {args: []string{"-p", path("policy.yaml"), "-r", path("comments.yaml")}, code: ExitUsage, stderr: "no resources in " + path("comments.yaml")},
+		"one empty path among good ones":  {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml"), "-r", path("empty.yaml")}, code: ExitUsage, stderr: "no resources in " + path("empty.yaml")},
+		"resource file of policies":       {args: []string{"-p", path("policy.yaml"), "-r", path("only-policy.yaml")}, code: ExitUsage, stderr: "its documents are empty or hold only policies"},
+		"resource folder without manifests": {
+			args: []string{"-p", path("policy.yaml"), "-r", path("no-manifests")}, code: ExitUsage,
+			stderr: "no resources in " + path("no-manifests") + ": it holds no .yaml, .yml or .json file",
+		},
+		"missing resource path":          {args: []string{"-p", path("policy.yaml"), "-r", path("nope.yaml")}, code: ExitUsage, stderr: "nope.yaml"},
+		"empty policy file":              {args: []string{"-p", path("empty.yaml"), "-r", path("good.yaml")}, code: ExitUsage, stderr: "no policies in " + path("empty.yaml")},
+		"policy folder without policies": {args: []string{"-p", path("no-manifests"), "-r", path("good.yaml")}, code: ExitUsage, stderr: "no YAML or JSON files found in " + path("no-manifests")},
+		"policy path of resources":       {args: []string{"-p", path("no-policies.yaml"), "-r", path("good.yaml")}, code: ExitUsage, stderr: "no policies in " + path("no-policies.yaml")},
+		"only an exception":              {args: []string{"-p", path("exception.yaml"), "-r", path("good.yaml")}, code: ExitUsage, stderr: "no policies to apply in " + path("exception.yaml")},
+		"string pattern is refused":      {args: []string{"-p", path("string-pattern.yaml"), "-r", path("good.yaml")}, code: ExitUsage, stderr: `spec.rules[0].validate.pattern: must be an object`},
+		"document over the size limit":   {args: []string{"-p", path("policy.yaml"), "-r", path("huge.yaml"), "--max-document-bytes", "32768"}, code: ExitUsage, stderr: path("huge.yaml") + ": document 2: document too large: over 32768 bytes"},
+		"document under a raised limit":  {args: []string{"-p", path("policy.yaml"), "-r", path("huge.yaml"), "--max-document-bytes", "1048576"}, code: ExitOK},
+		"bad size limit":                 {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml"), "--max-document-bytes", "-1"}, code: ExitUsage, stderr: "--max-document-bytes must be positive"},
+		"unknown output":                 {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml"), "-o", "xml"}, code: ExitUsage, stderr: `unknown output "xml"`},
+		"missing flags":                  {args: []string{"-p", path("policy.yaml")}, code: ExitUsage, stderr: "both --policy (-p) and --resource (-r) are required"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := run(t, append([]string{"apply"}, tc.args...)...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out, errOut)
+			}
+			if !strings.Contains(errOut, tc.stderr) {
+				t.Fatalf("stderr %q does not contain %q", errOut, tc.stderr)
+			}
+		})
 	}
 }
 

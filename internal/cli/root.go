@@ -21,7 +21,8 @@ const (
 	exitUnknown = 3
 )
 
-// errFailures marks a run that worked but found failures.
+// errFailures marks a run that worked but found failures (or, for apply,
+// rule results that are errors).
 var errFailures = errors.New("failures found")
 
 // Main runs the command line and returns the exit code.
@@ -61,17 +62,31 @@ func newApply(stdin io.Reader, stdout io.Writer) *cobra.Command {
 		Long: `Apply evaluates every policy on every resource (files or directories,
 multi-document YAML or JSON, "-" for stdin), mutations first, then
 validations. It prints the results and the summary line
-"pass: N, fail: N, warn: N, error: N, skip: N", and exits 1 when a rule fails.`,
+"pass: N, fail: N, warn: N, error: N, skip: N".
+
+Resources are read one document at a time; a document larger than
+--max-document-bytes is an error naming the file and the document.
+
+Exit codes:
+  0  no rule failed or ended in error (pass, skip and warn results only)
+  1  a rule failed, or a rule ended in error (it could not be evaluated:
+     a JMESPath function failed, a variable names a missing field, ...)
+  2  bad input: an invalid policy or option, unreadable YAML, or a -p or
+     -r path that yields no policy or no resource (an empty file, a
+     folder without manifests)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(opts.Policies) == 0 || len(opts.Resources) == 0 {
-				return errors.New("both --policy (-p) and --resource (-r) are required")
-			}
 			counts, err := Apply(opts, stdin, stdout)
 			if err != nil {
 				return err
 			}
-			if counts.Fail > 0 {
+			switch {
+			case counts.Error == 1:
+				fmt.Fprintln(cmd.ErrOrStderr(), "1 rule result is an error: the rule could not be evaluated (its message says why)")
+			case counts.Error > 1:
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d rule results are errors: those rules could not be evaluated (their messages say why)\n", counts.Error)
+			}
+			if counts.Fail > 0 || counts.Error > 0 {
 				return errFailures
 			}
 			return nil
@@ -83,6 +98,7 @@ validations. It prints the results and the summary line
 	f.StringVarP(&opts.Output, "output", "o", "table", "output format: table, json or report")
 	f.BoolVar(&opts.Detailed, "detailed", false, "list every result in the table, not only failures")
 	f.StringVar(&opts.Operation, "operation", "CREATE", "admission operation: CREATE, UPDATE or DELETE")
+	f.Int64Var(&opts.MaxDocumentBytes, "max-document-bytes", DefaultMaxDocumentBytes, "largest resource document read; a larger one is an error")
 	return cmd
 }
 

@@ -727,6 +727,11 @@ func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) er
 	}
 	req := &engine.Request{Object: obj.Object, NamespaceLabels: labels, Context: ctx}
 	resp := sc.s.eng.Validate(req, sc.p, sc.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+	if err := ctx.Err(); err != nil {
+		// The scan is stopping: the engine cut the evaluation short, and
+		// what it says is not the policy's verdict on the resource.
+		return err
+	}
 	ref := events.ResourceRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: ns, Name: obj.GetName(),
 		UID: uid, ResourceVersion: obj.GetResourceVersion()}
 	// The object is listed: results naming it as it is need no lookup.

@@ -10,8 +10,9 @@ import (
 
 // evalCache keeps what one request's evaluation computes once and uses for
 // every policy: the base variable context, the typed pod for podSecurity
-// rules, the images variable. A Request is evaluated by one goroutine at a
-// time, so the cache needs no lock.
+// rules, the images variable; and the meter that bounds the request's
+// work. A Request is evaluated by one goroutine at a time, so the cache
+// needs no lock.
 type evalCache struct {
 	base     *evalContext
 	baseObj  uintptr
@@ -23,6 +24,7 @@ type evalCache struct {
 	imageObj uintptr
 	match    *matchInput
 	matchObj uintptr
+	meter    *meter
 }
 
 func (r *Request) scratch() *evalCache {

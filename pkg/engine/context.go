@@ -16,12 +16,14 @@ type evalContext struct {
 	// shared is true while data is still the parent's map: the first
 	// change copies it.
 	shared bool
+	// m bounds the request's work; expressions run under its context.
+	m *meter
 }
 
 // clone returns a child context; it shares the parent's variables until
 // it changes one.
 func (c *evalContext) clone() *evalContext {
-	return &evalContext{jp: c.jp, data: c.data, shared: true}
+	return &evalContext{jp: c.jp, data: c.data, shared: true, m: c.m}
 }
 
 // own makes data private to this context before a change.
@@ -94,5 +96,5 @@ func (c *evalContext) query(expr string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return q.Search(c.data)
+	return c.m.search(q, c.data)
 }

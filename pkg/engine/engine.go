@@ -3,6 +3,12 @@
 // and exceptions, then validates, mutates or generates. It is pure: no
 // clients, no globals; external data comes through a ContextLoader and the
 // clock is injected.
+//
+// Evaluation is bounded in time by Request.Context and in work by limits
+// with defaults (WithMaxForEachElements, WithMaxForEachDepth,
+// WithWorkBudget, WithMaxExpressionSteps): a rule that reaches one ends
+// with StatusError, its message starting with StoppedPrefix, and never
+// with a pass, so that a webhook under failurePolicy Fail denies.
 package engine
 
 import (
@@ -23,6 +29,7 @@ type Engine struct {
 	lister    ResourceLister
 	now       func() time.Time
 	templates templateCache
+	limits    limits
 }
 
 // Option configures an Engine.
@@ -53,13 +60,16 @@ func WithClock(now func() time.Time) Option {
 
 // New returns an Engine.
 func New(opts ...Option) (*Engine, error) {
-	e := &Engine{loader: noLoader{}, lister: noLister{}, now: time.Now}
+	e := &Engine{loader: noLoader{}, lister: noLister{}, now: time.Now, limits: defaultLimits()}
 	for _, o := range opts {
 		if err := o(e); err != nil {
 			return nil, err
 		}
 	}
-	jp, err := jmespath.New(jmespath.WithClock(func() time.Time { return e.now() }))
+	jp, err := jmespath.New(
+		jmespath.WithClock(func() time.Time { return e.now() }),
+		jmespath.WithStepLimit(e.limits.exprSteps),
+	)
 	if err != nil {
 		return nil, fmt.Errorf("jmespath: %w", err)
 	}

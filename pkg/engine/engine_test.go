@@ -168,9 +168,9 @@ func TestValidateRules(t *testing.T) {
 			rule: "preconditions: {all: [{key: \"{{ request.object.spec.nodeName || '' }}\", operator: Equals, value: \"\"}]}\n    validate: {pattern: {metadata: {name: web}}}",
 			want: engine.StatusPass,
 		},
-		"preconditions missing field is empty": {
+		"preconditions missing field is an error": {
 			rule: "preconditions: {all: [{key: \"{{ request.object.spec.nodeName }}\", operator: Equals, value: \"\"}]}\n    validate: {pattern: {metadata: {name: web}}}",
-			want: engine.StatusPass,
+			want: engine.StatusError,
 		},
 		"missing field in a pattern is an error": {
 			rule: `validate: {pattern: {metadata: {name: "{{ request.object.spec.nodeName }}"}}}`,
@@ -180,9 +180,9 @@ func TestValidateRules(t *testing.T) {
 			rule: "context: [{name: n, variable: {jmesPath: request.object.spec.nodeName}}]\n    validate: {deny: {}}",
 			want: engine.StatusError,
 		},
-		"preconditions failing expression is empty": {
+		"preconditions failing expression is an error": {
 			rule: "preconditions: {all: [{key: \"{{ base64_decode('%%%') }}\", operator: Equals, value: \"\"}]}\n    validate: {pattern: {metadata: {name: web}}}",
-			want: engine.StatusPass,
+			want: engine.StatusError,
 		},
 		"foreach": {
 			rule: `validate: {message: "bad {{ element.name }}", foreach: [{list: "request.object.spec.containers", pattern: {image: "!*:latest"}}]}`,

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -134,6 +133,7 @@ func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t 
 	if p.Raw.Namespaced() && in.namespace != p.Raw.Metadata.Namespace {
 		return resp
 	}
+	m := e.meterFor(req)
 	var base *evalContext
 	cur := obj
 	for _, r := range p.Rules {
@@ -150,7 +150,7 @@ func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t 
 			resp.Rules = make([]RuleResponse, 0, 1)
 		}
 		run := ruleRun{e: e, req: req, policy: p, rule: r, obj: cur}
-		rr := run.evaluate(base, exceptions, in)
+		rr := run.evaluateBounded(m, base, exceptions, in)
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj
 		}
@@ -308,38 +308,45 @@ func exceptionNames(ex *policy.Exception, p *Policy, r *Rule) bool {
 	return false
 }
 
-// checkConditions evaluates any / all conditions with lenient variable
-// substitution. It returns the message of the first failed condition.
+// checkConditions evaluates any / all conditions in Kyverno's order
+// (variables.evaluateAnyAllConditionsWithContext): the any block up to its
+// first true condition, then the all block up to its first false one, even
+// when no any condition held. An error in a condition that is reached ends
+// the evaluation with that error, never with false: the caller makes it
+// an error result. It returns the message of the first failed condition
+// (the all block's, else the any block's).
 func (run *ruleRun) checkConditions(c *policy.Conditions) (bool, string, error) {
 	if c.IsEmpty() {
 		return true, "", nil
 	}
-	if len(c.All) > 0 {
-		for _, cond := range c.All {
-			ok, err := run.evalCondition(&cond)
+	anyOK, anyMsg := true, ""
+	if len(c.Any) > 0 {
+		anyOK = false
+		for i := range c.Any {
+			ok, err := run.evalCondition(&c.Any[i])
 			if err != nil {
-				return false, "", err
+				return false, "", fmt.Errorf("any[%d]: %w", i, err)
 			}
-			if !ok {
-				return false, run.conditionMessage(&cond), nil
+			if ok {
+				anyOK = true
+				break
+			}
+			if anyMsg == "" {
+				anyMsg = run.conditionMessage(&c.Any[i])
 			}
 		}
 	}
-	if len(c.Any) > 0 {
-		var first string
-		for _, cond := range c.Any {
-			ok, err := run.evalCondition(&cond)
-			if err != nil {
-				return false, "", err
-			}
-			if ok {
-				return true, "", nil
-			}
-			if first == "" {
-				first = run.conditionMessage(&cond)
-			}
+	for i := range c.All {
+		ok, err := run.evalCondition(&c.All[i])
+		if err != nil {
+			return false, "", fmt.Errorf("all[%d]: %w", i, err)
 		}
-		return false, first, nil
+		if !ok {
+			return false, run.conditionMessage(&c.All[i]), nil
+		}
+	}
+	if !anyOK {
+		return false, anyMsg, nil
 	}
 	return true, "", nil
 }
@@ -355,23 +362,24 @@ func (run *ruleRun) conditionMessage(c *policy.Condition) string {
 	return toText(m)
 }
 
+// evalCondition substitutes a condition's key and value and applies its
+// operator, as Kyverno's variables.Evaluate does. Substitution is strict:
+// a variable naming a missing field, a JMESPath function error (an invalid
+// regex, an argument of the wrong type, a division by zero) or an
+// expression that does not parse is an error, in preconditions as in deny
+// conditions (Kyverno stopped reading them as "" in 1.8). Operators never
+// fail on their operands: values they cannot compare make the condition
+// false; only an unknown operator is an error.
 func (run *ruleRun) evalCondition(c *policy.Condition) (bool, error) {
-	key, err := run.e.substitute(run.ctx, c.Key, substLenient, run.req.Operation)
+	key, err := run.e.substitute(run.ctx, c.Key, substStrict, run.req.Operation)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("failed to substitute variables in condition key: %w", err)
 	}
-	value, err := run.e.substitute(run.ctx, c.Value, substLenient, run.req.Operation)
+	value, err := run.e.substitute(run.ctx, c.Value, substStrict, run.req.Operation)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("failed to substitute variables in condition value: %w", err)
 	}
-	ok, err := conditions.Evaluate(key, c.Operator, value)
-	if err != nil {
-		if errors.Is(err, conditions.ErrUnknownOperator) {
-			return false, err
-		}
-		return false, nil
-	}
-	return ok, nil
+	return conditions.Evaluate(key, c.Operator, value)
 }
 
 // podOf returns the pod spec holder of a resource: the Pod itself or the

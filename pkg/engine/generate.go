@@ -60,13 +60,17 @@ func (run *ruleRun) generate(rr RuleResponse) RuleResponse {
 		}
 		saved := run.ctx
 		for idx, el := range list {
+			if err := run.step(1); err != nil {
+				run.ctx = saved
+				return run.errorf(rr, "%v", err)
+			}
 			run.ctx = saved.clone()
 			setElement(run.ctx, el, idx, 0)
 			if err := run.loadEntries(fe.Context); err != nil {
 				run.ctx = saved
 				return run.errorf(rr, "failed to load context: %v", err)
 			}
-			ok, _, err := run.checkConditions(fe.Preconditions)
+			ok, _, err := run.conditions(fe.Preconditions)
 			if err != nil {
 				run.ctx = saved
 				return run.errorf(rr, "failed to evaluate preconditions: %v", err)

@@ -100,6 +100,9 @@ func (run *ruleRun) applyPatches(obj map[string]any, smp any, jsonPatch string) 
 // foreachMutate applies one foreach block to obj, element by element, in
 // the block's order; each element sees the resource patched so far.
 func (run *ruleRun) foreachMutate(obj map[string]any, fe *policy.ForEachMutation, depth int) (map[string]any, bool, error) {
+	if err := run.checkForEachDepth(depth); err != nil {
+		return obj, false, err
+	}
 	saved := run.ctx
 	defer func() { run.ctx = saved }()
 	run.ctx = saved.clone()
@@ -126,13 +129,16 @@ func (run *ruleRun) foreachMutate(obj map[string]any, fe *policy.ForEachMutation
 	}
 	changed := false
 	for _, idx := range order {
+		if err := run.step(1); err != nil {
+			return obj, changed, err
+		}
 		run.ctx = saved.clone()
 		run.ctx.set("request.object", obj)
 		setElement(run.ctx, list[idx], idx, depth)
 		if err := run.loadEntries(fe.Context); err != nil {
 			return obj, changed, fmt.Errorf("failed to load context: %w", err)
 		}
-		ok, _, err := run.checkConditions(fe.Preconditions)
+		ok, _, err := run.conditions(fe.Preconditions)
 		if err != nil {
 			return obj, changed, err
 		}

@@ -50,7 +50,10 @@ type Request struct {
 	// RuleValues, when set, returns variables for one rule of one policy;
 	// they override Values and replace context entries of the same name.
 	RuleValues func(policyName, ruleName string) map[string]any
-	// Context carries the caller's deadline to context loaders.
+	// Context carries the caller's deadline to context loaders, and
+	// bounds the evaluation: once it ends, the rule running and every
+	// rule still to run end with StatusError and a message starting with
+	// StoppedPrefix.
 	Context context.Context
 
 	cache *evalCache

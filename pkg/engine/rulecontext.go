@@ -62,7 +62,7 @@ func (e *Engine) baseContext(req *Request) *evalContext {
 	if req.SubResource != "" {
 		request["subResource"] = req.SubResource
 	}
-	c := &evalContext{jp: e.jp, data: map[string]any{"request": request}}
+	c := &evalContext{jp: e.jp, data: map[string]any{"request": request}, m: req.scratch().meter}
 	if sa := req.UserInfo.Username; strings.HasPrefix(sa, serviceAccountPrefix) {
 		parts := strings.SplitN(strings.TrimPrefix(sa, serviceAccountPrefix), ":", 2)
 		if len(parts) == 2 {
@@ -117,6 +117,9 @@ func (run *ruleRun) loadEntries(entries []policy.ContextEntry) error {
 		if providedPrefix(provided, en.Name) {
 			continue
 		}
+		if err := run.meter().check(); err != nil {
+			return err
+		}
 		v, skip, err := run.loadEntry(en)
 		if err != nil {
 			return fmt.Errorf("context entry %s: %w", en.Name, err)
@@ -165,7 +168,7 @@ func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 				if qerr != nil {
 					return nil, false, qerr
 				}
-				res, err = q.Search(val)
+				res, err = run.ctx.m.search(q, val)
 			} else {
 				res, err = run.ctx.query(expr)
 				if err == nil && res == nil && missingPath(expr, run.ctx.data) {
@@ -260,7 +263,7 @@ func (run *ruleRun) applyJMESPath(data any, expr string, def any) (any, bool, er
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := q.Search(data)
+	res, err := run.ctx.m.search(q, data)
 	if err != nil {
 		if def != nil {
 			return def, false, nil

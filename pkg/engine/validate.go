@@ -41,7 +41,7 @@ func (run *ruleRun) message(msg string) (string, error) {
 }
 
 func (run *ruleRun) validateDeny(rr RuleResponse, deny *policy.Deny, msg string) RuleResponse {
-	denied, _, err := run.checkConditions(deny.Conditions)
+	denied, _, err := run.conditions(deny.Conditions)
 	if deny.Conditions.IsEmpty() {
 		denied = true
 	}
@@ -55,7 +55,9 @@ func (run *ruleRun) validateDeny(rr RuleResponse, deny *policy.Deny, msg string)
 	}
 	m, err := run.message(msg)
 	if err != nil {
-		return run.errorf(rr, "failed to substitute variables in message: %v", err)
+		// As Kyverno's getDenyMessage: the denial stands, with the message
+		// as written.
+		m = msg
 	}
 	if m == "" {
 		m = fmt.Sprintf("validation error: rule %s failed", run.rule.Name)
@@ -71,6 +73,9 @@ func (run *ruleRun) validateDeny(rr RuleResponse, deny *policy.Deny, msg string)
 func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat any, anyPat []any, msg string, prepared *pattern.Pattern, anyPrepared []*pattern.Pattern) RuleResponse {
 	op := run.req.Operation
 	if pat != nil {
+		if err := run.step(1); err != nil {
+			return run.errorf(rr, "%v", err)
+		}
 		var perr *pattern.Error
 		if prepared != nil {
 			perr = prepared.Validate(obj)
@@ -97,6 +102,9 @@ func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat an
 	}
 	var failed, skipped []string
 	for i, ap := range anyPat {
+		if err := run.step(1); err != nil {
+			return run.errorf(rr, "%v", err)
+		}
 		var perr *pattern.Error
 		if i < len(anyPrepared) && anyPrepared[i] != nil {
 			perr = anyPrepared[i].Validate(obj)
@@ -196,6 +204,9 @@ func (run *ruleRun) validateForEach(rr RuleResponse, fes []policy.ForEachValidat
 
 // foreachValidate evaluates one foreach block over its list.
 func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, depth int) foreachOutcome {
+	if err := run.checkForEachDepth(depth); err != nil {
+		return foreachOutcome{status: StatusError, message: err.Error()}
+	}
 	list, err := run.evalList(fe.List)
 	if err != nil {
 		return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to evaluate list %s: %v", fe.List, err)}
@@ -204,16 +215,19 @@ func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, de
 	defer func() { run.ctx = saved }()
 	out := foreachOutcome{status: StatusPass}
 	for idx, el := range list {
+		if err := run.step(1); err != nil {
+			return foreachOutcome{status: StatusError, message: err.Error()}
+		}
 		run.ctx = saved.clone()
 		setElement(run.ctx, el, idx, depth)
 		if err := run.loadEntries(fe.Context); err != nil {
 			return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to load context: %v", err)}
 		}
-		ok, _, err := run.checkConditions(fe.Preconditions)
-		if err != nil {
-			return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to evaluate preconditions: %v", err)}
-		}
-		if !ok {
+		ok, _, err := run.conditions(fe.Preconditions)
+		if err != nil || !ok {
+			// As Kyverno's validateElements: an element whose preconditions
+			// fail to evaluate is skipped. A stopped evaluation is not lost:
+			// the next step reports it, and the rule reports the stop.
 			continue
 		}
 		var res RuleResponse
@@ -289,7 +303,8 @@ func (run *ruleRun) validateScalar(el, pat any, msg string) RuleResponse {
 	return RuleResponse{Status: StatusPass}
 }
 
-// evalList evaluates a foreach list expression; null is an empty list.
+// evalList evaluates a foreach list expression; null is an empty list. A
+// list longer than the engine's limit stops the rule.
 func (run *ruleRun) evalList(expr string) ([]any, error) {
 	e, err := run.e.substitute(run.ctx, expr, substStrict, run.req.Operation)
 	if err != nil {
@@ -305,8 +320,14 @@ func (run *ruleRun) evalList(expr string) ([]any, error) {
 	case nil:
 		return nil, nil
 	case []any:
+		if err := run.checkForEachList(expr, len(t)); err != nil {
+			return nil, err
+		}
 		return t, nil
 	case map[string]any:
+		if err := run.checkForEachList(expr, len(t)); err != nil {
+			return nil, err
+		}
 		// A map iterates over its entries as {key, value}.
 		out := make([]any, 0, len(t))
 		for _, k := range sortedKeys(t) {

@@ -19,8 +19,10 @@ type substMode int
 const (
 	// substStrict: an expression error is an error.
 	substStrict substMode = iota
-	// substLenient: an expression error counts as an empty string, as
-	// Kyverno does in preconditions and conditions.
+	// substLenient: an expression error counts as an empty string. It is
+	// only for text that cannot change a result (a condition's message).
+	// Conditions themselves are strict, as in Kyverno since 1.8: a
+	// failing variable makes the rule an error, not an empty string.
 	substLenient
 )
 
@@ -270,7 +272,7 @@ func (t *template) eval(c *evalContext, mode substMode, path string) (any, error
 }
 
 func (t *template) query(c *evalContext, p *templatePart, mode substMode, path string) (any, error) {
-	v, err := p.q.Search(c.data)
+	v, err := c.m.search(p.q, c.data)
 	if err == nil && v == nil && missingPath(p.expr, c.data) {
 		err = fmt.Errorf("%w in %s", ErrUnknownKey, p.expr)
 	}

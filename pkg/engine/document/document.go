@@ -27,32 +27,25 @@ type Doc struct {
 }
 
 // DecodeAll decodes every document of a multi-document YAML (or JSON)
-// stream. Empty documents are skipped; a document that is not a mapping is
-// an error naming its position.
+// stream held in memory. Empty documents are skipped; a document that is
+// not a mapping is an error naming its position. It returns the documents
+// decoded before an error with the error. For a stream read from a file,
+// Decoder reads one document at a time.
 func DecodeAll(data []byte) ([]Doc, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec, err := NewDecoder(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
 	var docs []Doc
-	for i := 0; ; i++ {
-		var n yaml.Node
-		err := dec.Decode(&n)
+	for {
+		d, err := dec.Next()
 		if errors.Is(err, errIOEOF) {
 			return docs, nil
 		}
 		if err != nil {
-			return docs, fmt.Errorf("document %d: %w", i+1, err)
+			return docs, err
 		}
-		v, err := (&decoder{budget: budgetFor(len(data))}).fromNode(&n, 0)
-		if err != nil {
-			return docs, fmt.Errorf("document %d (line %d): %w", i+1, n.Line, err)
-		}
-		if v == nil {
-			continue
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			return docs, fmt.Errorf("document %d (line %d): %w", i+1, n.Line, ErrNotObject)
-		}
-		docs = append(docs, Doc{Object: m, Index: i, Line: n.Line})
+		docs = append(docs, d)
 	}
 }
 

@@ -22,12 +22,16 @@
 // Expressions come from policy authors and documents from API clients, so
 // evaluation is bounded: expressions are at most MaxExpressionLength bytes,
 // no function returns a string longer than MaxStringLength, random() output
-// and work are capped, and a panic in the underlying library is returned as
-// an error.
+// and work are capped, a search stops after its step limit (WithStepLimit,
+// counting the lists iterated inside projections, filters and expression
+// references, and function arguments) and, with SearchContext, when its
+// context ends, and a panic in the underlying library is returned as an
+// error.
 //
 // Errors wrap sentinels so callers can classify them with errors.Is:
 // ErrInvalidExpression for expressions that do not parse, ErrEvaluation for
 // every failure while searching and, in addition, ErrFunction when a
 // function call failed (wrong arity, wrong argument types, invalid argument
-// values).
+// values), ErrStepLimit when the search did too much work, or the
+// context's error when its context ended.
 package jmespath

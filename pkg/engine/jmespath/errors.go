@@ -19,6 +19,9 @@ var (
 	// ErrInvalidOption is wrapped by errors returned by New for invalid
 	// options.
 	ErrInvalidOption = errors.New("invalid jmespath option")
+	// ErrStepLimit is wrapped, with ErrEvaluation, by the error of a search
+	// that did more work than the interpreter's step limit allows.
+	ErrStepLimit = errors.New("jmespath step limit exceeded")
 
 	// errPanic marks a panic recovered while evaluating; the fuzz target
 	// fails on it.

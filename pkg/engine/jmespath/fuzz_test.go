@@ -44,6 +44,9 @@ var fuzzSeeds = []string{
 	"[&name]",
 	"request.object.spec.containers[0:2].name",
 	"*.object.*.containers[*].name",
+	"request.object.spec.containers[*].ports[*].containerPort",
+	"request.object.spec.containers[?contains($.request.object.spec.containers[].name, name)].name",
+	"map(&sort_by(@, &name)[].[name][], [request.object.spec.containers])",
 }
 
 // FuzzSearch evaluates arbitrary expressions against a fixed document: it

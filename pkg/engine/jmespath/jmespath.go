@@ -41,6 +41,7 @@ type options struct {
 	defaultRegistryMutation bool
 	resolver                Resolver
 	lookupTimeout           time.Duration
+	stepLimit               int64
 }
 
 func defaultOptions() *options {
@@ -51,6 +52,7 @@ func defaultOptions() *options {
 		defaultRegistryMutation: true,
 		resolver:                net.DefaultResolver,
 		lookupTimeout:           DefaultLookupTimeout,
+		stepLimit:               DefaultStepLimit,
 	}
 }
 
@@ -128,11 +130,25 @@ func WithLookupTimeout(d time.Duration) Option {
 	}
 }
 
+// WithStepLimit bounds the work of each search (see DefaultStepLimit for
+// what a step is); a search that needs more fails with ErrStepLimit. The
+// default is DefaultStepLimit.
+func WithStepLimit(steps int64) Option {
+	return func(o *options) error {
+		if steps <= 0 {
+			return fmt.Errorf("%w: step limit must be positive, got %d", ErrInvalidOption, steps)
+		}
+		o.stepLimit = steps
+		return nil
+	}
+}
+
 // Interpreter compiles and evaluates JMESPath expressions with Kyverno's
 // custom functions. It is safe for concurrent use.
 type Interpreter struct {
-	caller interpreter.FunctionCaller
-	cache  *lru
+	caller    interpreter.FunctionCaller
+	cache     *lru
+	stepLimit int64
 }
 
 // New returns an Interpreter configured by opts.
@@ -152,8 +168,9 @@ func New(opts ...Option) (*Interpreter, error) {
 	// of the same name, as in Kyverno.
 	entries = append(entries, customFunctions(o)...)
 	return &Interpreter{
-		caller: wrappingCaller{inner: interpreter.NewFunctionCaller(entries...)},
-		cache:  newLRU(o.cacheSize),
+		caller:    wrappingCaller{inner: interpreter.NewFunctionCaller(entries...)},
+		cache:     newLRU(o.cacheSize),
+		stepLimit: o.stepLimit,
 	}, nil
 }
 
@@ -161,6 +178,10 @@ func New(opts ...Option) (*Interpreter, error) {
 type Query interface {
 	// Search evaluates the expression against data.
 	Search(data any) (any, error)
+	// SearchContext evaluates the expression against data and stops,
+	// with an error wrapping ctx.Err(), when ctx ends: before it starts,
+	// and while it iterates lists inside per-element evaluations.
+	SearchContext(ctx context.Context, data any) (any, error)
 }
 
 // Compile parses expr once; results are cached in the interpreter.
@@ -175,7 +196,8 @@ func (i *Interpreter) Compile(expr string) (Query, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &query{expr: expr, node: node, caller: i.caller, hasExpRef: containsExpRef(node)}
+	q := &query{expr: expr, node: node, caller: i.caller, hasExpRef: containsExpRef(node), stepLimit: i.stepLimit}
+	q.node, q.metered = instrument(node, false)
 	i.cache.add(expr, q)
 	return q, nil
 }
@@ -228,17 +250,43 @@ type query struct {
 	// (&expr). Misused outside a function such as sort_by, a reference
 	// evaluates to a Go function; results of such queries are checked.
 	hasExpRef bool
+	// metered is set when the expression can do more work than its input
+	// holds: its searches count steps (see instrument).
+	metered   bool
+	stepLimit int64
 }
 
 // Search evaluates the compiled expression against data.
-func (q *query) Search(data any) (result any, err error) {
+func (q *query) Search(data any) (any, error) {
+	return q.search(nil, data)
+}
+
+// SearchContext evaluates the compiled expression against data, until ctx
+// ends.
+func (q *query) SearchContext(ctx context.Context, data any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrEvaluation, q.expr, err)
+	}
+	return q.search(ctx, data)
+}
+
+func (q *query) search(ctx context.Context, data any) (result any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			result = nil
 			err = fmt.Errorf("%w: %q: %w: %v", ErrEvaluation, q.expr, errPanic, r)
 		}
 	}()
-	result, err = interpreter.NewInterpreter(data, q.caller, nil).Execute(q.node, data)
+	caller := q.caller
+	var m *meter
+	if q.metered {
+		m = &meter{inner: q.caller, ctx: ctx, limit: q.stepLimit}
+		caller = m
+	}
+	result, err = interpreter.NewInterpreter(data, caller, nil).Execute(q.node, data)
+	if m != nil && m.err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrEvaluation, q.expr, m.err)
+	}
 	if err != nil {
 		if errors.Is(err, ErrEvaluation) {
 			return nil, err

@@ -99,10 +99,13 @@ func checkRule(r *Rule, path string, errs *FieldErrors) {
 			errs.add(vp, "exactly one of pattern, anyPattern, deny, foreach, podSecurity, cel, assert or manifests is required, found %d", kinds)
 		}
 		if v.Pattern != nil {
+			checkPatternRoot(v.Pattern, vp+".pattern", errs)
 			checkPattern(v.Pattern, vp+".pattern", false, errs)
 		}
 		for i, ap := range v.AnyPattern {
-			checkPattern(ap, fmt.Sprintf("%s.anyPattern[%d]", vp, i), false, errs)
+			app := fmt.Sprintf("%s.anyPattern[%d]", vp, i)
+			checkPatternRoot(ap, app, errs)
+			checkPattern(ap, app, false, errs)
 		}
 		if v.Deny != nil {
 			checkConditions(v.Deny.Conditions, vp+".deny.conditions", errs)
@@ -339,6 +342,32 @@ func variablesIn(s string) []string {
 		}
 		out = append(out, strings.TrimSpace(inner))
 		s = s[start+end+2:]
+	}
+}
+
+// checkPatternRoot refuses a validate pattern (or anyPattern entry) that
+// is not an object. It is matched against a whole resource, which is
+// always an object, so a string, number, boolean, list or null there can
+// only fail, on every resource. Kyverno accepts such a pattern at
+// admission; Verdict refuses it so that a typo is found at load time. A
+// string with variables is kept: its value is known only at evaluation.
+func checkPatternRoot(v any, path string, errs *FieldErrors) {
+	switch t := v.(type) {
+	case map[string]any:
+		return
+	case string:
+		if strings.Contains(t, "{{") {
+			return
+		}
+		errs.add(path, "must be an object (the fields to check), not the string %q", t)
+	case []any:
+		errs.add(path, "must be an object (the fields to check), not a list")
+	case bool:
+		errs.add(path, "must be an object (the fields to check), not the boolean %v", t)
+	case nil:
+		errs.add(path, "must be an object (the fields to check), not null")
+	default:
+		errs.add(path, "must be an object (the fields to check), not the number %v", t)
 	}
 }
 

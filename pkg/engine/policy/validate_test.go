@@ -97,6 +97,34 @@ func TestParseAndValidate(t *testing.T) {
     match: {any: [{resources: {kinds: [Pod]}}]}
     validate: {podSecurity: {level: strict}}`,
 			errs: []string{`spec.rules[0].validate.podSecurity.level: must be privileged, baseline or restricted`}},
+		"string pattern": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {pattern: "foo"}`,
+			errs: []string{`spec.rules[0].validate.pattern: must be an object (the fields to check), not the string "foo"`}},
+		"anyPattern entries that are not objects": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {anyPattern: [{a: b}, [x], 3, true, null]}`,
+			errs: []string{
+				`spec.rules[0].validate.anyPattern[1]: must be an object (the fields to check), not a list`,
+				`spec.rules[0].validate.anyPattern[2]: must be an object (the fields to check), not the number 3`,
+				`spec.rules[0].validate.anyPattern[3]: must be an object (the fields to check), not the boolean true`,
+				`spec.rules[0].validate.anyPattern[4]: must be an object (the fields to check), not null`,
+			}},
+		"pattern from a variable is kept": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    context: [{name: shape, variable: {value: {metadata: {name: "?*"}}}}]
+    validate: {pattern: "{{ shape }}"}`},
+		"scalar foreach pattern is kept": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {foreach: [{list: "request.object.spec.containers[].image", pattern: "!*:latest"}]}`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

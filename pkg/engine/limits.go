@@ -1,0 +1,317 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/verdict-dev/verdict/pkg/engine/jmespath"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// Limits on one evaluation. An admission request is evaluated under the
+// deadline of Request.Context, and under these bounds on work, which also
+// hold where there is no deadline (the CLI, background scans). None is
+// reached by a policy of the Kyverno policy library on its test
+// resources.
+const (
+	// DefaultMaxForEachElements is the largest list a foreach iterates:
+	// ten thousand, well above the containers, volumes, ports or keys of
+	// any real object (a ConfigMap holds at most 1 MiB).
+	DefaultMaxForEachElements = 10_000
+	// DefaultMaxForEachDepth is how deep foreach blocks nest: a foreach
+	// inside a foreach is depth 2. The policy library nests two deep.
+	DefaultMaxForEachDepth = 4
+	// DefaultWorkBudget is the number of steps one Request may take over
+	// all the policies evaluated with it. A step is one rule, one foreach
+	// element, one condition of a foreach or deny block, or one pattern.
+	// A foreach over a list of DefaultMaxForEachElements with a deny
+	// condition takes about 20,000 steps; a million steps take from half
+	// a second to a few seconds.
+	DefaultWorkBudget = 1_000_000
+	// DefaultMaxExpressionSteps bounds the work of one JMESPath
+	// expression (see jmespath.DefaultStepLimit).
+	DefaultMaxExpressionSteps = jmespath.DefaultStepLimit
+)
+
+// StoppedPrefix starts the message of every rule the engine stopped,
+// because the request's context ended or a limit was reached; the rule's
+// status is then StatusError. The message is the text of an error
+// wrapping ErrDeadline, ErrCanceled or ErrLimitExceeded:
+//
+//	evaluation stopped: request deadline exceeded after 12345 steps
+//	evaluation stopped: request canceled after 12345 steps
+//	evaluation stopped: limit exceeded: foreach list request.object.data has 20000 elements, more than the limit of 10000
+//	evaluation stopped: limit exceeded: foreach nested deeper than the limit of 4
+//	evaluation stopped: limit exceeded: work budget of 1000000 steps spent
+//	evaluation stopped: limit exceeded: expression over the step limit of 1000000: <the JMESPath error>
+const StoppedPrefix = "evaluation stopped: "
+
+var (
+	// ErrDeadline is wrapped, with context.DeadlineExceeded, when the
+	// request's deadline passed before its evaluation finished.
+	ErrDeadline = errors.New("request deadline exceeded")
+	// ErrCanceled is wrapped, with the context's error, when the
+	// request's context was canceled before its evaluation finished.
+	ErrCanceled = errors.New("request canceled")
+	// ErrLimitExceeded is wrapped when an evaluation reached one of the
+	// limits set by WithMaxForEachElements, WithMaxForEachDepth,
+	// WithWorkBudget or WithMaxExpressionSteps.
+	ErrLimitExceeded = errors.New("limit exceeded")
+)
+
+// limits are an Engine's bounds on work.
+type limits struct {
+	forEachElements int
+	forEachDepth    int
+	workBudget      int64
+	exprSteps       int64
+}
+
+func defaultLimits() limits {
+	return limits{
+		forEachElements: DefaultMaxForEachElements,
+		forEachDepth:    DefaultMaxForEachDepth,
+		workBudget:      DefaultWorkBudget,
+		exprSteps:       DefaultMaxExpressionSteps,
+	}
+}
+
+// WithMaxForEachElements bounds the number of elements of one foreach
+// list; a longer list stops the rule with an error. The default is
+// DefaultMaxForEachElements.
+func WithMaxForEachElements(n int) Option {
+	return func(e *Engine) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: foreach element limit must be positive, got %d", ErrInvalidOption, n)
+		}
+		e.limits.forEachElements = n
+		return nil
+	}
+}
+
+// WithMaxForEachDepth bounds how deep foreach blocks nest (1: no foreach
+// inside a foreach); a deeper one stops the rule with an error. The
+// default is DefaultMaxForEachDepth.
+func WithMaxForEachDepth(n int) Option {
+	return func(e *Engine) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: foreach depth limit must be positive, got %d", ErrInvalidOption, n)
+		}
+		e.limits.forEachDepth = n
+		return nil
+	}
+}
+
+// WithWorkBudget bounds the steps of one Request, over every policy
+// evaluated with it (see DefaultWorkBudget for what a step is). Once it is
+// spent, the rule running and every rule after it end with an error. The
+// default is DefaultWorkBudget.
+func WithWorkBudget(steps int64) Option {
+	return func(e *Engine) error {
+		if steps <= 0 {
+			return fmt.Errorf("%w: work budget must be positive, got %d", ErrInvalidOption, steps)
+		}
+		e.limits.workBudget = steps
+		return nil
+	}
+}
+
+// WithMaxExpressionSteps bounds the work of one JMESPath expression (see
+// jmespath.DefaultStepLimit for what a step is). An expression of a
+// foreach list or a context entry over the limit stops the rule; one
+// inside {{ }} elsewhere fails as any failing expression does. The default
+// is DefaultMaxExpressionSteps.
+func WithMaxExpressionSteps(steps int64) Option {
+	return func(e *Engine) error {
+		if steps <= 0 {
+			return fmt.Errorf("%w: expression step limit must be positive, got %d", ErrInvalidOption, steps)
+		}
+		e.limits.exprSteps = steps
+		return nil
+	}
+}
+
+// stopError is why an evaluation stopped. Its text starts with
+// StoppedPrefix; it wraps one of the sentinels and, for a context that
+// ended, the context's error.
+type stopError struct {
+	msg  string
+	errs []error
+}
+
+func (e *stopError) Error() string   { return e.msg }
+func (e *stopError) Unwrap() []error { return e.errs }
+
+func limitError(format string, args ...any) error {
+	return &stopError{
+		msg:  StoppedPrefix + ErrLimitExceeded.Error() + ": " + fmt.Sprintf(format, args...),
+		errs: []error{ErrLimitExceeded},
+	}
+}
+
+func contextError(ctxErr error, steps int64) error {
+	sentinel := ErrCanceled
+	if errors.Is(ctxErr, context.DeadlineExceeded) {
+		sentinel = ErrDeadline
+	}
+	return &stopError{
+		msg:  fmt.Sprintf("%s%s after %d steps", StoppedPrefix, sentinel, steps),
+		errs: []error{sentinel, ctxErr},
+	}
+}
+
+// meter counts one Request's steps and watches its context. It lives in
+// the request's scratch cache, so that it spans every policy evaluated
+// with the Request; a Request is evaluated by one goroutine at a time, so
+// it needs no lock. A nil meter counts nothing and never stops.
+type meter struct {
+	ctx    context.Context
+	limits *limits
+	steps  int64
+	// stop is why the request stopped: its context ended or its budget is
+	// spent. It sticks: every rule still to run reports it.
+	stop error
+	// ruleStop is why the current rule stopped (a foreach list too long,
+	// nesting too deep, an expression over its step limit). It holds
+	// until the next rule starts.
+	ruleStop error
+}
+
+// meterFor returns the request's meter, watching the request's current
+// context.
+func (e *Engine) meterFor(req *Request) *meter {
+	c := req.scratch()
+	if c.meter == nil {
+		c.meter = &meter{}
+	}
+	c.meter.ctx, c.meter.limits = req.ctx(), &e.limits
+	return c.meter
+}
+
+// charge counts n steps and returns why the evaluation must stop, if it
+// must.
+func (m *meter) charge(n int64) error {
+	if m == nil {
+		return nil
+	}
+	if m.stop != nil {
+		return m.stop
+	}
+	if m.ruleStop != nil {
+		return m.ruleStop
+	}
+	m.steps += n
+	if err := m.ctx.Err(); err != nil {
+		m.stop = contextError(err, m.steps)
+		return m.stop
+	}
+	if m.steps > m.limits.workBudget {
+		m.stop = limitError("work budget of %d steps spent", m.limits.workBudget)
+		return m.stop
+	}
+	return nil
+}
+
+// check returns why the evaluation must stop, if it must, without
+// counting a step.
+func (m *meter) check() error { return m.charge(0) }
+
+// failRule stops the current rule with err.
+func (m *meter) failRule(err error) error {
+	if m != nil && m.ruleStop == nil {
+		m.ruleStop = err
+	}
+	return err
+}
+
+// stopped returns why the current rule stopped, if it did.
+func (m *meter) stopped() error {
+	if m == nil {
+		return nil
+	}
+	if m.stop != nil {
+		return m.stop
+	}
+	return m.ruleStop
+}
+
+// search runs a compiled query under the request's context. An expression
+// over its step limit stops the rule, an ended context the request, even
+// where the caller reads a failed expression as an empty value.
+func (m *meter) search(q jmespath.Query, data any) (any, error) {
+	if m == nil {
+		return q.Search(data)
+	}
+	v, err := q.SearchContext(m.ctx, data)
+	if err != nil {
+		switch {
+		case errors.Is(err, jmespath.ErrStepLimit):
+			m.failRule(limitError("expression over the step limit of %d: %v", m.limits.exprSteps, err))
+		case m.ctx.Err() != nil:
+			_ = m.check()
+		}
+	}
+	return v, err
+}
+
+// evaluateBounded runs one matched rule under the request's meter: a
+// request already stopped reports the rule as an error without running
+// it, and a rule stopped while it ran reports why, whatever it returned.
+func (run *ruleRun) evaluateBounded(m *meter, base *evalContext, exceptions []*policy.Exception, in *matchInput) RuleResponse {
+	if m != nil {
+		m.ruleStop = nil
+	}
+	if err := m.charge(1); err != nil {
+		return RuleResponse{Name: run.rule.Name, Type: ruleType(&run.rule.Rule), Status: StatusError, Message: err.Error()}
+	}
+	rr := run.evaluate(base, exceptions, in)
+	if rr.Status == StatusError {
+		// An error from the end of the context (a context loader's, say)
+		// reads as the stop it is.
+		_ = m.check()
+	}
+	if err := m.stopped(); err != nil {
+		rr.Status, rr.Message = StatusError, err.Error()
+		rr.Generated, rr.PodSecurityChecks, rr.Exception = nil, nil, ""
+	}
+	return rr
+}
+
+// meter is the request's meter.
+func (run *ruleRun) meter() *meter { return run.req.scratch().meter }
+
+// step counts n steps of the rule and returns why it must stop, if it
+// must.
+func (run *ruleRun) step(n int64) error { return run.meter().charge(n) }
+
+// conditions counts a condition block's conditions as steps, then checks
+// it.
+func (run *ruleRun) conditions(c *policy.Conditions) (bool, string, error) {
+	if c != nil {
+		if err := run.step(int64(len(c.All) + len(c.Any))); err != nil {
+			return false, "", err
+		}
+	}
+	return run.checkConditions(c)
+}
+
+// checkForEachDepth stops the rule when a foreach at depth (0 for a
+// rule's own foreach) nests deeper than the limit.
+func (run *ruleRun) checkForEachDepth(depth int) error {
+	limit := run.e.limits.forEachDepth
+	if depth < limit {
+		return nil
+	}
+	return run.meter().failRule(limitError("foreach nested deeper than the limit of %d", limit))
+}
+
+// checkForEachList stops the rule when a foreach list is longer than the
+// limit.
+func (run *ruleRun) checkForEachList(expr string, n int) error {
+	limit := run.e.limits.forEachElements
+	if n <= limit {
+		return nil
+	}
+	return run.meter().failRule(limitError("foreach list %s has %d elements, more than the limit of %d", expr, n, limit))
+}
