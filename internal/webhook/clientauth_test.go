@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -85,20 +83,14 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
+	sv := serve(t, s)
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		sv.cancel()
+		if err := <-sv.done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	waitFor(t, "ready with mutual TLS on", func() bool { return s.Ready(ctx) == nil })
+	waitFor(t, "ready with mutual TLS on", func() bool { return s.Ready(t.Context()) == nil })
 
 	body := string(mustJSON(t, reviewOf(t, admissionv1.Create, pod("p", privileged))))
 	post := func(clientCerts ...tls.Certificate) (int, error) {
@@ -106,7 +98,7 @@ func TestMutualTLS(t *testing.T) {
 			InsecureSkipVerify: true, //nolint:gosec // test client: the server side is what is tested
 			Certificates:       clientCerts,
 		}}}
-		resp, err := c.Post("https://"+ln.Addr().String()+PathValidate, "application/json", strings.NewReader(body))
+		resp, err := c.Post("https://"+sv.addr+PathValidate, "application/json", strings.NewReader(body))
 		if err != nil {
 			return 0, err
 		}

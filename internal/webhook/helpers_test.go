@@ -331,3 +331,25 @@ type panicSource struct{}
 
 func (panicSource) Set(context.Context) (*engine.Set, error) { panic("policy cache corrupted") }
 func (panicSource) Invalid() []PolicyError                   { return nil }
+
+// serving is a Server serving TLS on a loopback port (no probe listener).
+type serving struct {
+	addr   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// serve starts s.Serve; cancel begins its shutdown and done gets Serve's
+// error. The test's cleanup stops it if the test did not.
+func serve(t testing.TB, s *Server) *serving {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sv := &serving{addr: ln.Addr().String(), cancel: cancel, done: make(chan error, 1)}
+	go func() { sv.done <- s.Serve(ctx, ln, nil) }()
+	t.Cleanup(cancel)
+	return sv
+}

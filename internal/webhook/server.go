@@ -270,24 +270,18 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 
 // routes builds the TLS server's mux and the probe mux.
 func (s *Server) routes() (all, probes http.Handler) {
-	endpoint := func(name string, h Handler) http.Handler {
-		return httpHandler(decorate(h,
+	endpoint := func(name string, h Handler, extra ...Decorator) http.Handler {
+		return httpHandler(decorate(h, append([]Decorator{
 			withLogger(s.log, name),
 			withMetrics(s.metrics, name),
 			withRecover(s.metrics, name),
 			withTimeout(s.cfg.RequestTimeout),
-		))
+		}, extra...)...))
 	}
 	// Evaluations share one set of slots; probes and metrics never wait.
 	slots := make(chan struct{}, s.cfg.MaxConcurrentEvaluations)
 	evaluating := func(name string, h Handler) http.Handler {
-		return httpHandler(decorate(h,
-			withLogger(s.log, name),
-			withMetrics(s.metrics, name),
-			withRecover(s.metrics, name),
-			withTimeout(s.cfg.RequestTimeout),
-			withConcurrencyLimit(slots, s.cfg.EvaluationQueueTimeout, s.metrics),
-		))
+		return endpoint(name, h, withConcurrencyLimit(slots, s.cfg.EvaluationQueueTimeout, s.metrics))
 	}
 	metricsHandler := promhttp.InstrumentMetricHandler(s.registry, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,

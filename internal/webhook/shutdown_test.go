@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,28 +56,21 @@ func TestShutdownBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
+	sv := serve(t, s)
 
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test client
 	go func() {
 		body := strings.NewReader(string(mustJSON(t, reviewOf(t, admissionv1.Create, pod("p")))))
-		resp, err := client.Post("https://"+ln.Addr().String()+PathValidate, "application/json", body)
+		resp, err := client.Post("https://"+sv.addr+PathValidate, "application/json", body)
 		if err == nil {
 			_ = resp.Body.Close()
 		}
 	}()
 	waitFor(t, "a request in flight", func() bool { return gaugeValue(s.metrics.inFlight) == 1 })
 	start := time.Now()
-	cancel()
+	sv.cancel()
 	select {
-	case err := <-done:
+	case err := <-sv.done:
 		took := time.Since(start)
 		if took > cfg.ShutdownBudget-ShutdownReserve()+500*time.Millisecond {
 			t.Fatalf("shutdown took %s, budget %s", took, cfg.ShutdownBudget)

@@ -247,7 +247,7 @@ func (m *meter) search(q jmespath.Query, data any) (any, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, jmespath.ErrStepLimit):
-			m.failRule(limitError("expression over the step limit of %d: %v", m.limits.exprSteps, err))
+			_ = m.failRule(limitError("expression over the step limit of %d: %v", m.limits.exprSteps, err))
 		case m.ctx.Err() != nil:
 			_ = m.check()
 		}

@@ -256,9 +256,10 @@ type query struct {
 	stepLimit int64
 }
 
-// Search evaluates the compiled expression against data.
+// Search evaluates the compiled expression against data, with no
+// context to end it (the step limit still applies).
 func (q *query) Search(data any) (any, error) {
-	return q.search(nil, data)
+	return q.search(context.Background(), data)
 }
 
 // SearchContext evaluates the compiled expression against data, until ctx
