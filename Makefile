@@ -63,7 +63,7 @@ verify:
 
 ## demo: local control plane, embedded JetStream, webhook and reporter, sample policies and Pods, then the reports (DEMO_ONCE=1: once, then exit)
 demo: controlplane
-	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) $(GO) run ./cmd/verdict demo $(if $(DEMO_ONCE),--once,)
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) $(GO) run ./cmd/verdict-dev demo $(if $(DEMO_ONCE),--once,)
 
 clean:
 	rm -rf $(BIN)

@@ -9,8 +9,6 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/verdict-dev/verdict/internal/demo"
 )
 
 // Exit codes.
@@ -50,7 +48,7 @@ func newRoot(stdin io.Reader, stdout io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newApply(stdin, stdout), newTest(stdout), newDemo(stdout))
+	root.AddCommand(newApply(stdin, stdout), newTest(stdout))
 	return root
 }
 
@@ -124,19 +122,5 @@ func newTest(stdout io.Writer) *cobra.Command {
 	f.StringVarP(&opts.FileName, "file-name", "f", "kyverno-test.yaml", "name of the test files")
 	f.BoolVar(&opts.JSON, "json", false, "write the results as JSON")
 	f.BoolVar(&opts.FailOnly, "fail-only", false, "with --json, list only failed assertions")
-	return cmd
-}
-
-func newDemo(stdout io.Writer) *cobra.Command {
-	var once bool
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run Verdict on a local control plane with sample policies, Pods and reports",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return demo.Run(cmd.Context(), demo.Options{Out: stdout, Once: once})
-		},
-	}
-	cmd.Flags().BoolVar(&once, "once", false, "go through once, print the reports and exit")
 	return cmd
 }
