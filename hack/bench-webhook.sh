@@ -24,7 +24,7 @@ go build -o bin/nats-server github.com/nats-io/nats-server/v2
 bin/loadgen certs -dir "$work" >/dev/null
 bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 &
 pids+=($!)
-bin/webhook --address 127.0.0.1:19443 --policies "$bench/pss-classic" \
+bin/webhook --mode files --address 127.0.0.1:19443 --policies "$bench/pss-classic" \
   --tls-cert-file "$work/tls.crt" --tls-private-key-file "$work/tls.key" \
   --nats-url nats://127.0.0.1:14222 --log-level warn >"$work/webhook.log" 2>&1 &
 pids+=($!)

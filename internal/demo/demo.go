@@ -52,8 +52,8 @@ type Options struct {
 // projector runs the reporter service in process.
 func projector(ctx context.Context, natsURL, kubeconfig string, log zerolog.Logger) error {
 	cfg := reporter.DefaultConfig()
-	cfg.Kubeconfig = kubeconfig
-	cfg.NATSURLs = []string{natsURL}
+	cfg.Kube.Kubeconfig = kubeconfig
+	cfg.NATS.URLs = []string{natsURL}
 	cfg.ProbeAddress = ""
 	return reporter.Run(ctx, cfg, log)
 }
@@ -120,14 +120,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	say("==> starting the webhook on https://127.0.0.1:%d (it registers itself, issues its certificate and takes reviews only from the API server: mutual TLS)", port)
 	cfg := webhookapp.DefaultConfig()
-	cfg.Kubeconfig = cp.KubeconfigPath()
+	cfg.Kube.Kubeconfig = cp.KubeconfigPath()
 	cfg.Identity = "demo"
 	cfg.WebhookURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	cfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
 	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", port)
 	cfg.Webhook.ShutdownDelay = 0
 	cfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
-	cfg.NATSURLs = []string{nats.ClientURL()}
+	cfg.NATS.URLs = []string{nats.ClientURL()}
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
 	webhookDone := make(chan error, 1)
 	go func() { webhookDone <- webhookapp.Run(svcCtx, cfg, opts.Log) }()
@@ -312,11 +312,23 @@ func waitReports(ctx context.Context, dyn dynamic.Interface, kube kubernetes.Int
 		if err != nil {
 			return nil, err
 		}
-		if len(pods.Items) > 0 && len(list.Items) >= len(pods.Items) {
+		// Reports are named by their resource's uid; the Deployment and
+		// its ReplicaSet have reports too, so count the Pods' own.
+		names := make(map[string]bool, len(list.Items))
+		for _, r := range list.Items {
+			names[r.GetName()] = true
+		}
+		missing := 0
+		for _, p := range pods.Items {
+			if !names[string(p.UID)] {
+				missing++
+			}
+		}
+		if len(pods.Items) > 0 && missing == 0 {
 			return list.Items, nil
 		}
 		if time.Now().After(deadline) {
-			return list.Items, fmt.Errorf("%d reports for %d pods after %s", len(list.Items), len(pods.Items), timeout)
+			return list.Items, fmt.Errorf("%d of %d pods have no report after %s", missing, len(pods.Items), timeout)
 		}
 		select {
 		case <-ctx.Done():

@@ -36,7 +36,10 @@ func TestE2ECache(t *testing.T) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: map[string]string{"env": "prod"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	loader := policycache.NewLoader(kube, 2*time.Second, 1<<20)
+	loader, err := policycache.NewLoader(kube, policycache.WithTimeout(2*time.Second), policycache.WithMaxBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
 	eng, err := engine.New(engine.WithContextLoader(loader))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +115,7 @@ spec:
 	// The set evaluates: a Pod without labels fails, a legacy one is exempt.
 	for name, want := range map[string]engine.Status{"web": engine.StatusFail, "legacy-db": engine.StatusSkip} {
 		pod := unstr(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: "+name+", namespace: team}\n").Object
-		resps, _ := eng.Apply(&engine.Request{Operation: engine.OpCreate, Object: pod}, s)
+		resps, _ := eng.Apply(ctx, &engine.Request{Operation: engine.OpCreate, Object: pod}, s)
 		if len(resps) != 1 || resps[0].Rules[0].Status != want {
 			t.Fatalf("%s: %+v", name, resps)
 		}
@@ -141,7 +144,10 @@ spec:
 	if items, _ := list.(map[string]any)["items"].([]any); len(items) < 1 {
 		t.Fatalf("apiCall list: %v", list)
 	}
-	small := policycache.NewLoader(kube, time.Second, 64)
+	small, err := policycache.NewLoader(kube, policycache.WithTimeout(time.Second), policycache.WithMaxBytes(64))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := small.APICall(ctx, &policy.APICall{URLPath: "/api/v1/namespaces/team/configmaps"}); err == nil {
 		t.Fatal("response over the limit accepted")
 	}

@@ -19,6 +19,17 @@ import (
 // ErrResponseTooLarge is returned for an apiCall answer above the limit.
 var ErrResponseTooLarge = errors.New("apiCall response too large")
 
+// ErrInvalidOption wraps every error from an invalid Loader option.
+var ErrInvalidOption = errors.New("invalid loader option")
+
+// Defaults of a Loader's bounds.
+const (
+	// DefaultTimeout bounds each configMap read and apiCall.
+	DefaultTimeout = 3 * time.Second
+	// DefaultMaxBytes is the largest apiCall response accepted: 2 MiB.
+	DefaultMaxBytes = 2 << 20
+)
+
 // Loader serves rule context entries from the cluster: configMap entries
 // and apiCall entries (GET or POST on the API server's paths), each with a
 // timeout and a response size limit. Service calls, globalReference and
@@ -29,16 +40,45 @@ type Loader struct {
 	maxBytes int
 }
 
-// NewLoader returns a Loader; timeout and maxBytes bound each call
-// (defaults 3 s and 2 MiB).
-func NewLoader(kube kubernetes.Interface, timeout time.Duration, maxBytes int) *Loader {
-	if timeout <= 0 {
-		timeout = 3 * time.Second
+// LoaderOption configures a Loader.
+type LoaderOption func(*Loader) error
+
+// WithTimeout bounds each call to the API server, within the deadline of
+// the evaluation that asks for it. The default is DefaultTimeout.
+func WithTimeout(d time.Duration) LoaderOption {
+	return func(l *Loader) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: timeout must be positive, got %s", ErrInvalidOption, d)
+		}
+		l.timeout = d
+		return nil
 	}
-	if maxBytes <= 0 {
-		maxBytes = 2 << 20
+}
+
+// WithMaxBytes bounds the size of an apiCall response; a larger one is an
+// error wrapping ErrResponseTooLarge. The default is DefaultMaxBytes.
+func WithMaxBytes(n int) LoaderOption {
+	return func(l *Loader) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: response size limit must be positive, got %d", ErrInvalidOption, n)
+		}
+		l.maxBytes = n
+		return nil
 	}
-	return &Loader{kube: kube, timeout: timeout, maxBytes: maxBytes}
+}
+
+// NewLoader returns a Loader reading from kube.
+func NewLoader(kube kubernetes.Interface, opts ...LoaderOption) (*Loader, error) {
+	if kube == nil {
+		return nil, fmt.Errorf("%w: nil kubernetes client", ErrInvalidOption)
+	}
+	l := &Loader{kube: kube, timeout: DefaultTimeout, maxBytes: DefaultMaxBytes}
+	for _, o := range opts {
+		if err := o(l); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 var _ engine.ContextLoader = (*Loader)(nil)

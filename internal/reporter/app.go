@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/discovery"
@@ -20,9 +19,9 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -31,36 +30,18 @@ import (
 // ErrInvalidConfig wraps configuration errors.
 var ErrInvalidConfig = errors.New("invalid reporter config")
 
-// Log formats.
-const (
-	LogFormatJSON    = "json"
-	LogFormatConsole = "console"
-)
-
 // Config is the reporter service's configuration.
 type Config struct {
-	// Kubeconfig is a kubeconfig file; empty means in-cluster.
-	Kubeconfig string
-	// APIQPS and APIBurst bound all requests to the API server (client-go's
-	// limiter); WriteQPS and WriteBurst bound report writes (create, apply,
-	// delete) within them.
-	APIQPS     float64
-	APIBurst   int
+	// Kube is how the reporter reaches the API server: all its requests,
+	// within which WriteQPS and WriteBurst bound report writes (create,
+	// apply, delete).
+	Kube       service.KubeConfig
 	WriteQPS   float64
 	WriteBurst int
-	// APITimeout bounds one API request.
-	APITimeout time.Duration
 
-	// NATSURLs are the JetStream servers; NATSCredentials a creds file.
-	NATSURLs        []string
-	NATSCredentials string
-	// StreamReplicas is the replica count the streams are provisioned
-	// with (1, or 3 or 5 in a NATS cluster).
-	StreamReplicas int
-	// Streams are the streams' size limits. Full streams refuse new
-	// messages. Every service that provisions the streams must use the
-	// same values.
-	Streams queue.StreamLimits
+	// NATS is the JetStream connection and the streams' replicas and
+	// limits (the same on every service).
+	NATS service.NATSConfig
 
 	// VerifyGrace is how long after a result was stored its resource may
 	// still be missing (a CREATE is evaluated before the object is
@@ -96,21 +77,16 @@ type Config struct {
 	// ProbeAddress serves /metrics, /healthz and /readyz over plain HTTP
 	// (empty: none).
 	ProbeAddress string
-	LogLevel     string
-	LogFormat    string
+	Log          service.LogConfig
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		APIQPS:          100,
-		APIBurst:        200,
+		Kube:            service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
 		WriteQPS:        50,
 		WriteBurst:      100,
-		APITimeout:      30 * time.Second,
-		NATSURLs:        []string{"nats://127.0.0.1:4222"},
-		StreamReplicas:  1,
-		Streams:         queue.DefaultStreamLimits(),
+		NATS:            service.DefaultNATSConfig(),
 		VerifyGrace:     30 * time.Second,
 		CoalesceWindow:  250 * time.Millisecond,
 		Concurrency:     64,
@@ -122,34 +98,23 @@ func DefaultConfig() Config {
 		ScanInterval:    time.Hour,
 		ScanConcurrency: 2,
 		ProbeAddress:    ":8080",
-		LogLevel:        "info",
-		LogFormat:       LogFormatJSON,
+		Log:             service.DefaultLogConfig(),
 	}
 }
 
 // Validate checks the config.
 func (c *Config) Validate() error {
 	var errs []error
-	if len(c.NATSURLs) == 0 {
-		errs = append(errs, errors.New("at least one NATS URL is required"))
-	}
-	if c.StreamReplicas != 1 && c.StreamReplicas != 3 && c.StreamReplicas != 5 {
-		errs = append(errs, fmt.Errorf("stream replicas %d: must be 1, 3 or 5", c.StreamReplicas))
-	}
-	if err := c.Streams.Validate(); err != nil {
-		errs = append(errs, err)
+	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Log.Validate()} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.VerifyGrace < time.Second {
 		errs = append(errs, fmt.Errorf("verify grace %s: at least 1s", c.VerifyGrace))
 	}
-	if c.APIQPS <= 0 || c.APIBurst < 1 {
-		errs = append(errs, fmt.Errorf("API QPS %v and burst %d must be positive", c.APIQPS, c.APIBurst))
-	}
 	if c.WriteQPS <= 0 || c.WriteBurst < 1 {
 		errs = append(errs, fmt.Errorf("write QPS %v and burst %d must be positive", c.WriteQPS, c.WriteBurst))
-	}
-	if c.APITimeout <= 0 {
-		errs = append(errs, fmt.Errorf("API timeout %s must be positive", c.APITimeout))
 	}
 	if c.CoalesceWindow <= 0 {
 		errs = append(errs, fmt.Errorf("coalesce window %s must be positive", c.CoalesceWindow))
@@ -175,28 +140,10 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %s must be positive", c.ShutdownTimeout))
 	}
-	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
-		errs = append(errs, fmt.Errorf("log level %q: trace, debug, info, warn or error", c.LogLevel))
-	}
-	if c.LogFormat != LogFormatJSON && c.LogFormat != LogFormatConsole {
-		errs = append(errs, fmt.Errorf("log format %q: json or console", c.LogFormat))
-	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
 	return nil
-}
-
-// NewLogger returns the service's logger writing to w.
-func NewLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil {
-		return zerolog.Nop(), fmt.Errorf("%w: log level: %w", ErrInvalidConfig, err)
-	}
-	if format == LogFormatConsole {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
-	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
 // deps are the clients both commands use.
@@ -215,18 +162,10 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig == "" {
-		rc, err = rest.InClusterConfig()
-	} else {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	}
+	rc, err := cfg.Kube.REST("verdict-reporter")
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
+		return nil, err
 	}
-	rc.QPS, rc.Burst, rc.Timeout = float32(cfg.APIQPS), cfg.APIBurst, cfg.APITimeout
-	rc.UserAgent = "verdict-reporter"
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -243,8 +182,7 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := service.NewRegistry()
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -253,11 +191,7 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, err
 	}
-	qopts := []queue.ConnOption{queue.WithURL(cfg.NATSURLs...), queue.WithName(name), queue.WithLogger(log), queue.WithRegisterer(reg)}
-	if cfg.NATSCredentials != "" {
-		qopts = append(qopts, queue.WithCredentialsFile(cfg.NATSCredentials))
-	}
-	conn, err := queue.Connect(ctx, qopts...)
+	conn, err := queue.Connect(ctx, cfg.NATS.ConnOptions(name, log, reg)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
@@ -331,10 +265,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 
 // provisionOptions are the streams and consumers the reporter provisions.
 func provisionOptions(cfg Config) []queue.ProvisionOption {
-	return append(cfg.Streams.ProvisionOptions(),
-		queue.WithReplicas(cfg.StreamReplicas),
-		queue.WithConsumers(consumers(cfg)...),
-	)
+	return append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(consumers(cfg)...))
 }
 
 // consumers are the reporter's durable consumers with its settings.
@@ -359,7 +290,11 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	eng, err := engine.New(engine.WithContextLoader(policycache.NewLoader(kube, 3*time.Second, 2<<20)))
+	loader, err := policycache.NewLoader(kube)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(engine.WithContextLoader(loader))
 	if err != nil {
 		return nil, err
 	}

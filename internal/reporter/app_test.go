@@ -26,23 +26,23 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		"defaults":          {mod: func(*Config) {}},
-		"no nats":           {mod: func(c *Config) { c.NATSURLs = nil }, want: "NATS URL"},
-		"two replicas":      {mod: func(c *Config) { c.StreamReplicas = 2 }, want: "stream replicas 2"},
+		"no nats":           {mod: func(c *Config) { c.NATS.URLs = nil }, want: "nats-url"},
+		"two replicas":      {mod: func(c *Config) { c.NATS.StreamReplicas = 2 }, want: "stream-replicas 2"},
 		"zero window":       {mod: func(c *Config) { c.CoalesceWindow = 0 }, want: "coalesce window"},
-		"negative api qps":  {mod: func(c *Config) { c.APIQPS = -1 }, want: "API QPS"},
+		"negative api qps":  {mod: func(c *Config) { c.Kube.QPS = -1 }, want: "api-qps"},
 		"zero write burst":  {mod: func(c *Config) { c.WriteBurst = 0 }, want: "write QPS"},
 		"no flush workers":  {mod: func(c *Config) { c.FlushWorkers = 0 }, want: "flush workers"},
-		"bad format":        {mod: func(c *Config) { c.LogFormat = "xml" }, want: "log format"},
+		"bad format":        {mod: func(c *Config) { c.Log.Format = "xml" }, want: "log-format"},
 		"several problems":  {mod: func(c *Config) { c.Attempts, c.ShutdownTimeout = 0, 0 }, want: "attempts 0"},
-		"empty log level":   {mod: func(c *Config) { c.LogLevel = "" }, want: "log level"},
+		"empty log level":   {mod: func(c *Config) { c.Log.Level = "" }, want: "log-level"},
 		"huge concurrency":  {mod: func(c *Config) { c.Concurrency = 501 }, want: "concurrency 501"},
-		"zero api timeout":  {mod: func(c *Config) { c.APITimeout = 0 }, want: "API timeout"},
+		"zero api timeout":  {mod: func(c *Config) { c.Kube.Timeout = -1 }, want: "api-timeout"},
 		"zero concurrency":  {mod: func(c *Config) { c.Concurrency = 0 }, want: "concurrency 0"},
 		"shutdown too soon": {mod: func(c *Config) { c.ShutdownTimeout = -time.Second }, want: "shutdown timeout"},
-		"no history":        {mod: func(c *Config) { c.Streams.ResultHistory = 0 }, want: "result history 0"},
-		"tiny results":      {mod: func(c *Config) { c.Streams.ResultsMaxBytes = 1000 }, want: "results max bytes"},
-		"no work messages":  {mod: func(c *Config) { c.Streams.WorkMaxMsgs = 0 }, want: "work max messages"},
-		"tiny work":         {mod: func(c *Config) { c.Streams.WorkMaxBytes = 1 }, want: "work max bytes"},
+		"no history":        {mod: func(c *Config) { c.NATS.Streams.ResultHistory = 0 }, want: "result history 0"},
+		"tiny results":      {mod: func(c *Config) { c.NATS.Streams.ResultsMaxBytes = 1000 }, want: "results max bytes"},
+		"no work messages":  {mod: func(c *Config) { c.NATS.Streams.WorkMaxMsgs = 0 }, want: "work max messages"},
+		"tiny work":         {mod: func(c *Config) { c.NATS.Streams.WorkMaxBytes = 1 }, want: "work max bytes"},
 		"no grace":          {mod: func(c *Config) { c.VerifyGrace = 0 }, want: "verify grace"},
 	}
 	for name, tc := range tests {
@@ -114,8 +114,8 @@ func TestE2EService(t *testing.T) {
 	l.Close()
 
 	cfg := DefaultConfig()
-	cfg.Kubeconfig = shared.KubeconfigPath()
-	cfg.NATSURLs = []string{e.nats.ClientURL()}
+	cfg.Kube.Kubeconfig = shared.KubeconfigPath()
+	cfg.NATS.URLs = []string{e.nats.ClientURL()}
 	cfg.ProbeAddress = probe
 	cfg.CoalesceWindow = 50 * time.Millisecond
 	runCtx, stop := context.WithCancel(ctx)

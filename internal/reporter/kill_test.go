@@ -52,14 +52,14 @@ const (
 // code.
 func reporterChild() int {
 	cfg := DefaultConfig()
-	cfg.Kubeconfig = os.Getenv(envChildKubeconfig)
-	cfg.NATSURLs = []string{os.Getenv(envChildNATS)}
+	cfg.Kube.Kubeconfig = os.Getenv(envChildKubeconfig)
+	cfg.NATS.URLs = []string{os.Getenv(envChildNATS)}
 	cfg.ProbeAddress = ""
 	cfg.Scan = false // the projector is under test
-	cfg.APIQPS, cfg.APIBurst, cfg.WriteQPS, cfg.WriteBurst = 2000, 4000, 2000, 2000
+	cfg.Kube.QPS, cfg.Kube.Burst, cfg.WriteQPS, cfg.WriteBurst = 2000, 4000, 2000, 2000
 	cfg.CoalesceWindow = 100 * time.Millisecond
 	cfg.AckWait = killAckWait
-	log, err := NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	log, err := cfg.Log.Logger(os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

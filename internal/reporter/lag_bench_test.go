@@ -117,7 +117,8 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 		b.Fatal(err)
 	}
 	app := webhookapp.DefaultConfig()
-	app.NATSURLs, app.ResultBuffer = []string{nats.ClientURL()}, 100_000
+	app.Mode = webhookapp.ModeFiles
+	app.NATS.URLs, app.ResultBuffer = []string{nats.ClientURL()}, 100_000
 	wcfg := &app.Webhook
 	wcfg.Address, wcfg.ProbeAddress = addr, ""
 	wcfg.CertFile, wcfg.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
@@ -126,7 +127,7 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	wctx, stopWebhook := context.WithCancel(context.WithoutCancel(ctx))
 	webhookDone := make(chan error, 1)
 	go func() {
-		webhookDone <- webhookapp.RunFiles(wctx, app, zerolog.Nop())
+		webhookDone <- webhookapp.Run(wctx, app, zerolog.Nop())
 	}()
 	b.Cleanup(func() {
 		stopWebhook()

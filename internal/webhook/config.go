@@ -6,9 +6,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/verdict-dev/verdict/internal/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/service"
 )
 
 // WorkFailureMode is what the webhook answers when generate work cannot be
@@ -32,12 +31,6 @@ const shutdownReserve = time.Second
 // ShutdownReserve is what Serve leaves of the shutdown budget to its
 // caller, to close its connections.
 func ShutdownReserve() time.Duration { return shutdownReserve }
-
-// Log formats.
-const (
-	LogFormatJSON    = "json"
-	LogFormatConsole = "console"
-)
 
 // Config is the configuration of the webhook service. DefaultConfig gives
 // the defaults; services/webhook binds every field to a kebab-case flag.
@@ -108,9 +101,8 @@ type Config struct {
 	// cluster-backed source replaces it when the informers arrive.
 	PolicyPaths []string
 
-	// LogLevel is a zerolog level name; LogFormat is json or console.
-	LogLevel  string
-	LogFormat string
+	// Log is the logger's level and format.
+	Log service.LogConfig
 }
 
 // DefaultConfig returns the defaults: listen on :9443, 8 MiB bodies, 10s
@@ -134,8 +126,7 @@ func DefaultConfig() Config {
 		ShutdownGracePeriod:      15 * time.Second,
 		FlushTimeout:             4 * time.Second,
 		ShutdownBudget:           25 * time.Second,
-		LogLevel:                 "info",
-		LogFormat:                LogFormatJSON,
+		Log:                      service.DefaultLogConfig(),
 	}
 }
 
@@ -198,13 +189,8 @@ func (c *Config) Validate() error {
 			bad("excluded-resources: %v", err)
 		}
 	}
-	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil {
-		bad("log-level %q: %v", c.LogLevel, err)
-	}
-	switch c.LogFormat {
-	case LogFormatJSON, LogFormatConsole:
-	default:
-		bad("log-format must be json or console, not %q", c.LogFormat)
+	if err := c.Log.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	return errors.Join(errs...)
 }

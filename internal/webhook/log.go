@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"context"
-	"io"
-	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -32,19 +30,6 @@ const (
 	keySubresource = "subresource"
 	keyDryRun      = "dryRun"
 )
-
-// NewLogger returns the service's logger: JSON lines, or a console format
-// for people, at the given level.
-func NewLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil {
-		return zerolog.Nop(), err
-	}
-	if format == LogFormatConsole {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
-	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
-}
 
 // logFrom returns the logger carried by ctx, or a disabled one.
 func logFrom(ctx context.Context) *zerolog.Logger {

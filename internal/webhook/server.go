@@ -148,7 +148,7 @@ func WithRegistry(r Registry) Option {
 }
 
 // WithLogger sets the logger. Without it, New builds one from
-// Config.LogLevel and Config.LogFormat on standard error.
+// Config.Log on standard error.
 func WithLogger(l zerolog.Logger) Option {
 	return func(s *Server) error {
 		s.log, s.logSet = l, true
@@ -207,7 +207,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}
 	}
 	if !s.logSet {
-		l, err := NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+		l, err := cfg.Log.Logger(os.Stderr)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}

@@ -439,8 +439,8 @@ func TestConfigValidate(t *testing.T) {
 		"cert without key":      {mod: func(c *Config) { c.CertFile = "tls.crt" }, want: "go together"},
 		"zero body limit":       {mod: func(c *Config) { c.MaxRequestBytes = 0 }, want: "max-request-bytes"},
 		"negative delay":        {mod: func(c *Config) { c.ShutdownDelay = -time.Second }, want: "shutdown-delay"},
-		"bad log level":         {mod: func(c *Config) { c.LogLevel = "loud" }, want: "log-level"},
-		"bad log format":        {mod: func(c *Config) { c.LogFormat = "xml" }, want: "log-format"},
+		"bad log level":         {mod: func(c *Config) { c.Log.Level = "loud" }, want: "log-level"},
+		"bad log format":        {mod: func(c *Config) { c.Log.Format = "xml" }, want: "log-format"},
 		"zero publish deadline": {mod: func(c *Config) { c.WorkPublishTimeout = 0 }, want: "work-publish-timeout"},
 	}
 	for name, tc := range cases {

@@ -14,15 +14,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/verdict-dev/verdict/internal/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/certs"
@@ -30,20 +26,46 @@ import (
 	"github.com/verdict-dev/verdict/internal/leader"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/registrar"
+	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // ErrInvalidConfig wraps configuration errors.
 var ErrInvalidConfig = errors.New("invalid webhook service config")
 
-// Config is the cluster configuration of the webhook service.
-type Config struct {
-	Webhook webhook.Config
+// Mode is where the webhook takes its policies and certificate from.
+type Mode string
 
-	// Kubeconfig is a kubeconfig file; empty means in-cluster.
-	Kubeconfig string
+// Modes.
+const (
+	// ModeCluster: policies from the API server (informers), the serving
+	// certificate from a Secret, a leader-elected registrar and
+	// certificate renewer. What runs in a cluster.
+	ModeCluster Mode = "cluster"
+	// ModeFiles: policies (Webhook.PolicyPaths) and the certificate
+	// (Webhook.CertFile, KeyFile) from files; no API server. For local
+	// runs and benchmarks.
+	ModeFiles Mode = "files"
+)
+
+// Config is the configuration of the webhook service, in either mode.
+// Results and generate work go to JetStream (NATS) in both.
+type Config struct {
+	// Mode is cluster (the default) or files.
+	Mode Mode
+
+	Webhook webhook.Config
+	// NATS is the JetStream connection and the streams' replicas and
+	// limits (the same on every service).
+	NATS service.NATSConfig
+	// ResultBuffer bounds the results waiting to be published.
+	ResultBuffer int
+
+	// The rest is cluster mode's.
+
+	// Kube is how the webhook reaches the API server.
+	Kube service.KubeConfig
 	// Namespace is Verdict's namespace: Lease, Secrets, and a namespace
 	// the webhooks skip.
 	Namespace string
@@ -76,25 +98,16 @@ type Config struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
-
-	// NATSURLs are the JetStream servers; NATSCredentials a creds file.
-	NATSURLs        []string
-	NATSCredentials string
-	// StreamReplicas is the replica count of the streams (1, or 3 in a
-	// NATS cluster).
-	StreamReplicas int
-	// Streams are the streams' size limits; every service that
-	// provisions them must use the same values.
-	Streams queue.StreamLimits
-	// ResultBuffer bounds the results waiting to be published.
-	ResultBuffer int
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
+		Mode:              ModeCluster,
 		Webhook:           webhook.DefaultConfig(),
+		NATS:              service.DefaultNATSConfig(),
+		Kube:              service.DefaultKubeConfig(),
 		Namespace:         "verdict",
 		Identity:          host,
 		ServiceName:       "verdict-webhook",
@@ -107,56 +120,77 @@ func DefaultConfig() Config {
 		LeaseDuration:     15 * time.Second,
 		RenewDeadline:     10 * time.Second,
 		RetryPeriod:       2 * time.Second,
-		NATSURLs:          []string{"nats://127.0.0.1:4222"},
 		RenewInterval:     time.Minute,
 		ReconcileInterval: 30 * time.Second,
-		StreamReplicas:    1,
-		Streams:           queue.DefaultStreamLimits(),
 		ResultBuffer:      10000,
 	}
 }
 
-// Validate checks the config.
+// Validate returns every problem of the configuration, each wrapping
+// ErrInvalidConfig.
 func (c *Config) Validate() error {
-	if c.Namespace == "" || c.Identity == "" {
-		return fmt.Errorf("%w: namespace and identity are required", ErrInvalidConfig)
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...)))
 	}
-	if c.WebhookURL == "" && c.ServiceName == "" {
-		return fmt.Errorf("%w: a service name or a webhook URL is required", ErrInvalidConfig)
+	wrap := func(err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		}
 	}
-	if len(c.NATSURLs) == 0 {
-		return fmt.Errorf("%w: at least one NATS URL is required", ErrInvalidConfig)
+	wrap(c.Webhook.Validate())
+	wrap(c.NATS.Validate())
+	if c.ResultBuffer < 1 {
+		bad("result-buffer %d must be positive", c.ResultBuffer)
 	}
-	if c.StreamReplicas != 1 && c.StreamReplicas != 3 && c.StreamReplicas != 5 {
-		return fmt.Errorf("%w: stream replicas must be 1, 3 or 5", ErrInvalidConfig)
+	switch c.Mode {
+	case ModeCluster:
+		wrap(c.Kube.Validate())
+		if c.Namespace == "" || c.Identity == "" {
+			bad("namespace and identity are required")
+		}
+		if c.WebhookURL == "" && c.ServiceName == "" {
+			bad("a service name or a webhook URL is required")
+		}
+		if len(c.Webhook.PolicyPaths) > 0 {
+			bad("--policies is files mode's: in cluster mode policies come from the API server")
+		}
+		if c.Webhook.CertFile != "" {
+			bad("--tls-cert-file is files mode's: in cluster mode the certificate comes from the --tls-secret Secret")
+		}
+	case ModeFiles:
+		if len(c.Webhook.PolicyPaths) == 0 {
+			bad("files mode needs --policies")
+		}
+		if c.Webhook.CertFile == "" {
+			bad("files mode needs --tls-cert-file and --tls-private-key-file")
+		}
+	default:
+		bad("mode %q: cluster or files", c.Mode)
 	}
-	if err := c.Streams.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // queueSettings are the JetStream settings of the config.
 func (c *Config) queueSettings() queueSettings {
-	return queueSettings{
-		urls: c.NATSURLs, credentials: c.NATSCredentials, identity: c.Identity,
-		replicas: c.StreamReplicas, buffer: c.ResultBuffer,
-		provision: c.Streams.ProvisionOptions(),
-	}
+	return queueSettings{nats: c.NATS, identity: c.Identity, buffer: c.ResultBuffer}
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return rest.InClusterConfig()
-	}
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
-}
-
-// Run runs the service until ctx ends, then shuts down gracefully.
+// Run runs the service in its mode until ctx ends, then shuts down
+// gracefully.
 func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if cfg.Mode == ModeFiles {
+		return runFiles(ctx, cfg, log)
+	}
+	return runCluster(ctx, cfg, log)
+}
+
+// runCluster serves policies from the API server, with the leader's
+// registrar and certificate renewer.
+func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	// Verdict's own namespace is excluded from every webhook.
 	cfg.Webhook.ExcludedNamespaces = append(slices.Clone(cfg.Webhook.ExcludedNamespaces), cfg.Namespace)
 	filter, err := cfg.Webhook.Filter()
@@ -164,11 +198,10 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	kubeutil.RouteKlog(log)
-	rc, err := restConfig(cfg.Kubeconfig)
+	rc, err := cfg.Kube.REST("verdict-webhook")
 	if err != nil {
-		return fmt.Errorf("kubernetes client config: %w", err)
+		return err
 	}
-	rc.QPS, rc.Burst = 50, 100
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -178,8 +211,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	ctx = log.WithContext(ctx)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := service.NewRegistry()
 
 	// JetStream: every replica provisions (idempotent), publishes results
 	// asynchronously and work synchronously; nothing waits for NATS to be
@@ -190,7 +222,10 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	defer js.close(ctx)
 
-	loader := policycache.NewLoader(kube, 3*time.Second, 2<<20)
+	loader, err := policycache.NewLoader(kube)
+	if err != nil {
+		return err
+	}
 	eng, err := engine.New(engine.WithContextLoader(loader))
 	if err != nil {
 		return err

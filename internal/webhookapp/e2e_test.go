@@ -100,8 +100,9 @@ func pod(name string, privileged bool) *corev1.Pod {
 	return p
 }
 
-// TestE2EWebhook runs the service against a real kube-apiserver and a real
-// JetStream: it registers itself, denies an Enforce violation with the
+// TestE2EWebhook runs the service (cluster mode) against a real
+// kube-apiserver and a real JetStream that takes only its NKey: it
+// registers itself, denies an Enforce violation with the
 // rule's message, admits and mutates a compliant Pod, publishes the audit
 // results, and refuses an invalid policy at create time.
 func TestE2EWebhook(t *testing.T) {
@@ -123,7 +124,9 @@ func TestE2EWebhook(t *testing.T) {
 		}
 	}
 
-	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir()})
+	// JetStream lets in one NKey user: the service's credentials are used.
+	seedFile, public := nkeySeedFile(t)
+	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +134,14 @@ func TestE2EWebhook(t *testing.T) {
 
 	port := freePort(t)
 	cfg := webhookapp.DefaultConfig()
-	cfg.Kubeconfig = cp.KubeconfigPath()
+	cfg.Kube.Kubeconfig = cp.KubeconfigPath()
 	cfg.Identity = "replica-a"
 	cfg.WebhookURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	cfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
 	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", port)
 	cfg.Webhook.ShutdownDelay = 0
-	cfg.NATSURLs = []string{nats.ClientURL()}
+	cfg.NATS.URLs = []string{nats.ClientURL()}
+	cfg.NATS.NKeyFile = seedFile
 	cfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 	appCtx, stop := context.WithCancel(ctx)
@@ -185,7 +189,7 @@ func TestE2EWebhook(t *testing.T) {
 	}
 
 	// The audit policy's failure is in VERDICT_RESULTS, under the pod's uid.
-	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()))
+	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithNKeyFile(seedFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,14 +90,14 @@ func (e *env) startReplica(t *testing.T, id, url string, mod func(*webhookapp.Co
 		url = fmt.Sprintf("https://127.0.0.1:%d", r.port)
 	}
 	cfg := webhookapp.DefaultConfig()
-	cfg.Kubeconfig = e.cp.KubeconfigPath()
+	cfg.Kube.Kubeconfig = e.cp.KubeconfigPath()
 	cfg.Identity = id
 	cfg.WebhookURL = url
 	cfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
 	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", r.port)
 	cfg.Webhook.ProbeAddress = fmt.Sprintf("127.0.0.1:%d", r.probe)
 	cfg.Webhook.ShutdownDelay = 500 * time.Millisecond
-	cfg.NATSURLs = []string{fmt.Sprintf("nats://127.0.0.1:%d", e.port)}
+	cfg.NATS.URLs = []string{fmt.Sprintf("nats://127.0.0.1:%d", e.port)}
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 	cfg.ReconcileInterval = 2 * time.Second
 	cfg.Webhook.ClientCAFile = e.cp.WebhookClientCAFile()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -16,12 +17,9 @@ const keyAttempt = "attempt"
 
 // queueSettings are what the webhook needs of JetStream.
 type queueSettings struct {
-	urls        []string
-	credentials string
-	identity    string
-	replicas    int
-	buffer      int
-	provision   []queue.ProvisionOption
+	nats     service.NATSConfig
+	identity string
+	buffer   int
 }
 
 // jetStream is the webhook's side of JetStream: a connection that may not
@@ -43,13 +41,7 @@ type jetStream struct {
 // Config.OnWorkPublishFailure decides. Streams are provisioned in the
 // background, retried until they are.
 func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry, log zerolog.Logger) (*jetStream, error) {
-	opts := []queue.ConnOption{
-		queue.WithURL(qs.urls...), queue.WithName("verdict-webhook-" + qs.identity),
-		queue.WithBackgroundConnect(), queue.WithLogger(log), queue.WithRegisterer(reg),
-	}
-	if qs.credentials != "" {
-		opts = append(opts, queue.WithCredentialsFile(qs.credentials))
-	}
+	opts := append(qs.nats.ConnOptions("verdict-webhook-"+qs.identity, log, reg), queue.WithBackgroundConnect())
 	conn, err := queue.Connect(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nats client: %w", err)
@@ -65,7 +57,7 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 		return nil, err
 	}
 	js := &jetStream{conn: conn, pub: pub, results: results, work: &workSink{conn: conn}, log: log}
-	popts := append([]queue.ProvisionOption{queue.WithReplicas(qs.replicas), queue.WithConsumers()}, qs.provision...)
+	popts := append(qs.nats.ProvisionOptions(), queue.WithConsumers())
 	go js.provision(ctx, popts)
 	return js, nil
 }

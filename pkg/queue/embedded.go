@@ -37,6 +37,10 @@ type EmbeddedConfig struct {
 	// ReadyTimeout bounds the wait for the server to take connections.
 	// Default 10s.
 	ReadyTimeout time.Duration
+	// NKeyUsers, when set, are the public NKeys of the only users allowed
+	// to connect (clients authenticate with WithNKeyFile); empty lets
+	// anyone connect.
+	NKeyUsers []string
 }
 
 // EmbeddedCluster is the cluster part of EmbeddedConfig.
@@ -86,6 +90,9 @@ func RunEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	if cfg.Port == 0 {
 		opts.Port = server.RANDOM_PORT
+	}
+	for _, pub := range cfg.NKeyUsers {
+		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub})
 	}
 	if c := cfg.Cluster; c != nil {
 		if c.Name == "" || c.Port <= 0 || cfg.Name == "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -30,14 +31,17 @@ func TestFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := reporter.Config{
-		Kubeconfig: "/k/config",
-		APIQPS:     20, APIBurst: 40, WriteQPS: 5.5, WriteBurst: 10, APITimeout: 10 * time.Second,
-		NATSURLs:        []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"},
-		NATSCredentials: "/n/creds", StreamReplicas: 3,
-		Streams: queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20}, VerifyGrace: time.Minute,
+		Kube:     service.KubeConfig{Kubeconfig: "/k/config", QPS: 20, Burst: 40, Timeout: 10 * time.Second},
+		WriteQPS: 5.5, WriteBurst: 10,
+		NATS: service.NATSConfig{
+			URLs:        []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"},
+			Credentials: "/n/creds", StreamReplicas: 3,
+			Streams: queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20},
+		},
+		VerifyGrace: time.Minute,
 		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,
 		AckWait: 12 * time.Second, Scan: false, ScanInterval: 10 * time.Minute, ScanConcurrency: 3,
-		ProbeAddress: ":9090", LogLevel: "debug", LogFormat: "console",
+		ProbeAddress: ":9090", Log: service.LogConfig{Level: "debug", Format: "console"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config\n%+v\nwant\n%+v", cfg, want)
@@ -63,7 +67,7 @@ func TestExitCodes(t *testing.T) {
 		"too much concurrency": {args: []string{"--concurrency=1000"}, code: exitUsage, out: "concurrency 1000"},
 		"short ack wait":       {args: []string{"--ack-wait=1s"}, code: exitUsage, out: "ack wait"},
 		"bad scan interval":    {args: []string{"--scan-interval=10ms"}, code: exitUsage, out: "scan interval"},
-		"bad log level":        {args: []string{"--log-level=loud"}, code: exitUsage, out: "log level"},
+		"bad log level":        {args: []string{"--log-level=loud"}, code: exitUsage, out: "log-level"},
 		"history too long":     {args: []string{"--result-history=100"}, code: exitUsage, out: "result history 100"},
 		"bytes not a quantity": {args: []string{"--results-max-bytes=lots"}, code: exitUsage, out: "results-max-bytes"},
 		"results too small":    {args: []string{"--results-max-bytes=1Ki"}, code: exitUsage, out: "results max bytes"},

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/verdict-dev/verdict/internal/queueflags"
+	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 )
@@ -59,21 +59,24 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 		}
 		return nil
 	})
-	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error")
-	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "json or console")
+	service.BindLogFlags(fs, &cfg.Log)
 }
 
-// clusterFlags are the choices that are not part of a config struct.
-type clusterFlags struct {
-	enabled bool
-	natsSet bool
+// clusterOnly are the flags of cluster mode; files mode refuses them.
+var clusterOnly = []string{
+	"kubeconfig", "api-qps", "api-burst", "api-timeout", "namespace", "identity", "service-name", "service-port",
+	"webhook-url", "register-webhooks", "renew-certificates", "ca-secret", "tls-secret", "certificate-ips", "lease-name",
 }
 
-// bindClusterFlags binds the cluster mode's settings.
-func bindClusterFlags(fs *flag.FlagSet, cfg *webhookapp.Config) *clusterFlags {
-	cf := &clusterFlags{}
-	fs.BoolVar(&cf.enabled, "cluster", false, "cluster mode: policies from the API server (informers), results and work to JetStream, leader-elected registrar and certificate renewer")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", cfg.Kubeconfig, "kubeconfig file (empty: in-cluster config)")
+// bindServiceFlags binds the mode, JetStream and cluster mode's settings.
+func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
+	fs.Func("mode", "cluster (policies from the API server, certificate from a Secret, leader-elected registrar and renewer) or files (policies and certificate from files) (default "+string(cfg.Mode)+")", func(s string) error {
+		cfg.Mode = webhookapp.Mode(s)
+		return nil
+	})
+	service.BindNATSFlags(fs, &cfg.NATS)
+	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
+	service.BindKubeFlags(fs, &cfg.Kube)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: Lease, Secrets; also skipped by the webhooks")
 	fs.StringVar(&cfg.Identity, "identity", cfg.Identity, "this replica's name in the Lease (the pod name)")
 	fs.StringVar(&cfg.ServiceName, "service-name", cfg.ServiceName, "the webhook's Service")
@@ -98,20 +101,4 @@ func bindClusterFlags(fs *flag.FlagSet, cfg *webhookapp.Config) *clusterFlags {
 		return nil
 	})
 	fs.StringVar(&cfg.LeaseName, "lease-name", cfg.LeaseName, "the Lease leaders take")
-	fs.Func("nats-url", "JetStream server URL (repeatable, or comma-separated; default nats://127.0.0.1:4222)", func(s string) error {
-		if !cf.natsSet {
-			cfg.NATSURLs, cf.natsSet = nil, true
-		}
-		for _, u := range strings.Split(s, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				cfg.NATSURLs = append(cfg.NATSURLs, u)
-			}
-		}
-		return nil
-	})
-	fs.StringVar(&cfg.NATSCredentials, "nats-credentials", cfg.NATSCredentials, "NATS credentials file")
-	fs.IntVar(&cfg.StreamReplicas, "stream-replicas", cfg.StreamReplicas, "replicas of the JetStream streams (1, or 3 with a NATS cluster)")
-	queueflags.BindStreamLimits(fs, &cfg.Streams)
-	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
-	return cf
 }

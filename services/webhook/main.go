@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/verdict-dev/verdict/internal/webhook"
@@ -28,15 +30,14 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-// run parses the flags into a Config, runs the webhook until SIGTERM or
-// SIGINT and maps the outcome to an exit code.
+// run parses the flags into a Config, runs the webhook in its mode until
+// SIGTERM or SIGINT and maps the outcome to an exit code.
 func run(args []string, stderr io.Writer) int {
 	app := webhookapp.DefaultConfig()
-	cfg := &app.Webhook
 	fs := flag.NewFlagSet("webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	bindFlags(fs, cfg)
-	cluster := bindClusterFlags(fs, &app)
+	bindFlags(fs, &app.Webhook)
+	bindServiceFlags(fs, &app)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -47,44 +48,23 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
 		return exitUsage
 	}
-	if cluster.enabled {
-		return runCluster(app, stderr)
-	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	var err error
-	if cluster.natsSet {
-		// Files for policies and certificates, JetStream for results.
-		log, lerr := webhook.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-		if lerr != nil {
-			fmt.Fprintln(stderr, lerr)
+	if app.Mode == webhookapp.ModeFiles {
+		var refused []string
+		fs.Visit(func(f *flag.Flag) {
+			if slices.Contains(clusterOnly, f.Name) {
+				refused = append(refused, "--"+f.Name)
+			}
+		})
+		if len(refused) > 0 {
+			fmt.Fprintf(stderr, "%s: cluster mode's flags, not used in files mode\n", strings.Join(refused, ", "))
 			return exitUsage
 		}
-		err = webhookapp.RunFiles(ctx, app, log)
-	} else {
-		err = webhook.Run(ctx, *cfg)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "webhook: %v\n", err)
-		if errors.Is(err, webhook.ErrInvalidConfig) {
-			return exitUsage
-		}
-		return exitFailed
-	}
-	return exitOK
-}
-
-// runCluster runs the cluster mode until SIGTERM or SIGINT.
-func runCluster(app webhookapp.Config, stderr io.Writer) int {
 	if err := app.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	log, err := webhook.NewLogger(stderr, app.Webhook.LogLevel, app.Webhook.LogFormat)
+	log, err := app.Webhook.Log.Logger(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
 )
 
@@ -44,7 +45,7 @@ func TestFlags(t *testing.T) {
 		MaxConcurrentEvaluations: 3, EvaluationQueueTimeout: 250 * time.Millisecond,
 		ExcludedNamespaces: []string{"nats", "monitoring", "ci"}, ExcludedResources: []string{"widgets.example.com/status"},
 		PolicyPaths: []string{"/p/a.yaml", "/p/b", "/p/c"},
-		LogLevel:    "debug", LogFormat: "console",
+		Log:         service.LogConfig{Level: "debug", Format: "console"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config\n%+v\nwant\n%+v", cfg, want)
@@ -57,14 +58,21 @@ func TestExitCodes(t *testing.T) {
 		code int
 		out  string
 	}{
-		"help":                  {args: []string{"-h"}, code: exitOK},
-		"unknown flag":          {args: []string{"--nope"}, code: exitUsage, out: "flag provided but not defined"},
-		"invalid config":        {args: []string{"--on-work-publish-failure=maybe"}, code: exitUsage, out: "on-work-publish-failure"},
-		"bad excluded resource": {args: []string{"--excluded-resources=Lease"}, code: exitUsage, out: "excluded-resources"},
-		"shutdown over budget":  {args: []string{"--shutdown-budget=5s"}, code: exitUsage, out: "shutdown-budget"},
-		"bad stream limit":      {args: []string{"--cluster", "--work-max-bytes=1"}, code: exitUsage, out: "work max bytes"},
-		"stray argument":        {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
-		"no policies":           {args: []string{"--tls-cert-file=a", "--tls-private-key-file=b", "--log-level=error"}, code: exitUsage, out: "no policy source"},
+		"help":                        {args: []string{"-h"}, code: exitOK},
+		"unknown flag":                {args: []string{"--nope"}, code: exitUsage, out: "flag provided but not defined"},
+		"invalid config":              {args: []string{"--on-work-publish-failure=maybe"}, code: exitUsage, out: "on-work-publish-failure"},
+		"bad excluded resource":       {args: []string{"--excluded-resources=Lease"}, code: exitUsage, out: "excluded-resources"},
+		"shutdown over budget":        {args: []string{"--shutdown-budget=5s"}, code: exitUsage, out: "shutdown-budget"},
+		"bad stream limit":            {args: []string{"--work-max-bytes=1"}, code: exitUsage, out: "work max bytes"},
+		"stray argument":              {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
+		"unknown mode":                {args: []string{"--mode=local"}, code: exitUsage, out: `mode "local": cluster or files`},
+		"files without policies":      {args: []string{"--mode=files", "--tls-cert-file=a", "--tls-private-key-file=b"}, code: exitUsage, out: "files mode needs --policies"},
+		"files without a certificate": {args: []string{"--mode=files", "--policies=p"}, code: exitUsage, out: "files mode needs --tls-cert-file"},
+		"cluster flag in files mode": {args: []string{"--mode=files", "--policies=p", "--tls-cert-file=a", "--tls-private-key-file=b", "--namespace=x", "--kubeconfig=k"},
+			code: exitUsage, out: "--kubeconfig, --namespace: cluster mode's flags"},
+		"policies in cluster mode":    {args: []string{"--policies=p"}, code: exitUsage, out: "--policies is files mode's"},
+		"certificate in cluster mode": {args: []string{"--tls-cert-file=a", "--tls-private-key-file=b"}, code: exitUsage, out: "--tls-cert-file is files mode's"},
+		"two NATS authentications":    {args: []string{"--nats-credentials=c", "--nats-nkey-file=n"}, code: exitUsage, out: "give one"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,96 @@
+package policycache_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+func TestLoaderOptions(t *testing.T) {
+	kube := &kubernetes.Clientset{}
+	tests := map[string]struct {
+		kube    kubernetes.Interface
+		opts    []policycache.LoaderOption
+		invalid bool
+	}{
+		"defaults":         {kube: kube},
+		"bounds":           {kube: kube, opts: []policycache.LoaderOption{policycache.WithTimeout(time.Second), policycache.WithMaxBytes(64)}},
+		"no client":        {invalid: true},
+		"zero timeout":     {kube: kube, opts: []policycache.LoaderOption{policycache.WithTimeout(0)}, invalid: true},
+		"negative timeout": {kube: kube, opts: []policycache.LoaderOption{policycache.WithTimeout(-time.Second)}, invalid: true},
+		"zero max bytes":   {kube: kube, opts: []policycache.LoaderOption{policycache.WithMaxBytes(0)}, invalid: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			l, err := policycache.NewLoader(tc.kube, tc.opts...)
+			if tc.invalid {
+				if !errors.Is(err, policycache.ErrInvalidOption) || l != nil {
+					t.Fatalf("NewLoader = %v, %v; want an error wrapping ErrInvalidOption", l, err)
+				}
+				return
+			}
+			if err != nil || l == nil {
+				t.Fatalf("NewLoader = %v, %v", l, err)
+			}
+		})
+	}
+}
+
+// TestLoaderBounds checks that the options bound apiCall entries, against
+// a stand-in API server.
+func TestLoaderBounds(t *testing.T) {
+	body := `{"kind":"ConfigMapList","apiVersion":"v1","items":[{"metadata":{"name":"a-config-map-with-a-long-name"}}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		opts    []policycache.LoaderOption
+		path    string
+		wantErr error
+	}{
+		"within the limits": {opts: []policycache.LoaderOption{policycache.WithMaxBytes(len(body))}, path: "/api/v1/configmaps"},
+		"too large":         {opts: []policycache.LoaderOption{policycache.WithMaxBytes(len(body) - 1)}, path: "/api/v1/configmaps", wantErr: policycache.ErrResponseTooLarge},
+		"too slow":          {opts: []policycache.LoaderOption{policycache.WithTimeout(50 * time.Millisecond)}, path: "/slow", wantErr: context.DeadlineExceeded},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			l, err := policycache.NewLoader(kube, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = l.APICall(t.Context(), &policy.APICall{URLPath: tc.path})
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("took %s", took)
+			}
+			if tc.wantErr == nil && err != nil {
+				t.Fatalf("APICall: %v", err)
+			}
+			if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("APICall error = %v, want one wrapping %v", err, tc.wantErr)
+			}
+		})
+	}
+}

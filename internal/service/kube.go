@@ -1,0 +1,65 @@
+package service
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// KubeConfig is how a service reaches the API server.
+type KubeConfig struct {
+	// Kubeconfig is a kubeconfig file; empty means in-cluster.
+	Kubeconfig string
+	// QPS and Burst bound all requests to the API server (client-go's
+	// token bucket).
+	QPS   float64
+	Burst int
+	// Timeout bounds one request (0: none, for watches' sake the service
+	// sets deadlines itself).
+	Timeout time.Duration
+}
+
+// DefaultKubeConfig returns in-cluster access at 50 QPS, burst 100.
+func DefaultKubeConfig() KubeConfig { return KubeConfig{QPS: 50, Burst: 100} }
+
+// Validate returns every problem, each wrapping ErrInvalidConfig.
+func (c KubeConfig) Validate() error {
+	var errs []error
+	if c.QPS <= 0 || c.Burst < 1 {
+		errs = append(errs, fmt.Errorf("%w: api-qps %v and api-burst %d must be positive", ErrInvalidConfig, c.QPS, c.Burst))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: api-timeout %s must not be negative", ErrInvalidConfig, c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// REST returns the rest config, naming the service in the user agent.
+func (c KubeConfig) REST(userAgent string) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if c.Kubeconfig == "" {
+		rc, err = rest.InClusterConfig()
+	} else {
+		rc, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	rc.QPS, rc.Burst, rc.Timeout = float32(c.QPS), c.Burst, c.Timeout
+	rc.UserAgent = userAgent
+	return rc, nil
+}
+
+// BindKubeFlags binds --kubeconfig, --api-qps, --api-burst and
+// --api-timeout.
+func BindKubeFlags(fs *flag.FlagSet, c *KubeConfig) {
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file (empty: in-cluster config)")
+	fs.Float64Var(&c.QPS, "api-qps", c.QPS, "requests per second to the API server, all kinds")
+	fs.IntVar(&c.Burst, "api-burst", c.Burst, "burst of requests to the API server")
+	fs.DurationVar(&c.Timeout, "api-timeout", c.Timeout, "upper bound of one API request (0: none)")
+}
