@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // ResourceRef names one Kubernetes object at one version.
@@ -74,15 +75,16 @@ const (
 	RetractedPolicyDeleted = "policyDeleted"
 )
 
-// WorkKind is what a worker does with a WorkItem.
-type WorkKind string
+// WorkKind is what a worker does with a WorkItem: the work subject's
+// second token, declared once in pkg/queue.
+type WorkKind = queue.WorkKind
 
 // Work kinds.
 const (
-	WorkGenerate WorkKind = "generate"
-	WorkMutate   WorkKind = "mutate"
-	WorkCleanup  WorkKind = "cleanup"
-	WorkScan     WorkKind = "scan"
+	WorkGenerate = queue.WorkGenerate
+	WorkMutate   = queue.WorkMutate
+	WorkCleanup  = queue.WorkCleanup
+	WorkScan     = queue.WorkScan
 )
 
 // WorkItem is one unit of work for the worker services: a generate rule

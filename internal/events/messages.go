@@ -136,3 +136,23 @@ func ScanMessage(item ScanItem, id ...string) (queue.Message, error) {
 	}
 	return queue.Message{Subject: subject, ID: queue.MsgID(append([]string{"scan", key}, id...)...), Data: data}, nil
 }
+
+// WorkMessage is the queue message of a work item: its subject (kind and
+// the policy, rule and trigger) and a deterministic id (a retried publish,
+// or two replicas admitting the same request, collapse).
+func WorkMessage(item WorkItem) (queue.Message, error) {
+	data, err := json.Marshal(item)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	key := item.Policy.Key + "/" + item.Rule + "/" + item.Trigger.UID
+	subject, err := queue.WorkSubject(item.Kind, key)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	return queue.Message{
+		Subject: subject,
+		ID:      queue.MsgID("work", string(item.Kind), item.Policy.UID, item.Policy.ResourceVersion, item.Rule, item.Trigger.UID, item.Trigger.ResourceVersion, item.RequestUID),
+		Data:    data,
+	}, nil
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 func TestResultMessageIDs(t *testing.T) {
@@ -97,5 +98,34 @@ func TestScanMessage(t *testing.T) {
 	}
 	if m, err := ScanMessage(ScanItem{Action: ScanAll}); err != nil || m.Subject != "verdict.work.scan.all" {
 		t.Errorf("all: %s %v", m.Subject, err)
+	}
+}
+
+func TestWorkMessage(t *testing.T) {
+	item := WorkItem{
+		Kind:    WorkGenerate,
+		Policy:  PolicyRef{Key: "add-netpol", UID: "p-1", ResourceVersion: "7"},
+		Rule:    "default-deny",
+		Trigger: ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team.a", UID: "ns-1", ResourceVersion: "3"},
+	}
+	a, err := WorkMessage(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind, _, err := queue.ParseWorkSubject(a.Subject)
+	if err != nil || kind != WorkGenerate {
+		t.Fatalf("subject %q: kind %q, %v", a.Subject, kind, err)
+	}
+	b, _ := WorkMessage(item)
+	if a.ID == "" || a.ID != b.ID || a.Subject != b.Subject {
+		t.Fatalf("not deterministic: %+v %+v", a, b)
+	}
+	item.Trigger.ResourceVersion = "4"
+	if c, _ := WorkMessage(item); c.ID == a.ID || c.Subject != a.Subject {
+		t.Fatal("another trigger version keeps the id, or changes the subject")
+	}
+	item.Kind = "delete-everything"
+	if _, err := WorkMessage(item); !errors.Is(err, queue.ErrInvalidKind) {
+		t.Fatalf("unknown kind: %v", err)
 	}
 }

@@ -29,9 +29,9 @@
 //   - [CertSource] supplies the serving certificate; [FileCertSource]
 //     reloads a certificate and key from files, a Secret-backed source comes
 //     with the certificate renewer.
-//   - [ResultSink] receives rule results without ever blocking the answer;
-//     [AsyncResultSink] puts a bounded buffer in front of a blocking
-//     [ResultPublisher] (the JetStream publisher of VERDICT_RESULTS).
+//   - [ResultSink] receives rule results without ever blocking the answer
+//     (internal/webhookapp's sink hands them to pkg/queue's asynchronous
+//     publisher, a bounded buffer in front of VERDICT_RESULTS).
 //   - [WorkSink] takes generate work, which must be acknowledged within a
 //     deadline before the answer (VERDICT_WORK); what happens when it is not
 //     is Config.OnWorkPublishFailure.

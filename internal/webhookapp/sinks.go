@@ -2,7 +2,6 @@ package webhookapp
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -61,26 +60,8 @@ type workSink struct {
 
 var _ webhook.WorkSink = (*workSink)(nil)
 
-// WorkMessage is the queue message of a work item.
-func WorkMessage(item events.WorkItem) (queue.Message, error) {
-	data, err := json.Marshal(item)
-	if err != nil {
-		return queue.Message{}, err
-	}
-	key := item.Policy.Key + "/" + item.Rule + "/" + item.Trigger.UID
-	subject, err := queue.WorkSubject(queue.WorkKind(item.Kind), key)
-	if err != nil {
-		return queue.Message{}, err
-	}
-	return queue.Message{
-		Subject: subject,
-		ID:      queue.MsgID("work", string(item.Kind), item.Policy.UID, item.Policy.ResourceVersion, item.Rule, item.Trigger.UID, item.Trigger.ResourceVersion, item.RequestUID),
-		Data:    data,
-	}, nil
-}
-
 func (s *workSink) Publish(ctx context.Context, item events.WorkItem) error {
-	m, err := WorkMessage(item)
+	m, err := events.WorkMessage(item)
 	if err != nil {
 		return err
 	}
