@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -94,7 +95,10 @@ type applyResult struct {
 // results written in input order, so that memory does not grow with the
 // input. The table keeps only the rows it prints; json and report write
 // each result as it comes.
-func Apply(opts ApplyOptions, stdin io.Reader, stdout io.Writer) (engine.Counts, error) {
+//
+// Once ctx ends, evaluations stop and Apply returns ctx's error without
+// writing further results.
+func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Writer) (engine.Counts, error) {
 	var counts engine.Counts
 	if err := opts.Validate(); err != nil {
 		return counts, err
@@ -133,10 +137,15 @@ func Apply(opts ApplyOptions, stdin io.Reader, stdout io.Writer) (engine.Counts,
 		if op == engine.OpDelete {
 			req.Object, req.OldObject = nil, obj
 		}
-		resps, _ := eng.Apply(req, set)
+		resps, _ := eng.Apply(ctx, req, set)
 		return flatten(resps, obj)
 	}
 	err = evaluateInOrder(src.each, evaluate, func(rs []applyResult) error {
+		if err := ctx.Err(); err != nil {
+			// Interrupted: the engine cut the evaluations short, and what
+			// it says is not the policies' verdict.
+			return err
+		}
 		for _, r := range rs {
 			counts.Add(engine.Status(r.Result))
 			if err := out.add(r); err != nil {

@@ -63,6 +63,41 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
+// TestInterrupted runs the commands under a context that has ended (an
+// interrupt): no result is reported as the policies' verdict.
+func TestInterrupted(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"policy.yaml": requireLabel,
+		"pods.yaml":   twoPods,
+		"kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: t}
+policies: [policy.yaml]
+resources: [pods.yaml]
+results:
+- {policy: require-app-label, rule: check-app, kind: Pod, resources: [good], result: pass}
+`,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	tests := map[string][]string{
+		"apply": {"apply", "-p", filepath.Join(dir, "policy.yaml"), "-r", filepath.Join(dir, "pods.yaml")},
+		"test":  {"test", dir},
+	}
+	for name, args := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := Main(ctx, args, strings.NewReader(""), &out, &errOut)
+			if code != ExitUsage || !strings.Contains(errOut.String(), context.Canceled.Error()) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, errOut.String(), ExitUsage, context.Canceled)
+			}
+			if strings.Contains(out.String(), "pass:") || strings.Contains(out.String(), "passed") {
+				t.Fatalf("results written after the interrupt:\n%s", out.String())
+			}
+		})
+	}
+}
+
 func TestApplyTable(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"policy.yaml": requireLabel, "pods.yaml": twoPods})
 	code, out, _ := run(t, "apply", "-p", filepath.Join(dir, "policy.yaml"), "-r", filepath.Join(dir, "pods.yaml"))

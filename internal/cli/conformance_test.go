@@ -42,7 +42,7 @@ func TestConformanceClassic(t *testing.T) {
 		t.Skip("conformance corpus run skipped in -short mode")
 	}
 	var out bytes.Buffer
-	sum, err := RunTests(TestOptions{Dirs: classicDirs(t)}, &out)
+	sum, err := RunTests(t.Context(), TestOptions{Dirs: classicDirs(t)}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestConformanceCELCountedApart(t *testing.T) {
 		t.Skip("vpol corpus folder not found")
 	}
 	var out bytes.Buffer
-	sum, err := RunTests(TestOptions{Dirs: []string{dir}}, &out)
+	sum, err := RunTests(t.Context(), TestOptions{Dirs: []string{dir}}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ var errFailures = errors.New("failures found")
 
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRoot(stdin, stdout)
+	root := newRoot(ctx, stdin, stdout)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -41,18 +41,19 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 }
 
-func newRoot(stdin io.Reader, stdout io.Writer) *cobra.Command {
+// newRoot builds the commands; they run under ctx.
+func newRoot(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "verdict",
 		Short:         "Verdict evaluates Kyverno-language policies",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newApply(stdin, stdout), newTest(stdout))
+	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout))
 	return root
 }
 
-func newApply(stdin io.Reader, stdout io.Writer) *cobra.Command {
+func newApply(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	opts := ApplyOptions{}
 	cmd := &cobra.Command{
 		Use:   "apply -p <policies> -r <resources>",
@@ -74,7 +75,7 @@ Exit codes:
      folder without manifests)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			counts, err := Apply(opts, stdin, stdout)
+			counts, err := Apply(ctx, opts, stdin, stdout)
 			if err != nil {
 				return err
 			}
@@ -100,7 +101,7 @@ Exit codes:
 	return cmd
 }
 
-func newTest(stdout io.Writer) *cobra.Command {
+func newTest(ctx context.Context, stdout io.Writer) *cobra.Command {
 	opts := TestOptions{}
 	cmd := &cobra.Command{
 		Use:   "test <dir>...",
@@ -108,7 +109,7 @@ func newTest(stdout io.Writer) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dirs = args
-			sum, err := RunTests(opts, stdout)
+			sum, err := RunTests(ctx, opts, stdout)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,8 +81,9 @@ func findTests(dirs []string, fileName string) ([]string, error) {
 }
 
 // RunTests judges every test file and writes the report. It returns the
-// summary; the caller maps failures to the exit code.
-func RunTests(opts TestOptions, stdout io.Writer) (*TestSummary, error) {
+// summary; the caller maps failures to the exit code. Once ctx ends, it
+// returns ctx's error without judging further.
+func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSummary, error) {
 	if opts.FileName == "" {
 		opts.FileName = "kyverno-test.yaml"
 	}
@@ -94,7 +96,12 @@ func RunTests(opts TestOptions, stdout io.Writer) (*TestSummary, error) {
 	}
 	sum := &TestSummary{}
 	for _, f := range files {
-		as, err := runTestFile(f)
+		as, err := runTestFile(ctx, f)
+		if cerr := ctx.Err(); cerr != nil {
+			// Interrupted: the engine cut the evaluations short, and what
+			// it says is not the policies' verdict.
+			return sum, cerr
+		}
 		if err != nil {
 			sum.Errors = append(sum.Errors, err.Error())
 			if !opts.JSON {
@@ -145,7 +152,7 @@ type testRun struct {
 	responses [][]engine.Response
 }
 
-func runTestFile(path string) ([]assertion, error) {
+func runTestFile(ctx context.Context, path string) ([]assertion, error) {
 	t, err := readTestFile(path)
 	if err != nil {
 		return nil, err
@@ -169,7 +176,7 @@ func runTestFile(path string) ([]assertion, error) {
 		}
 		return out, fmt.Errorf("%s: %w", path, loadErr)
 	}
-	run.evaluate()
+	run.evaluate(ctx)
 	var out []assertion
 	for i := range t.Results {
 		out = append(out, run.judge(&t.Results[i])...)
@@ -293,14 +300,14 @@ func (run *testRun) request(p *engine.Policy, obj map[string]any) *engine.Reques
 	return req
 }
 
-func (run *testRun) evaluate() {
+func (run *testRun) evaluate(ctx context.Context) {
 	run.responses = make([][]engine.Response, len(run.resources))
 	for i, obj := range run.resources {
 		cur := obj
 		var out []engine.Response
 		for _, p := range run.policies {
 			req := run.request(p, cur)
-			resp := run.eng.Mutate(req, p, run.exceptions)
+			resp := run.eng.Mutate(ctx, req, p, run.exceptions)
 			if len(resp.Rules) > 0 {
 				out = append(out, resp)
 				if resp.Patched != nil {
@@ -310,13 +317,13 @@ func (run *testRun) evaluate() {
 		}
 		for _, p := range run.policies {
 			req := run.request(p, cur)
-			if resp := run.eng.Validate(req, p, run.exceptions); len(resp.Rules) > 0 {
+			if resp := run.eng.Validate(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
-			if resp := run.eng.Generate(req, p, run.exceptions); len(resp.Rules) > 0 {
+			if resp := run.eng.Generate(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
-			if resp := run.eng.VerifyImages(req, p, run.exceptions); len(resp.Rules) > 0 {
+			if resp := run.eng.VerifyImages(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
 		}

@@ -725,8 +725,8 @@ func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) er
 		}
 		sc.nsLabels[ns] = labels
 	}
-	req := &engine.Request{Object: obj.Object, NamespaceLabels: labels, Context: ctx}
-	resp := sc.s.eng.Validate(req, sc.p, sc.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+	req := &engine.Request{Object: obj.Object, NamespaceLabels: labels}
+	resp := sc.s.eng.Validate(ctx, req, sc.p, sc.set.Exceptions)
 	if err := ctx.Err(); err != nil {
 		// The scan is stopping: the engine cut the evaluation short, and
 		// what it says is not the policy's verdict on the resource.

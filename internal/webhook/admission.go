@@ -39,7 +39,7 @@ func (s *Server) evaluate(ctx context.Context, rv *review) (*evaluation, error) 
 			return nil, httpError(ErrInternal, err, "labels of namespace %s", ns)
 		}
 	}
-	return &evaluation{rv: rv, set: set, req: engineRequest(ctx, rv, nsLabels), now: s.now()}, nil
+	return &evaluation{rv: rv, set: set, req: engineRequest(rv, nsLabels), now: s.now()}, nil
 }
 
 // terminating reports an UPDATE of an object that is being deleted:
@@ -96,7 +96,7 @@ func (s *Server) mutate(ctx context.Context, rv *review) (decision, error) {
 			continue
 		}
 		ev.req.Object = cur
-		resp := s.engine.Mutate(ev.req, p, ev.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+		resp := s.engine.Mutate(ctx, ev.req, p, ev.set.Exceptions)
 		var failed []string
 		for _, rr := range resp.Rules {
 			if reported(rr.Status) {
@@ -223,7 +223,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		if !admits(p) || !hasRules(p, engine.TypeValidation) {
 			continue
 		}
-		resp := s.engine.Validate(ev.req, p, ev.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+		resp := s.engine.Validate(ctx, ev.req, p, ev.set.Exceptions)
 		if len(resp.Rules) == 0 {
 			continue
 		}
@@ -276,7 +276,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 		if !admits(p) || !hasRules(p, engine.TypeGeneration) {
 			continue
 		}
-		resp := s.engine.Generate(ev.req, p, ev.set.Exceptions) //nolint:contextcheck // the engine takes ctx in engine.Request.Context
+		resp := s.engine.Generate(ctx, ev.req, p, ev.set.Exceptions)
 		for _, rr := range resp.Rules {
 			switch rr.Status {
 			case engine.StatusPass:

@@ -53,20 +53,14 @@ spec:
 func TestValidateEnforce(t *testing.T) {
 	h := newHarness(t, staticSource(t, enforcePrivileged, auditLatest), testConfig())
 
-	t.Run("violating pod is denied with the rule's message", func(t *testing.T) {
+	// The message of the denial is pinned by TestDenialMessages.
+	t.Run("violating pod is denied", func(t *testing.T) {
 		resp := h.admit(PathValidate, reviewOf(t, admissionv1.Create, pod("bad", privileged)))
 		if resp.Allowed {
 			t.Fatal("privileged pod admitted")
 		}
-		want := "\n\nresource Pod/default/bad was blocked due to the following policies \n\n" +
-			"disallow-privileged:\n" +
-			"  privileged-containers: 'validation error: Privileged mode is disallowed. rule privileged-containers\n" +
-			"    failed at path /spec/containers/0/securityContext/privileged/'\n"
-		if resp.Result == nil || resp.Result.Message != want {
-			t.Fatalf("message:\n%q\nwant\n%q", resp.Result.Message, want)
-		}
-		if resp.Result.Code != http.StatusForbidden {
-			t.Fatalf("code %d", resp.Result.Code)
+		if resp.Result == nil || resp.Result.Code != http.StatusForbidden {
+			t.Fatalf("result %+v", resp.Result)
 		}
 	})
 	t.Run("compliant pod is admitted without warnings", func(t *testing.T) {
@@ -177,22 +171,6 @@ func TestWarningsCapped(t *testing.T) {
 	})
 }
 
-func TestBlockedMessageFormat(t *testing.T) {
-	msg, err := blockedMessage(pod("web"), map[string]map[string]string{
-		"require-labels": {"check-team": "label team is required"},
-		"disallow-host":  {"host-network": "hostNetwork is disallowed", "host-pid": "hostPID is disallowed"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "\n\nresource Pod/default/web was blocked due to the following policies \n\n" +
-		"disallow-host:\n  host-network: hostNetwork is disallowed\n  host-pid: hostPID is disallowed\n" +
-		"require-labels:\n  check-team: label team is required\n"
-	if msg != want {
-		t.Fatalf("got\n%q\nwant\n%q", msg, want)
-	}
-}
-
 const mutateLabels = `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata: {name: add-labels}
@@ -270,35 +248,16 @@ func TestMutatePatch(t *testing.T) {
 }
 
 func TestMutateFailurePolicy(t *testing.T) {
-	broken := func(fp string) string {
-		return `apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: broken}
-spec:
-  failurePolicy: ` + fp + `
-  rules:
-  - name: remove-missing
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    mutate:
-      patchesJson6902: |-
-        - op: replace
-          path: /spec/notThere/x
-          value: 1
-  - name: add-label
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    mutate:
-      patchStrategicMerge: {metadata: {labels: {broken: "yes"}}}
-`
-	}
+	// The message of the denial is pinned by TestDenialMessages.
 	t.Run("Fail denies", func(t *testing.T) {
-		h := newHarness(t, staticSource(t, broken("Fail"), mutateLabels), testConfig())
+		h := newHarness(t, staticSource(t, brokenMutation("Fail"), mutateLabels), testConfig())
 		resp := h.admit(PathMutate, reviewOf(t, admissionv1.Create, pod("web")))
-		if resp.Allowed || resp.Result == nil || resp.Result.Message != "mutation policy broken error: failed to apply policy broken rules [remove-missing]" {
-			t.Fatalf("response %+v", resp.Result)
+		if resp.Allowed || resp.Result == nil || resp.Patch != nil {
+			t.Fatalf("response %+v", resp)
 		}
 	})
 	t.Run("Ignore skips the policy", func(t *testing.T) {
-		h := newHarness(t, staticSource(t, broken("Ignore"), mutateLabels), testConfig())
+		h := newHarness(t, staticSource(t, brokenMutation("Ignore"), mutateLabels), testConfig())
 		resp := h.admit(PathMutate, reviewOf(t, admissionv1.Create, pod("web")))
 		if !resp.Allowed || resp.Patch == nil {
 			t.Fatalf("response %+v", resp)
@@ -438,12 +397,9 @@ func TestGenerateWorkFailure(t *testing.T) {
 			if resp.Allowed != tc.wantAllowed {
 				t.Fatalf("allowed %v, want %v: %+v", resp.Allowed, tc.wantAllowed, resp.Result)
 			}
-			if tc.wantAllowed {
-				if len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], "generate work could not be queued") {
-					t.Fatalf("warnings %q", resp.Warnings)
-				}
-			} else if !strings.Contains(resp.Result.Message, "generate rule netpol of policy default-deny could not be queued") {
-				t.Fatalf("message %q", resp.Result.Message)
+			// The message of a denial is pinned by TestDenialMessages.
+			if tc.wantAllowed && (len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], "generate work could not be queued")) {
+				t.Fatalf("warnings %q", resp.Warnings)
 			}
 			if got := counter(t, h.reg, "verdict_webhook_work_publish_failures_total", map[string]string{"reason": tc.reason}); got < 1 {
 				t.Fatalf("failures counted %v", got)

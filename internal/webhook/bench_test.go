@@ -103,7 +103,7 @@ func TestPSSWorkload(t *testing.T) {
 		var blocking []string
 		policies := 0
 		for _, pol := range set.Policies {
-			resp := eng.Validate(req, pol, set.Exceptions)
+			resp := eng.Validate(t.Context(), req, pol, set.Exceptions)
 			if len(resp.Rules) > 0 {
 				policies++
 			}

@@ -264,7 +264,7 @@ func deny(msg string, warnings []string) decision {
 }
 
 // engineRequest builds the engine's view of the admission request.
-func engineRequest(ctx context.Context, rv *review, nsLabels map[string]string) *engine.Request {
+func engineRequest(rv *review, nsLabels map[string]string) *engine.Request {
 	ui := rv.req.UserInfo
 	var extra map[string][]string
 	if len(ui.Extra) > 0 {
@@ -286,6 +286,5 @@ func engineRequest(ctx context.Context, rv *review, nsLabels map[string]string) 
 		},
 		NamespaceLabels: nsLabels,
 		DryRun:          rv.dryRun(),
-		Context:         ctx,
 	}
 }

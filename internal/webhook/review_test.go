@@ -41,6 +41,6 @@ func FuzzDecodeReview(f *testing.F) {
 		_ = rv.ref()
 		_ = rv.dryRun()
 		_ = terminating(rv)
-		_ = engineRequest(t.Context(), rv, nil)
+		_ = engineRequest(rv, nil)
 	})
 }

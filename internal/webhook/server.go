@@ -403,7 +403,7 @@ func loopback(addr net.Addr) string {
 // Run listens on Config.Address (and Config.ProbeAddress) and serves until
 // ctx ends, then shuts down gracefully.
 func Run(ctx context.Context, cfg Config, opts ...Option) error {
-	s, err := New(cfg, opts...) //nolint:contextcheck // construction does no I/O; JMESPath functions carry their own deadlines
+	s, err := New(cfg, opts...)
 	if err != nil {
 		return err
 	}

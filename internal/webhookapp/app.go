@@ -240,7 +240,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		go runLeader(ctx, kube, cfg, filter, pc, log)
 	}
 
-	srv, err := webhook.New(cfg.Webhook, //nolint:contextcheck // construction does no I/O
+	srv, err := webhook.New(cfg.Webhook,
 		webhook.WithLogger(log),
 		webhook.WithRegistry(reg),
 		webhook.WithPolicySource(policySource{pc}),

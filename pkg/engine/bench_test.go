@@ -67,7 +67,7 @@ func BenchmarkPodAgainstPSS(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		req := &engine.Request{Operation: engine.OpCreate, Object: pods[i%len(pods)]}
-		eng.Apply(req, set)
+		eng.Apply(b.Context(), req, set)
 	}
 }
 
@@ -78,7 +78,7 @@ func TestPSSWorkload(t *testing.T) {
 	var c engine.Counts
 	failing := 0
 	for _, pod := range pods {
-		resps, _ := eng.Apply(&engine.Request{Operation: engine.OpCreate, Object: pod}, set)
+		resps, _ := eng.Apply(t.Context(), &engine.Request{Operation: engine.OpCreate, Object: pod}, set)
 		failed := false
 		for _, r := range resps {
 			for _, rr := range r.Rules {

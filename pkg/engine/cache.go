@@ -10,9 +10,9 @@ import (
 
 // evalCache keeps what one request's evaluation computes once and uses for
 // every policy: the base variable context, the typed pod for podSecurity
-// rules, the images variable; and the meter that bounds the request's
-// work. A Request is evaluated by one goroutine at a time, so the cache
-// needs no lock.
+// rules, the images variable; and the work the request has spent. A
+// Request is evaluated by one goroutine at a time, so the cache needs no
+// lock. It holds no context: each call brings its own.
 type evalCache struct {
 	base     *evalContext
 	baseObj  uintptr
@@ -24,7 +24,7 @@ type evalCache struct {
 	imageObj uintptr
 	match    *matchInput
 	matchObj uintptr
-	meter    *meter
+	budget   *budget
 }
 
 func (r *Request) scratch() *evalCache {

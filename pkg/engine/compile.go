@@ -51,11 +51,13 @@ type Rule struct {
 	// pattern and anyPattern are prepared when they hold no variables.
 	pattern    *pattern.Pattern
 	anyPattern []*pattern.Pattern
+	// podSecurity is the prepared podSecurity check, if the rule has one.
+	podSecurity *podSecurity
 }
 
 // Compile checks a policy and prepares it for evaluation.
 func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
-	if errs := policy.Validate(p); len(errs) > 0 {
+	if errs := policy.ValidateWith(p, e.checkExpression); len(errs) > 0 {
 		return nil, fmt.Errorf("policy %s: %w", p.Key(), errs.ToAggregate())
 	}
 	cp := &Policy{Raw: p, Scored: true}
@@ -77,6 +79,13 @@ func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
 	return cp, nil
 }
 
+// checkExpression parses a policy's expression with the interpreter that
+// evaluates it, which keeps it compiled for evaluation.
+func (e *Engine) checkExpression(expr string) error {
+	_, err := e.jp.Compile(expr)
+	return err
+}
+
 func newRule(r policy.Rule, autogen bool) *Rule {
 	cr := &Rule{
 		Rule:           r,
@@ -86,6 +95,7 @@ func newRule(r policy.Rule, autogen bool) *Rule {
 	}
 	cr.match = compileMatch(&cr.MatchResources)
 	cr.exclude = compileMatch(cr.ExcludeResources)
+	cr.compilePodSecurity()
 	if v := cr.Validation; v != nil {
 		cr.patternVars = hasVariables(v.Pattern)
 		if v.Pattern != nil && !cr.patternVars {

@@ -16,7 +16,9 @@ type evalContext struct {
 	// shared is true while data is still the parent's map: the first
 	// change copies it.
 	shared bool
-	// m bounds the request's work; expressions run under its context.
+	// m bounds the work of the call evaluating the rule; expressions
+	// run under its context. The base context a Request keeps between
+	// calls has none: each rule's clone gets its call's meter.
 	m *meter
 }
 

@@ -4,11 +4,12 @@
 // clients, no globals; external data comes through a ContextLoader and the
 // clock is injected.
 //
-// Evaluation is bounded in time by Request.Context and in work by limits
-// with defaults (WithMaxForEachElements, WithMaxForEachDepth,
-// WithWorkBudget, WithMaxExpressionSteps): a rule that reaches one ends
-// with StatusError, its message starting with StoppedPrefix, and never
-// with a pass, so that a webhook under failurePolicy Fail denies.
+// Evaluation is bounded in time by the context passed to Apply, Validate,
+// Mutate, Generate and VerifyImages, and in work by limits with defaults
+// (WithMaxForEachElements, WithMaxForEachDepth, WithWorkBudget,
+// WithMaxExpressionSteps): a rule that reaches one ends with StatusError,
+// its message starting with StoppedPrefix, and never with a pass, so that
+// a webhook under failurePolicy Fail denies.
 package engine
 
 import (

@@ -49,7 +49,7 @@ func newEngine(t testing.TB, opts ...engine.Option) *engine.Engine {
 // statuses runs Apply and returns "rule=status" for every rule response.
 func statuses(t testing.TB, eng *engine.Engine, p *engine.Policy, req *engine.Request, exc ...*policy.Exception) map[string]engine.RuleResponse {
 	t.Helper()
-	resps, _ := eng.Apply(req, &engine.Set{Policies: []*engine.Policy{p}, Exceptions: exc})
+	resps, _ := eng.Apply(t.Context(), req, &engine.Set{Policies: []*engine.Policy{p}, Exceptions: exc})
 	out := map[string]engine.RuleResponse{}
 	for _, r := range resps {
 		for _, rr := range r.Rules {
@@ -320,7 +320,7 @@ spec:
 	req := &engine.Request{Operation: engine.OpCreate, Object: obj(t, podTpl)}
 	// The validation policy comes first in the set: mutations still run
 	// before it.
-	resps, patched := eng.Apply(req, &engine.Set{Policies: []*engine.Policy{val, mut}})
+	resps, patched := eng.Apply(t.Context(), req, &engine.Set{Policies: []*engine.Policy{val, mut}})
 	got := map[string]engine.Status{}
 	for _, r := range resps {
 		for _, rr := range r.Rules {
@@ -339,7 +339,7 @@ spec:
 		t.Error("the request's object was modified in place")
 	}
 	// Mutating the already patched resource again changes nothing: skip.
-	resps, _ = eng.Apply(&engine.Request{Operation: engine.OpCreate, Object: patched}, &engine.Set{Policies: []*engine.Policy{mut}})
+	resps, _ = eng.Apply(t.Context(), &engine.Request{Operation: engine.OpCreate, Object: patched}, &engine.Set{Policies: []*engine.Policy{mut}})
 	for _, r := range resps {
 		for _, rr := range r.Rules {
 			if rr.Name != "json" && rr.Status != engine.StatusSkip {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -22,15 +23,22 @@ type Set struct {
 // validations on the mutated resource, then generation. It returns one
 // response per policy and rule kind that had any rule apply, and the final
 // patched resource.
-func (e *Engine) Apply(req *Request, set *Set) ([]Response, map[string]any) {
+//
+// ctx bounds the evaluation and is passed to context loaders and resource
+// listers: once it ends, the rule running and every rule still to run end
+// with StatusError and a message starting with StoppedPrefix. The same
+// holds for Validate, Mutate, Generate and VerifyImages.
+func (e *Engine) Apply(ctx context.Context, req *Request, set *Set) ([]Response, map[string]any) {
 	out := make([]Response, 0, len(set.Policies))
-	req.scratch()
+	// One meter for the whole call; it also makes the request's scratch
+	// cache, which cur shares.
+	m := e.meterFor(ctx, req)
 	cur := *req
 	for _, p := range set.Policies {
 		if !p.hasType(TypeMutation) {
 			continue
 		}
-		resp := e.Mutate(&cur, p, set.Exceptions)
+		resp := e.run(m, &cur, p, set.Exceptions, TypeMutation)
 		if len(resp.Rules) > 0 {
 			out = append(out, resp)
 		}
@@ -40,17 +48,17 @@ func (e *Engine) Apply(req *Request, set *Set) ([]Response, map[string]any) {
 	}
 	for _, p := range set.Policies {
 		if p.hasType(TypeValidation) {
-			if resp := e.Validate(&cur, p, set.Exceptions); len(resp.Rules) > 0 {
+			if resp := e.run(m, &cur, p, set.Exceptions, TypeValidation); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
 		}
 		if p.hasType(TypeGeneration) {
-			if resp := e.Generate(&cur, p, set.Exceptions); len(resp.Rules) > 0 {
+			if resp := e.run(m, &cur, p, set.Exceptions, TypeGeneration); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
 		}
 		if p.hasType(TypeImageVerify) {
-			if resp := e.VerifyImages(&cur, p, set.Exceptions); len(resp.Rules) > 0 {
+			if resp := e.run(m, &cur, p, set.Exceptions, TypeImageVerify); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
 		}
@@ -82,33 +90,35 @@ func ruleType(r *policy.Rule) RuleType {
 }
 
 // Validate runs the policy's validate rules.
-func (e *Engine) Validate(req *Request, p *Policy, exceptions []*policy.Exception) Response {
-	return e.run(req, p, exceptions, TypeValidation)
+func (e *Engine) Validate(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeValidation)
 }
 
 // Mutate runs the policy's mutate rules; Response.Patched carries the
 // result.
-func (e *Engine) Mutate(req *Request, p *Policy, exceptions []*policy.Exception) Response {
-	return e.run(req, p, exceptions, TypeMutation)
+func (e *Engine) Mutate(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeMutation)
 }
 
 // Generate runs the policy's generate rules; each rule's Generated holds
 // what it would create.
-func (e *Engine) Generate(req *Request, p *Policy, exceptions []*policy.Exception) Response {
-	return e.run(req, p, exceptions, TypeGeneration)
+func (e *Engine) Generate(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeGeneration)
 }
 
 // VerifyImages runs the policy's verifyImages rules. Image signature
 // verification is not implemented yet: matching rules report an
 // unsupported skip.
-func (e *Engine) VerifyImages(req *Request, p *Policy, exceptions []*policy.Exception) Response {
-	return e.run(req, p, exceptions, TypeImageVerify)
+func (e *Engine) VerifyImages(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeImageVerify)
 }
 
 // ruleRun carries the state of one rule's evaluation.
 type ruleRun struct {
-	e       *Engine
-	req     *Request
+	e   *Engine
+	req *Request
+	// m bounds the work of the call evaluating the rule.
+	m       *meter
 	policy  *Policy
 	rule    *Rule
 	ctx     *evalContext
@@ -119,7 +129,9 @@ type ruleRun struct {
 	provided map[string]any
 }
 
-func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t RuleType) Response {
+// run evaluates the policy's rules of type t under m, the meter of the
+// call.
+func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exception, t RuleType) Response {
 	obj := req.resource()
 	resp := Response{Policy: p, Resource: obj, Patched: obj}
 	if obj == nil {
@@ -133,7 +145,6 @@ func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t 
 	if p.Raw.Namespaced() && in.namespace != p.Raw.Metadata.Namespace {
 		return resp
 	}
-	m := e.meterFor(req)
 	var base *evalContext
 	cur := obj
 	for _, r := range p.Rules {
@@ -149,7 +160,7 @@ func (e *Engine) run(req *Request, p *Policy, exceptions []*policy.Exception, t 
 		if resp.Rules == nil {
 			resp.Rules = make([]RuleResponse, 0, 1)
 		}
-		run := ruleRun{e: e, req: req, policy: p, rule: r, obj: cur}
+		run := ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur}
 		rr := run.evaluateBounded(m, base, exceptions, in)
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj
@@ -183,6 +194,7 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 		return rr
 	}
 	run.ctx = base.clone()
+	run.ctx.m = run.m
 	if identity(run.obj) != identity(run.req.resource()) {
 		// A previous mutate rule changed the resource.
 		run.ctx.set("request.object", run.obj)
@@ -272,7 +284,8 @@ func (run *ruleRun) exceptionFor(exceptions []*policy.Exception, in *matchInput)
 		}
 		if !ex.Spec.Conditions.IsEmpty() {
 			c := run.e.baseContext(run.req)
-			tmp := &ruleRun{e: run.e, req: run.req, policy: run.policy, rule: run.rule, ctx: c, obj: run.obj}
+			c.m = run.m
+			tmp := &ruleRun{e: run.e, req: run.req, m: run.m, policy: run.policy, rule: run.rule, ctx: c, obj: run.obj}
 			ok, _, err := tmp.checkConditions(ex.Spec.Conditions)
 			if err != nil || !ok {
 				continue

@@ -122,7 +122,7 @@ func (run *ruleRun) generateTarget(t target) ([]map[string]any, error) {
 	m, _ := sub.(map[string]any)
 	name, namespace := toTextOrEmpty(m["name"]), toTextOrEmpty(m["namespace"])
 	apiVersion, kind := toTextOrEmpty(m["apiVersion"]), toTextOrEmpty(m["kind"])
-	ctx := run.req.ctx()
+	ctx := run.m.ctx
 	switch {
 	case t.clone != nil && t.clone.Name != "":
 		src, err := run.e.lister.GetResource(ctx, apiVersion, kind, toTextOrEmpty(m["cloneNamespace"]), toTextOrEmpty(m["cloneName"]))

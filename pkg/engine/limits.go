@@ -10,9 +10,9 @@ import (
 )
 
 // Limits on one evaluation. An admission request is evaluated under the
-// deadline of Request.Context, and under these bounds on work, which also
-// hold where there is no deadline (the CLI, background scans). None is
-// reached by a policy of the Kyverno policy library on its test
+// deadline of the context passed with it, and under these bounds on work,
+// which also hold where there is no deadline (the CLI, background scans).
+// None is reached by a policy of the Kyverno policy library on its test
 // resources.
 const (
 	// DefaultMaxForEachElements is the largest list a foreach iterates:
@@ -161,16 +161,26 @@ func contextError(ctxErr error, steps int64) error {
 	}
 }
 
-// meter counts one Request's steps and watches its context. It lives in
-// the request's scratch cache, so that it spans every policy evaluated
-// with the Request; a Request is evaluated by one goroutine at a time, so
-// it needs no lock. A nil meter counts nothing and never stops.
+// budget is what one Request has spent. It lives in the request's scratch
+// cache, so that it spans every policy and every call evaluated with the
+// Request; a Request is evaluated by one goroutine at a time, so it needs
+// no lock.
+type budget struct {
+	steps int64
+	// spent is set once the budget is spent. It sticks: every rule still
+	// to run, in this call or a later one, reports it.
+	spent error
+}
+
+// meter bounds one call's evaluation: it charges the request's budget and
+// watches the context the call was given. A meter lives only as long as
+// the call that made it. A nil meter counts nothing and never stops.
 type meter struct {
 	ctx    context.Context
 	limits *limits
-	steps  int64
-	// stop is why the request stopped: its context ended or its budget is
-	// spent. It sticks: every rule still to run reports it.
+	budget *budget
+	// stop is why the call stopped: its context ended. It sticks for the
+	// rest of the call.
 	stop error
 	// ruleStop is why the current rule stopped (a foreach list too long,
 	// nesting too deep, an expression over its step limit). It holds
@@ -178,15 +188,13 @@ type meter struct {
 	ruleStop error
 }
 
-// meterFor returns the request's meter, watching the request's current
-// context.
-func (e *Engine) meterFor(req *Request) *meter {
+// meterFor returns a meter for one call evaluating req under ctx.
+func (e *Engine) meterFor(ctx context.Context, req *Request) *meter {
 	c := req.scratch()
-	if c.meter == nil {
-		c.meter = &meter{}
+	if c.budget == nil {
+		c.budget = &budget{}
 	}
-	c.meter.ctx, c.meter.limits = req.ctx(), &e.limits
-	return c.meter
+	return &meter{ctx: ctx, limits: &e.limits, budget: c.budget}
 }
 
 // charge counts n steps and returns why the evaluation must stop, if it
@@ -195,20 +203,24 @@ func (m *meter) charge(n int64) error {
 	if m == nil {
 		return nil
 	}
+	b := m.budget
+	if b.spent != nil {
+		return b.spent
+	}
 	if m.stop != nil {
 		return m.stop
 	}
 	if m.ruleStop != nil {
 		return m.ruleStop
 	}
-	m.steps += n
 	if err := m.ctx.Err(); err != nil {
-		m.stop = contextError(err, m.steps)
+		m.stop = contextError(err, b.steps)
 		return m.stop
 	}
-	if m.steps > m.limits.workBudget {
-		m.stop = limitError("work budget of %d steps spent", m.limits.workBudget)
-		return m.stop
+	b.steps += n
+	if b.steps > m.limits.workBudget {
+		b.spent = limitError("work budget of %d steps spent", m.limits.workBudget)
+		return b.spent
 	}
 	return nil
 }
@@ -230,13 +242,16 @@ func (m *meter) stopped() error {
 	if m == nil {
 		return nil
 	}
+	if m.budget.spent != nil {
+		return m.budget.spent
+	}
 	if m.stop != nil {
 		return m.stop
 	}
 	return m.ruleStop
 }
 
-// search runs a compiled query under the request's context. An expression
+// search runs a compiled query under the call's context. An expression
 // over its step limit stops the rule, an ended context the request, even
 // where the caller reads a failed expression as an empty value.
 func (m *meter) search(q jmespath.Query, data any) (any, error) {
@@ -278,8 +293,8 @@ func (run *ruleRun) evaluateBounded(m *meter, base *evalContext, exceptions []*p
 	return rr
 }
 
-// meter is the request's meter.
-func (run *ruleRun) meter() *meter { return run.req.scratch().meter }
+// meter is the meter of the call evaluating the rule.
+func (run *ruleRun) meter() *meter { return run.m }
 
 // step counts n steps of the rule and returns why it must stop, if it
 // must.

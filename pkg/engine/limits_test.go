@@ -90,12 +90,12 @@ type evalResult struct {
 // applyWithin runs Apply on its own goroutine and fails the test when it
 // has not returned after wait: on an unbounded engine the evaluations
 // below run for minutes.
-func applyWithin(t *testing.T, eng *engine.Engine, set *engine.Set, req *engine.Request, wait time.Duration) evalResult {
+func applyWithin(t *testing.T, ctx context.Context, eng *engine.Engine, set *engine.Set, req *engine.Request, wait time.Duration) evalResult {
 	t.Helper()
 	done := make(chan evalResult, 1)
 	go func() {
 		start := time.Now()
-		resps, _ := eng.Apply(req, set)
+		resps, _ := eng.Apply(ctx, req, set)
 		res := evalResult{rules: map[string]engine.RuleResponse{}, took: time.Since(start)}
 		for _, r := range resps {
 			for _, rr := range r.Rules {
@@ -265,8 +265,8 @@ func TestBoundedEvaluation(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
 				defer cancel()
 			}
-			req := &engine.Request{Operation: engine.OpCreate, Object: configMap(tc.keys), Context: ctx}
-			res := applyWithin(t, eng, set, req, 20*time.Second)
+			req := &engine.Request{Operation: engine.OpCreate, Object: configMap(tc.keys)}
+			res := applyWithin(t, ctx, eng, set, req, 20*time.Second)
 			t.Logf("took %s", res.took)
 			if tc.maxTook > 0 && res.took > tc.maxTook {
 				t.Errorf("took %s, want less than %s", res.took, tc.maxTook)
@@ -285,6 +285,39 @@ func TestBoundedEvaluation(t *testing.T) {
 				t.Errorf("%d results, want %d: %v", len(res.rules), len(tc.want), res.rules)
 			}
 		})
+	}
+}
+
+// TestRequestAcrossCalls passes one Request to several calls, as the
+// webhook does: a context bounds the call it is passed to, while the work
+// budget spans every call.
+func TestRequestAcrossCalls(t *testing.T) {
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	eng := newEngine(t, engine.WithWorkBudget(150))
+	first := compile(t, eng, cmPolicy("first", flatForEach))
+	second := compile(t, eng, cmPolicy("second", flatForEach))
+	third := compile(t, eng, cmPolicy("third", namePattern))
+	req := &engine.Request{Operation: engine.OpCreate, Object: configMap(50)}
+	steps := []struct {
+		ctx    context.Context
+		p      *engine.Policy
+		status engine.Status
+		prefix string
+	}{
+		{canceled, first, engine.StatusError, "evaluation stopped: request canceled after 0 steps"},
+		{t.Context(), first, engine.StatusPass, ""},
+		{t.Context(), second, engine.StatusError, "evaluation stopped: limit exceeded: work budget of 150 steps spent"},
+		{t.Context(), third, engine.StatusError, "evaluation stopped: limit exceeded: work budget of 150 steps spent"},
+	}
+	for i, st := range steps {
+		resp := eng.Validate(st.ctx, req, st.p, nil)
+		if len(resp.Rules) != 1 {
+			t.Fatalf("step %d: %d rules, want 1", i, len(resp.Rules))
+		}
+		if rr := resp.Rules[0]; rr.Status != st.status || !strings.HasPrefix(rr.Message, st.prefix) {
+			t.Errorf("step %d (%s): %s %q, want %s %q...", i, st.p.Name(), rr.Status, rr.Message, st.status, st.prefix)
+		}
 	}
 }
 
@@ -315,7 +348,7 @@ func BenchmarkForEach(b *testing.B) {
 	defer cancel()
 	b.ReportAllocs()
 	for b.Loop() {
-		resps, _ := eng.Apply(&engine.Request{Operation: engine.OpCreate, Object: cm, Context: ctx}, set)
+		resps, _ := eng.Apply(ctx, &engine.Request{Operation: engine.OpCreate, Object: cm}, set)
 		if rr := resps[0].Rules[0]; rr.Status != engine.StatusPass {
 			b.Fatalf("%s: %s", rr.Status, rr.Message)
 		}

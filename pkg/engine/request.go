@@ -29,7 +29,11 @@ type UserInfo struct {
 }
 
 // Request is one evaluation: a resource (and for updates its old state) with
-// what the admission request says about it.
+// what the admission request says about it. One Request may be passed to
+// several calls in turn (Mutate, then Validate, then Generate, as a
+// webhook does): what they compute once is kept with it, and the work
+// budget (WithWorkBudget) spans them all. It must not be passed to two
+// calls at once.
 type Request struct {
 	// Operation is CREATE, UPDATE, DELETE or CONNECT; empty means a
 	// background evaluation, which matches any operation.
@@ -50,11 +54,6 @@ type Request struct {
 	// RuleValues, when set, returns variables for one rule of one policy;
 	// they override Values and replace context entries of the same name.
 	RuleValues func(policyName, ruleName string) map[string]any
-	// Context carries the caller's deadline to context loaders, and
-	// bounds the evaluation: once it ends, the rule running and every
-	// rule still to run end with StatusError and a message starting with
-	// StoppedPrefix.
-	Context context.Context
 
 	cache *evalCache
 }
@@ -69,13 +68,6 @@ func (r *Request) resource() map[string]any {
 		return r.OldObject
 	}
 	return r.Object
-}
-
-func (r *Request) ctx() context.Context {
-	if r.Context == nil {
-		return context.Background()
-	}
-	return r.Context
 }
 
 // ContextLoader supplies external data to rule context entries. The CLI

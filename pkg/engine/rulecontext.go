@@ -62,7 +62,7 @@ func (e *Engine) baseContext(req *Request) *evalContext {
 	if req.SubResource != "" {
 		request["subResource"] = req.SubResource
 	}
-	c := &evalContext{jp: e.jp, data: map[string]any{"request": request}, m: req.scratch().meter}
+	c := &evalContext{jp: e.jp, data: map[string]any{"request": request}}
 	if sa := req.UserInfo.Username; strings.HasPrefix(sa, serviceAccountPrefix) {
 		parts := strings.SplitN(strings.TrimPrefix(sa, serviceAccountPrefix), ":", 2)
 		if len(parts) == 2 {
@@ -144,7 +144,7 @@ func providedPrefix(provided map[string]any, name string) bool {
 
 func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 	e := run.e
-	ctx := run.req.ctx()
+	ctx := run.m.ctx
 	op := run.req.Operation
 	switch {
 	case en.Variable != nil:

@@ -8,31 +8,54 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine/pss"
 )
 
-func (run *ruleRun) validatePodSecurity(rr RuleResponse, ps *policy.PodSecurity) RuleResponse {
-	excludes := make([]pss.Exclude, len(ps.Exclude))
+// podSecurity is a podSecurity rule prepared at Compile: its profile (or
+// why the level or version is invalid) and its exclusions.
+type podSecurity struct {
+	profile  *pss.Profile
+	err      error
+	excludes []pss.Exclude
+}
+
+// compilePodSecurity prepares the rule's podSecurity check, if it has one.
+func (r *Rule) compilePodSecurity() {
+	v := r.Validation
+	if v == nil || v.PodSecurity == nil {
+		return
+	}
+	ps := v.PodSecurity
+	c := &podSecurity{excludes: make([]pss.Exclude, len(ps.Exclude))}
 	for i, ex := range ps.Exclude {
-		excludes[i] = pss.Exclude{ControlName: ex.ControlName, Images: ex.Images, RestrictedField: ex.RestrictedField, Values: ex.Values}
+		c.excludes[i] = pss.Exclude{ControlName: ex.ControlName, Images: ex.Images, RestrictedField: ex.RestrictedField, Values: ex.Values}
+	}
+	c.profile, c.err = pss.NewProfile(ps.Level, ps.Version)
+	r.podSecurity = c
+}
+
+func (run *ruleRun) validatePodSecurity(rr RuleResponse, ps *policy.PodSecurity) RuleResponse {
+	c := run.rule.podSecurity
+	if c == nil {
+		return run.errorf(rr, "rule %s: podSecurity not prepared", run.rule.Name)
 	}
 	kind := document.String(run.obj, "kind")
 	pod, err := pss.PodFromResource(kind, run.obj)
 	if err != nil {
 		return run.errorf(rr, "failed to check pod security: %v", err)
 	}
-	c := run.req.scratch()
-	if id := identity(run.obj); c.pod == nil || c.podObj != id {
-		c.pod, c.podErr = pss.ToPod(pod)
-		c.podObj = id
-		if c.podErr == nil {
-			c.podMemo = pss.NewMemo(c.pod)
+	sc := run.req.scratch()
+	if id := identity(run.obj); sc.pod == nil || sc.podObj != id {
+		sc.pod, sc.podErr = pss.ToPod(pod)
+		sc.podObj = id
+		if sc.podErr == nil {
+			sc.podMemo = pss.NewMemo(sc.pod)
 		}
 	}
-	if c.podErr != nil {
-		return run.errorf(rr, "failed to read the pod: %v", c.podErr)
+	if sc.podErr != nil {
+		return run.errorf(rr, "failed to read the pod: %v", sc.podErr)
 	}
-	res, err := pss.CheckPodMemo(ps.Level, ps.Version, excludes, c.pod, c.podMemo)
-	if err != nil {
-		return run.errorf(rr, "failed to check pod security: %v", err)
+	if c.err != nil {
+		return run.errorf(rr, "failed to check pod security: %v", c.err)
 	}
+	res := c.profile.CheckPod(c.excludes, sc.pod, sc.podMemo)
 	version := ps.Version
 	if version == "" {
 		version = "latest"

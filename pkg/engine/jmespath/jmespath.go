@@ -189,9 +189,6 @@ func (i *Interpreter) Compile(expr string) (Query, error) {
 	if q, ok := i.cache.get(expr); ok {
 		return q, nil
 	}
-	if len(expr) > MaxExpressionLength {
-		return nil, fmt.Errorf("%w: expression is %d bytes long, the limit is %d", ErrInvalidExpression, len(expr), MaxExpressionLength)
-	}
 	node, err := parse(expr)
 	if err != nil {
 		return nil, err
@@ -224,7 +221,20 @@ func FunctionNames() []string {
 	return names
 }
 
+// Check parses expr and returns the error Compile would return for it,
+// without an Interpreter: for validating policies, where nothing is
+// evaluated. It keeps nothing.
+func Check(expr string) error {
+	_, err := parse(expr)
+	return err
+}
+
+// parse reads and checks an expression of at most MaxExpressionLength
+// bytes.
 func parse(expr string) (node parsing.ASTNode, err error) {
+	if len(expr) > MaxExpressionLength {
+		return parsing.ASTNode{}, fmt.Errorf("%w: expression is %d bytes long, the limit is %d", ErrInvalidExpression, len(expr), MaxExpressionLength)
+	}
 	// The library's lexer panics on some invalid input (an unquoted
 	// identifier followed by U+0080): report it as the syntax error it is.
 	defer func() {

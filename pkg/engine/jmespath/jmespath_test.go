@@ -194,10 +194,19 @@ func TestCompileErrors(t *testing.T) {
 			if _, err := i.Search(tc.expr, nil); !errors.Is(err, ErrInvalidExpression) {
 				t.Fatalf("Search(%q) error = %v, want ErrInvalidExpression", tc.expr, err)
 			}
+			// Check, which validates policies, fails as Compile does.
+			if cerr := Check(tc.expr); cerr == nil || cerr.Error() != err.Error() {
+				t.Fatalf("Check(%q) = %v, want Compile's error %v", tc.expr, cerr, err)
+			}
 		})
 	}
 	if n := i.cache.len(); n != 0 {
 		t.Fatalf("invalid expressions were cached: %d entries", n)
+	}
+	for _, expr := range []string{"a.b", "request.object.spec.containers[?image == 'x'] | length(@)", "`{}`", "let $x = a in $x"} {
+		if err := Check(expr); err != nil {
+			t.Errorf("Check(%q) = %v", expr, err)
+		}
 	}
 }
 

@@ -8,14 +8,28 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine/jmespath"
 )
 
-// exprChecker parses JMESPath for validation only.
-var exprChecker, _ = jmespath.New()
-
 // Validate checks a policy and returns every problem with its field path:
 // a missing or duplicated rule name, not exactly one rule type, an empty
 // match, bad anchors, JMESPath that does not parse, unknown operators,
-// wildcard kinds in generate rules, bad failure actions.
-func Validate(p *Policy) FieldErrors {
+// wildcard kinds in generate rules, bad failure actions. JMESPath
+// expressions are parsed with jmespath.Check.
+func Validate(p *Policy) FieldErrors { return ValidateWith(p, jmespath.Check) }
+
+// checker holds what validation needs besides the policy: how to check a
+// JMESPath expression.
+type checker struct {
+	expr func(string) error
+}
+
+// ValidateWith is Validate with every JMESPath expression checked by
+// checkExpr (jmespath.Check when nil), which returns the expression's
+// syntax error, if any. An engine passes its interpreter's Compile, so
+// that an expression it validates is parsed once, for its evaluation too.
+func ValidateWith(p *Policy, checkExpr func(expr string) error) FieldErrors {
+	if checkExpr == nil {
+		checkExpr = jmespath.Check
+	}
+	ck := checker{expr: checkExpr}
 	var errs FieldErrors
 	if p.Kind != KindClusterPolicy && p.Kind != KindPolicy {
 		errs.add("kind", "must be ClusterPolicy or Policy, not %q", p.Kind)
@@ -50,7 +64,7 @@ func Validate(p *Policy) FieldErrors {
 		if len(r.Name) > 63 {
 			errs.add(path+".name", "must be at most 63 characters")
 		}
-		checkRule(r, path, &errs)
+		ck.checkRule(r, path, &errs)
 	}
 	return errs
 }
@@ -63,7 +77,7 @@ func checkAction(a, path string, errs *FieldErrors) {
 	}
 }
 
-func checkRule(r *Rule, path string, errs *FieldErrors) {
+func (ck checker) checkRule(r *Rule, path string, errs *FieldErrors) {
 	n := 0
 	if r.Validation != nil {
 		n++
@@ -84,8 +98,8 @@ func checkRule(r *Rule, path string, errs *FieldErrors) {
 	if r.ExcludeResources != nil {
 		checkMatch(r.ExcludeResources, path+".exclude", false, errs)
 	}
-	checkContext(r.Context, path+".context", errs)
-	checkConditions(r.RawAnyAllConditions, path+".preconditions", errs)
+	ck.checkContext(r.Context, path+".context", errs)
+	ck.checkConditions(r.RawAnyAllConditions, path+".preconditions", errs)
 	if v := r.Validation; v != nil {
 		vp := path + ".validate"
 		checkAction(v.FailureAction, vp+".failureAction", errs)
@@ -100,27 +114,27 @@ func checkRule(r *Rule, path string, errs *FieldErrors) {
 		}
 		if v.Pattern != nil {
 			checkPatternRoot(v.Pattern, vp+".pattern", errs)
-			checkPattern(v.Pattern, vp+".pattern", false, errs)
+			ck.checkPattern(v.Pattern, vp+".pattern", false, errs)
 		}
 		for i, ap := range v.AnyPattern {
 			app := fmt.Sprintf("%s.anyPattern[%d]", vp, i)
 			checkPatternRoot(ap, app, errs)
-			checkPattern(ap, app, false, errs)
+			ck.checkPattern(ap, app, false, errs)
 		}
 		if v.Deny != nil {
-			checkConditions(v.Deny.Conditions, vp+".deny.conditions", errs)
+			ck.checkConditions(v.Deny.Conditions, vp+".deny.conditions", errs)
 		}
 		for i := range v.ForEach {
 			fe := &v.ForEach[i]
 			fp := fmt.Sprintf("%s.foreach[%d]", vp, i)
-			checkExpr(fe.List, fp+".list", true, errs)
-			checkContext(fe.Context, fp+".context", errs)
-			checkConditions(fe.Preconditions, fp+".preconditions", errs)
+			ck.checkExpr(fe.List, fp+".list", true, errs)
+			ck.checkContext(fe.Context, fp+".context", errs)
+			ck.checkConditions(fe.Preconditions, fp+".preconditions", errs)
 			if fe.Pattern != nil {
-				checkPattern(fe.Pattern, fp+".pattern", false, errs)
+				ck.checkPattern(fe.Pattern, fp+".pattern", false, errs)
 			}
 			if fe.Deny != nil {
-				checkConditions(fe.Deny.Conditions, fp+".deny.conditions", errs)
+				ck.checkConditions(fe.Deny.Conditions, fp+".deny.conditions", errs)
 			}
 		}
 		if ps := v.PodSecurity; ps != nil {
@@ -130,7 +144,7 @@ func checkRule(r *Rule, path string, errs *FieldErrors) {
 				errs.add(vp+".podSecurity.level", "must be privileged, baseline or restricted, not %q", ps.Level)
 			}
 		}
-		checkStrings(v.Message, vp+".message", errs)
+		ck.checkStrings(v.Message, vp+".message", errs)
 	}
 	if m := r.Mutation; m != nil {
 		mp := path + ".mutate"
@@ -138,17 +152,17 @@ func checkRule(r *Rule, path string, errs *FieldErrors) {
 			errs.add(mp, "one of patchStrategicMerge, patchesJson6902 or foreach is required")
 		}
 		if m.PatchStrategicMerge != nil {
-			checkPattern(m.PatchStrategicMerge, mp+".patchStrategicMerge", true, errs)
+			ck.checkPattern(m.PatchStrategicMerge, mp+".patchStrategicMerge", true, errs)
 		}
-		checkStrings(m.PatchesJSON6902, mp+".patchesJson6902", errs)
+		ck.checkStrings(m.PatchesJSON6902, mp+".patchesJson6902", errs)
 		for i := range m.ForEach {
 			fe := &m.ForEach[i]
 			fp := fmt.Sprintf("%s.foreach[%d]", mp, i)
-			checkExpr(fe.List, fp+".list", true, errs)
-			checkContext(fe.Context, fp+".context", errs)
-			checkConditions(fe.Preconditions, fp+".preconditions", errs)
+			ck.checkExpr(fe.List, fp+".list", true, errs)
+			ck.checkContext(fe.Context, fp+".context", errs)
+			ck.checkConditions(fe.Preconditions, fp+".preconditions", errs)
 			if fe.PatchStrategicMerge != nil {
-				checkPattern(fe.PatchStrategicMerge, fp+".patchStrategicMerge", true, errs)
+				ck.checkPattern(fe.PatchStrategicMerge, fp+".patchStrategicMerge", true, errs)
 			}
 			switch fe.Order {
 			case "", "Ascending", "Descending":
@@ -238,7 +252,7 @@ func checkMatch(m *MatchResources, path string, required bool, errs *FieldErrors
 	}
 }
 
-func checkContext(entries []ContextEntry, path string, errs *FieldErrors) {
+func (ck checker) checkContext(entries []ContextEntry, path string, errs *FieldErrors) {
 	for i, e := range entries {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		if e.Name == "" {
@@ -255,20 +269,20 @@ func checkContext(entries []ContextEntry, path string, errs *FieldErrors) {
 		}
 		if e.Variable != nil {
 			if e.Variable.JMESPath != "" {
-				checkExpr(e.Variable.JMESPath, p+".variable.jmesPath", true, errs)
+				ck.checkExpr(e.Variable.JMESPath, p+".variable.jmesPath", true, errs)
 			}
-			checkStrings(e.Variable.Value, p+".variable.value", errs)
+			ck.checkStrings(e.Variable.Value, p+".variable.value", errs)
 		}
 		if e.APICall != nil {
-			checkStrings(e.APICall.URLPath, p+".apiCall.urlPath", errs)
+			ck.checkStrings(e.APICall.URLPath, p+".apiCall.urlPath", errs)
 			if e.APICall.JMESPath != "" {
-				checkExpr(e.APICall.JMESPath, p+".apiCall.jmesPath", true, errs)
+				ck.checkExpr(e.APICall.JMESPath, p+".apiCall.jmesPath", true, errs)
 			}
 		}
 	}
 }
 
-func checkConditions(c *Conditions, path string, errs *FieldErrors) {
+func (ck checker) checkConditions(c *Conditions, path string, errs *FieldErrors) {
 	if c == nil {
 		return
 	}
@@ -278,44 +292,44 @@ func checkConditions(c *Conditions, path string, errs *FieldErrors) {
 			if !conditions.Valid(cond.Operator) {
 				errs.add(p+".operator", "unknown operator %q", cond.Operator)
 			}
-			checkStrings(cond.Key, p+".key", errs)
-			checkStrings(cond.Value, p+".value", errs)
+			ck.checkStrings(cond.Key, p+".key", errs)
+			ck.checkStrings(cond.Value, p+".value", errs)
 		}
 	}
 }
 
 // checkExpr parses a JMESPath expression; bare is true when the field is a
 // plain expression rather than text with {{ }}.
-func checkExpr(s, path string, bare bool, errs *FieldErrors) {
+func (ck checker) checkExpr(s, path string, bare bool, errs *FieldErrors) {
 	if bare && !strings.Contains(s, "{{") {
-		if _, err := exprChecker.Compile(s); err != nil {
+		if err := ck.expr(s); err != nil {
 			errs.add(path, "invalid JMESPath %q: %v", s, err)
 		}
 		return
 	}
-	checkStrings(s, path, errs)
+	ck.checkStrings(s, path, errs)
 }
 
 // checkStrings parses every {{ }} expression found in v's strings.
-func checkStrings(v any, path string, errs *FieldErrors) {
+func (ck checker) checkStrings(v any, path string, errs *FieldErrors) {
 	switch t := v.(type) {
 	case string:
 		for _, expr := range variablesIn(t) {
 			if expr == "@" || strings.Contains(expr, "{{") {
 				continue
 			}
-			if _, err := exprChecker.Compile(expr); err != nil {
+			if err := ck.expr(expr); err != nil {
 				errs.add(path, "invalid JMESPath %q: %v", expr, err)
 			}
 		}
 	case map[string]any:
 		for k, e := range t {
-			checkStrings(k, path, errs)
-			checkStrings(e, joinPath(path, k), errs)
+			ck.checkStrings(k, path, errs)
+			ck.checkStrings(e, joinPath(path, k), errs)
 		}
 	case []any:
 		for i, e := range t {
-			checkStrings(e, fmt.Sprintf("%s[%d]", path, i), errs)
+			ck.checkStrings(e, fmt.Sprintf("%s[%d]", path, i), errs)
 		}
 	}
 }
@@ -372,8 +386,8 @@ func checkPatternRoot(v any, path string, errs *FieldErrors) {
 }
 
 // checkPattern looks for malformed anchors in pattern keys.
-func checkPattern(v any, path string, mutate bool, errs *FieldErrors) {
-	checkStrings(v, path, errs)
+func (ck checker) checkPattern(v any, path string, mutate bool, errs *FieldErrors) {
+	ck.checkStrings(v, path, errs)
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // field is a node of the schema derived from the Go types: an object with
@@ -17,16 +16,23 @@ type field struct {
 	elem   *field
 }
 
+// The schemas of the policy kinds: derived from the Go types once, then
+// only read.
 var (
-	policySchema    = schemaOf(reflect.TypeOf(Policy{}))
-	exceptionSchema = schemaOf(reflect.TypeOf(Exception{}))
+	policySchema    = newSchema(reflect.TypeOf(Policy{}))
+	exceptionSchema = newSchema(reflect.TypeOf(Exception{}))
 )
-
-var schemaCache sync.Map
 
 var rawMessage = reflect.TypeOf(json.RawMessage{})
 
-func schemaOf(t reflect.Type) *field {
+// newSchema derives the schema of t.
+func newSchema(t reflect.Type) *field {
+	return schemaOf(t, map[reflect.Type]*field{})
+}
+
+// schemaOf derives the schema of t; seen holds the struct types already
+// derived, so that each is derived once and recursive types end.
+func schemaOf(t reflect.Type, seen map[reflect.Type]*field) *field {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -37,22 +43,22 @@ func schemaOf(t reflect.Type) *field {
 	case reflect.Interface:
 		return &field{any: true}
 	case reflect.Slice, reflect.Array:
-		return &field{elem: schemaOf(t.Elem())}
+		return &field{elem: schemaOf(t.Elem(), seen)}
 	case reflect.Map:
 		return &field{any: true}
 	case reflect.Struct:
-		if f, ok := schemaCache.Load(t); ok {
-			return f.(*field)
+		if f, ok := seen[t]; ok {
+			return f
 		}
 		f := &field{fields: map[string]*field{}}
-		schemaCache.Store(t, f)
-		addStructFields(t, f)
+		seen[t] = f
+		addStructFields(t, f, seen)
 		return f
 	}
 	return &field{}
 }
 
-func addStructFields(t reflect.Type, f *field) {
+func addStructFields(t reflect.Type, f *field, seen map[reflect.Type]*field) {
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		tag := sf.Tag.Get("json")
@@ -65,13 +71,13 @@ func addStructFields(t reflect.Type, f *field) {
 			for ft.Kind() == reflect.Pointer {
 				ft = ft.Elem()
 			}
-			addStructFields(ft, f)
+			addStructFields(ft, f, seen)
 			continue
 		}
 		if name == "" {
 			name = sf.Name
 		}
-		f.fields[name] = schemaOf(sf.Type)
+		f.fields[name] = schemaOf(sf.Type, seen)
 	}
 }
 

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -148,6 +150,50 @@ func TestParseAndValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestValidateWith checks that every expression goes through the given
+// check, whose errors are the policy's, and that Validate's check is the
+// parser's.
+func TestValidateWith(t *testing.T) {
+	docs, err := Parse([]byte(`apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    context: [{name: n, variable: {jmesPath: "request.object.metadata.name"}}]
+    preconditions: {all: [{key: "{{ request.operation }}", operator: Equals, value: CREATE}]}
+    validate:
+      message: "{{ n }} is refused"
+      deny: {}
+`), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := docs.Policies[0]
+	var seen []string
+	refuse := func(expr string) error {
+		seen = append(seen, expr)
+		return errors.New("refused")
+	}
+	errs := ValidateWith(p, refuse)
+	want := []string{"request.object.metadata.name", "request.operation", "n"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("checked %q, want %q", seen, want)
+	}
+	if len(errs) != len(want) {
+		t.Errorf("errors %v, want one per expression", errs)
+	}
+	for _, fe := range errs {
+		if !strings.Contains(fe.Msg, "refused") {
+			t.Errorf("error %v does not carry the check's", fe)
+		}
+	}
+	if errs := ValidateWith(p, nil); len(errs) != 0 {
+		t.Errorf("ValidateWith(nil) = %v, want the parser's check", errs)
 	}
 }
 

@@ -38,19 +38,36 @@ func TestBenchWorkloadVerdicts(t *testing.T) {
 	}
 }
 
+// BenchmarkCheck checks one pod with a profile prepared once, as the
+// engine does.
 func BenchmarkCheck(b *testing.B) {
 	pods := loadBenchPods(b)
+	p, err := NewProfile("restricted", "latest")
+	if err != nil {
+		b.Fatal(err)
+	}
 	excludes := []Exclude{{ControlName: "Capabilities", Images: []string{"registry.example.com/*"}}}
 	for name, ex := range map[string][]Exclude{"plain": nil, "exclusions": excludes} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := Check("restricted", "latest", ex, pods[i%len(pods)]); err != nil {
+				if _, err := p.Check(ex, pods[i%len(pods)]); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkNewProfile measures what Check adds to Profile.Check: parsing
+// the level and version and selecting the checks.
+func BenchmarkNewProfile(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NewProfile("restricted", "v1.29"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -80,10 +97,14 @@ func BenchmarkToPod(b *testing.B) {
 func BenchmarkCheckWorkload(b *testing.B) {
 	pods := loadBenchPods(b)
 	b.ReportAllocs()
+	prof, err := NewProfile("restricted", "latest")
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, p := range pods {
-			if _, err := Check("restricted", "latest", nil, p); err != nil {
+			if _, err := prof.Check(nil, p); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -40,7 +40,7 @@ func TestDecodeMatchesJSON(t *testing.T) {
 		}
 		for _, level := range []string{"baseline", "restricted"} {
 			for _, ex := range excludes {
-				p, _ := profileFor(level, "latest")
+				p, _ := NewProfile(level, "latest")
 				want := p.evaluate(viaJSON, ex, nil)
 				got := p.evaluate(direct, ex, NewMemo(direct))
 				if !reflect.DeepEqual(got, want) {

@@ -31,7 +31,7 @@ var (
 // A field error is used only when its field, indexes turned into `*`, equals
 // RestrictedField (or RestrictedField is empty) and, when Values is set,
 // every offending value matches one of Values.
-func (p *profile) exclude(pod *corev1.Pod, excludes []Exclude, failed []CheckResult) []CheckResult {
+func (p *Profile) exclude(pod *corev1.Pod, excludes []Exclude, failed []CheckResult) []CheckResult {
 	for _, ex := range excludes {
 		ids := controlChecks[ex.ControlName]
 		if len(ids) == 0 {

@@ -11,14 +11,13 @@ package pss
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 )
 
-// Errors returned (wrapped) by Check.
+// Errors returned (wrapped) by NewProfile and Check.
 var (
 	ErrInvalidLevel   = errors.New("invalid pod security level")
 	ErrInvalidVersion = errors.New("invalid pod security version")
@@ -127,8 +126,10 @@ func ValidControl(name string) bool {
 	return ok
 }
 
-// profile is a parsed level and version with the checks that apply to it.
-type profile struct {
+// Profile is a parsed level and version with the checks that apply to
+// it. Build one with NewProfile, once per podSecurity rule, and check
+// every pod with it; a Profile is safe for concurrent use.
+type Profile struct {
 	level   api.Level
 	version api.Version
 	checks  []selectedCheck
@@ -143,18 +144,14 @@ type selectedCheck struct {
 	minVersion api.Version
 }
 
-var profiles sync.Map // "level:version" -> *profile
-
-// profileFor parses level and version ("latest", "" or "v1.x") and selects,
-// for every check of the level, its newest revision not newer than the
-// version. Kyverno evaluates the baseline checks for "baseline" and every
-// check, restricted ones included, for "restricted", without
-// pod-security-admission's overrides; so does this.
-func profileFor(level, version string) (*profile, error) {
-	key := level + ":" + version
-	if p, ok := profiles.Load(key); ok {
-		return p.(*profile), nil
-	}
+// NewProfile parses level ("privileged", "baseline" or "restricted") and
+// version ("latest", "" for latest, or "v1.x") and selects, for every
+// check of the level, its newest revision not newer than the version.
+// Kyverno evaluates the baseline checks for "baseline" and every check,
+// restricted ones included, for "restricted", without
+// pod-security-admission's overrides; so does this. Errors wrap
+// ErrInvalidLevel or ErrInvalidVersion.
+func NewProfile(level, version string) (*Profile, error) {
 	lvl, err := api.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrInvalidLevel, level, err)
@@ -167,7 +164,7 @@ func profileFor(level, version string) (*profile, error) {
 		}
 		ver = api.MajorMinorVersion(v.Major(), v.Minor())
 	}
-	p := &profile{level: lvl, version: ver, byID: make(map[string]policy.CheckPodFn)}
+	p := &Profile{level: lvl, version: ver, byID: make(map[string]policy.CheckPodFn)}
 	if lvl != api.LevelPrivileged {
 		for _, c := range policy.DefaultChecks() {
 			if lvl == api.LevelBaseline && c.Level != api.LevelBaseline {
@@ -187,25 +184,31 @@ func profileFor(level, version string) (*profile, error) {
 			p.byID[string(c.ID)] = run
 		}
 	}
-	actual, _ := profiles.LoadOrStore(key, p)
-	return actual.(*profile), nil
+	return p, nil
 }
 
 // Check evaluates pod at the Pod Security Standards level ("privileged",
 // "baseline" or "restricted") and version ("latest", "" for latest, or
 // "v1.x"), then removes the failures the exclusions cover, as Kyverno's
-// validate.podSecurity does.
+// validate.podSecurity does. It parses the level and version on every
+// call: to check many pods, use NewProfile once and Profile.Check.
+func Check(level, version string, excludes []Exclude, pod map[string]any) (Result, error) {
+	p, err := NewProfile(level, version)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.Check(excludes, pod)
+}
+
+// Check evaluates pod at the profile, then removes the failures the
+// exclusions cover, as Kyverno's validate.podSecurity does.
 //
 // pod is a Pod document (map[string]any) with at least metadata and spec;
 // for a pod controller, pass the pod template (see PodFromResource). Only
 // the fields the checks read are decoded (and type-checked); a field of the
 // wrong type among them is an error wrapping ErrInvalidPod.
 // "privileged" allows every pod.
-func Check(level, version string, excludes []Exclude, pod map[string]any) (Result, error) {
-	p, err := profileFor(level, version)
-	if err != nil {
-		return Result{}, err
-	}
+func (p *Profile) Check(excludes []Exclude, pod map[string]any) (Result, error) {
 	if len(p.checks) == 0 {
 		return Result{Allowed: true}, nil
 	}
@@ -219,7 +222,11 @@ func Check(level, version string, excludes []Exclude, pod map[string]any) (Resul
 // CheckPod is Check for a pod already decoded with ToPod (or a complete Pod);
 // callers that evaluate several rules on one pod decode it once.
 func CheckPod(level, version string, excludes []Exclude, pod *corev1.Pod) (Result, error) {
-	return CheckPodMemo(level, version, excludes, pod, nil)
+	p, err := NewProfile(level, version)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.CheckPod(excludes, pod, nil), nil
 }
 
 // Memo remembers check outcomes for one pod, so that several podSecurity
@@ -240,20 +247,17 @@ func NewMemo(pod *corev1.Pod) *Memo {
 	return &Memo{pod: pod, results: make(map[memoKey]policy.CheckResult, 16)}
 }
 
-// CheckPodMemo is CheckPod with check outcomes shared through memo (nil
-// for none). The memo must be for the same pod.
-func CheckPodMemo(level, version string, excludes []Exclude, pod *corev1.Pod, memo *Memo) (Result, error) {
-	p, err := profileFor(level, version)
-	if err != nil {
-		return Result{}, err
-	}
+// CheckPod is Check for a pod already decoded with ToPod (or a complete
+// Pod), with check outcomes shared through memo (nil for none). The memo
+// must be for the same pod.
+func (p *Profile) CheckPod(excludes []Exclude, pod *corev1.Pod, memo *Memo) Result {
 	if memo != nil && memo.pod != pod {
 		memo = nil
 	}
-	return p.evaluate(pod, excludes, memo), nil
+	return p.evaluate(pod, excludes, memo)
 }
 
-func (p *profile) evaluate(pod *corev1.Pod, excludes []Exclude, memo *Memo) Result {
+func (p *Profile) evaluate(pod *corev1.Pod, excludes []Exclude, memo *Memo) Result {
 	var failed []CheckResult
 	for _, c := range p.checks {
 		var r policy.CheckResult
