@@ -98,46 +98,11 @@ results:
 	}
 }
 
-func TestApplyTable(t *testing.T) {
-	dir := writeFiles(t, map[string]string{"policy.yaml": requireLabel, "pods.yaml": twoPods})
-	code, out, _ := run(t, "apply", "-p", filepath.Join(dir, "policy.yaml"), "-r", filepath.Join(dir, "pods.yaml"))
-	if code != ExitFailed {
-		t.Fatalf("exit %d, want %d", code, ExitFailed)
-	}
-	if !strings.Contains(out, "Pod/default/bad") || !strings.Contains(out, "rule check-app failed at path /metadata/labels/") {
-		t.Fatalf("table does not show the failure:\n%s", out)
-	}
-	if !strings.HasSuffix(out, "pass: 1, fail: 1, warn: 0, error: 0, skip: 0\n") {
-		t.Fatalf("summary line missing:\n%s", out)
-	}
-}
-
 func TestApplyPassExitsZero(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"p/policy.yaml": requireLabel, "r/pod.yaml": strings.Split(twoPods, "---")[0]})
 	code, out, _ := run(t, "apply", "-p", filepath.Join(dir, "p"), "-r", filepath.Join(dir, "r"))
 	if code != ExitOK || !strings.Contains(out, "pass: 1, fail: 0") {
 		t.Fatalf("exit %d:\n%s", code, out)
-	}
-}
-
-func TestApplyJSONAndReport(t *testing.T) {
-	dir := writeFiles(t, map[string]string{"policy.yaml": requireLabel, "pods.yaml": twoPods})
-	_, out, _ := run(t, "apply", "-p", filepath.Join(dir, "policy.yaml"), "-r", filepath.Join(dir, "pods.yaml"), "-o", "json")
-	var doc struct {
-		Results []applyResult  `json:"results"`
-		Summary map[string]int `json:"summary"`
-	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
-	if len(doc.Results) != 2 || doc.Summary["fail"] != 1 || doc.Results[0].Category != "Best Practices" {
-		t.Fatalf("json = %+v", doc)
-	}
-	_, out, _ = run(t, "apply", "-p", filepath.Join(dir, "policy.yaml"), "-r", filepath.Join(dir, "pods.yaml"), "-o", "report")
-	for _, want := range []string{"kind: ClusterPolicyReport", "apiVersion: wgpolicyk8s.io/v1alpha2", "result: fail", "severity: medium", "fail: 1"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("report misses %q:\n%s", want, out)
-		}
 	}
 }
 

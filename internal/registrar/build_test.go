@@ -7,8 +7,10 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/verdict-dev/verdict/internal/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/golden"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
@@ -74,40 +76,25 @@ spec:
     generate: {kind: ConfigMap, name: x, namespace: "{{request.object.metadata.name}}", data: {}}
 `
 
+// TestBuild pins, with golden files under testdata/build, the
+// configurations built for the policies above: the webhooks, their rules
+// (through autogen, every Pod controller), failure policies, timeouts,
+// client configuration, namespace selector and match condition.
 func TestBuild(t *testing.T) {
 	pols := compileAll(t, enforcePods, ignoreMutate)
 	mut, val, err := Build(pols, table, Options{URL: "https://127.0.0.1:9443", CABundle: []byte("ca"), Filter: admissionfilter.New([]string{"verdict"}, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mut.Webhooks) != 1 || mut.Webhooks[0].Name != "mutate-ignore.verdict.dev" || *mut.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
-		t.Fatalf("mutating webhooks: %+v", names(mut.Webhooks))
-	}
-	mr := mut.Webhooks[0].Rules
-	if len(mr) != 1 || mr[0].Resources[0] != "configmaps" || !reflect.DeepEqual(mr[0].Operations, []admissionregistrationv1.OperationType{"CREATE"}) {
-		t.Fatalf("mutating rules: %+v", mr)
-	}
-	if got := vnames(val.Webhooks); strings.Join(got, ",") != "validate-fail.verdict.dev,validate-ignore.verdict.dev,policy.verdict.dev" {
-		t.Fatalf("validating webhooks: %v", got)
-	}
-	fail := val.Webhooks[0]
-	var resources []string
-	for _, r := range fail.Rules {
-		resources = append(resources, r.APIGroups[0]+"/"+r.Resources[0])
-	}
-	// Pods and, through autogen, every Pod controller.
-	want := "/pods,/replicationcontrollers,apps/daemonsets,apps/deployments,apps/replicasets,apps/statefulsets,batch/cronjobs,batch/jobs"
-	if strings.Join(resources, ",") != want {
-		t.Fatalf("resources = %s\nwant        %s", strings.Join(resources, ","), want)
-	}
-	if *fail.TimeoutSeconds != 15 || *fail.ClientConfig.URL != "https://127.0.0.1:9443/validate" {
-		t.Fatalf("timeout %d url %s", *fail.TimeoutSeconds, *fail.ClientConfig.URL)
-	}
-	if ns := fail.NamespaceSelector.MatchExpressions[0]; ns.Key != "kubernetes.io/metadata.name" || strings.Join(ns.Values, ",") != "kube-node-lease,kube-public,kube-system,verdict" {
-		t.Fatalf("namespace selector %+v", ns)
-	}
-	if ops := val.Webhooks[1].Rules[0].Operations; len(ops) != 2 {
-		t.Fatalf("default operations %v", ops)
+	for path, obj := range map[string]any{
+		"testdata/build/mutating.yaml":   mut,
+		"testdata/build/validating.yaml": val,
+	} {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden.Assert(t, path, b)
 	}
 }
 
@@ -215,14 +202,6 @@ func TestResolveSelectors(t *testing.T) {
 			t.Errorf("%s: %v, want %s", sel, got, want)
 		}
 	}
-}
-
-func names(w []admissionregistrationv1.MutatingWebhook) []string {
-	var out []string
-	for _, h := range w {
-		out = append(out, h.Name)
-	}
-	return out
 }
 
 func vnames(w []admissionregistrationv1.ValidatingWebhook) []string {

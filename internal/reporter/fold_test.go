@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/golden"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -139,72 +141,61 @@ func TestFoldSummary(t *testing.T) {
 	}
 }
 
+// TestFoldObject pins, with golden files under testdata/fold, the
+// PolicyReport and the ClusterPolicyReport folded from fixed results:
+// metadata, owner, scope, summary, and the results sorted by policy then
+// rule, a stale evaluation left out.
 func TestFoldObject(t *testing.T) {
-	rep, err := Fold("u1", []Result{
-		result("u1", "team/p2", 42, rule("r1", engine.StatusFail), severity("High"), category("Pod Security"), background),
-		result("u1", "p1", 7, unscored, rule("r1", engine.StatusFail), severity("urgent"), func(r *Result) {
-			r.Event.Rules[0].Exception = "team/allow"
-		}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.LastSequence != 42 || rep.Cluster() || rep.Name() != "u1" || rep.GVR() != PolicyReports {
-		t.Fatalf("report %+v", rep)
-	}
-	if rep.Resource.ResourceVersion != "" {
-		t.Errorf("resourceVersion kept in the report's resource: %+v", rep.Resource)
-	}
-	o := rep.Object
-	if o.GetKind() != KindPolicyReport || o.GetAPIVersion() != ReportAPIVersion || o.GetName() != "u1" || o.GetNamespace() != "team" {
-		t.Errorf("object %s %s %s/%s", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())
-	}
-	if got := o.GetAnnotations()[AnnotationLastSequence]; got != "42" {
-		t.Errorf("last sequence %q, want 42", got)
-	}
-	if got := o.GetLabels()[LabelManagedBy]; got != ManagedByValue {
-		t.Errorf("managed-by %q", got)
-	}
-	owners := o.GetOwnerReferences()
-	if len(owners) != 1 || owners[0].UID != "u1" || owners[0].Kind != "Pod" || owners[0].Name != "web-u1" || owners[0].APIVersion != "v1" ||
-		owners[0].Controller == nil || *owners[0].Controller || owners[0].BlockOwnerDeletion == nil || *owners[0].BlockOwnerDeletion {
-		t.Errorf("owner references %+v", owners)
-	}
-	scope, _, _ := unstructured.NestedStringMap(o.Object, "scope")
-	if want := map[string]string{"apiVersion": "v1", "kind": "Pod", "name": "web-u1", "namespace": "team", "uid": "u1"}; !reflect.DeepEqual(scope, want) {
-		t.Errorf("scope %v, want %v", scope, want)
-	}
-	got := resultsOf(t, rep)
-	want := []map[string]any{
-		{
-			"policy": "p1", "rule": "r1", "result": "warn", "message": "r1 fail", "scored": false, "source": "verdict",
-			"timestamp":  map[string]any{"seconds": testTime.Unix(), "nanos": int64(123456789)},
-			"properties": map[string]any{"process": "admission review", "ruleType": "Validation", "exception": "team/allow", "severity": "urgent"},
+	tests := map[string]struct {
+		uid     string
+		results []Result
+		wantSeq uint64
+		cluster bool
+	}{
+		"policyreport": {
+			uid: "u1",
+			results: []Result{
+				result("u1", "team/p2", 42, rule("r1", engine.StatusFail), severity("High"), category("Pod Security"), background),
+				result("u1", "p1", 7, unscored, rule("r1", engine.StatusFail), severity("urgent"), func(r *Result) {
+					r.Event.Rules[0].Exception = "team/allow"
+				}),
+				result("u1", "p3", 12, rule("a", engine.StatusPass), rule("b", engine.StatusSkip), rule("c", "exploded"), rule("d", engine.StatusError)),
+				result("u1", "p3", 5, at(-time.Hour), rule("stale", engine.StatusFail)),
+			},
+			wantSeq: 42,
 		},
-		{
-			"policy": "team/p2", "rule": "r1", "result": "fail", "message": "r1 fail", "scored": true, "source": "verdict",
-			"category": "Pod Security", "severity": "high",
-			"timestamp":  map[string]any{"seconds": testTime.Unix(), "nanos": int64(123456789)},
-			"properties": map[string]any{"process": "background scan", "ruleType": "Validation"},
+		"clusterpolicyreport": {
+			uid: "ns1",
+			results: []Result{
+				result("ns1", "p1", 1, clusterScoped, rule("r", engine.StatusPass)),
+				result("ns1", "p2", 3, clusterScoped, rule("s", engine.StatusFail), severity("low"), category("Multi-Tenancy")),
+			},
+			wantSeq: 3,
+			cluster: true,
 		},
 	}
-	if !reflect.DeepEqual(got, want) {
-		g, _ := json.MarshalIndent(got, "", " ")
-		w, _ := json.MarshalIndent(want, "", " ")
-		t.Errorf("results\n%s\nwant\n%s", g, w)
-	}
-}
-
-func TestFoldClusterScoped(t *testing.T) {
-	rep, err := Fold("ns1", []Result{result("ns1", "p1", 1, clusterScoped, rule("r", engine.StatusPass))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Cluster() || rep.GVR() != ClusterPolicyReports || rep.Object.GetKind() != KindClusterPolicyReport || rep.Object.GetNamespace() != "" {
-		t.Errorf("cluster-scoped resource: %+v %s", rep, rep.Object.GetKind())
-	}
-	if _, found, _ := unstructured.NestedString(rep.Object.Object, "scope", "namespace"); found {
-		t.Error("scope of a cluster-scoped resource has a namespace")
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rep, err := Fold(tc.uid, tc.results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantGVR := PolicyReports
+			if tc.cluster {
+				wantGVR = ClusterPolicyReports
+			}
+			if rep.LastSequence != tc.wantSeq || rep.Cluster() != tc.cluster || rep.Name() != tc.uid || rep.GVR() != wantGVR {
+				t.Fatalf("report %+v", rep)
+			}
+			if rep.Resource.ResourceVersion != "" {
+				t.Errorf("resourceVersion kept in the report's resource: %+v", rep.Resource)
+			}
+			b, err := yaml.Marshal(rep.Object.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden.Assert(t, "testdata/fold/"+name+".yaml", b)
+		})
 	}
 }
 
