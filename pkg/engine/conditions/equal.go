@@ -3,6 +3,7 @@ package conditions
 import (
 	"strconv"
 
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -69,11 +70,11 @@ func equalString(key string, value any) bool {
 	if kd, vd, ok := parseDurations(key, value); ok {
 		return kd.Seconds() == vd.Seconds()
 	}
-	if kq, err := resource.ParseQuantity(key); err == nil {
+	if kq, ok := pattern.ParseQuantity(key); ok {
 		switch v := value.(type) {
 		case string:
-			vq, err := resource.ParseQuantity(v)
-			if err != nil {
+			vq, ok := pattern.ParseQuantity(v)
+			if !ok {
 				// Kyverno gives up here: a quantity-looking key is not
 				// matched against a non-quantity value, even a wildcard.
 				return false
@@ -92,11 +93,7 @@ func equalString(key string, value any) bool {
 
 // quantityOf turns a finite number into a resource.Quantity.
 func quantityOf(f float64) (resource.Quantity, bool) {
-	q, err := resource.ParseQuantity(strconv.FormatFloat(f, 'f', -1, 64))
-	if err != nil {
-		return resource.Quantity{}, false
-	}
-	return q, true
+	return pattern.ParseQuantity(strconv.FormatFloat(f, 'f', -1, 64))
 }
 
 // deepEqual compares two JSON-compatible values. Numbers of different Go

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 )
 
@@ -101,8 +102,8 @@ func scalarInValue(k string, value any, ranges bool) (invalid, exists bool) {
 		if wildcard.Match(v, k) {
 			return false, true
 		}
-		if ranges && isRange(v) {
-			return false, matchValuePattern(k, v)
+		if ranges && pattern.IsRange(v) {
+			return false, pattern.Value(k, v)
 		}
 		arr, ok := stringList(v, ranges)
 		if !ok {
@@ -131,15 +132,15 @@ func anySetInValue(keys []string, value any, not bool) (invalid, result bool) {
 		if len(keys) == 1 && keys[0] == v {
 			return false, !not
 		}
-		if isRange(v) {
-			pattern := v
+		if pattern.IsRange(v) {
+			rng := v
 			if not {
 				// Kyverno turns "a-b" into "a!-b" and looks for a key
 				// outside the range.
-				pattern = strings.Replace(v, "-", "!-", 1)
+				rng = strings.Replace(v, "-", "!-", 1)
 			}
 			for _, k := range keys {
-				if matchValuePattern(k, pattern) {
+				if pattern.Value(k, rng) {
 					return false, true
 				}
 			}
@@ -172,9 +173,9 @@ func allSetInValue(keys []string, value any, not bool) (invalid, result bool) {
 			// plainly wrong; the key is in the value, so AllNotIn is false.
 			return false, !not
 		}
-		if isRange(v) {
+		if pattern.IsRange(v) {
 			for _, k := range keys {
-				if matchValuePattern(k, v) == not {
+				if pattern.Value(k, v) == not {
 					return false, false
 				}
 			}

@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"github.com/blang/semver/v4"
-	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 )
 
 // numeric implements GreaterThan, GreaterThanOrEquals, LessThan and
@@ -27,9 +28,9 @@ func numeric(key, value any, k opKind) bool {
 			return relFloat(kd.Seconds(), vd.Seconds(), k)
 		}
 		if vs, ok := value.(string); ok {
-			kq, kerr := resource.ParseQuantity(kv)
-			vq, verr := resource.ParseQuantity(vs)
-			if kerr == nil && verr == nil {
+			kq, kok := pattern.ParseQuantity(kv)
+			vq, vok := pattern.ParseQuantity(vs)
+			if kok && vok {
 				return compare(kq.Cmp(vq), k)
 			}
 		}

@@ -7,6 +7,8 @@ import (
 
 	"gopkg.in/inf.v0"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 )
 
 // Arithmetic follows Kyverno's typed rules. An operand is a number (a
@@ -67,7 +69,7 @@ func parseCandidate(name string, v any, index int) (candidate, error) {
 		return candidate{scalar: true, f: t}, nil
 	case string:
 		var c candidate
-		if q, err := resource.ParseQuantity(t); err == nil {
+		if q, ok := pattern.ParseQuantity(t); ok {
 			c.hasQuantity, c.q = true, q
 		}
 		if d, err := time.ParseDuration(t); err == nil {

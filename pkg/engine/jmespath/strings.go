@@ -16,6 +16,8 @@ import (
 
 	"github.com/blang/semver/v4"
 	"sigs.k8s.io/yaml"
+
+	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 )
 
 // compare(string, string) number: -1, 0 or 1 as strings.Compare.
@@ -218,7 +220,7 @@ func jpPatternMatch(a []any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wildcardMatch(pattern, s), nil
+	return wildcard.Match(pattern, s), nil
 }
 
 // regex_match(regex string, value string|number) boolean.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 )
 
 // This file checks the value of a conditional or global anchor against the
@@ -11,7 +13,8 @@ import (
 // a compact form of Kyverno's validation pattern walk: maps match key by
 // key, a list pattern whose first element is a map must match every
 // resource element (elements rejected by a conditional anchor are skipped),
-// and scalar patterns go through matchValue.
+// and scalar patterns go through the value language (pattern.Value), with
+// anchors read and metadata wildcards expanded by package pattern too.
 
 // condKind classifies a pattern mismatch. Mismatches raised by conditional
 // or global anchors mean "does not apply" rather than "fails", which lets a
@@ -44,12 +47,12 @@ func mismatch(kind condKind, path, format string, args ...any) *condError {
 }
 
 // matchPattern reports why resource does not match pattern, or nil.
-func matchPattern(resource, pattern any) *condError {
-	return matchElement(resource, pattern, "/")
+func matchPattern(resource, pat any) *condError {
+	return matchElement(resource, pat, "/")
 }
 
-func matchElement(resource, pattern any, path string) *condError {
-	switch p := pattern.(type) {
+func matchElement(resource, pat any, path string) *condError {
+	switch p := pat.(type) {
 	case map[string]any:
 		r, ok := resource.(map[string]any)
 		if !ok {
@@ -65,34 +68,33 @@ func matchElement(resource, pattern any, path string) *condError {
 	case string, float64, int, int64, bool, nil:
 		if list, ok := resource.([]any); ok {
 			for _, item := range list {
-				if !matchValue(item, pattern) {
-					return mismatch(condPlain, path, "value %v does not match %v", item, pattern)
+				if !pattern.Value(item, pat) {
+					return mismatch(condPlain, path, "value %v does not match %v", item, pat)
 				}
 			}
 			return nil
 		}
-		if !matchValue(resource, pattern) {
-			return mismatch(condPlain, path, "value %v does not match %v", resource, pattern)
+		if !pattern.Value(resource, pat) {
+			return mismatch(condPlain, path, "value %v does not match %v", resource, pat)
 		}
 		return nil
 	default:
-		return mismatch(condPlain, path, "unsupported pattern type %T", pattern)
+		return mismatch(condPlain, path, "unsupported pattern type %T", pat)
 	}
 }
 
-func matchMap(resource, pattern map[string]any, path string) *condError {
-	pattern = expandMetadataWildcards(pattern, resource)
+func matchMap(resource, pat map[string]any, path string) *condError {
+	pat = pattern.ExpandMetadataWildcards(pat, resource)
 
 	// Anchors first (conditional, existence, equality, negation), sorted.
 	var anchored, globals, nested, plain []string
-	for k, v := range pattern {
-		a, ok := parseAnchor(k)
-		switch {
-		case ok && (a.kind == anchorCondition || a.kind == anchorExistence || a.kind == anchorEquality || a.kind == anchorNegation):
+	for k, v := range pat {
+		switch kind, _ := pattern.ParseAnchor(k); {
+		case kind == pattern.Condition || kind == pattern.Existence || kind == pattern.Equality || kind == pattern.Negation:
 			anchored = append(anchored, k)
-		case ok && a.kind == anchorGlobal:
+		case kind == pattern.Global:
 			globals = append(globals, k)
-		case hasAnyAnchor(v):
+		case pattern.HasAnchors(v):
 			nested = append(nested, k)
 		default:
 			plain = append(plain, k)
@@ -104,7 +106,7 @@ func matchMap(resource, pattern map[string]any, path string) *condError {
 	sort.Strings(plain)
 	for _, group := range [][]string{anchored, globals, nested, plain} {
 		for _, k := range group {
-			if err := matchKey(resource, k, pattern[k], path); err != nil {
+			if err := matchKey(resource, k, pat[k], path); err != nil {
 				return err
 			}
 		}
@@ -112,62 +114,59 @@ func matchMap(resource, pattern map[string]any, path string) *condError {
 	return nil
 }
 
-func matchKey(resource map[string]any, key string, pattern any, path string) *condError {
-	a, isAnchor := parseAnchor(key)
-	if !isAnchor {
-		a = anchor{key: key}
-	}
-	value, present := resource[a.key]
-	sub := path + a.key + "/"
-	switch {
-	case isAnchor && a.kind == anchorCondition:
+func matchKey(resource map[string]any, key string, pat any, path string) *condError {
+	kind, name := pattern.ParseAnchor(key)
+	value, present := resource[name]
+	sub := path + name + "/"
+	switch kind {
+	case pattern.Condition:
 		if !present {
 			return mismatch(condConditional, sub, "conditional anchor key is missing")
 		}
-		if err := matchElement(value, pattern, sub); err != nil {
+		if err := matchElement(value, pat, sub); err != nil {
 			return &condError{kind: condConditional, path: err.path, msg: err.msg}
 		}
-	case isAnchor && a.kind == anchorGlobal:
+	case pattern.Global:
 		if !present {
 			return nil
 		}
-		if err := matchElement(value, pattern, sub); err != nil {
+		if err := matchElement(value, pat, sub); err != nil {
 			return &condError{kind: condGlobal, path: err.path, msg: err.msg}
 		}
-	case isAnchor && a.kind == anchorEquality:
+	case pattern.Equality:
 		if present {
-			return matchElement(value, pattern, sub)
+			return matchElement(value, pat, sub)
 		}
-	case isAnchor && a.kind == anchorNegation:
+	case pattern.Negation:
 		if present {
 			return mismatch(condNegation, sub, "key is not allowed")
 		}
-	case isAnchor && a.kind == anchorExistence:
+	case pattern.Existence:
 		if present {
-			return matchExistence(value, pattern, sub)
+			return matchExistence(value, pat, sub)
 		}
 	default:
 		// Plain keys, including add-if-not-present keys, which have no
 		// meaning in a condition and so look up a key of that literal name.
-		if s, ok := pattern.(string); ok && s == "*" {
+		if s, ok := pat.(string); ok && s == "*" {
 			if resource[key] == nil {
 				return mismatch(condPlain, path, "%s not found", key)
 			}
 			return nil
 		}
-		return matchElement(resource[key], pattern, path+key+"/")
+		return matchElement(resource[key], pat, path+key+"/")
 	}
 	return nil
 }
 
 // matchExistence checks an existence anchor: every map in the pattern list
 // must match at least one element of the resource list.
-func matchExistence(value, pattern any, path string) *condError {
+func matchExistence(value, pat any, path string) *condError {
 	list, ok := value.([]any)
 	if !ok {
 		return mismatch(condPlain, path, "existence anchor needs a list, found %T", value)
 	}
-	patterns, ok := pattern.([]any)
+	patterns, ok := pat.([]any)
 	if !ok {
 		return mismatch(condPlain, path, "existence anchor pattern must be a list")
 	}
@@ -190,20 +189,20 @@ func matchExistence(value, pattern any, path string) *condError {
 	return nil
 }
 
-func matchList(resource, pattern []any, path string) *condError {
-	if len(pattern) == 0 {
+func matchList(resource, pat []any, path string) *condError {
+	if len(pat) == 0 {
 		return mismatch(condPlain, path, "empty list pattern")
 	}
-	switch first := pattern[0].(type) {
+	switch first := pat[0].(type) {
 	case map[string]any:
 		return matchEach(resource, func(int) any { return first }, len(resource), path)
 	case string, float64, int, int64, bool, nil:
 		return matchElement(resource, first, path)
 	default:
-		if len(resource) < len(pattern) {
-			return mismatch(condPlain, path, "list has %d elements, pattern needs %d", len(resource), len(pattern))
+		if len(resource) < len(pat) {
+			return mismatch(condPlain, path, "list has %d elements, pattern needs %d", len(resource), len(pat))
 		}
-		return matchEachPaired(resource, pattern, path)
+		return matchEachPaired(resource, pat, path)
 	}
 }
 
@@ -232,113 +231,6 @@ func matchEach(resource []any, patternAt func(int) any, n int, path string) *con
 	return nil
 }
 
-func matchEachPaired(resource, pattern []any, path string) *condError {
-	return matchEach(resource, func(i int) any { return pattern[i] }, len(pattern), path)
-}
-
-// hasAnyAnchor reports whether a pattern value contains an anchor key.
-func hasAnyAnchor(v any) bool {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, sub := range t {
-			if _, ok := parseAnchor(k); ok {
-				return true
-			}
-			if hasAnyAnchor(sub) {
-				return true
-			}
-		}
-	case []any:
-		for _, sub := range t {
-			if hasAnyAnchor(sub) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// expandMetadataWildcards replaces wildcard keys of metadata.labels and
-// metadata.annotations in a pattern with the first (sorted) matching key of
-// the resource, keeping any anchor around the key. The pattern is not
-// modified; a changed copy is returned.
-func expandMetadataWildcards(pattern, resource map[string]any) map[string]any {
-	pmKey, pm := lookupMaybeAnchored(pattern, "metadata")
-	pmeta, ok := pm.(map[string]any)
-	if !ok {
-		return pattern
-	}
-	rmeta, ok := resource["metadata"].(map[string]any)
-	if !ok {
-		return pattern
-	}
-	var newMeta map[string]any
-	for _, tag := range []string{"labels", "annotations"} {
-		ptKey, pt := lookupMaybeAnchored(pmeta, tag)
-		ptags, ok := pt.(map[string]any)
-		if !ok {
-			continue
-		}
-		rtags, ok := rmeta[tag].(map[string]any)
-		if !ok {
-			continue
-		}
-		expanded, changed := expandKeys(ptags, rtags)
-		if !changed {
-			continue
-		}
-		if newMeta == nil {
-			newMeta = shallowCopy(pmeta)
-		}
-		newMeta[ptKey] = expanded
-	}
-	if newMeta == nil {
-		return pattern
-	}
-	out := shallowCopy(pattern)
-	out[pmKey] = newMeta
-	return out
-}
-
-func expandKeys(pattern, resource map[string]any) (map[string]any, bool) {
-	rkeys := sortedKeys(resource)
-	changed := false
-	out := make(map[string]any, len(pattern))
-	for k, v := range pattern {
-		if !hasWildcard(k) {
-			out[k] = v
-			continue
-		}
-		a, anchored := parseAnchor(k)
-		name := k
-		if anchored {
-			name = a.key
-		}
-		for _, rk := range rkeys {
-			if wildcardMatch(name, rk) {
-				name = rk
-				changed = true
-				break
-			}
-		}
-		if anchored {
-			a.key = name
-			out[a.String()] = v
-		} else {
-			out[name] = v
-		}
-	}
-	return out, changed
-}
-
-func lookupMaybeAnchored(m map[string]any, key string) (string, any) {
-	if v, ok := m[key]; ok {
-		return key, v
-	}
-	for _, k := range sortedKeys(m) {
-		if a, ok := parseAnchor(k); ok && a.key == key {
-			return k, m[k]
-		}
-	}
-	return "", nil
+func matchEachPaired(resource, pat []any, path string) *condError {
+	return matchEach(resource, func(i int) any { return pat[i] }, len(pat), path)
 }

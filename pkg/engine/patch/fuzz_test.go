@@ -61,14 +61,3 @@ func FuzzJSON6902(f *testing.F) {
 		}
 	})
 }
-
-func FuzzMatchValue(f *testing.F) {
-	for _, s := range [][2]string{{"2Gi", ">1Gi"}, {"5", "1-10"}, {"x", "!x*|y&z"}, {"90s", "1m!-2m"}} {
-		f.Add(s[0], s[1])
-	}
-	f.Fuzz(func(t *testing.T, value, pattern string) {
-		matchValue(value, pattern)
-		matchValue(nil, pattern)
-		wildcardMatch(pattern, value)
-	})
-}

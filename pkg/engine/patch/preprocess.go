@@ -3,6 +3,8 @@ package patch
 import (
 	"errors"
 	"fmt"
+
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 )
 
 // Preprocessing turns an overlay with anchors into a plain strategic merge
@@ -52,7 +54,7 @@ func preprocessOverlay(overlay map[string]any, resource map[string]any) error {
 		return err
 	}
 	for _, k := range sortedKeys(overlay) {
-		deleteScalar := keyIs(k, anchor.isConditional)
+		deleteScalar := keyIs(k, isConditional)
 		v, drop := stripAnchors(overlay[k], deleteScalar)
 		if drop {
 			delete(overlay, k)
@@ -88,7 +90,7 @@ func preprocessMap(pattern map[string]any, resource any) error {
 		return err
 	}
 	for _, k := range sortedKeys(pattern) {
-		if keyIs(k, anchor.isMutateAnchor) {
+		if keyIs(k, isMutateAnchor) {
 			continue
 		}
 		sub, present := res[k]
@@ -103,18 +105,18 @@ func preprocessMap(pattern map[string]any, resource any) error {
 
 // resolveAddAnchors drops "+(key)" entries whose key exists in resource and
 // unwraps the others. It returns the number of such anchors.
-func resolveAddAnchors(pattern map[string]any, resource map[string]any) int {
+func resolveAddAnchors(overlay map[string]any, resource map[string]any) int {
 	n := 0
-	for _, k := range sortedKeys(pattern) {
-		a, ok := parseAnchor(k)
-		if !ok || a.kind != anchorAddIfNotPresent {
+	for _, k := range sortedKeys(overlay) {
+		kind, key := pattern.ParseAnchor(k)
+		if kind != pattern.AddIfAbsent {
 			continue
 		}
 		n++
-		v := pattern[k]
-		delete(pattern, k)
-		if _, exists := resource[a.key]; !exists {
-			pattern[a.key] = v
+		v := overlay[k]
+		delete(overlay, k)
+		if _, exists := resource[key]; !exists {
+			overlay[key] = v
 		}
 	}
 	return n
@@ -122,18 +124,22 @@ func resolveAddAnchors(pattern map[string]any, resource map[string]any) int {
 
 // checkConditions checks global anchors, then conditional anchors, of one
 // map level.
-func checkConditions(pattern map[string]any, resource map[string]any) error {
+func checkConditions(overlay map[string]any, resource map[string]any) error {
 	for _, global := range []bool{true, false} {
-		for _, k := range sortedKeys(pattern) {
-			a, ok := parseAnchor(k)
-			if !ok || (global && a.kind != anchorGlobal) || (!global && a.kind != anchorCondition) {
+		want := pattern.Condition
+		if global {
+			want = pattern.Global
+		}
+		for _, k := range sortedKeys(overlay) {
+			kind, key := pattern.ParseAnchor(k)
+			if kind != want {
 				continue
 			}
-			rv, exists := resource[a.key]
+			rv, exists := resource[key]
 			if !exists {
-				return &errSkip{global: global, reason: fmt.Sprintf("key %q not found in the resource", a.key)}
+				return &errSkip{global: global, reason: fmt.Sprintf("key %q not found in the resource", key)}
 			}
-			pv := pattern[k]
+			pv := overlay[k]
 			if pm, ok := pv.(map[string]any); ok {
 				rm, _ := rv.(map[string]any)
 				if resolveAddAnchors(pm, rm) > 0 {
@@ -141,23 +147,26 @@ func checkConditions(pattern map[string]any, resource map[string]any) error {
 				}
 			}
 			if err := checkCondition(pv, rv); err != nil {
-				return &errSkip{global: global, reason: fmt.Sprintf("%s: %s", a.key, err.Error())}
+				return &errSkip{global: global, reason: fmt.Sprintf("%s: %s", key, err.Error())}
 			}
 		}
 	}
 	return nil
 }
 
-// checkCondition matches one anchor value. Like Kyverno, scalars on either
-// side are compared by their YAML text, so 3 and "3" are equal.
-func checkCondition(pattern, resource any) *condError {
-	if s, ok := scalarText(pattern); ok {
-		pattern = s
+// checkCondition matches one anchor value. Like Kyverno, which reads an
+// anchor's scalar value and the resource's scalar as YAML text before
+// matching them, scalars on either side are compared by that text: 3 and
+// "3" are equal, and so are true and "true". Values inside a map or a list
+// keep their types. pattern/value_test.go lists what this changes.
+func checkCondition(pat, resource any) *condError {
+	if s, ok := scalarText(pat); ok {
+		pat = s
 	}
 	if s, ok := scalarText(resource); ok {
 		resource = s
 	}
-	return matchPattern(resource, pattern)
+	return matchPattern(resource, pat)
 }
 
 func preprocessListOfMaps(pattern []any, resource any, present bool) ([]any, error) {
@@ -172,10 +181,10 @@ func preprocessListOfMaps(pattern []any, resource any, present bool) ([]any, err
 	n := len(pattern)
 	for i := 0; i < n; i++ {
 		element := pattern[i]
-		if !hasAnchors(element, anchor.isMutateAnchor) {
+		if !hasAnchors(element, isMutateAnchor) {
 			continue
 		}
-		hasGlobal := hasAnchors(element, isGlobalAnchor)
+		hasGlobal := hasAnchors(element, isGlobal)
 		globalPassed := false
 		var lastGlobal error
 		work := deepCopy(element)
@@ -246,7 +255,7 @@ func appendNamedCopy(pattern []any, element, resourceElement any) ([]any, error)
 
 // hasAnchors reports whether v holds an anchor key satisfying pred. Like
 // Kyverno, a string value shaped like a conditional anchor counts too.
-func hasAnchors(v any, pred func(anchor) bool) bool {
+func hasAnchors(v any, pred func(pattern.AnchorKind) bool) bool {
 	switch t := v.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
@@ -264,7 +273,7 @@ func hasAnchors(v any, pred func(anchor) bool) bool {
 			}
 		}
 	case string:
-		return keyIs(t, anchor.isConditional)
+		return keyIs(t, isConditional)
 	}
 	return false
 }
@@ -287,7 +296,7 @@ func stripAnchors(v any, dropScalar bool) (any, bool) {
 func stripAnchorsInMap(m map[string]any) bool {
 	kept := false
 	for _, k := range sortedKeys(m) {
-		if !keyIs(k, anchor.isConditional) {
+		if !keyIs(k, isConditional) {
 			continue
 		}
 		v, drop := stripAnchors(m[k], true)
@@ -301,10 +310,10 @@ func stripAnchorsInMap(m map[string]any) bool {
 	if kept {
 		// Conditions with nested non-anchor content become plain keys.
 		for _, k := range sortedKeys(m) {
-			if a, ok := parseAnchor(k); ok && a.isConditional() {
+			if kind, key := pattern.ParseAnchor(k); kind.IsConditional() {
 				v := m[k]
 				delete(m, k)
-				m[a.key] = v
+				m[key] = v
 			}
 		}
 	}
@@ -324,7 +333,7 @@ func stripAnchorsInMap(m map[string]any) bool {
 func stripAnchorsInList(l []any) ([]any, bool) {
 	out := make([]any, 0, len(l))
 	for _, e := range l {
-		if hasAnchors(e, anchor.isMutateAnchor) {
+		if hasAnchors(e, isMutateAnchor) {
 			continue
 		}
 		v, drop := stripAnchors(e, false)

@@ -1,6 +1,10 @@
 package patch
 
-import "sort"
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+)
 
 // deepCopy copies a JSON-compatible value. Maps and lists are copied
 // recursively; scalars are immutable and shared.
@@ -51,4 +55,29 @@ func isEmptyValue(v any) bool {
 		return len(t) == 0
 	}
 	return false
+}
+
+// scalarText renders a scalar the way it appears as YAML scalar text once a
+// JSON document is parsed as YAML: strings verbatim, numbers in JSON form,
+// null as "null". Maps and lists have no scalar text.
+func scalarText(v any) (string, bool) {
+	switch t := v.(type) {
+	case nil:
+		return "null", true
+	case string:
+		return t, true
+	case bool:
+		return strconv.FormatBool(t), true
+	case float64:
+		b, err := json.Marshal(t)
+		if err != nil {
+			return strconv.FormatFloat(t, 'g', -1, 64), true
+		}
+		return string(b), true
+	case int:
+		return strconv.Itoa(t), true
+	case int64:
+		return strconv.FormatInt(t, 10), true
+	}
+	return "", false
 }

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 )
 
 // ErrorKind classifies a pattern mismatch.
@@ -233,7 +231,7 @@ func (w *walker) mapElement(res, pat map[string]any) *Error {
 	}
 	if plan.metaWildcards {
 		// Only the metadata value changes: the plan's keys still hold.
-		pat = expandMetadataWildcards(pat, res)
+		pat = ExpandMetadataWildcards(pat, res)
 	}
 	anchored, plain := plan.anchored, plan.plain
 	for _, k := range anchored {
@@ -413,99 +411,4 @@ func (w *walker) arrayElement(res, pat []any) *Error {
 		}
 		return nil
 	}
-}
-
-// expandMetadataWildcards replaces wildcard keys of metadata.labels and
-// metadata.annotations in a pattern (anchored or not) by the resource keys
-// they match.
-func expandMetadataWildcards(pat, res map[string]any) map[string]any {
-	metaKey, pm := anchoredField(pat, "metadata")
-	if pm == nil {
-		return pat
-	}
-	rm, _ := res["metadata"].(map[string]any)
-	var newMeta map[string]any
-	for _, field := range []string{"labels", "annotations"} {
-		fieldKey, pf := anchoredField(pm, field)
-		if pf == nil || !hasWildcardKey(pf) {
-			continue
-		}
-		rf, _ := rm[field].(map[string]any)
-		expanded := make(map[string]any, len(pf))
-		for k, v := range pf {
-			kind, plainKey := ParseAnchor(k)
-			if !wildcard.Contains(plainKey) {
-				expanded[k] = v
-				continue
-			}
-			matched := false
-			for rk := range rf {
-				if wildcard.Match(plainKey, rk) {
-					expanded[rebuildAnchor(kind, rk)] = v
-					matched = true
-				}
-			}
-			if !matched {
-				expanded[k] = v
-			}
-		}
-		if newMeta == nil {
-			newMeta = make(map[string]any, len(pm))
-			for mk, mv := range pm {
-				newMeta[mk] = mv
-			}
-		}
-		newMeta[fieldKey] = expanded
-	}
-	if newMeta == nil {
-		return pat
-	}
-	out := make(map[string]any, len(pat))
-	for k, v := range pat {
-		out[k] = v
-	}
-	out[metaKey] = newMeta
-	return out
-}
-
-// anchoredField finds the object under name, whatever its anchor.
-func anchoredField(m map[string]any, name string) (string, map[string]any) {
-	if v, ok := m[name].(map[string]any); ok {
-		return name, v
-	}
-	for k, v := range m {
-		if StripAnchor(k) == name {
-			if vm, ok := v.(map[string]any); ok {
-				return k, vm
-			}
-		}
-	}
-	return "", nil
-}
-
-func hasWildcardKey(m map[string]any) bool {
-	for k := range m {
-		if wildcard.Contains(StripAnchor(k)) {
-			return true
-		}
-	}
-	return false
-}
-
-func rebuildAnchor(kind AnchorKind, key string) string {
-	switch kind {
-	case Condition:
-		return "(" + key + ")"
-	case Equality:
-		return "=(" + key + ")"
-	case AddIfAbsent:
-		return "+(" + key + ")"
-	case Global:
-		return "<(" + key + ")"
-	case Negation:
-		return "X(" + key + ")"
-	case Existence:
-		return "^(" + key + ")"
-	}
-	return key
 }

@@ -97,66 +97,6 @@ spec:
 	}
 }
 
-func TestValue(t *testing.T) {
-	tests := map[string]struct {
-		value, pattern any
-		want           bool
-	}{
-		"int equals":          {float64(3), float64(3), true},
-		"int vs string":       {"3", float64(3), true},
-		"nil pattern zero":    {float64(0), nil, true},
-		"nil pattern string":  {"", nil, true},
-		"nil pattern set":     {"x", nil, false},
-		"bool":                {true, true, true},
-		"bool vs string":      {"true", true, false},
-		"duration":            {"2h", ">1h", true},
-		"duration less":       {"30m", "<1h", true},
-		"quantity":            {"1024Mi", "1Gi", true},
-		"quantity millicores": {"250m", "<1", true},
-		"wildcard":            {"registry.io/app", "registry.io/*", true},
-		"not wildcard":        {"docker.io/app", "!registry.io/*", true},
-		"integral float text": {float64(8080), "8080", true},
-		"non empty":           {"", "?*", false},
-		"or with spaces":      {"b", "a | b", true},
-		"map pattern":         {map[string]any{}, map[string]any{"a": "b"}, true},
-		"ge number":           {float64(5), ">=5", true},
-		"gt number":           {float64(5), ">5", false},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := Value(tc.value, tc.pattern); got != tc.want {
-				t.Fatalf("Value(%v, %v) = %v, want %v", tc.value, tc.pattern, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestParseAnchor(t *testing.T) {
-	tests := map[string]struct {
-		kind AnchorKind
-		key  string
-	}{
-		"(name)":  {Condition, "name"},
-		"=(name)": {Equality, "name"},
-		"+(name)": {AddIfAbsent, "name"},
-		"<(name)": {Global, "name"},
-		"X(name)": {Negation, "name"},
-		"^(name)": {Existence, "name"},
-		"name":    {NoAnchor, "name"},
-		"()":      {NoAnchor, "()"},
-		"Y(name)": {NoAnchor, "Y(name)"},
-		"(a.b/c)": {Condition, "a.b/c"},
-	}
-	for in, tc := range tests {
-		t.Run(in, func(t *testing.T) {
-			k, key := ParseAnchor(in)
-			if k != tc.kind || key != tc.key {
-				t.Fatalf("ParseAnchor(%q) = %v, %q; want %v, %q", in, k, key, tc.kind, tc.key)
-			}
-		})
-	}
-}
-
 // FuzzValidate feeds arbitrary resources and patterns: validation must
 // never panic and a pattern always matches a resource equal to itself when
 // neither uses operators.

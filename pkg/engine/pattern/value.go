@@ -2,20 +2,47 @@ package pattern
 
 import (
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 )
 
-type op int
+// This file is the engine's value language: how one resource value is
+// checked against one pattern value. Validate patterns, mutate conditional
+// anchors and the range values of the AnyIn/AllIn condition operators all
+// come here. The rules are those of Kyverno's pattern.Validate and
+// operator.GetOperatorFromStringPattern:
+//
+//   - a boolean pattern matches the same boolean;
+//   - a number pattern matches an equal number, or a string that parses to
+//     it (as an integer when the pattern is an integer: "80.0" is not 80);
+//   - null matches null, 0, "" and false; an object matches any object;
+//   - a string pattern is alternatives separated by "|", each a conjunction
+//     of terms separated by "&" (spaces around them are dropped, tabs and
+//     newlines are not: "\t>5" has no operator). A term is
+//     an operator (">=", "<=", ">", "<", "!") and an operand, or a range
+//     "a-b" (inclusive) or "a!-b" (outside). An operand compares as a
+//     duration ("90s" < "2m") when both sides parse as one, else as a
+//     quantity ("1Gi" > "512Mi", "3" = "3.0"), else, for equality and "!"
+//     only, as a wildcard pattern (package wildcard) on the value's text.
+//
+// Documents hold every number as a float64. Kubernetes decodes an integer as
+// an int64 and Kyverno's answers depend on it, so a float64 with no
+// fraction (in the int64 range) is read as an integer: 80 is "80" in text,
+// 2.5 is "2.5E+00" for wildcards and "2.500000" for durations and
+// quantities.
+//
+// Mutate conditions read an anchor's scalar value and the resource's scalar
+// as YAML text before asking (package patch, checkCondition), as Kyverno's
+// mutate path does.
+
+// operator is the leading operator of one term of a string pattern.
+type operator int
 
 const (
-	opEqual op = iota
+	opEqual operator = iota
 	opNotEqual
 	opMore
 	opMoreEqual
@@ -25,49 +52,7 @@ const (
 	opNotInRange
 )
 
-var (
-	inRange    = regexp.MustCompile(`^([0-9.]+[a-zA-Z]*)-([0-9.]+[a-zA-Z]*)$`)
-	notInRange = regexp.MustCompile(`^([0-9.]+[a-zA-Z]*)!-([0-9.]+[a-zA-Z]*)$`)
-)
-
-// maybeRange is a cheap test before the range regular expressions: a
-// range starts with a digit (after an optional "!") and holds a "-".
-func maybeRange(p string) bool {
-	p = strings.TrimPrefix(p, "!")
-	return p != "" && p[0] >= '0' && p[0] <= '9' && strings.IndexByte(p, '-') > 0
-}
-
-func parseOp(p string) (op, string) {
-	switch {
-	case strings.HasPrefix(p, ">="):
-		return opMoreEqual, p[2:]
-	case strings.HasPrefix(p, "<="):
-		return opLessEqual, p[2:]
-	case strings.HasPrefix(p, ">"):
-		return opMore, p[1:]
-	case strings.HasPrefix(p, "<"):
-		return opLess, p[1:]
-	case strings.HasPrefix(p, "!") && len(p) > 1:
-		if maybeRange(p) && notInRange.MatchString(p) {
-			return opNotInRange, p
-		}
-		return opNotEqual, p[1:]
-	}
-	if maybeRange(p) {
-		if notInRange.MatchString(p) {
-			return opNotInRange, p
-		}
-		if inRange.MatchString(p) {
-			return opInRange, p
-		}
-	}
-	return opEqual, p
-}
-
-// Value reports whether a resource value satisfies a pattern value:
-// booleans and numbers by equality, nil as the zero value, a map by type,
-// strings by Kyverno's value language (`|` or, `&` and, `!` not, `>` `>=`
-// `<` `<=`, ranges `a-b` and `a!-b`, durations, quantities, wildcards).
+// Value reports whether a resource value satisfies a pattern value.
 func Value(value, pattern any) bool {
 	switch p := pattern.(type) {
 	case bool:
@@ -85,6 +70,10 @@ func Value(value, pattern any) bool {
 			return true
 		case float64:
 			return v == 0
+		case int64:
+			return v == 0
+		case int:
+			return v == 0
 		case string:
 			return v == ""
 		case bool:
@@ -95,9 +84,23 @@ func Value(value, pattern any) bool {
 		_, ok := value.(map[string]any)
 		return ok
 	case string:
-		return stringPatterns(value, p)
+		return stringPattern(value, p)
 	}
 	return false
+}
+
+// IsRange reports whether s, as a whole, is an inclusive range "a-b" of
+// the value language (two numbers, each with an optional sign and unit).
+func IsRange(s string) bool {
+	return parseOperator(s) == opInRange
+}
+
+// asInt returns f as an integer when it has no fraction and fits an int64.
+func asInt(f float64) (int64, bool) {
+	if f != math.Trunc(f) || f < -(1<<63) || f >= 1<<63 {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 func numberPattern(value any, p float64) bool {
@@ -109,9 +112,9 @@ func numberPattern(value any, p float64) bool {
 	case int:
 		return float64(v) == p
 	case string:
-		if p == math.Trunc(p) {
+		if pi, ok := asInt(p); ok {
 			i, err := strconv.ParseInt(v, 10, 64)
-			return err == nil && float64(i) == p
+			return err == nil && i == pi
 		}
 		f, err := strconv.ParseFloat(v, 64)
 		return err == nil && f == p
@@ -119,56 +122,160 @@ func numberPattern(value any, p float64) bool {
 	return false
 }
 
-func stringPatterns(value any, p string) bool {
+// stringPattern checks alternatives ("|") of conjunctions ("&") of terms.
+func stringPattern(value any, p string) bool {
 	if s, ok := value.(string); ok && s == p {
 		return true
 	}
-	for _, alt := range strings.Split(p, "|") {
-		alt = strings.TrimSpace(alt)
-		all := true
-		for _, part := range strings.Split(alt, "&") {
-			if !stringPattern(value, strings.TrimSpace(part)) {
-				all = false
-				break
-			}
-		}
-		if all {
+	for rest, more := p, true; more; {
+		var alt string
+		alt, rest, more = strings.Cut(rest, "|")
+		if conjunction(value, strings.Trim(alt, " ")) {
 			return true
 		}
 	}
 	return false
 }
 
-func stringPattern(value any, p string) bool {
-	o, rest := parseOp(p)
-	switch o {
-	case opInRange:
-		m := inRange.FindStringSubmatch(rest)
-		return m != nil && stringPattern(value, ">="+m[1]) && stringPattern(value, "<="+m[2])
-	case opNotInRange:
-		rest = strings.TrimPrefix(rest, "!")
-		m := notInRange.FindStringSubmatch(rest)
-		if m == nil {
-			m = notInRange.FindStringSubmatch(p)
-		}
-		return m != nil && (stringPattern(value, "<"+m[1]) || stringPattern(value, ">"+m[2]))
-	}
-	rest = strings.TrimSpace(rest)
-	// Durations and quantities start with a digit, a sign or a dot; other
-	// patterns skip the parse attempts.
-	if rest != "" && strings.IndexByte("0123456789+-.", rest[0]) >= 0 {
-		if res, ok := compareDuration(value, rest, o); ok {
-			return res
-		}
-		if res, ok := compareQuantity(value, rest, o); ok {
-			return res
+func conjunction(value any, alt string) bool {
+	for rest, more := alt, true; more; {
+		var t string
+		t, rest, more = strings.Cut(rest, "&")
+		if !term(value, strings.Trim(t, " ")) {
+			return false
 		}
 	}
-	return compareString(value, rest, o)
+	return true
 }
 
-// numberText renders a resource value for numeric parsing; a missing
-// value counts as 0, as in Kyverno.
+func term(value any, t string) bool {
+	op, n := prefixOperator(t)
+	if n == 0 && len(t) >= 2 {
+		switch lo, hi, r := splitRange(t); r {
+		case opInRange:
+			return compare(value, lo, opMoreEqual) && compare(value, hi, opLessEqual)
+		case opNotInRange:
+			return compare(value, lo, opLess) || compare(value, hi, opMore)
+		}
+	}
+	return compare(value, strings.TrimSpace(t[n:]), op)
+}
+
+// parseOperator reads the operator of a term: a term shorter than two
+// characters is compared for equality, then the prefixes ">=", "<=", ">",
+// "<" and "!" are tried, then the two range forms.
+func parseOperator(t string) operator {
+	op, n := prefixOperator(t)
+	if n == 0 && len(t) >= 2 {
+		if _, _, r := splitRange(t); r != opEqual {
+			return r
+		}
+	}
+	return op
+}
+
+// prefixOperator reads a leading ">=", "<=", ">", "<" or "!" and its
+// length; terms shorter than two characters have none.
+func prefixOperator(t string) (operator, int) {
+	if len(t) < 2 {
+		return opEqual, 0
+	}
+	switch t[0] {
+	case '>':
+		if t[1] == '=' {
+			return opMoreEqual, 2
+		}
+		return opMore, 1
+	case '<':
+		if t[1] == '=' {
+			return opLessEqual, 2
+		}
+		return opLess, 1
+	case '!':
+		return opNotEqual, 1
+	}
+	return opEqual, 0
+}
+
+// splitRange splits "a-b" (opInRange) or "a!-b" (opNotInRange) into its
+// bounds; anything else gives opEqual. A bound is an optional sign ("-",
+// "+", "|"), digits, an optional fraction and optional ASCII letters: the
+// regular expression `[-|+]?\d+(\.\d+)?[A-Za-z]*` Kyverno uses, read by
+// hand. "1h30m-2h" and "1e3-2e3" are not ranges.
+func splitRange(t string) (lo, hi string, op operator) {
+	end := scanBound(t, 0)
+	if end < 0 {
+		return "", "", opEqual
+	}
+	var next int
+	switch {
+	case strings.HasPrefix(t[end:], "!-"):
+		op, next = opNotInRange, end+2
+	case strings.HasPrefix(t[end:], "-"):
+		op, next = opInRange, end+1
+	default:
+		return "", "", opEqual
+	}
+	if scanBound(t, next) != len(t) {
+		return "", "", opEqual
+	}
+	return t[:end], t[next:], op
+}
+
+// scanBound returns the end of the range bound starting at s[i], or -1.
+func scanBound(s string, i int) int {
+	if i < len(s) && (s[i] == '-' || s[i] == '+' || s[i] == '|') {
+		i++
+	}
+	j := skipDigits(s, i)
+	if j == i {
+		return -1
+	}
+	if j+1 < len(s) && s[j] == '.' && isDigit(s[j+1]) {
+		j = skipDigits(s, j+1)
+	}
+	for j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] >= 'A' && s[j] <= 'Z') {
+		j++
+	}
+	return j
+}
+
+func skipDigits(s string, i int) int {
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return i
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// compare checks value against one operand: as durations, else as
+// quantities, else as text.
+func compare(value any, operand string, op operator) bool {
+	// Operands that cannot be durations or quantities skip the parse
+	// attempts (FuzzOperandStart holds the parsers to these sets).
+	if operand != "" && strings.IndexByte(quantityStart, operand[0]) >= 0 {
+		if strings.IndexByte(durationStart, operand[0]) >= 0 {
+			if res, ok := compareDuration(value, operand, op); ok {
+				return res
+			}
+		}
+		if res, ok := compareQuantity(value, operand, op); ok {
+			return res
+		}
+	}
+	return compareText(value, operand, op)
+}
+
+// The first characters of a duration ("-1.5h", ".5s") and of a quantity,
+// which may also start with its suffix: "m", "Ki" and "e3" read as 0.
+const (
+	durationStart = "0123456789+-."
+	quantityStart = durationStart + "eEinumkKMGTP"
+)
+
+// numberText renders a resource value for duration and quantity parsing:
+// null is 0, an integer its digits, another number six decimals.
 func numberText(v any) (string, bool) {
 	switch t := v.(type) {
 	case nil:
@@ -176,8 +283,8 @@ func numberText(v any) (string, bool) {
 	case string:
 		return t, true
 	case float64:
-		if t == math.Trunc(t) && math.Abs(t) < 1e15 {
-			return strconv.FormatInt(int64(t), 10), true
+		if i, ok := asInt(t); ok {
+			return strconv.FormatInt(i, 10), true
 		}
 		return strconv.FormatFloat(t, 'f', 6, 64), true
 	case int64:
@@ -188,26 +295,26 @@ func numberText(v any) (string, bool) {
 	return "", false
 }
 
-func cmpResult(c int, o op) (bool, bool) {
-	switch o {
+func ordered(c int, op operator) bool {
+	switch op {
 	case opEqual:
-		return c == 0, true
+		return c == 0
 	case opNotEqual:
-		return c != 0, true
+		return c != 0
 	case opMore:
-		return c > 0, true
+		return c > 0
 	case opLess:
-		return c < 0, true
+		return c < 0
 	case opMoreEqual:
-		return c >= 0, true
+		return c >= 0
 	case opLessEqual:
-		return c <= 0, true
+		return c <= 0
 	}
-	return false, false
+	return false
 }
 
-func compareDuration(value any, p string, o op) (bool, bool) {
-	pd, err := time.ParseDuration(p)
+func compareDuration(value any, operand string, op operator) (bool, bool) {
+	pd, err := time.ParseDuration(operand)
 	if err != nil {
 		return false, false
 	}
@@ -225,27 +332,29 @@ func compareDuration(value any, p string, o op) (bool, bool) {
 	} else if vd > pd {
 		c = 1
 	}
-	return cmpResult(c, o)
+	return ordered(c, op), true
 }
 
-func compareQuantity(value any, p string, o op) (bool, bool) {
-	pq, err := resource.ParseQuantity(p)
-	if err != nil {
+func compareQuantity(value any, operand string, op operator) (bool, bool) {
+	pq, ok := ParseQuantity(operand)
+	if !ok {
 		return false, false
 	}
 	vs, ok := numberText(value)
 	if !ok {
 		return false, false
 	}
-	vq, err := resource.ParseQuantity(vs)
-	if err != nil {
+	vq, ok := ParseQuantity(vs)
+	if !ok {
 		return false, false
 	}
-	return cmpResult(vq.Cmp(pq), o)
+	return ordered(vq.Cmp(pq), op), true
 }
 
-func compareString(value any, p string, o op) bool {
-	if o != opEqual && o != opNotEqual {
+// compareText matches the value's text against a wildcard operand, for
+// equality and "!" only. Null, objects and lists have no text.
+func compareText(value any, operand string, op operator) bool {
+	if op != opEqual && op != opNotEqual {
 		return false
 	}
 	var s string
@@ -253,8 +362,8 @@ func compareString(value any, p string, o op) bool {
 	case string:
 		s = v
 	case float64:
-		if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-			s = strconv.FormatInt(int64(v), 10)
+		if i, ok := asInt(v); ok {
+			s = strconv.FormatInt(i, 10)
 		} else {
 			s = strconv.FormatFloat(v, 'E', -1, 64)
 		}
@@ -267,9 +376,5 @@ func compareString(value any, p string, o op) bool {
 	default:
 		return false
 	}
-	m := wildcard.Match(p, s)
-	if o == opNotEqual {
-		return !m
-	}
-	return m
+	return wildcard.Match(operand, s) == (op == opEqual)
 }

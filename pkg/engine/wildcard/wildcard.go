@@ -1,7 +1,14 @@
 // Package wildcard matches strings against the glob-like patterns Kyverno
-// accepts in names, namespaces, images and condition values: `*` matches any
-// run of characters (including none) and `?` matches exactly one character.
-// Every other character, `.` included, matches only itself.
+// accepts in names, namespaces, images, pattern values, condition values
+// and the JMESPath function wildcard(): `*` matches any run of characters
+// (including none) and `?` matches exactly one character. Every other
+// character, `.` included, matches only itself. It is the engine's only
+// wildcard matcher.
+//
+// The rules are those of the library Kyverno uses (IGLOU-EU/go-wildcard
+// v1.0.3, reached through Kyverno's ext/wildcard.Match): matching is done
+// on characters, and a byte that is not valid UTF-8 reads as U+FFFD, as Go's
+// []rune conversion reads it.
 package wildcard
 
 import (
@@ -9,50 +16,44 @@ import (
 	"unicode/utf8"
 )
 
-// Match reports whether s matches pattern. Matching is done on runes, so `?`
-// stands for one character even when that character is several bytes long.
-// It runs in O(len(pattern)*len(s)) time at worst and never allocates for
-// ASCII input.
+// Match reports whether s matches pattern. It runs in
+// O(len(pattern)*len(s)) time at worst and never allocates.
 func Match(pattern, s string) bool {
 	if pattern == s {
 		return true
 	}
-	if !Contains(pattern) {
-		return false
-	}
 	if pattern == "*" {
 		return true
 	}
-	// Index-based matching over bytes, with multi-byte runes handled by
-	// decoding on demand. star/mark remember the last `*` and the position
-	// in s it was last tried against, for backtracking.
+	// Index-based matching over bytes, with multi-byte runes decoded on
+	// demand. star/mark remember the last `*` and the position in s it was
+	// last tried against, for backtracking.
 	pi, si := 0, 0
 	star, mark := -1, 0
 	for si < len(s) {
 		if pi < len(pattern) {
-			switch c := pattern[pi]; c {
-			case '*':
+			switch c := pattern[pi]; {
+			case c == '*':
 				star, mark = pi, si
 				pi++
 				continue
-			case '?':
+			case c == '?':
 				pi++
 				si += runeLen(s, si)
 				continue
+			case c < utf8.RuneSelf:
+				if s[si] == c {
+					pi++
+					si++
+					continue
+				}
 			default:
-				if c < 0x80 {
-					if s[si] == c {
-						pi++
-						si++
-						continue
-					}
-				} else {
-					pl, sl := runeLen(pattern, pi), runeLen(s, si)
-					if pl == sl && pattern[pi:pi+pl] == s[si:si+sl] {
-						pi += pl
-						si += sl
-						continue
-					}
+				pr, pl := utf8.DecodeRuneInString(pattern[pi:])
+				sr, sl := utf8.DecodeRuneInString(s[si:])
+				if pr == sr {
+					pi += pl
+					si += sl
+					continue
 				}
 			}
 		}

@@ -38,6 +38,38 @@ func TestMatch(t *testing.T) {
 		"unicode star":      {"é*ü", "éaaü", true},
 		"unicode literal":   {"éü", "éü", true},
 		"unicode mismatch":  {"éü", "éu", false},
+		// Moved from the JMESPath pattern_match tests.
+		"star matches all":        {"*", "s3:GetObject", true},
+		"trailing star":           {"s3:*", "s3:ListMultipartUploadParts", true},
+		"literal longer":          {"s3:ListBucketMultipartUploads", "s3:ListBucket", false},
+		"literal equal":           {"s3:ListBucket", "s3:ListBucket", true},
+		"star empty suffix":       {"my-bucket/oo*", "my-bucket/oo", true},
+		"shuffled":                {"my-bucket/In*", "my-bucket/Karnataka/India/", false},
+		"stars expand":            {"my-bucket/In*/Ka*/Ban", "my-bucket/India/Karnataka/Ban/Ban/Ban/Ban/Ban", true},
+		"suffix mismatch":         {"my-bucket/In*/Ka*/Ban", "my-bucket/India/Karnataka/Bangalore", false},
+		"question needs one":      {"my-bucket?/abc*", "mybucket/abc", false},
+		"question one":            {"my-bucket?/abc*", "my-bucket1/abc", true},
+		"two questions":           {"my??bucket/abc*", "my4abucket/abc", true},
+		"question matches slash":  {"my-bucket/abc?efg", "my-bucket/abc/efg", true},
+		"question at end":         {"my-bucket/abc?", "my-bucket/abcd", true},
+		"question at end too few": {"my-bucket/abc?", "my-bucket/abc", false},
+		"star question and":       {"my-bucket/mnop*?and", "my-bucket/mnopqand", true},
+		"star question and none":  {"my-bucket/mnop*?and", "my-bucket/mnopand", false},
+		"literal star in text":    {"*a", "*ba", true},
+		"unicode question inside": {"h?llo", "héllo", true},
+		"only stars":              {"***", "", true},
+		// A `*` in the text is an ordinary character (an old copy in
+		// package patch consumed it as a literal and missed these).
+		"star over star":        {"*", "* * * * *", true},
+		"star after star":       {"a*", "a*x", true},
+		"star question on star": {"*?", "*", true},
+		// Invalid UTF-8 reads as U+FFFD, as Go's []rune conversion (and so
+		// Kyverno's matcher) reads it.
+		"invalid bytes equal":     {"\xbe", "\xf8", true},
+		"invalid byte and U+FFFD": {"\ufffd", "\xff", true},
+		"invalid byte is one":     {"?", "\xff", true},
+		"invalid after star":      {"*\xf8", "ab\xbe", true},
+		"invalid vs ascii":        {"\xff", "a", false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
