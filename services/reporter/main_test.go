@@ -38,7 +38,7 @@ func TestFlags(t *testing.T) {
 			Credentials: "/n/creds", StreamReplicas: 3,
 			Streams: queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20},
 		},
-		VerifyGrace: time.Minute,
+		VerifyGrace:    time.Minute,
 		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,
 		AckWait: 12 * time.Second, Scan: false, ScanInterval: 10 * time.Minute, ScanConcurrency: 3,
 		ProbeAddress: ":9090", Log: service.LogConfig{Level: "debug", Format: "console"},
