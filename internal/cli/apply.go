@@ -140,13 +140,43 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 		resps, _ := eng.Apply(ctx, req, set)
 		return flatten(resps, obj)
 	}
-	err = evaluateInOrder(src.each, evaluate, func(rs []applyResult) error {
+	// Documents are parsed and evaluated on every core; their results are
+	// written in the order the documents were read.
+	type evaluated struct {
+		piece     resourcePiece
+		resources int
+		results   []applyResult
+		err       error
+	}
+	work := func(p resourcePiece) evaluated {
+		if p.end {
+			return evaluated{piece: p}
+		}
+		objs, err := p.resources()
+		e := evaluated{piece: p, resources: len(objs), err: err}
+		for _, obj := range objs {
+			e.results = append(e.results, evaluate(obj)...)
+		}
+		return e
+	}
+	found := make([]int, len(opts.Resources))
+	err = inOrder(src.pieces, work, func(e evaluated) error {
 		if err := ctx.Err(); err != nil {
 			// Interrupted: the engine cut the evaluations short, and what
 			// it says is not the policies' verdict.
 			return err
 		}
-		for _, r := range rs {
+		switch {
+		case e.err != nil:
+			return e.err
+		case e.piece.end:
+			if found[e.piece.input] == 0 {
+				return src.noResources(e.piece.input)
+			}
+			return nil
+		}
+		found[e.piece.input] += e.resources
+		for _, r := range e.results {
 			counts.Add(engine.Status(r.Result))
 			if err := out.add(r); err != nil {
 				return err
@@ -183,27 +213,28 @@ func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
 	return all, nil
 }
 
-// evaluateInOrder reads resources with each, evaluates them on all cores
-// and hands their results to emit in the order they were read. At most a
-// few resources per core are in flight. It stops at the first error of
-// each or emit.
-func evaluateInOrder(each func(emit func(map[string]any) error) error, evaluate func(map[string]any) []applyResult, emit func([]applyResult) error) error {
+// inOrder runs work on every item produce hands it, on all cores, and
+// hands the outputs to consume in the order produce gave the items. At
+// most a few items per core are in flight. It stops at the first error of
+// produce or consume; once consume failed, produce's emit returns
+// errStopped.
+func inOrder[I, O any](produce func(emit func(I) error) error, work func(I) O, consume func(O) error) error {
 	workers := runtime.GOMAXPROCS(0)
 	type job struct {
-		obj  map[string]any
-		done chan []applyResult
+		in   I
+		done chan O
 	}
 	jobs := make(chan job, workers)
-	order := make(chan chan []applyResult, 4*workers)
+	order := make(chan chan O, 4*workers)
 	stop := make(chan struct{})
-	var readErr error
+	var produceErr error
 	go func() {
 		defer close(order)
 		defer close(jobs)
-		readErr = each(func(obj map[string]any) error {
+		produceErr = produce(func(in I) error {
 			// The job goes to the workers before its place in the order:
-			// every result the emitter waits for is then being computed.
-			j := job{obj: obj, done: make(chan []applyResult, 1)}
+			// every output the consumer waits for is then being computed.
+			j := job{in: in, done: make(chan O, 1)}
 			select {
 			case jobs <- j:
 			case <-stop:
@@ -223,25 +254,25 @@ func evaluateInOrder(each func(emit func(map[string]any) error) error, evaluate 
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				j.done <- evaluate(j.obj)
+				j.done <- work(j.in)
 			}
 		}()
 	}
-	var emitErr error
+	var consumeErr error
 	for done := range order {
-		rs := <-done
-		if emitErr == nil {
-			emitErr = emit(rs)
-			if emitErr != nil {
+		out := <-done
+		if consumeErr == nil {
+			consumeErr = consume(out)
+			if consumeErr != nil {
 				close(stop)
 			}
 		}
 	}
 	wg.Wait()
-	if emitErr != nil {
-		return emitErr
+	if consumeErr != nil {
+		return consumeErr
 	}
-	return readErr
+	return produceErr
 }
 
 // errStopped ends the reading of resources once the results can no longer

@@ -179,13 +179,27 @@ func TestApplyStreamsResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	err := src.each(func(obj map[string]any) error {
-		names = append(names, document.String(obj, "metadata", "name"))
-		if document.String(obj, "metadata", "namespace") != "default" {
-			t.Errorf("%s has no default namespace", names[len(names)-1])
+	ends := 0
+	err := src.pieces(func(p resourcePiece) error {
+		if p.end {
+			ends++
+			return nil
+		}
+		objs, err := p.resources()
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			names = append(names, document.String(obj, "metadata", "name"))
+			if document.String(obj, "metadata", "namespace") != "default" {
+				t.Errorf("%s has no default namespace", names[len(names)-1])
+			}
 		}
 		return nil
 	})
+	if ends != 1 {
+		t.Errorf("%d ends of path for one path", ends)
+	}
 	if err != nil || len(names) != 3001 || names[0] != "cm-0" || names[2999] != "cm-2999" || names[3000] != "in-list" {
 		t.Fatalf("read %d resources (%v), %v", len(names), err, names[len(names)-1])
 	}

@@ -121,36 +121,40 @@ func (s *resourceSource) check() error {
 	return nil
 }
 
-// each hands every resource of every path to emit, in order. Policy
-// documents are skipped, the items of a List are resources, and a
-// namespaced resource without a namespace is put in "default". A path
-// whose documents hold no resource (an empty file, comments only, only
-// policies) is an error wrapping ErrNoResources, as is a document over
-// the size limit, named by file and position. Errors are prefixed with
-// "resources: ".
-func (s *resourceSource) each(emit func(map[string]any) error) error {
-	for i, p := range s.paths {
-		n := 0
-		count := func(obj map[string]any) error {
-			n++
-			return emit(obj)
-		}
+// resourcePiece is one document of a --resource path, read but not yet
+// parsed, or (end set) the end of a path. Pieces are parsed on any core,
+// and their results put back in the order they were read.
+type resourcePiece struct {
+	chunk document.Chunk
+	// path names the file in messages.
+	path string
+	// input is the position of the --resource path the piece comes from.
+	input int
+	end   bool
+}
+
+// pieces hands every document of every path to emit, in order, and after
+// the last document of a path a piece with end set. A document over the
+// size limit, or a file that cannot be read, is an error naming the file
+// (and the document). Errors are prefixed with "resources: ".
+func (s *resourceSource) pieces(emit func(resourcePiece) error) error {
+	for i := range s.paths {
 		for _, f := range s.files[i] {
-			if err := s.readFile(f, count); err != nil {
+			if err := s.readFile(f, i, emit); err != nil {
 				if errors.Is(err, errStopped) {
 					return err
 				}
 				return fmt.Errorf("resources: %w", err)
 			}
 		}
-		if n == 0 {
-			return fmt.Errorf("resources: %w in %s: its documents are empty or hold only policies", ErrNoResources, inputName(p))
+		if err := emit(resourcePiece{input: i, end: true}); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (s *resourceSource) readFile(path string, emit func(map[string]any) error) error {
+func (s *resourceSource) readFile(path string, input int, emit func(resourcePiece) error) error {
 	r := s.stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -166,7 +170,7 @@ func (s *resourceSource) readFile(path string, emit func(map[string]any) error) 
 	}
 	path = inputName(path)
 	for {
-		d, err := dec.Next()
+		c, err := dec.NextChunk()
 		switch {
 		case errors.Is(err, io.EOF):
 			return nil
@@ -175,24 +179,41 @@ func (s *resourceSource) readFile(path string, emit func(map[string]any) error) 
 		case err != nil:
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if policy.IsPolicyGroup(document.String(d.Object, "apiVersion")) {
-			continue
-		}
-		if document.String(d.Object, "kind") != "List" {
-			if err := emit(defaultNamespace(d.Object)); err != nil {
-				return err
-			}
-			continue
-		}
-		items, _ := d.Object["items"].([]any)
-		for _, it := range items {
-			if m, ok := it.(map[string]any); ok {
-				if err := emit(defaultNamespace(m)); err != nil {
-					return err
-				}
-			}
+		if err := emit(resourcePiece{chunk: c, path: path, input: input}); err != nil {
+			return err
 		}
 	}
+}
+
+// resources parses the piece into the resources it holds: none for an
+// empty document or a policy, the items of a List, or the document itself.
+// A namespaced resource without a namespace is put in "default". An error
+// names the file and the document, prefixed with "resources: ".
+func (p resourcePiece) resources() ([]map[string]any, error) {
+	d, ok, err := p.chunk.Decode()
+	if err != nil {
+		return nil, fmt.Errorf("resources: %s: %w", p.path, err)
+	}
+	if !ok || policy.IsPolicyGroup(document.String(d.Object, "apiVersion")) {
+		return nil, nil
+	}
+	if document.String(d.Object, "kind") != "List" {
+		return []map[string]any{defaultNamespace(d.Object)}, nil
+	}
+	items, _ := d.Object["items"].([]any)
+	out := make([]map[string]any, 0, len(items))
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			out = append(out, defaultNamespace(m))
+		}
+	}
+	return out, nil
+}
+
+// noResources is the error of a path whose documents hold no resource (an
+// empty file, comments only, only policies).
+func (s *resourceSource) noResources(input int) error {
+	return fmt.Errorf("resources: %w in %s: its documents are empty or hold only policies", ErrNoResources, inputName(s.paths[input]))
 }
 
 // inputName names a path in messages; "-" is the standard input.

@@ -63,6 +63,8 @@ func Decode(data []byte) (any, error) {
 // "billion laughs" document).
 type decoder struct {
 	budget int
+	// lineOffset turns the node's lines into lines of the whole stream.
+	lineOffset int
 }
 
 // ErrTooLarge is returned when aliases expand a document beyond the
@@ -118,7 +120,7 @@ func (d *decoder) fromNode(n *yaml.Node, depth int) (any, error) {
 				continue
 			}
 			if k.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("line %d: mapping key is not a scalar", k.Line)
+				return nil, fmt.Errorf("line %d: mapping key is not a scalar", k.Line+d.lineOffset)
 			}
 			v, err := d.fromNode(vn, depth+1)
 			if err != nil {
@@ -130,7 +132,7 @@ func (d *decoder) fromNode(n *yaml.Node, depth int) (any, error) {
 	case yaml.ScalarNode:
 		return scalar(n)
 	}
-	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
+	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line+d.lineOffset)
 }
 
 func (d *decoder) mergeInto(out map[string]any, n *yaml.Node, depth int) error {

@@ -216,7 +216,7 @@ func TestDecoderReadsAsItGoes(t *testing.T) {
 	if _, err := dec.Next(); err != nil {
 		t.Fatal(err)
 	}
-	if src.n > 8<<10 {
+	if src.n > readBuffer {
 		t.Fatalf("read %d bytes of %d for the first document", src.n, b.Len())
 	}
 	docs, err := DecodeAll([]byte(b.String()))
