@@ -6,6 +6,7 @@ import (
 
 	"github.com/verdict-dev/verdict/pkg/engine/conditions"
 	"github.com/verdict-dev/verdict/pkg/engine/jmespath"
+	"github.com/verdict-dev/verdict/pkg/engine/pattern"
 )
 
 // Validate checks a policy and returns every problem with its field path:
@@ -421,34 +422,24 @@ func checkPatternKeys(v any, path string, mutate bool, errs *FieldErrors) {
 	}
 }
 
-// anchorProblem explains what is wrong with an anchored key, or "".
+// anchorProblem explains what is wrong with an anchored key, or "". The
+// engine reads anchors with pattern.ParseAnchor; a key it does not read as
+// an anchor but that starts or ends with a parenthesis, or leaves one
+// unclosed, was meant as one and is refused.
 func anchorProblem(k string, mutate bool) string {
 	if strings.Contains(k, "{{") {
 		return ""
 	}
-	open := strings.Count(k, "(")
-	closeN := strings.Count(k, ")")
-	if open == 0 && closeN == 0 {
-		return ""
-	}
-	valid := false
+	kind, inner := pattern.ParseAnchor(k)
 	switch {
-	case len(k) >= 3 && k[0] == '(' && k[len(k)-1] == ')':
-		valid = true
-	case len(k) >= 4 && k[1] == '(' && k[len(k)-1] == ')' && strings.ContainsRune("=+<X^", rune(k[0])):
-		valid = true
-		if k[0] == '+' && !mutate {
-			return fmt.Sprintf("add-if-not-present anchor %q is only allowed in mutate rules", k)
-		}
-	}
-	if !valid {
-		if open != closeN || strings.HasSuffix(k, ")") || strings.HasPrefix(k, "(") {
+	case kind == pattern.NoAnchor:
+		open, closeN := strings.Count(k, "("), strings.Count(k, ")")
+		if open+closeN > 0 && (open != closeN || strings.HasSuffix(k, ")") || strings.HasPrefix(k, "(")) {
 			return fmt.Sprintf("invalid anchor %q", k)
 		}
-		return ""
-	}
-	inner := k[strings.IndexByte(k, '(')+1 : len(k)-1]
-	if inner == "" {
+	case kind == pattern.AddIfAbsent && !mutate:
+		return fmt.Sprintf("add-if-not-present anchor %q is only allowed in mutate rules", k)
+	case strings.TrimSpace(inner) == "":
 		return fmt.Sprintf("anchor %q has an empty key", k)
 	}
 	return ""

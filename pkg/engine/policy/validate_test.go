@@ -268,3 +268,37 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestAnchorProblem pins which pattern keys are refused: the engine reads
+// anchors with pattern.ParseAnchor, and the check agrees with it.
+func TestAnchorProblem(t *testing.T) {
+	tests := []struct {
+		key    string
+		mutate bool
+		want   string
+	}{
+		{key: "name"},
+		{key: "(name)"},
+		{key: "=(name)"},
+		{key: "X(name)"},
+		{key: "^(name)"},
+		{key: "<(name)"},
+		{key: "+(name)", mutate: true},
+		{key: " (name) "},
+		{key: "a(b)c"},
+		{key: "{{ request.object.x }}(y)"},
+		{key: "+(name)", want: "only allowed in mutate rules"},
+		{key: "(name", want: "invalid anchor"},
+		{key: "name)", want: "invalid anchor"},
+		{key: "()", want: "invalid anchor"},
+		{key: "=()", want: "invalid anchor"},
+		{key: "Y(name)", want: "invalid anchor"},
+		{key: "( )", want: "has an empty key"},
+	}
+	for _, tc := range tests {
+		got := anchorProblem(tc.key, tc.mutate)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("anchorProblem(%q, mutate %v) = %q, want %q", tc.key, tc.mutate, got, tc.want)
+		}
+	}
+}
