@@ -373,3 +373,12 @@ results:
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
+
+// TestOneLine checks the fast path of oneLine against folding the fields.
+func TestOneLine(t *testing.T) {
+	for _, s := range []string{"", "a", "a b", " a", "a ", "a  b", "a\tb", "a\nb", "a\u00a0b", "é b", "x\r", "one two three"} {
+		if got, want := oneLine(s), strings.Join(strings.Fields(s), " "); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", s, got, want)
+		}
+	}
+}

@@ -125,8 +125,31 @@ func (t *tableWriter) finish(c engine.Counts) error {
 	return bw.Flush()
 }
 
+// oneLine folds the white space of s into single spaces, trimmed.
 func oneLine(s string) string {
+	if isOneLine(s) {
+		return s
+	}
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// isOneLine reports whether oneLine would return s unchanged: ASCII, no
+// white space but single spaces between words.
+func isOneLine(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= utf8.RuneSelf:
+			return false
+		case c == ' ':
+			if i == 0 || i == len(s)-1 || s[i+1] == ' ' {
+				return false
+			}
+		case c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // jsonWriter writes {"results": [...], "summary": {...}} one result at a

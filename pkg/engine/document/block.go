@@ -409,7 +409,8 @@ func resolvePlain(s string) (any, bool) {
 	if u, err := strconv.ParseUint(s, 0, 64); err == nil {
 		return float64(u), true
 	}
-	if yamlFloat.MatchString(s) {
+	if last := s[len(s)-1]; (last == '.' || (last >= '0' && last <= '9')) && yamlFloat.MatchString(s) {
+		// (A YAML float ends with a digit or a dot: "500m" is no float.)
 		if f, err := strconv.ParseFloat(s, 64); err == nil {
 			return f, true
 		}

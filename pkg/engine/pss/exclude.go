@@ -3,6 +3,7 @@ package pss
 import (
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 	corev1 "k8s.io/api/core/v1"
@@ -124,7 +125,7 @@ func excludedPod(pod *corev1.Pod, images []string) *corev1.Pod {
 // name of the container it belongs to (container reports whether it does).
 // Like Kyverno it replaces every run of digits, inside map keys too.
 func locate(field string, pod *corev1.Pod, containerLevel bool) (pattern, name string, container bool) {
-	pattern = indexRe.ReplaceAllString(field, "*")
+	pattern = starDigits(field)
 	if !containerLevel {
 		return pattern, "", false
 	}
@@ -141,6 +142,31 @@ func locate(field string, pod *corev1.Pod, containerLevel bool) (pattern, name s
 		return pattern, "", true
 	}
 	return pattern, containerName(pod, kind, idx), true
+}
+
+// starDigits replaces every run of ASCII digits in s with "*", as
+// indexRe.ReplaceAllString(s, "*") does, without a regular expression (it
+// runs for every field of every finding).
+func starDigits(s string) string {
+	i := strings.IndexAny(s, "0123456789")
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for i < len(s) {
+		if c := s[i]; c < '0' || c > '9' {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		b.WriteByte('*')
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	return b.String()
 }
 
 func containerName(pod *corev1.Pod, kind string, i int) string {

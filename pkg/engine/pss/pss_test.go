@@ -772,3 +772,13 @@ func TestValidControl(t *testing.T) {
 		}
 	}
 }
+
+// TestStarDigits checks starDigits against the regular expression it
+// replaces.
+func TestStarDigits(t *testing.T) {
+	for _, s := range []string{"", "a", "1", "spec.containers[0].securityContext", "spec.containers[12].ports[3]", "a1b22c333", "99", "x9", "9x", "é1ü"} {
+		if got, want := starDigits(s), indexRe.ReplaceAllString(s, "*"); got != want {
+			t.Errorf("starDigits(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
