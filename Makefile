@@ -25,7 +25,7 @@ unit:
 	$(GO) test $(GOFLAGS) -count=1 -short $(PKGS)
 
 # Packages whose tests run against the real control plane.
-E2E_PKGS := ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/demo/...
+E2E_PKGS := ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/demo/...
 
 ## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane first
 e2e: controlplane

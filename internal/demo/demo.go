@@ -30,7 +30,7 @@ import (
 	"github.com/verdict-dev/verdict/deploy/samples"
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/policycache"
-	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -51,11 +51,11 @@ type Options struct {
 
 // projector runs the reporter service in process.
 func projector(ctx context.Context, natsURL, kubeconfig string, log zerolog.Logger) error {
-	cfg := reporter.DefaultConfig()
+	cfg := reporterapp.DefaultConfig()
 	cfg.Kube.Kubeconfig = kubeconfig
 	cfg.NATS.URLs = []string{natsURL}
 	cfg.ProbeAddress = ""
-	return reporter.Run(ctx, cfg, log)
+	return reporterapp.Run(ctx, cfg, log)
 }
 
 // Namespace is where the demo's Pods go.

@@ -62,17 +62,11 @@
 // reports that have no results), with progress reports: the same reports
 // as live operation.
 //
-// # Scanner
+// # Who uses it
 //
-// A Scanner runs the background scan on the shared durable consumer
-// "scanner" on VERDICT_WORK: policy scans partitioned by policy, published
-// as scan items with deterministic ids on policy changes and at each tick
-// of a JetStream message schedule; retractions for results that no longer
-// hold; purges of the results of deleted resources (see Scanner and
-// docs/reporter.md).
-//
-// # Service
-//
-// Config, Run and Replay are services/reporter's `run` (projector and
-// scanner) and `replay` commands.
+// The background scan (internal/scanner) reads and checks results with
+// ReadStored, CheckResults and Newest, and writes or deletes reports
+// through the same Writer; this package does not import it.
+// internal/reporterapp composes the projector, Rebuild and the scanner
+// into services/reporter's `run` and `replay` commands.
 package reporter

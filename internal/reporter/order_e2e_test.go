@@ -1,4 +1,4 @@
-package reporter
+package reporter_test
 
 import (
 	"cmp"
@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -24,41 +26,41 @@ import (
 // version (evaluated later, by a replica whose policy cache lagged), and
 // an earlier state of the resource (evaluated later too).
 func TestE2ENewestWins(t *testing.T) {
-	e := newEnv(t)
+	e := reportertest.NewEnv(t)
 	ctx := t.Context()
-	ns := e.namespace("newest-")
-	cm, err := e.kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+	ns := e.Namespace("newest-")
+	cm, err := e.Kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	created := refOf("v1", "ConfigMap", cm)
+	created := reportertest.RefOf("v1", "ConfigMap", cm)
 	cm.Data = map[string]string{"k": "v"}
-	if cm, err = e.kube.CoreV1().ConfigMaps(ns.Name).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if cm, err = e.Kube.CoreV1().ConfigMaps(ns.Name).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	updated := refOf("v1", "ConfigMap", cm)
-	rep := e.startProjector(e.connect())
+	updated := reportertest.RefOf("v1", "ConfigMap", cm)
+	rep := e.StartProjector(e.Connect())
 
 	// Newer first, older after; the older ones carry a later evaluation
 	// time, so neither arrival nor clock order can pick them.
-	newerPolicy := evaluation{ref: updated, policy: "by-policy", version: "2", request: "a", scored: true, rules: rules(engine.StatusFail)}.event()
-	olderPolicy := evaluation{ref: updated, policy: "by-policy", version: "1", request: "b", scored: true, rules: rules(engine.StatusPass)}.event()
+	newerPolicy := reportertest.Evaluation{Ref: updated, Policy: "by-policy", Version: "2", Request: "a", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event()
+	olderPolicy := reportertest.Evaluation{Ref: updated, Policy: "by-policy", Version: "1", Request: "b", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event()
 	olderPolicy.Timestamp = newerPolicy.Timestamp.Add(time.Minute)
-	newerState := evaluation{ref: updated, policy: "by-state", version: "1", request: "c", scored: true, rules: rules(engine.StatusFail)}.event()
-	olderState := evaluation{ref: created, policy: "by-state", version: "1", request: "d", scored: true, rules: rules(engine.StatusPass)}.event()
+	newerState := reportertest.Evaluation{Ref: updated, Policy: "by-state", Version: "1", Request: "c", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event()
+	olderState := reportertest.Evaluation{Ref: created, Policy: "by-state", Version: "1", Request: "d", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event()
 	olderState.Timestamp = newerState.Timestamp.Add(time.Minute)
-	seqs := e.publish(newerPolicy, newerState)
-	eventually(t, 20*time.Second, "the report of the newer results", func() error {
-		return summaryIs(e.report(ns.Name, string(cm.UID)), 0, 2, 0, 0, 0)
+	seqs := e.Publish(newerPolicy, newerState)
+	reportertest.Eventually(t, 20*time.Second, "the report of the newer results", func() error {
+		return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 0, 2, 0, 0, 0)
 	})
-	late := e.publish(olderPolicy, olderState)
-	eventually(t, 20*time.Second, "every message acknowledged", e.consumerSettled)
-	got := e.report(ns.Name, string(cm.UID))
-	if err := summaryIs(got, 0, 2, 0, 0, 0); err != nil {
+	late := e.Publish(olderPolicy, olderState)
+	reportertest.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
+	got := e.Report(ns.Name, string(cm.UID))
+	if err := reportertest.SummaryIs(got, 0, 2, 0, 0, 0); err != nil {
 		t.Fatalf("after the older results arrived: %v", err)
 	}
-	if want := fmt.Sprint(max(seqs[0], seqs[1])); got.GetAnnotations()[AnnotationLastSequence] != want {
-		t.Errorf("last sequence %s, want %s (the newer results')", got.GetAnnotations()[AnnotationLastSequence], want)
+	if want := fmt.Sprint(max(seqs[0], seqs[1])); got.GetAnnotations()[reporter.AnnotationLastSequence] != want {
+		t.Errorf("last sequence %s, want %s (the newer results')", got.GetAnnotations()[reporter.AnnotationLastSequence], want)
 	}
 	// The stream holds all four (a history per subject), the older last.
 	var stored []uint64
@@ -68,51 +70,51 @@ func TestE2ENewestWins(t *testing.T) {
 	if len(stored) != 4 || stored[3] != late[1] {
 		t.Fatalf("stream holds sequences %v, want 4 ending with %d", stored, late[1])
 	}
-	if err := matches(got, e.expected()[string(cm.UID)]); err != nil {
+	if err := reportertest.Matches(got, e.Expected()[string(cm.UID)]); err != nil {
 		t.Error(err)
 	}
-	rep.halt(t)
+	rep.Halt(t)
 
 	// Replay: the report deleted, Rebuild brings back the newer.
-	if err := e.dyn.Resource(PolicyReports).Namespace(ns.Name).Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
+	if err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns.Name).Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWriter(e.dyn, WithWriteQPS(2000, 2000))
+	w, err := reporter.NewWriter(e.Dyn, reporter.WithWriteQPS(2000, 2000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := Rebuild(ctx, e.connect(), w, WithRebuildChecker(e.check))
+	st, err := reporter.Rebuild(ctx, e.Connect(), w, reporter.WithRebuildChecker(e.Check))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Results != 4 || st.Outcomes[OutcomeCreated] != 1 {
+	if st.Results != 4 || st.Outcomes[reporter.OutcomeCreated] != 1 {
 		t.Errorf("rebuild %+v: want 4 results read, 1 report created", st)
 	}
-	replayed := e.report(ns.Name, string(cm.UID))
-	if err := summaryIs(replayed, 0, 2, 0, 0, 0); err != nil {
+	replayed := e.Report(ns.Name, string(cm.UID))
+	if err := reportertest.SummaryIs(replayed, 0, 2, 0, 0, 0); err != nil {
 		t.Fatalf("after the replay: %v", err)
 	}
-	if !sameReport(replayed, got) {
+	if !reporter.SameReport(replayed, got) {
 		t.Errorf("the replayed report differs from the live one")
 	}
 }
 
 // readStream reads every stored result under filter, in stream order.
-func readStream(t *testing.T, e *env, filter string) []Result {
+func readStream(t *testing.T, e *reportertest.Env, filter string) []reporter.Result {
 	t.Helper()
-	m, err := NewMetrics(nil)
+	m, err := reporter.NewMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byUID, _, err := readResults(t.Context(), e.conn, m, []string{filter})
+	byUID, err := reporter.ReadStored(t.Context(), e.Conn, m, []string{filter})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Result
+	var out []reporter.Result
 	for _, rs := range byUID {
 		out = append(out, rs...)
 	}
-	slices.SortFunc(out, func(a, b Result) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	slices.SortFunc(out, func(a, b reporter.Result) int { return cmp.Compare(a.Sequence, b.Sequence) })
 	return out
 }
 
@@ -124,21 +126,21 @@ func readStream(t *testing.T, e *env, filter string) []Result {
 // Each is counted by reason and deleted from the stream, and a replay
 // leaves such results out too. Real results still make reports.
 func TestE2EUnverifiedResults(t *testing.T) {
-	e := newEnv(t)
+	e := reportertest.NewEnv(t)
 	ctx := t.Context()
-	ns := e.namespace("forged-")
-	cm, err := e.kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "real"}}, metav1.CreateOptions{})
+	ns := e.Namespace("forged-")
+	cm, err := e.Kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "real"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	real := refOf("v1", "ConfigMap", cm)
+	real := reportertest.RefOf("v1", "ConfigMap", cm)
 	const grace = 2 * time.Second
-	e.check = e.checker(verify.WithGrace(grace))
-	rep := e.startProjector(e.connect())
+	e.Check = e.Checker(verify.WithGrace(grace))
+	rep := e.StartProjector(e.Connect())
 
-	seqs := e.publish(evaluation{ref: real, policy: "p", version: "1", request: "real", scored: true, rules: rules(engine.StatusPass)}.event())
-	eventually(t, 20*time.Second, "the real report", func() error { return summaryIs(e.report(ns.Name, string(cm.UID)), 1, 0, 0, 0, 0) })
-	before := e.report(ns.Name, string(cm.UID))
+	seqs := e.Publish(reportertest.Evaluation{Ref: real, Policy: "p", Version: "1", Request: "real", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
+	reportertest.Eventually(t, 20*time.Second, "the real report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 1, 0, 0, 0, 0) })
+	before := e.Report(ns.Name, string(cm.UID))
 
 	ghost := events.ResourceRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns.Name, Name: "ghost", UID: "00000000-0000-4000-8000-000000000001"}
 	impostor := real
@@ -146,17 +148,17 @@ func TestE2EUnverifiedResults(t *testing.T) {
 	future := real
 	future.ResourceVersion = "999999999999"
 	forged := map[string]events.ResultEvent{
-		"notFound":    evaluation{ref: ghost, policy: "p", version: "1", request: "f1", scored: true, rules: rules(engine.StatusFail)}.event(),
-		"uidMismatch": evaluation{ref: impostor, policy: "p", version: "1", request: "f2", scored: true, rules: rules(engine.StatusFail)}.event(),
-		"future":      evaluation{ref: future, policy: "p", version: "1", request: "f3", scored: true, rules: rules(engine.StatusFail)}.event(),
+		"notFound":    reportertest.Evaluation{Ref: ghost, Policy: "p", Version: "1", Request: "f1", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event(),
+		"uidMismatch": reportertest.Evaluation{Ref: impostor, Policy: "p", Version: "1", Request: "f2", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event(),
+		"future":      reportertest.Evaluation{Ref: future, Policy: "p", Version: "1", Request: "f3", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event(),
 	}
 	begin := time.Now()
 	for _, ev := range forged {
-		e.publish(ev)
+		e.Publish(ev)
 	}
-	eventually(t, 30*time.Second, "every forged result counted", func() error {
+	reportertest.Eventually(t, 30*time.Second, "every forged result counted", func() error {
 		for reason := range forged {
-			if n := counter(t, rep.reg, "verdict_reporter_results_unverified_total", reason); n != 1 {
+			if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_unverified_total", reason); n != 1 {
 				return fmt.Errorf("%s: %v", reason, n)
 			}
 		}
@@ -165,13 +167,13 @@ func TestE2EUnverifiedResults(t *testing.T) {
 	if took := time.Since(begin); took < grace {
 		t.Errorf("a result of a missing object dropped after %v, within the grace period (%v)", took, grace)
 	}
-	eventually(t, 20*time.Second, "every message acknowledged", e.consumerSettled)
+	reportertest.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
 	for reason, ev := range forged {
-		if ev.Resource.UID != real.UID && e.report(ns.Name, ev.Resource.UID) != nil {
+		if ev.Resource.UID != real.UID && e.Report(ns.Name, ev.Resource.UID) != nil {
 			t.Errorf("%s: a report for the forged uid %s", reason, ev.Resource.UID)
 		}
 	}
-	if after := e.report(ns.Name, string(cm.UID)); after.GetResourceVersion() != before.GetResourceVersion() {
+	if after := e.Report(ns.Name, string(cm.UID)); after.GetResourceVersion() != before.GetResourceVersion() {
 		t.Errorf("the real report was written again: %v", after.Object["summary"])
 	}
 	if left := readStream(t, e, queue.ResultsOfResource(ghost.UID)); len(left) != 0 {
@@ -183,39 +185,39 @@ func TestE2EUnverifiedResults(t *testing.T) {
 
 	// Real results still work, and a replay leaves forged ones out: those
 	// stored while no projector runs are found there.
-	rep.halt(t)
-	e.publish(
-		evaluation{ref: real, policy: "p", version: "2", request: "real-2", scored: true, rules: rules(engine.StatusFail)}.event(),
-		evaluation{ref: ghost, policy: "p", version: "2", request: "f4", scored: true, rules: rules(engine.StatusFail)}.event(),
-		evaluation{ref: impostor, policy: "p", version: "2", request: "f5", scored: true, rules: rules(engine.StatusFail)}.event(),
+	rep.Halt(t)
+	e.Publish(
+		reportertest.Evaluation{Ref: real, Policy: "p", Version: "2", Request: "real-2", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event(),
+		reportertest.Evaluation{Ref: ghost, Policy: "p", Version: "2", Request: "f4", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event(),
+		reportertest.Evaluation{Ref: impostor, Policy: "p", Version: "2", Request: "f5", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event(),
 	)
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := reporter.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWriter(e.dyn, WithWriteQPS(2000, 2000), WithMetrics(m))
+	w, err := reporter.NewWriter(e.Dyn, reporter.WithWriteQPS(2000, 2000), reporter.WithMetrics(m))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A rebuild's checker with no grace to wait for: a replay cannot wait.
-	st, err := Rebuild(ctx, e.connect(), w, WithRebuildChecker(e.checker(verify.WithGrace(time.Millisecond))))
+	st, err := reporter.Rebuild(ctx, e.Connect(), w, reporter.WithRebuildChecker(e.Checker(verify.WithGrace(time.Millisecond))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Unverified != 2 || st.Outcomes[OutcomeApplied] != 1 {
+	if st.Unverified != 2 || st.Outcomes[reporter.OutcomeApplied] != 1 {
 		t.Errorf("rebuild %+v: want 2 unverified, the real report applied", st)
 	}
 	for _, reason := range []verify.Status{verify.NotFound, verify.UIDMismatch} {
-		if n := counter(t, reg, "verdict_reporter_results_unverified_total", string(reason)); n != 1 {
+		if n := reportertest.Counter(t, reg, "verdict_reporter_results_unverified_total", string(reason)); n != 1 {
 			t.Errorf("replay's %s count %v, want 1", reason, n)
 		}
 	}
-	if err := summaryIs(e.report(ns.Name, string(cm.UID)), 0, 1, 0, 0, 0); err != nil {
+	if err := reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 0, 1, 0, 0, 0); err != nil {
 		t.Errorf("the real report after the replay: %v", err)
 	}
 	for _, uid := range []string{ghost.UID, impostor.UID} {
-		if e.report(ns.Name, uid) != nil {
+		if e.Report(ns.Name, uid) != nil {
 			t.Errorf("the replay made a report for the forged uid %s", uid)
 		}
 	}
@@ -228,21 +230,21 @@ func TestE2EUnverifiedResults(t *testing.T) {
 // replaces a partial one. Checked against the report itself (a writer
 // without memory) and with the writer's memory.
 func TestE2EPartialFolds(t *testing.T) {
-	e := newEnv(t)
+	e := reportertest.NewEnv(t)
 	ctx := t.Context()
-	ns := e.namespace("partial-")
-	cm, err := e.kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+	ns := e.Namespace("partial-")
+	cm, err := e.Kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := refOf("v1", "ConfigMap", cm)
+	ref := reportertest.RefOf("v1", "ConfigMap", cm)
 	uid := string(cm.UID)
-	res := func(seq uint64, policy string, s engine.Status) Result {
-		return Result{Sequence: seq, Event: evaluation{ref: ref, policy: policy, version: "1", request: fmt.Sprint(seq), scored: true, rules: rules(s)}.event()}
+	res := func(seq uint64, policy string, s engine.Status) reporter.Result {
+		return reporter.Result{Sequence: seq, Event: reportertest.Evaluation{Ref: ref, Policy: policy, Version: "1", Request: fmt.Sprint(seq), Scored: true, Rules: reportertest.Rules(s)}.Event()}
 	}
-	fold := func(partial bool, rs ...Result) Report {
+	fold := func(partial bool, rs ...reporter.Result) reporter.Report {
 		t.Helper()
-		rep, err := Fold(uid, rs)
+		rep, err := reporter.Fold(uid, rs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,35 +252,35 @@ func TestE2EPartialFolds(t *testing.T) {
 		return rep
 	}
 	a, b, c := res(5, "a", engine.StatusFail), res(7, "b", engine.StatusPass), res(9, "c", engine.StatusPass)
-	for name, opts := range map[string][]WriterOption{"no memory": {WithMemory(0)}, "memory": nil} {
+	for name, opts := range map[string][]reporter.WriterOption{"no memory": {reporter.WithMemory(0)}, "memory": nil} {
 		t.Run(name, func(t *testing.T) {
-			w, err := NewWriter(e.dyn, opts...)
+			w, err := reporter.NewWriter(e.Dyn, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			steps := []struct {
 				what     string
-				rep      Report
-				want     WriteOutcome
+				rep      reporter.Report
+				want     reporter.WriteOutcome
 				pass, fl int64
 			}{
-				{"complete, a and b", fold(false, a, b), OutcomeCreated, 1, 1},
-				{"partial, a pending: same sequence", fold(true, b), OutcomeStale, 1, 1},
-				{"partial, nothing verified: no delete", fold(true), OutcomeStale, 1, 1},
-				{"partial, c newer", fold(true, b, c), OutcomeApplied, 2, 0},
-				{"complete, same sequence", fold(false, a, b, c), OutcomeApplied, 2, 1},
-				{"partial again, same sequence", fold(true, b, c), OutcomeStale, 2, 1},
+				{"complete, a and b", fold(false, a, b), reporter.OutcomeCreated, 1, 1},
+				{"partial, a pending: same sequence", fold(true, b), reporter.OutcomeStale, 1, 1},
+				{"partial, nothing verified: no delete", fold(true), reporter.OutcomeStale, 1, 1},
+				{"partial, c newer", fold(true, b, c), reporter.OutcomeApplied, 2, 0},
+				{"complete, same sequence", fold(false, a, b, c), reporter.OutcomeApplied, 2, 1},
+				{"partial again, same sequence", fold(true, b, c), reporter.OutcomeStale, 2, 1},
 			}
 			for _, s := range steps {
 				out, err := w.Write(ctx, s.rep, nil)
 				if err != nil || out != s.want {
 					t.Fatalf("%s: %s, %v; want %s", s.what, out, err, s.want)
 				}
-				if err := summaryIs(e.report(ns.Name, uid), s.pass, s.fl, 0, 0, 0); err != nil { //nolint:contextcheck // the helper bounds its own read
+				if err := reportertest.SummaryIs(e.Report(ns.Name, uid), s.pass, s.fl, 0, 0, 0); err != nil { //nolint:contextcheck // the helper bounds its own read
 					t.Fatalf("after %s: %v", s.what, err)
 				}
 			}
-			if err := e.dyn.Resource(PolicyReports).Namespace(ns.Name).Delete(ctx, uid, metav1.DeleteOptions{}); err != nil {
+			if err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns.Name).Delete(ctx, uid, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		})

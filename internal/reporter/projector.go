@@ -466,8 +466,8 @@ func (p *Projector) write(ctx context.Context, e *entry, cur Current) (err error
 	if err != nil {
 		return err
 	}
-	rep = withHint(rep, hint)
-	out, err := p.w.Write(ctx, rep, refolder(p.conn, p.m, p.o.check, e.uid, hint))
+	rep = rep.WithHint(hint)
+	out, err := p.w.Write(ctx, rep, Refolder(p.conn, p.m, p.o.check, e.uid, hint))
 	if err != nil {
 		p.log.Warn().Err(err).Str(logKeyUID, e.uid).Str(logKeyNamespace, rep.Resource.Namespace).Msg("reportWriteFailed")
 		return err

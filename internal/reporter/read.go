@@ -66,15 +66,27 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 	return out, st, nil
 }
 
-// checked is one resource's results sorted out by the checker.
-type checked struct {
-	// verified are the results whose resource exists as they say: the
+// ReadStored reads every stored result under the subject filters (all of
+// VERDICT_RESULTS when there are none), every message of each subject's
+// history, and groups them by resource uid, unchecked: the caller checks
+// them (CheckResults) and picks the newest (Newest). Messages that cannot
+// be decoded are left out and counted on m. The background scanner reads a
+// policy's results with it (filter queue.ResultsOfPolicy).
+func ReadStored(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string) (map[string][]Result, error) {
+	out, _, err := readResults(ctx, conn, m, filters)
+	return out, err
+}
+
+// Checked is one resource's results sorted out by the checker
+// (CheckResults).
+type Checked struct {
+	// Verified are the results whose resource exists as they say: the
 	// only ones a report is folded from.
-	verified []Result
-	// wait, when positive, says that some result names an object not
+	Verified []Result
+	// Wait, when positive, says that some result names an object not
 	// found yet (within the checker's grace): a fold of the verified ones
-	// is partial until it is decided, in wait at the latest.
-	wait time.Duration
+	// is partial until it is decided, in Wait at the latest.
+	Wait time.Duration
 	// rejected are the results the checker refused (forged, or of an
 	// object that is gone), with why.
 	rejected []rejection
@@ -85,23 +97,25 @@ type rejection struct {
 	status verify.Status
 }
 
-// checkResults checks every result against the API server (the checker
+// CheckResults checks every result against the API server (the checker
 // remembers objects it found, so this costs about one lookup per
-// resource, whatever the number of results).
-func checkResults(ctx context.Context, check *verify.Checker, results []Result) (checked, error) {
-	var out checked
+// resource, whatever the number of results). Every reader folds or
+// compares only the verified ones: the projector, Rebuild and the
+// background scanner.
+func CheckResults(ctx context.Context, check *verify.Checker, results []Result) (Checked, error) {
+	var out Checked
 	for _, r := range results {
 		st, err := check.Check(ctx, r.Event.Resource, r.Stored)
 		if err != nil {
-			return checked{}, err
+			return Checked{}, err
 		}
 		switch st {
 		case verify.Verified:
-			out.verified = append(out.verified, r)
+			out.Verified = append(out.Verified, r)
 		case verify.Pending:
 			d := check.RetryIn(r.Stored)
-			if out.wait == 0 || d < out.wait {
-				out.wait = d
+			if out.Wait == 0 || d < out.Wait {
+				out.Wait = d
 			}
 		default:
 			out.rejected = append(out.rejected, rejection{result: r, status: st})
@@ -151,24 +165,24 @@ func ReadResults(ctx context.Context, conn *queue.Conn, m *Metrics, check *verif
 		return Current{}, err
 	}
 	for uid, rs := range byUID {
-		c, err := checkResults(ctx, check, rs)
+		c, err := CheckResults(ctx, check, rs)
 		if err != nil {
 			return Current{}, fmt.Errorf("check the results of %s: %w", uid, err)
 		}
-		if c.wait > 0 {
-			cur.Pending[uid] = c.wait
+		if c.Wait > 0 {
+			cur.Pending[uid] = c.Wait
 		}
-		if len(c.verified) > 0 {
-			cur.Verified[uid] = c.verified
+		if len(c.Verified) > 0 {
+			cur.Verified[uid] = c.Verified
 		}
 	}
 	return cur, nil
 }
 
-// refolder reads one resource's results again and folds them: the Refold
-// of a write after a conflict. hint locates the report if no result is
-// left.
-func refolder(conn *queue.Conn, m *Metrics, check *verify.Checker, uid string, hint events.ResourceRef) Refold {
+// Refolder reads one resource's results again (ReadResults) and folds
+// them: the Refold of a write after a conflict. hint locates the report if
+// no result is left (Report.WithHint).
+func Refolder(conn *queue.Conn, m *Metrics, check *verify.Checker, uid string, hint events.ResourceRef) Refold {
 	return func(ctx context.Context) (Report, error) {
 		cur, err := ReadResults(ctx, conn, m, check, []string{uid})
 		if err != nil {
@@ -178,17 +192,19 @@ func refolder(conn *queue.Conn, m *Metrics, check *verify.Checker, uid string, h
 		if err != nil {
 			return Report{}, err
 		}
-		return withHint(rep, hint), nil
+		return rep.WithHint(hint), nil
 	}
 }
 
-// withHint names the resource of a fold without results after hint.
-func withHint(rep Report, hint events.ResourceRef) Report {
-	if rep.Resource.Name == "" && hint.UID == rep.Resource.UID {
-		rep.Resource = hint
-		rep.Resource.ResourceVersion = ""
+// WithHint returns the report with its resource named after hint (the
+// same uid, without a resourceVersion) when the fold had no result to name
+// it, so that a write finds the report where hint says.
+func (r Report) WithHint(hint events.ResourceRef) Report {
+	if r.Resource.Name == "" && hint.UID == r.Resource.UID {
+		r.Resource = hint
+		r.Resource.ResourceVersion = ""
 	}
-	return rep
+	return r
 }
 
 // since is time.Since for a timestamp that may be unset.

@@ -180,14 +180,14 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 	stopProgress := ticker(o, func() { report(PhaseWrite, int(done.Load()), len(uids)) })
 	err = parallel(ctx, o.workers, uids, func(uid string) {
 		defer done.Add(1)
-		c, err := checkResults(ctx, o.check, byUID[uid])
+		c, err := CheckResults(ctx, o.check, byUID[uid])
 		if err != nil {
 			count("", fmt.Errorf("check the results of %s: %w", uid, err))
 			return
 		}
 		mu.Lock()
 		st.Unverified += len(c.rejected)
-		if c.wait > 0 {
+		if c.Wait > 0 {
 			st.Partial++
 		}
 		mu.Unlock()
@@ -197,13 +197,13 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 		// Without verified results the fold names only the uid: the
 		// writer finds the report wherever it is, not where a rejected
 		// result says.
-		rep, err := Fold(uid, c.verified)
+		rep, err := Fold(uid, c.Verified)
 		if err != nil {
 			count("", err)
 			return
 		}
-		rep.Partial = c.wait > 0
-		out, err := w.Write(ctx, rep, refolder(conn, w.m, o.check, uid, rep.Resource))
+		rep.Partial = c.Wait > 0
+		out, err := w.Write(ctx, rep, Refolder(conn, w.m, o.check, uid, rep.Resource))
 		if err != nil {
 			log.Warn().Err(err).Str(logKeyUID, uid).Msg("rebuildWriteFailed")
 		}
@@ -271,7 +271,7 @@ func prune(ctx context.Context, conn *queue.Conn, w *Writer, byUID map[string][]
 		if ref.Name == "" {
 			ref.Name = r.GetName()
 		}
-		out, err := w.Write(ctx, Report{Resource: ref}, refolder(conn, w.m, o.check, ref.UID, ref))
+		out, err := w.Write(ctx, Report{Resource: ref}, Refolder(conn, w.m, o.check, ref.UID, ref))
 		if out == OutcomeDeleted {
 			pruned.Add(1)
 		}

@@ -1,7 +1,6 @@
-package reporter
+package reporter_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,21 +9,16 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
-// Shape of the scale test (VERDICT_REPORTER_RESOURCES overrides the
-// resource count for measurements).
-const (
-	scalePolicies = 8 // results per resource in the end state
-)
-
+// scaleResources is the resource count of the scale test
+// (VERDICT_REPORTER_RESOURCES overrides it for measurements).
 func scaleResources(t *testing.T) int {
 	if s := os.Getenv("VERDICT_REPORTER_RESOURCES"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -36,126 +30,6 @@ func scaleResources(t *testing.T) int {
 	return 1000
 }
 
-// createConfigMaps creates n ConfigMaps in ns with 16 clients at once.
-func (e *env) createConfigMaps(ns string, n int) []*corev1.ConfigMap {
-	e.t.Helper()
-	out := make([]*corev1.ConfigMap, n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	idx := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range idx {
-				cm, err := e.kube.CoreV1().ConfigMaps(ns).Create(e.t.Context(), &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", i)},
-					Data:       map[string]string{"i": strconv.Itoa(i)},
-				}, metav1.CreateOptions{})
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				out[i] = cm
-				mu.Unlock()
-			}
-		})
-	}
-	for i := range n {
-		idx <- i
-	}
-	close(idx)
-	wg.Wait()
-	if firstErr != nil {
-		e.t.Fatal(firstErr)
-	}
-	return out
-}
-
-// scaleMessages makes 10 messages per resource, shuffled: the latest
-// evaluation of each of 8 policies, an older evaluation of one policy
-// (a different message, superseding or superseded depending on where the
-// shuffle puts it) and an exact duplicate of one (same message id).
-func scaleMessages(t *testing.T, cms []*corev1.ConfigMap, rng *rand.Rand) []queue.Message {
-	statuses := []engine.Status{engine.StatusPass, engine.StatusPass, engine.StatusFail, engine.StatusWarn, engine.StatusSkip, engine.StatusError}
-	eval := func(cm *corev1.ConfigMap, p int, version string) events.ResultEvent {
-		rs := make([]events.RuleResult, 1+rng.IntN(3))
-		for i := range rs {
-			rs[i] = events.RuleResult{Name: fmt.Sprintf("rule-%d", i), Type: engine.TypeValidation, Status: statuses[rng.IntN(len(statuses))], Message: "checked " + version}
-		}
-		return evaluation{ref: refOf("v1", "ConfigMap", cm), policy: fmt.Sprintf("policy-%d", p), version: version,
-			request: cm.Name + "-" + version, scored: p%3 != 0, rules: rs}.event()
-	}
-	var msgs []queue.Message
-	add := func(ev events.ResultEvent) queue.Message {
-		m, err := events.ResultMessage(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, m)
-		return m
-	}
-	for _, cm := range cms {
-		var latest []queue.Message
-		for p := range scalePolicies {
-			latest = append(latest, add(eval(cm, p, "2")))
-		}
-		add(eval(cm, rng.IntN(scalePolicies), "1"))
-		msgs = append(msgs, latest[rng.IntN(scalePolicies)])
-	}
-	rng.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
-	return msgs
-}
-
-// listReports reads every PolicyReport of ns, by name.
-func (e *env) listReports(ns string) map[string]*unstructured.Unstructured {
-	e.t.Helper()
-	list, err := e.dyn.Resource(PolicyReports).Namespace(ns).List(e.t.Context(), metav1.ListOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	out := make(map[string]*unstructured.Unstructured, len(list.Items))
-	for i := range list.Items {
-		out[list.Items[i].GetName()] = &list.Items[i]
-	}
-	return out
-}
-
-// checkReports compares every report of ns with the fold of the stream.
-func (e *env) checkReports(ns string, cms []*corev1.ConfigMap) map[string][]byte {
-	e.t.Helper()
-	want := e.expected()
-	got := e.listReports(ns)
-	content := map[string][]byte{}
-	bad := 0
-	for _, cm := range cms {
-		uid := string(cm.UID)
-		w, ok := want[uid]
-		if !ok || w.Object == nil {
-			e.t.Fatalf("no results in the stream for %s", cm.Name)
-		}
-		if err := matches(got[uid], w); err != nil {
-			if bad++; bad <= 3 {
-				e.t.Error(err)
-			}
-			continue
-		}
-		content[uid], _ = json.Marshal(reportContent(got[uid]))
-	}
-	if bad > 0 {
-		e.t.Fatalf("%d of %d reports differ from the fold of the stream", bad, len(cms))
-	}
-	managed := 0
-	for _, r := range got {
-		if r.GetLabels()[LabelManagedBy] == ManagedByValue {
-			managed++
-		}
-	}
-	if managed != len(cms) {
-		e.t.Errorf("%d reports of Verdict's, want %d", managed, len(cms))
-	}
-	return content
-}
-
 // TestE2EScaleReplicasAndReplay: three projector replicas on the shared
 // durable consumer are fed 10 results per resource for 1,000 ConfigMaps,
 // shuffled, with superseded evaluations and duplicates; one replica is
@@ -164,23 +38,23 @@ func (e *env) checkReports(ns string, cms []*corev1.ConfigMap) map[string][]byte
 // (and prunes an orphan, leaving a report Verdict does not own); a second
 // Rebuild changes nothing.
 func TestE2EScaleReplicasAndReplay(t *testing.T) {
-	e := newEnv(t)
+	e := reportertest.NewEnv(t)
 	ctx := t.Context()
 	n := scaleResources(t)
-	ns := e.namespace("scale-").Name
+	ns := e.Namespace("scale-").Name
 
 	begin := time.Now()
-	cms := e.createConfigMaps(ns, n)
+	cms := e.CreateConfigMaps(ns, n)
 	t.Logf("created %d ConfigMaps in %v", n, time.Since(begin).Round(time.Millisecond))
-	msgs := scaleMessages(t, cms, rand.New(rand.NewPCG(5, 8)))
+	msgs := reportertest.ScaleMessages(t, cms, rand.New(rand.NewPCG(5, 8)))
 
-	var popts []ProjectorOption
+	var popts []reporter.ProjectorOption
 	if c := os.Getenv("VERDICT_REPORTER_CONCURRENCY"); c != "" {
 		n, _ := strconv.Atoi(c)
-		popts = append(popts, WithConcurrency(n), WithReadBatch(n))
+		popts = append(popts, reporter.WithConcurrency(n), reporter.WithReadBatch(n))
 	}
-	replicas := []*replica{e.startProjector(e.connect(), popts...), e.startProjector(e.connect(), popts...), e.startProjector(e.connect(), popts...)}
-	pub, err := e.conn.NewAsyncPublisher(queue.WithBufferSize(len(msgs)))
+	replicas := []*reportertest.Replica{e.StartProjector(e.Connect(), popts...), e.StartProjector(e.Connect(), popts...), e.StartProjector(e.Connect(), popts...)}
+	pub, err := e.Conn.NewAsyncPublisher(queue.WithBufferSize(len(msgs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,17 +72,17 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 	// One replica leaves half-way: it drains (writes what it holds, acks,
 	// gives back the rest) and the others carry on.
 	var once sync.Once
-	halt := func() { once.Do(func() { replicas[2].halt(t) }) }
+	halt := func() { once.Do(func() { replicas[2].Halt(t) }) }
 	time.AfterFunc(time.Second, halt)
-	eventually(t, time.Duration(max(3, 3*n/1000))*time.Minute, "every result acknowledged", e.consumerSettled)
+	reportertest.Eventually(t, time.Duration(max(3, 3*n/1000))*time.Minute, "every result acknowledged", e.ConsumerSettled)
 	projected := time.Since(begin)
 	halt()
-	live := e.checkReports(ns, cms)
+	live := e.CheckReports(ns, cms)
 
 	sum := func(name string, label ...string) float64 {
 		var s float64
 		for _, r := range replicas {
-			s += counter(t, r.reg, name, label...)
+			s += reportertest.Counter(t, r.Reg, name, label...)
 		}
 		return s
 	}
@@ -223,38 +97,38 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 		t.Errorf("%v reports created, want %d (one create per resource; later writes apply)", got, n)
 	}
 	for _, r := range replicas {
-		r.halt(t)
+		r.Halt(t)
 	}
 
 	// Delete every report; add an orphan of Verdict's and a foreign one.
-	if err := e.dyn.Resource(PolicyReports).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	if err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if left := e.listReports(ns); len(left) != 0 {
+	if left := e.ListReports(ns); len(left) != 0 {
 		t.Fatalf("%d reports left after the delete", len(left))
 	}
 	orphan := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": ReportAPIVersion, "kind": KindPolicyReport,
-		"metadata": map[string]any{"name": "orphan", "namespace": ns, "labels": map[string]any{LabelManagedBy: ManagedByValue},
-			"annotations": map[string]any{AnnotationLastSequence: "3"}},
+		"apiVersion": reporter.ReportAPIVersion, "kind": reporter.KindPolicyReport,
+		"metadata": map[string]any{"name": "orphan", "namespace": ns, "labels": map[string]any{reporter.LabelManagedBy: reporter.ManagedByValue},
+			"annotations": map[string]any{reporter.AnnotationLastSequence: "3"}},
 	}}
 	foreign := orphan.DeepCopy()
 	foreign.SetName("foreign")
-	foreign.SetLabels(map[string]string{LabelManagedBy: "someone-else"})
+	foreign.SetLabels(map[string]string{reporter.LabelManagedBy: "someone-else"})
 	for _, o := range []*unstructured.Unstructured{orphan, foreign} {
-		if _, err := e.dyn.Resource(PolicyReports).Namespace(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+		if _, err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	w, err := NewWriter(e.dyn, WithWriteQPS(2000, 2000))
+	w, err := reporter.NewWriter(e.Dyn, reporter.WithWriteQPS(2000, 2000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rconn := e.connect()
-	rebuild := func() RebuildStats {
+	rconn := e.Connect()
+	rebuild := func() reporter.RebuildStats {
 		var lines []string
-		st, err := Rebuild(ctx, rconn, w, WithRebuildChecker(e.check), WithPrune(true), WithRebuildProgress(500*time.Millisecond, func(p RebuildProgress) {
+		st, err := reporter.Rebuild(ctx, rconn, w, reporter.WithRebuildChecker(e.Check), reporter.WithPrune(true), reporter.WithRebuildProgress(500*time.Millisecond, func(p reporter.RebuildProgress) {
 			lines = append(lines, fmt.Sprintf("%s %d/%d %v", p.Phase, p.Done, p.Total, p.Elapsed.Round(time.Millisecond)))
 		}))
 		if err != nil {
@@ -262,7 +136,7 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 		}
 		t.Logf("rebuild: %d results, %d resources, read in %v, total %v, outcomes %v, pruned %d; progress %v",
 			st.Results, st.Resources, st.ReadTime.Round(time.Millisecond), st.Elapsed.Round(time.Millisecond), st.Outcomes, st.Pruned, lines)
-		if len(lines) == 0 || lines[len(lines)-1][:4] != PhaseDone {
+		if len(lines) == 0 || lines[len(lines)-1][:4] != reporter.PhaseDone {
 			t.Errorf("progress %v: want the phases, ending in done", lines)
 		}
 		return st
@@ -272,16 +146,16 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 	// this stream: they are pruned too.)
 	// Every message stored is read (the history keeps the superseded
 	// evaluations too; the fold picks the newest).
-	if st.Outcomes[OutcomeCreated] != n || st.Pruned < 1 || st.Results != int(stats.Published) {
-		t.Errorf("rebuild: %d created, %d pruned, %d results; want %d, at least 1, %d", st.Outcomes[OutcomeCreated], st.Pruned, st.Results, n, stats.Published)
+	if st.Outcomes[reporter.OutcomeCreated] != n || st.Pruned < 1 || st.Results != int(stats.Published) {
+		t.Errorf("rebuild: %d created, %d pruned, %d results; want %d, at least 1, %d", st.Outcomes[reporter.OutcomeCreated], st.Pruned, st.Results, n, stats.Published)
 	}
-	replayed := e.checkReports(ns, cms)
+	replayed := e.CheckReports(ns, cms)
 	for uid, c := range live {
 		if string(replayed[uid]) != string(c) {
 			t.Fatalf("replayed report %s differs from the live one:\n%s\n%s", uid, replayed[uid], c)
 		}
 	}
-	left := e.listReports(ns)
+	left := e.ListReports(ns)
 	if _, ok := left["orphan"]; ok {
 		t.Error("orphan report not pruned")
 	}
@@ -289,7 +163,7 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 		t.Error("a report Verdict does not own was pruned")
 	}
 
-	if st := rebuild(); st.Outcomes[OutcomeUnchanged] != n || st.Pruned != 0 {
+	if st := rebuild(); st.Outcomes[reporter.OutcomeUnchanged] != n || st.Pruned != 0 {
 		t.Errorf("second rebuild: outcomes %v, pruned %d; want %d unchanged", st.Outcomes, st.Pruned, n)
 	}
 }

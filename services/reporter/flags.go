@@ -3,13 +3,13 @@ package main
 import (
 	"flag"
 
-	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/service"
 )
 
 // bindFlags binds every field of cfg to a kebab-case flag; the values in
 // cfg are the defaults.
-func bindFlags(fs *flag.FlagSet, cfg *reporter.Config) {
+func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	service.BindKubeFlags(fs, &cfg.Kube)
 	fs.Float64Var(&cfg.WriteQPS, "write-qps", cfg.WriteQPS, "report writes (create, apply, delete) per second")
 	fs.IntVar(&cfg.WriteBurst, "write-burst", cfg.WriteBurst, "burst of report writes")

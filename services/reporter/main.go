@@ -1,7 +1,7 @@
 // Command reporter keeps Verdict's PolicyReports and ClusterPolicyReports:
 // `reporter run` (the default) projects VERDICT_RESULTS into them as
 // results arrive; `reporter replay [--prune]` rebuilds every report from
-// the stream. Everything but flag parsing lives in internal/reporter.
+// the stream. Everything but flag parsing lives in internal/reporterapp.
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reporterapp"
 )
 
 // Exit codes.
@@ -41,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == cmdRun || args[0] == cmdReplay) {
 		cmd, args = args[0], args[1:]
 	}
-	cfg := reporter.DefaultConfig()
+	cfg := reporterapp.DefaultConfig()
 	fs := flag.NewFlagSet("reporter "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -76,13 +76,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	switch cmd {
 	case cmdReplay:
-		_, err = reporter.Replay(ctx, cfg, prune, stdout, log)
+		_, err = reporterapp.Replay(ctx, cfg, prune, stdout, log)
 	default:
-		err = reporter.Run(ctx, cfg, log)
+		err = reporterapp.Run(ctx, cfg, log)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "reporter %s: %v\n", cmd, err)
-		if errors.Is(err, reporter.ErrInvalidConfig) {
+		if errors.Is(err, reporterapp.ErrInvalidConfig) {
 			return exitUsage
 		}
 		return exitFailed

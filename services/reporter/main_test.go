@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 func TestFlags(t *testing.T) {
-	cfg := reporter.DefaultConfig()
+	cfg := reporterapp.DefaultConfig()
 	fs := flag.NewFlagSet("reporter", flag.ContinueOnError)
 	bindFlags(fs, &cfg)
 	err := fs.Parse([]string{
@@ -30,7 +30,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := reporter.Config{
+	want := reporterapp.Config{
 		Kube:     service.KubeConfig{Kubeconfig: "/k/config", QPS: 20, Burst: 40, Timeout: 10 * time.Second},
 		WriteQPS: 5.5, WriteBurst: 10,
 		NATS: service.NATSConfig{

@@ -1,4 +1,4 @@
-package reporter
+package scanner_test
 
 import (
 	"context"
@@ -15,6 +15,9 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/scanner"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -27,113 +30,114 @@ type scanReplica struct {
 	done chan error
 }
 
-func (e *env) startScanner(opts ...ScanOption) *scanReplica {
-	e.t.Helper()
+func startScanner(e *reportertest.Env, opts ...scanner.Option) *scanReplica {
+	e.T.Helper()
 	eng, err := engine.New()
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(e.t.Context()))
-	pc := policycache.New(eng, e.dyn, e.kube, zerolog.Nop())
+	ctx, cancel := context.WithCancel(context.WithoutCancel(e.T.Context()))
+	pc := policycache.New(eng, e.Dyn, e.Kube, zerolog.Nop())
 	if err := pc.Start(ctx); err != nil {
 		cancel()
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := reporter.NewMetrics(reg)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	w, err := NewWriter(e.dyn, WithWriteQPS(2000, 2000), WithMetrics(m))
+	w, err := reporter.NewWriter(e.Dyn, reporter.WithWriteQPS(2000, 2000), reporter.WithMetrics(m))
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	s, err := NewScanner(e.connect(), eng, e.dyn, e.kube.Discovery(), pc, w,
-		append([]ScanOption{WithReportWatch(metadata.NewForConfigOrDie(shared.RESTConfig())), WithScanChecker(e.check), WithScanRegisterer(reg), WithScanLogger(zerolog.Nop())}, opts...)...)
+	s, err := scanner.New(e.Connect(), eng, e.Dyn, e.Kube.Discovery(), pc, w,
+		append([]scanner.Option{scanner.WithReportWatch(metadata.NewForConfigOrDie(reportertest.ControlPlane().RESTConfig())), scanner.WithChecker(e.Check), scanner.WithRegisterer(reg), scanner.WithLogger(zerolog.Nop())}, opts...)...)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	r := &scanReplica{reg: reg, stop: cancel, done: make(chan error, 1)}
 	go func() { r.done <- s.Run(ctx) }()
-	e.t.Cleanup(func() {
+	e.T.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-r.done:
 			if err != nil {
-				e.t.Errorf("scanner: %v", err)
+				e.T.Errorf("scanner: %v", err)
 			}
 		case <-time.After(45 * time.Second):
-			e.t.Error("scanner did not stop")
+			e.T.Error("scanner did not stop")
 		}
 	})
 	return r
 }
 
-func (e *env) createPolicy(y string) *unstructured.Unstructured {
-	e.t.Helper()
+func createPolicy(e *reportertest.Env, y string) *unstructured.Unstructured {
+	e.T.Helper()
 	v, err := document.Decode([]byte(y))
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	p, err := e.dyn.Resource(policycache.ClusterPolicies).Create(e.t.Context(), &unstructured.Unstructured{Object: v.(map[string]any)}, metav1.CreateOptions{})
+	p, err := e.Dyn.Resource(policycache.ClusterPolicies).Create(e.T.Context(), &unstructured.Unstructured{Object: v.(map[string]any)}, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.t.Cleanup(func() {
-		_ = e.dyn.Resource(policycache.ClusterPolicies).Delete(context.WithoutCancel(e.t.Context()), p.GetName(), metav1.DeleteOptions{})
+	e.T.Cleanup(func() {
+		_ = e.Dyn.Resource(policycache.ClusterPolicies).Delete(context.WithoutCancel(e.T.Context()), p.GetName(), metav1.DeleteOptions{})
 	})
 	return p
 }
 
-func (e *env) createPod(ns, name string, labels map[string]string) *corev1.Pod {
-	e.t.Helper()
-	p, err := e.kube.CoreV1().Pods(ns).Create(e.t.Context(), &corev1.Pod{
+func createPod(e *reportertest.Env, ns, name string, labels map[string]string) *corev1.Pod {
+	e.T.Helper()
+	p, err := e.Kube.CoreV1().Pods(ns).Create(e.T.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return p
 }
 
 // policyResults reads the current results of a policy by resource uid: the
 // newest of each (the tests' resources are real: no check needed).
-func (e *env) policyResults(key string) map[string]events.ResultEvent {
-	e.t.Helper()
-	m, err := NewMetrics(nil)
+func policyResults(e *reportertest.Env, key string) map[string]events.ResultEvent {
+	e.T.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := reporter.NewMetrics(reg)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	byUID, st, err := readResults(e.t.Context(), e.conn, m, []string{queue.ResultsOfPolicy(key)})
-	if err != nil || st.undecodable > 0 {
-		e.t.Fatalf("read results of %s: %v (%d undecodable)", key, err, st.undecodable)
+	byUID, err := reporter.ReadStored(e.T.Context(), e.Conn, m, []string{queue.ResultsOfPolicy(key)})
+	if undecodable := reportertest.Counter(e.T, reg, "verdict_reporter_results_undecodable_total"); err != nil || undecodable > 0 {
+		e.T.Fatalf("read results of %s: %v (%v undecodable)", key, err, undecodable)
 	}
 	out := map[string]events.ResultEvent{}
 	for uid, rs := range byUID {
-		out[uid] = Newest(rs).Event
+		out[uid] = reporter.Newest(rs).Event
 	}
 	return out
 }
 
 // lastSequence is VERDICT_RESULTS's last sequence: how many results were
 // ever stored (nothing else publishes in a test's own JetStream).
-func (e *env) lastSequence() uint64 {
-	e.t.Helper()
-	s, err := e.conn.JetStream().Stream(e.t.Context(), queue.StreamResults)
+func lastSequence(e *reportertest.Env) uint64 {
+	e.T.Helper()
+	s, err := e.Conn.JetStream().Stream(e.T.Context(), queue.StreamResults)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	info, err := s.Info(e.t.Context())
+	info, err := s.Info(e.T.Context())
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return info.State.LastSeq
 }
 
 // summaries sums the summaries of the namespace's reports.
-func (e *env) summaries(ns string) (reports int, pass, fail int64) {
-	for _, r := range e.listReports(ns) {
+func summaries(e *reportertest.Env, ns string) (reports int, pass, fail int64) {
+	for _, r := range e.ListReports(ns) {
 		p, _, _ := unstructured.NestedInt64(r.Object, "summary", "pass")
 		f, _, _ := unstructured.NestedInt64(r.Object, "summary", "fail")
 		reports, pass, fail = reports+1, pass+p, fail+f
@@ -168,9 +172,9 @@ spec:
 // a Pod removes its report (garbage collector) and purges its results;
 // deleting the policy retracts its results and the reports go.
 func TestE2EBackgroundScan(t *testing.T) {
-	e := newEnv(t)
+	e := reportertest.NewEnv(t)
 	ctx := t.Context()
-	ns := e.namespace("scan-").Name
+	ns := e.Namespace("scan-").Name
 	var pods []*corev1.Pod
 	for i := range 12 {
 		labels := map[string]string{}
@@ -180,71 +184,71 @@ func TestE2EBackgroundScan(t *testing.T) {
 		if i < 3 {
 			labels["tier"] = "front"
 		}
-		pods = append(pods, e.createPod(ns, fmt.Sprintf("pod-%02d", i), labels))
+		pods = append(pods, createPod(e, ns, fmt.Sprintf("pod-%02d", i), labels))
 	}
 	const interval = 2 * time.Second
-	e.startProjector(e.connect())
+	e.StartProjector(e.Connect())
 	var scanners []*scanReplica
 	for range 3 {
-		scanners = append(scanners, e.startScanner(WithScanInterval(interval)))
+		scanners = append(scanners, startScanner(e, scanner.WithInterval(interval)))
 	}
 	sum := func(name string, labels ...string) float64 {
 		var s float64
 		for _, r := range scanners {
-			s += counter(t, r.reg, name, labels...)
+			s += reportertest.Counter(t, r.reg, name, labels...)
 		}
 		return s
 	}
 
 	name := "require-app-" + ns
-	pol := e.createPolicy(fmt.Sprintf(scanPolicy, name, ns, true, "app"))
-	e.createPolicy(fmt.Sprintf(scanPolicy, "no-background-"+ns, ns, false, "app"))
+	pol := createPolicy(e, fmt.Sprintf(scanPolicy, name, ns, true, "app"))
+	createPolicy(e, fmt.Sprintf(scanPolicy, "no-background-"+ns, ns, false, "app"))
 
-	eventually(t, 30*time.Second, "a result per Pod", func() error {
-		if n := len(e.policyResults(name)); n != len(pods) {
+	reportertest.Eventually(t, 30*time.Second, "a result per Pod", func() error {
+		if n := len(policyResults(e, name)); n != len(pods) {
 			return fmt.Errorf("%d results, want %d", n, len(pods))
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, "reports", func() error {
-		if n, pass, fail := e.summaries(ns); n != 12 || pass != 8 || fail != 4 {
+	reportertest.Eventually(t, 30*time.Second, "reports", func() error {
+		if n, pass, fail := summaries(e, ns); n != 12 || pass != 8 || fail != 4 {
 			return fmt.Errorf("%d reports, pass %d fail %d; want 12, 8, 4", n, pass, fail)
 		}
 		return nil
 	})
-	for _, ev := range e.policyResults(name) {
+	for _, ev := range policyResults(e, name) {
 		if ev.Admission || ev.Policy.UID != string(pol.GetUID()) || ev.Category != "Best Practices" || ev.Severity != "medium" {
 			t.Fatalf("result %+v: want a background result of the policy's version with its annotations", ev)
 		}
 	}
 	// Let the periodic scan tick a few times: nothing is republished.
-	eventually(t, 30*time.Second, "two ticks of the periodic scan", func() error {
+	reportertest.Eventually(t, 30*time.Second, "two ticks of the periodic scan", func() error {
 		if n := sum("verdict_scanner_items_total", "all"); n < 2 {
 			return fmt.Errorf("%v ticks", n)
 		}
 		return nil
 	})
-	if seq := e.lastSequence(); seq != uint64(len(pods)) {
+	if seq := lastSequence(e); seq != uint64(len(pods)) {
 		t.Fatalf("%d results stored for %d Pods: scans with three replicas and periodic ticks must store each result once", seq, len(pods))
 	}
 	if n := sum("verdict_scanner_results_total", "unchanged"); n < float64(len(pods)) {
 		t.Errorf("%v unchanged results: the ticks should have re-evaluated every Pod", n)
 	}
-	if got := e.policyResults("no-background-" + ns); len(got) != 0 {
+	if got := policyResults(e, "no-background-"+ns); len(got) != 0 {
 		t.Fatalf("%d results of a background: false policy", len(got))
 	}
 
 	// A Pod created now is found by the periodic scan.
-	late := e.createPod(ns, "late", nil)
-	eventually(t, 30*time.Second, "the periodic scan finds a new Pod", func() error {
-		if _, ok := e.policyResults(name)[string(late.UID)]; !ok {
-			return errNotYet
+	late := createPod(e, ns, "late", nil)
+	reportertest.Eventually(t, 30*time.Second, "the periodic scan finds a new Pod", func() error {
+		if _, ok := policyResults(e, name)[string(late.UID)]; !ok {
+			return reportertest.ErrNotYet
 		}
 		return nil
 	})
 
 	// The policy changes: every Pod is evaluated again.
-	cur, err := e.dyn.Resource(policycache.ClusterPolicies).Get(ctx, name, metav1.GetOptions{})
+	cur, err := e.Dyn.Resource(policycache.ClusterPolicies).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,11 +259,11 @@ func TestE2EBackgroundScan(t *testing.T) {
 	}}, "spec", "rules"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Dyn.Resource(policycache.ClusterPolicies).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "reports after the policy change", func() error {
-		if n, pass, fail := e.summaries(ns); n != 13 || pass != 3 || fail != 10 {
+	reportertest.Eventually(t, 30*time.Second, "reports after the policy change", func() error {
+		if n, pass, fail := summaries(e, ns); n != 13 || pass != 3 || fail != 10 {
 			return fmt.Errorf("%d reports, pass %d fail %d; want 13, 3, 10", n, pass, fail)
 		}
 		return nil
@@ -268,35 +272,35 @@ func TestE2EBackgroundScan(t *testing.T) {
 	// A deleted Pod's report goes (garbage collector) and its results are
 	// purged.
 	gone := pods[1]
-	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.Kube.CoreV1().Pods(ns).Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the deleted Pod's report removed and its results purged", func() error {
-		if e.report(ns, string(gone.UID)) != nil {
+	reportertest.Eventually(t, 60*time.Second, "the deleted Pod's report removed and its results purged", func() error {
+		if e.Report(ns, string(gone.UID)) != nil {
 			return fmt.Errorf("report still there")
 		}
-		if _, ok := e.policyResults(name)[string(gone.UID)]; ok {
+		if _, ok := policyResults(e, name)[string(gone.UID)]; ok {
 			return fmt.Errorf("results still in the stream")
 		}
 		return nil
 	})
 
 	// The policy is deleted: its results are retracted, the reports go.
-	if err := e.dyn.Resource(policycache.ClusterPolicies).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	if err := e.Dyn.Resource(policycache.ClusterPolicies).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "reports gone with the policy", func() error {
-		if n, _, _ := e.summaries(ns); n != 0 {
+	reportertest.Eventually(t, 30*time.Second, "reports gone with the policy", func() error {
+		if n, _, _ := summaries(e, ns); n != 0 {
 			return fmt.Errorf("%d reports left", n)
 		}
 		return nil
 	})
-	for uid, ev := range e.policyResults(name) {
+	for uid, ev := range policyResults(e, name) {
 		if len(ev.Rules) != 0 || ev.Retracted != events.RetractedPolicyDeleted {
 			t.Errorf("result on %s after the policy's deletion: %+v; want a retraction", uid, ev)
 		}
 	}
-	if dl := e.deadLetters(); len(dl) != 0 {
+	if dl := e.DeadLetters(); len(dl) != 0 {
 		t.Errorf("dead letters: %+v", dl)
 	}
 }

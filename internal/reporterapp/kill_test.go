@@ -1,4 +1,4 @@
-package reporter
+package reporterapp_test
 
 import (
 	"bytes"
@@ -22,6 +22,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/verdict-dev/verdict/internal/kube"
+	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -51,7 +53,7 @@ const (
 // killed, or exits when its parent (the test) is gone. It returns the exit
 // code.
 func reporterChild() int {
-	cfg := DefaultConfig()
+	cfg := reporterapp.DefaultConfig()
 	cfg.Kube.Kubeconfig = os.Getenv(envChildKubeconfig)
 	cfg.NATS.URLs = []string{os.Getenv(envChildNATS)}
 	cfg.ProbeAddress = ""
@@ -78,7 +80,7 @@ func reporterChild() int {
 			}
 		}
 	}()
-	if err := Run(ctx, cfg, log); err != nil {
+	if err := reporterapp.Run(ctx, cfg, log); err != nil {
 		fmt.Fprintf(os.Stderr, "reporter child: %v\n", err)
 		return 1
 	}
@@ -194,7 +196,7 @@ type killRecord struct {
 // it writes are read after done.
 type fleet struct {
 	t    *testing.T
-	e    *env
+	e    *reportertest.Env
 	dir  string // the children's logs, one file per run
 	env  []string
 	spec queue.ConsumerSpec
@@ -214,12 +216,12 @@ type fleet struct {
 }
 
 // startFleet starts the replicas; halt (also a cleanup) kills them all.
-func startFleet(t *testing.T, e *env, spec queue.ConsumerSpec, plan []killStep) *fleet {
+func startFleet(t *testing.T, e *reportertest.Env, spec queue.ConsumerSpec, plan []killStep) *fleet {
 	t.Helper()
 	f := &fleet{
 		t: t, e: e, dir: t.TempDir(), spec: spec, plan: plan,
 		env: append(os.Environ(), envChild+"=1",
-			envChildKubeconfig+"="+shared.KubeconfigPath(), envChildNATS+"="+e.nats.ClientURL()),
+			envChildKubeconfig+"="+reportertest.ControlPlane().KubeconfigPath(), envChildNATS+"="+e.NATS.ClientURL()),
 		ready: make(chan struct{}), arm: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go f.supervise()
@@ -361,7 +363,7 @@ func (f *fleet) supervise() {
 func (f *fleet) consumer(ctx context.Context) (*jetstream.ConsumerInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cons, err := f.e.conn.JetStream().Consumer(ctx, queue.StreamResults, queue.ConsumerReporter)
+	cons, err := f.e.Conn.JetStream().Consumer(ctx, queue.StreamResults, queue.ConsumerReporter)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +395,8 @@ func killSeed(t *testing.T) uint64 {
 }
 
 // TestE2EKillReplicas: the 10,000 results for 1,000 ConfigMaps of
-// TestE2EScaleReplicasAndReplay are projected by three replicas of the
+// internal/reporter's TestE2EScaleReplicasAndReplay
+// (reportertest.ScaleMessages) are projected by three replicas of the
 // reporter service, each a real process (this test binary re-executed,
 // running Run); 4 to 6 times at random moments during the projection a
 // consuming replica gets SIGKILL (no drain: what it held is delivered
@@ -402,26 +405,26 @@ func killSeed(t *testing.T) uint64 {
 // acknowledged, none is dead-lettered, and every report equals the fold of
 // the stream.
 func TestE2EKillReplicas(t *testing.T) {
-	e := newEnv(t)
+	e := reportertest.NewEnv(t)
 	ctx := t.Context()
 	n := 1000
 	spec := reporterConsumer(t, killAckWait)
-	if err := e.conn.Provision(ctx, queue.WithConsumers(spec)); err != nil {
+	if err := e.Conn.Provision(ctx, queue.WithConsumers(spec)); err != nil {
 		t.Fatal(err)
 	}
 	seed := killSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	plan := newKillPlan(rng, n*scalePolicies)
+	plan := newKillPlan(rng, n*reportertest.ScalePolicies)
 	var steps []string
 	for _, s := range plan {
 		steps = append(steps, fmt.Sprintf("at %d outstanding pick %d down %v", s.remaining, s.pick, s.down))
 	}
 	t.Logf("seed %d (%s=%d repeats it); %d kills planned: %s", seed, envKillSeed, seed, len(plan), strings.Join(steps, "; "))
 
-	ns := e.namespace("kill-").Name
+	ns := e.Namespace("kill-").Name
 	begin := time.Now()
-	cms := e.createConfigMaps(ns, n)
-	msgs := scaleMessages(t, cms, rand.New(rand.NewPCG(seed, 1)))
+	cms := e.CreateConfigMaps(ns, n)
+	msgs := reportertest.ScaleMessages(t, cms, rand.New(rand.NewPCG(seed, 1)))
 	t.Logf("created %d ConfigMaps in %v", n, time.Since(begin).Round(time.Millisecond))
 
 	begin = time.Now()
@@ -435,7 +438,7 @@ func TestE2EKillReplicas(t *testing.T) {
 		t.Fatal("replicas not consuming within a minute")
 	}
 
-	pub, err := e.conn.NewAsyncPublisher(queue.WithBufferSize(len(msgs)))
+	pub, err := e.Conn.NewAsyncPublisher(queue.WithBufferSize(len(msgs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +453,7 @@ func TestE2EKillReplicas(t *testing.T) {
 	}
 	close(f.arm)
 	published := time.Since(begin)
-	eventually(t, 3*time.Minute, "every result acknowledged", e.consumerSettled)
+	reportertest.Eventually(t, 3*time.Minute, "every result acknowledged", e.ConsumerSettled)
 	projected := time.Since(begin)
 	end, err := f.consumer(ctx)
 	if err != nil {
@@ -482,8 +485,8 @@ func TestE2EKillReplicas(t *testing.T) {
 	if f.maxRedelivered == 0 {
 		t.Error("no result was seen delivered again: the kills left nothing unacknowledged")
 	}
-	if dead := e.deadLetters(); len(dead) > 0 {
+	if dead := e.DeadLetters(); len(dead) > 0 {
 		t.Errorf("%d dead letters, first %+v", len(dead), dead[0])
 	}
-	e.checkReports(ns, cms)
+	e.CheckReports(ns, cms)
 }

@@ -1,13 +1,11 @@
-package reporter
+package scanner
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,18 +16,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/verify"
+	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -55,113 +51,6 @@ const (
 	ReasonInterval = "interval"
 	ReasonReport   = "reportDeleted"
 )
-
-// ScanOption configures NewScanner.
-type ScanOption func(*scanOptions) error
-
-type scanOptions struct {
-	interval       time.Duration
-	pageSize       int64
-	concurrency    int
-	maxDeliver     int
-	waitDeliveries uint64
-	kindsTTL       time.Duration
-	metadata       metadata.Interface
-	reg            prometheus.Registerer
-	log            *zerolog.Logger
-	now            func() time.Time
-	check          *verify.Checker
-}
-
-// WithScanChecker sets the checker results are verified with (required):
-// a scan compares what it evaluates with the newest verified result of
-// each resource, as the reports show it.
-func WithScanChecker(c *verify.Checker) ScanOption {
-	return func(o *scanOptions) error {
-		if c == nil {
-			return fmt.Errorf("%w: nil checker", ErrInvalidOption)
-		}
-		o.check = c
-		return nil
-	}
-}
-
-// WithScanInterval sets the period of the full background scan, kept as a
-// JetStream message schedule on VERDICT_SCHEDULES (its ticks are sourced
-// into VERDICT_WORK). Zero: no periodic scan (policy changes still scan).
-// Default 1h; at least 1s.
-func WithScanInterval(d time.Duration) ScanOption {
-	return func(o *scanOptions) error {
-		if d != 0 && d < time.Second {
-			return fmt.Errorf("%w: scan interval %s (0, or at least 1s)", ErrInvalidOption, d)
-		}
-		o.interval = d
-		return nil
-	}
-}
-
-// WithScanPageSize sets the page size of the resource lists. Default 500.
-func WithScanPageSize(n int) ScanOption {
-	return func(o *scanOptions) error {
-		if n < 1 {
-			return fmt.Errorf("%w: scan page size %d", ErrInvalidOption, n)
-		}
-		o.pageSize = int64(n)
-		return nil
-	}
-}
-
-// WithScanConcurrency sets how many scan items a replica works on at
-// once. Default 2.
-func WithScanConcurrency(n int) ScanOption {
-	return func(o *scanOptions) error {
-		if n < 1 {
-			return fmt.Errorf("%w: scan concurrency %d", ErrInvalidOption, n)
-		}
-		o.concurrency = n
-		return nil
-	}
-}
-
-// WithScanAttempts bounds the deliveries of a scan item before it is
-// dead-lettered. Default 10.
-func WithScanAttempts(n int) ScanOption {
-	return func(o *scanOptions) error {
-		if n < 1 {
-			return fmt.Errorf("%w: scan attempts %d", ErrInvalidOption, n)
-		}
-		o.maxDeliver = n
-		return nil
-	}
-}
-
-// WithReportWatch watches Verdict's reports (metadata only) so that a
-// report the garbage collector removed with its resource gets the
-// resource's results purged from the stream. nil: no watch (the periodic
-// scan still purges them).
-func WithReportWatch(client metadata.Interface) ScanOption {
-	return func(o *scanOptions) error {
-		o.metadata = client
-		return nil
-	}
-}
-
-// WithScanRegisterer registers the scanner's metrics (verdict_scanner_*)
-// on reg. Default: a private registry.
-func WithScanRegisterer(reg prometheus.Registerer) ScanOption {
-	return func(o *scanOptions) error {
-		o.reg = reg
-		return nil
-	}
-}
-
-// WithScanLogger sets the logger.
-func WithScanLogger(l zerolog.Logger) ScanOption {
-	return func(o *scanOptions) error {
-		o.log = &l
-		return nil
-	}
-}
 
 // Scanner is the background scan: any number of replicas share the
 // durable consumer "scanner" on VERDICT_WORK and none leads. Work is
@@ -195,9 +84,9 @@ type Scanner struct {
 	disc     discovery.DiscoveryInterface
 	mapper   meta.ResettableRESTMapper
 	policies PolicySource
-	writer   *Writer
-	m        *scanMetrics
-	o        scanOptions
+	writer   *reporter.Writer
+	m        *metrics
+	o        options
 	log      zerolog.Logger
 
 	kindsMu sync.Mutex
@@ -205,18 +94,11 @@ type Scanner struct {
 	kindsAt time.Time
 }
 
-// listedKind is one listable resource of the cluster.
-type listedKind struct {
-	gvr        schema.GroupVersionResource
-	gvk        schema.GroupVersionKind
-	namespaced bool
-}
-
-// NewScanner returns a scanner; Run runs it.
-func NewScanner(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, disc discovery.DiscoveryInterface,
-	policies PolicySource, writer *Writer, opts ...ScanOption,
+// New returns a scanner; Run runs it.
+func New(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, disc discovery.DiscoveryInterface,
+	policies PolicySource, writer *reporter.Writer, opts ...Option,
 ) (*Scanner, error) {
-	o := scanOptions{interval: time.Hour, pageSize: 500, concurrency: 2, maxDeliver: 10, waitDeliveries: 5,
+	o := options{interval: time.Hour, pageSize: 500, concurrency: 2, maxDeliver: 10, waitDeliveries: 5,
 		kindsTTL: 30 * time.Second, now: time.Now}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -224,13 +106,13 @@ func NewScanner(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, dis
 		}
 	}
 	if conn == nil || eng == nil || dyn == nil || disc == nil || policies == nil || writer == nil || o.check == nil {
-		return nil, fmt.Errorf("%w: the scanner needs a queue connection, an engine, API clients, a policy source, a writer and a checker (WithScanChecker)", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: the scanner needs a queue connection, an engine, API clients, a policy source, a writer and a checker (WithChecker)", ErrInvalidOption)
 	}
 	reg := o.reg
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	m, err := newScanMetrics(reg)
+	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -543,335 +425,6 @@ func newer(a, b string) bool {
 	return errA == nil && errB == nil && x > y
 }
 
-// scanPolicy evaluates one policy on every resource it selects.
-func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item events.ScanItem) queue.Outcome {
-	p, set, out, ok := s.lookup(ctx, m, item.Policy)
-	if !ok {
-		return out
-	}
-	if !scanned(p) {
-		s.m.skipped.WithLabelValues("background off").Inc()
-		return queue.Done()
-	}
-	log := logFrom(ctx).With().Str("policy", p.Raw.Key()).Str(logKeyReason, item.Reason).Logger()
-	existing, err := s.policyResults(ctx, p.Raw.Key())
-	if err != nil {
-		return s.retry(ctx, "resultsUnreadable", err)
-	}
-	kinds, wildcard, err := s.kindsOf(ctx, p)
-	if err != nil {
-		return s.retry(ctx, "discoveryFailed", err)
-	}
-	if wildcard {
-		s.m.skipped.WithLabelValues("kind wildcard").Inc()
-		log.Debug().Msg("kindWildcardNotScanned")
-	}
-	sc := &scan{s: s, p: p, set: set, ref: events.PolicyRefOf(p), existing: existing, seen: map[string]struct{}{},
-		listed: map[schema.GroupKind]bool{}, nsLabels: map[string]map[string]string{}, now: s.o.now().UTC(), msg: m}
-	for _, k := range kinds {
-		if err := sc.list(ctx, k); err != nil {
-			return s.retry(ctx, "scanListFailed", err)
-		}
-	}
-	if err := sc.sweep(ctx); err != nil {
-		return s.retry(ctx, "scanSweepFailed", err)
-	}
-	log.Info().Int(logKeyExamined, sc.evaluated).Int("published", sc.published).Int("unchanged", sc.unchanged).
-		Int("retracted", sc.retracted).Int(logKeyPruned, sc.purged).Msg("policyScanned")
-	return queue.Done()
-}
-
-// policyResults reads the stored results of a policy (every message of
-// each subject's history), by resource uid, unchecked: newestVerified
-// picks the current one of a resource.
-func (s *Scanner) policyResults(ctx context.Context, key string) (map[string][]Result, error) {
-	out, _, err := readResults(ctx, s.conn, s.writer.m, []string{queue.ResultsOfPolicy(key)})
-	return out, err
-}
-
-// newestVerified is the current result among rs (the stored results of one
-// policy on one resource): the newest (CompareResults) of those the checker
-// verifies, as a report shows it. ok is false when none is verified.
-func (s *Scanner) newestVerified(ctx context.Context, rs []Result) (Result, bool, error) {
-	if len(rs) == 0 {
-		return Result{}, false, nil
-	}
-	c, err := checkResults(ctx, s.o.check, rs)
-	if err != nil || len(c.verified) == 0 {
-		return Result{}, false, err
-	}
-	return Newest(c.verified), true, nil
-}
-
-// kindsOf lists the cluster's listable kinds the policy's validate rules
-// name, and whether a kind wildcard selects others (not listed).
-func (s *Scanner) kindsOf(ctx context.Context, p *engine.Policy) ([]listedKind, bool, error) {
-	all, err := s.listableKinds(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	var out []listedKind
-	wildcard := false
-	for _, k := range all {
-		if p.Raw.Namespaced() && !k.namespaced {
-			continue
-		}
-		switch p.SelectsKind(engine.TypeValidation, k.gvk.Group, k.gvk.Version, k.gvk.Kind) {
-		case engine.KindNamed:
-			out = append(out, k)
-		case engine.KindByWildcard:
-			wildcard = true
-		case engine.KindNotSelected:
-		}
-	}
-	return out, wildcard, nil
-}
-
-// listableKinds are the resources the API server serves that can be
-// listed (preferred versions, no subresources), cached for a while.
-func (s *Scanner) listableKinds(ctx context.Context) ([]listedKind, error) {
-	s.kindsMu.Lock()
-	defer s.kindsMu.Unlock()
-	if s.kinds != nil && time.Since(s.kindsAt) < s.o.kindsTTL {
-		return s.kinds, nil
-	}
-	lists, err := discovery.ServerPreferredResources(s.disc)
-	if err != nil {
-		if len(lists) == 0 || !discovery.IsGroupDiscoveryFailedError(err) {
-			return nil, fmt.Errorf("discover resources: %w", err)
-		}
-		// Some groups are unavailable (an aggregated API down): scan
-		// what is served.
-		logFrom(ctx).Warn().Err(err).Msg("discoveryPartial")
-	}
-	var out []listedKind
-	for _, l := range lists {
-		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		if err != nil {
-			continue
-		}
-		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
-				continue
-			}
-			out = append(out, listedKind{gvr: gv.WithResource(r.Name), gvk: gv.WithKind(r.Kind), namespaced: r.Namespaced})
-		}
-	}
-	s.kinds, s.kindsAt = out, time.Now()
-	return out, nil
-}
-
-// scan is one policy scan in progress.
-type scan struct {
-	s        *Scanner
-	p        *engine.Policy
-	set      *engine.Set
-	ref      events.PolicyRef
-	existing map[string][]Result // the policy's stored results by resource uid, unchecked
-	seen     map[string]struct{}
-	listed   map[schema.GroupKind]bool
-	nsLabels map[string]map[string]string
-	now      time.Time
-	msg      *queue.Msg
-
-	evaluated, published, unchanged, retracted, purged int
-}
-
-// list evaluates every resource of one kind, page by page.
-func (sc *scan) list(ctx context.Context, k listedKind) error {
-	ri := sc.s.dyn.Resource(k.gvr)
-	var client dynamic.ResourceInterface = ri
-	if sc.p.Raw.Namespaced() {
-		client = ri.Namespace(sc.p.Raw.Metadata.Namespace)
-	}
-	opts := metav1.ListOptions{Limit: sc.s.o.pageSize}
-	for {
-		page, err := client.List(ctx, opts)
-		if err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
-				return nil // no longer served
-			}
-			return fmt.Errorf("list %s: %w", k.gvr, err)
-		}
-		for i := range page.Items {
-			if err := sc.evaluate(ctx, &page.Items[i]); err != nil {
-				return err
-			}
-		}
-		_ = sc.msg.InProgress()
-		if opts.Continue = page.GetContinue(); opts.Continue == "" {
-			break
-		}
-	}
-	sc.listed[k.gvk.GroupKind()] = true
-	return nil
-}
-
-// evaluate runs the policy on one resource and publishes what changed.
-func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) error {
-	uid := string(obj.GetUID())
-	if _, dup := sc.seen[uid]; dup || uid == "" {
-		return nil // served by two groups: evaluated once
-	}
-	sc.seen[uid] = struct{}{}
-	sc.evaluated++
-	sc.s.m.evaluated.Inc()
-	ns := obj.GetNamespace()
-	labels, ok := sc.nsLabels[ns]
-	if !ok {
-		var err error
-		if labels, err = sc.s.policies.NamespaceLabels(ctx, ns); err != nil {
-			return fmt.Errorf("labels of namespace %s: %w", ns, err)
-		}
-		sc.nsLabels[ns] = labels
-	}
-	req := &engine.Request{Object: obj.Object, NamespaceLabels: labels}
-	resp := sc.s.eng.Validate(ctx, req, sc.p, sc.set.Exceptions)
-	if err := ctx.Err(); err != nil {
-		// The scan is stopping: the engine cut the evaluation short, and
-		// what it says is not the policy's verdict on the resource.
-		return err
-	}
-	ref := events.ResourceRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: ns, Name: obj.GetName(),
-		UID: uid, ResourceVersion: obj.GetResourceVersion()}
-	// The object is listed: results naming it as it is need no lookup.
-	sc.s.o.check.Observe(ref)
-	cur, had, err := sc.s.newestVerified(ctx, sc.existing[uid])
-	if err != nil {
-		return err
-	}
-	if len(resp.Rules) == 0 {
-		if had && len(cur.Event.Rules) > 0 {
-			// By this version of the policy (so it is newer than what
-			// it retracts, and than late results of older versions).
-			return sc.retract(ctx, sc.ref, ref, events.RetractedNotSelected)
-		}
-		return nil
-	}
-	ev := events.NewResult(ref, sc.p, resp, sc.now)
-	if had && events.SameOutcome(cur.Event, ev) {
-		sc.unchanged++
-		sc.s.m.results.WithLabelValues("unchanged").Inc()
-		return nil
-	}
-	if err := sc.s.publishResult(ctx, ev); err != nil {
-		return err
-	}
-	sc.published++
-	sc.s.m.results.WithLabelValues("published").Inc()
-	return nil
-}
-
-// retract supersedes an earlier result with a retraction by policy.
-func (sc *scan) retract(ctx context.Context, policy events.PolicyRef, res events.ResourceRef, reason string) error {
-	err := sc.s.publishResult(ctx, retraction(policy, res, reason, sc.now))
-	if err == nil {
-		sc.retracted++
-		sc.s.m.results.WithLabelValues("retracted").Inc()
-	}
-	return err
-}
-
-// retraction is a result without rules that says why the policy's earlier
-// results on res no longer hold. policy is the version that decided it:
-// the current one for notSelected, the deleted one for policyDeleted (a
-// policyDeleted retraction is newer than every result of its version, see
-// events.CompareResults).
-func retraction(policy events.PolicyRef, res events.ResourceRef, reason string, at time.Time) events.ResultEvent {
-	return events.ResultEvent{Resource: res, Policy: policy, Timestamp: at, Retracted: reason}
-}
-
-// sweep settles the policy's results of resources the scan did not
-// evaluate: those the policy no longer selects are retracted, those whose
-// resource is gone are purged.
-func (sc *scan) sweep(ctx context.Context) error {
-	for uid, rs := range sc.existing {
-		if _, ok := sc.seen[uid]; ok {
-			continue
-		}
-		c, err := checkResults(ctx, sc.s.o.check, rs)
-		switch {
-		case err != nil:
-			return err
-		case c.wait > 0:
-			continue // a result waits for its object: the projector's business
-		case len(c.verified) == 0:
-			// None of them names an existing object: the resource is
-			// gone, or the results were forged. If its kind was listed
-			// (served: not an API that is down), purge the uid's results
-			// (all policies) unless one of them is verified.
-			res := Newest(rs).Event.Resource
-			if gv, err := schema.ParseGroupVersion(res.APIVersion); err == nil && sc.listed[schema.GroupKind{Group: gv.Group, Kind: res.Kind}] {
-				if err := sc.purgeIfGone(ctx, uid); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		r := Newest(c.verified)
-		ev := r.Event
-		if len(ev.Rules) == 0 {
-			continue
-		}
-		if ev.Policy.UID != sc.ref.UID {
-			if err := sc.retract(ctx, ev.Policy, ev.Resource, events.RetractedPolicyDeleted); err != nil {
-				return err
-			}
-			continue
-		}
-		gv, err := schema.ParseGroupVersion(ev.Resource.APIVersion)
-		if err != nil {
-			continue
-		}
-		switch sc.p.SelectsKind(engine.TypeValidation, gv.Group, gv.Version, ev.Resource.Kind) {
-		case engine.KindNotSelected:
-			if err := sc.retract(ctx, sc.ref, ev.Resource, events.RetractedNotSelected); err != nil {
-				return err
-			}
-			continue
-		case engine.KindByWildcard, engine.KindNamed:
-		}
-		if !sc.listed[schema.GroupKind{Group: gv.Group, Kind: ev.Resource.Kind}] {
-			continue // not listed: nothing known
-		}
-		// Listed, and not there: gone, unless created since. (The
-		// checker may remember it; this looks.)
-		exists, err := sc.s.exists(ctx, ev.Resource)
-		if err != nil {
-			return err
-		}
-		if exists {
-			continue
-		}
-		if err := sc.s.purge(ctx, ev.Resource); err != nil {
-			return err
-		}
-		sc.purged++
-	}
-	return nil
-}
-
-// purgeIfGone purges the results of uid (every policy's) and its report
-// when none of them is verified or pending: the resource is gone, or never
-// existed. A forged result that names a real uid does not purge the real
-// results: they are verified.
-func (sc *scan) purgeIfGone(ctx context.Context, uid string) error {
-	cur, err := ReadResults(ctx, sc.s.conn, sc.s.writer.m, sc.s.o.check, []string{uid})
-	if err != nil {
-		return err
-	}
-	if len(cur.Verified[uid]) > 0 || cur.Pending[uid] > 0 {
-		return nil
-	}
-	// The report, if any, is found by its name (the uid), not where the
-	// rejected results say.
-	if err := sc.s.purge(ctx, events.ResourceRef{UID: uid}); err != nil {
-		return err
-	}
-	sc.purged++
-	return nil
-}
-
 // publishResult publishes a result (or retraction) and waits for the
 // stream's acknowledgement.
 func (s *Scanner) publishResult(ctx context.Context, ev events.ResultEvent) error {
@@ -926,7 +479,7 @@ func (s *Scanner) purge(ctx context.Context, res events.ResourceRef) error {
 	}
 	s.o.check.Forget(res.UID)
 	res.ResourceVersion = ""
-	if _, err := s.writer.Write(ctx, Report{Resource: res}, nil); err != nil {
+	if _, err := s.writer.Write(ctx, reporter.Report{Resource: res}, nil); err != nil {
 		return fmt.Errorf("delete the report of %s: %w", res.UID, err)
 	}
 	s.m.purged.Add(float64(n))
@@ -987,7 +540,7 @@ func (s *Scanner) resourceGone(ctx context.Context, res events.ResourceRef) queu
 		}
 		return queue.Done()
 	}
-	cur, err := ReadResults(ctx, s.conn, s.writer.m, s.o.check, []string{res.UID})
+	cur, err := reporter.ReadResults(ctx, s.conn, s.writer.Metrics(), s.o.check, []string{res.UID})
 	if err != nil {
 		return s.retry(ctx, "resultsUnreadable", err)
 	}
@@ -995,7 +548,7 @@ func (s *Scanner) resourceGone(ctx context.Context, res events.ResourceRef) queu
 	if err != nil {
 		return queue.Poison(err.Error())
 	}
-	if _, err := s.writer.Write(ctx, withHint(rep, res), refolder(s.conn, s.writer.m, s.o.check, res.UID, res)); err != nil {
+	if _, err := s.writer.Write(ctx, rep.WithHint(res), reporter.Refolder(s.conn, s.writer.Metrics(), s.o.check, res.UID, res)); err != nil {
 		return s.retry(ctx, "reportNotWritten", err)
 	}
 	return queue.Done()
@@ -1006,7 +559,7 @@ func (s *Scanner) resourceGone(ctx context.Context, res events.ResourceRef) queu
 // a user, or by the writer itself; the item sorts it out).
 func (s *Scanner) watchReports(ctx context.Context) {
 	f := metadatainformer.NewFilteredSharedInformerFactory(s.o.metadata, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.LabelSelector = LabelManagedBy + "=" + ManagedByValue
+		o.LabelSelector = reporter.LabelManagedBy + "=" + reporter.ManagedByValue
 	})
 	gone := make(chan events.ResourceRef, 4096)
 	handler := cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
@@ -1023,7 +576,7 @@ func (s *Scanner) watchReports(ctx context.Context) {
 			s.m.unpublished.WithLabelValues("buffer full").Inc()
 		}
 	}}
-	for _, gvr := range []schema.GroupVersionResource{PolicyReports, ClusterPolicyReports} {
+	for _, gvr := range []schema.GroupVersionResource{reporter.PolicyReports, reporter.ClusterPolicyReports} {
 		if _, err := f.ForResource(gvr).Informer().AddEventHandler(handler); err != nil {
 			s.log.Error().Err(err).Msg("reportWatchFailed")
 			return
@@ -1052,44 +605,4 @@ func reportSubject(pom *metav1.PartialObjectMetadata) events.ResourceRef {
 		}
 	}
 	return res
-}
-
-// scanMetrics are the scanner's collectors (verdict_scanner_*).
-type scanMetrics struct {
-	items       *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
-	published   *prometheus.CounterVec
-	unpublished *prometheus.CounterVec
-	evaluated   prometheus.Counter
-	results     *prometheus.CounterVec
-	purged      prometheus.Counter
-	skipped     *prometheus.CounterVec
-}
-
-func newScanMetrics(reg prometheus.Registerer) (*scanMetrics, error) {
-	const ns, sub = "verdict", "scanner"
-	m := &scanMetrics{
-		items: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "items_total",
-			Help: "Scan items worked on, by action (policy, all, policyDeleted, resourceGone) and outcome (done, retry, poison)."}, []string{"action", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "item_seconds",
-			Help: "Time to work on one scan item, by action.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 16)}, []string{"action"}),
-		published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "items_published_total",
-			Help: "Scan items published to VERDICT_WORK (duplicates from other replicas included; the stream collapses them)."}, []string{"action"}),
-		unpublished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "items_unpublished_total",
-			Help: "Scan items that could not be published, by reason; the periodic scan reconciles what they would have done."}, []string{"reason"}),
-		evaluated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resources_evaluated_total",
-			Help: "Resources a policy scan evaluated."}),
-		results: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_total",
-			Help: "Scan results by what became of them: published (changed), unchanged (not republished), retracted."}, []string{"outcome"}),
-		purged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_purged_total",
-			Help: "Results purged from VERDICT_RESULTS because their resource no longer exists."}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "skipped_total",
-			Help: "Policy scans or kinds left out, by reason (background off, kind wildcard)."}, []string{"reason"}),
-	}
-	for _, c := range []prometheus.Collector{m.items, m.duration, m.published, m.unpublished, m.evaluated, m.results, m.purged, m.skipped} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register scanner metrics: %w", err)
-		}
-	}
-	return m, nil
 }

@@ -1,6 +1,7 @@
-package reporter
+package scanner
 
 import (
+	"errors"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +45,16 @@ func TestOutcomeLabel(t *testing.T) {
 	} {
 		if o != want {
 			t.Errorf("%q, want %q", o, want)
+		}
+	}
+}
+
+func TestOptionsRejectBadValues(t *testing.T) {
+	for name, err := range map[string]error{
+		"scan chk": WithChecker(nil)(&options{}),
+	} {
+		if !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package reporter
+package reporterapp_test
 
 import (
 	"bytes"
@@ -34,6 +34,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/certs"
+	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -64,17 +67,17 @@ func envInt(b *testing.B, name string, def int) int {
 // (admissions per second, default 40), VERDICT_LAG_WRITE_QPS (report
 // writes per second, default the service's).
 //
-//	go test ./internal/reporter -run '^$' -bench AdmissionToReport -benchtime 2000x
+//	go test ./internal/reporterapp -run '^$' -bench AdmissionToReport -benchtime 2000x
 func BenchmarkAdmissionToReport(b *testing.B) {
-	if shared == nil {
+	if reportertest.ControlPlane() == nil {
 		b.Skip("needs a real control plane; skipped under -short")
 	}
 	ctx := b.Context()
 	rate := envInt(b, "VERDICT_LAG_RATE", 40)
-	cfg := DefaultConfig()
+	cfg := reporterapp.DefaultConfig()
 	writeQPS := envInt(b, "VERDICT_LAG_WRITE_QPS", int(cfg.WriteQPS))
 
-	rc := shared.RESTConfig()
+	rc := reportertest.ControlPlane().RESTConfig()
 	rc.QPS, rc.Burst = 2000, 4000
 	rc.WarningHandler = rest.NoWarnings{}
 	kube := kubernetes.NewForConfigOrDie(rc)
@@ -145,7 +148,7 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	if err := conn.Provision(ctx); err != nil {
 		b.Fatal(err)
 	}
-	w, err := NewWriter(dyn, WithWriteQPS(float64(writeQPS), max(cfg.WriteBurst, writeQPS)))
+	w, err := reporter.NewWriter(dyn, reporter.WithWriteQPS(float64(writeQPS), max(cfg.WriteBurst, writeQPS)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,7 +156,7 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := NewProjector(conn, w, WithWindow(cfg.CoalesceWindow), WithConcurrency(cfg.Concurrency), WithFlushWorkers(cfg.FlushWorkers), WithChecker(check))
+	p, err := reporter.NewProjector(conn, w, reporter.WithWindow(cfg.CoalesceWindow), reporter.WithConcurrency(cfg.Concurrency), reporter.WithFlushWorkers(cfg.FlushWorkers), reporter.WithChecker(check))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -171,7 +174,7 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	var mu sync.Mutex
 	seen := map[string]time.Time{}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	inf := f.ForResource(PolicyReports).Informer()
+	inf := f.ForResource(reporter.PolicyReports).Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
 		if o, ok := obj.(metav1.Object); ok {
 			mu.Lock()

@@ -1,4 +1,4 @@
-package reporter
+package reporterapp
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/scanner"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -149,7 +151,7 @@ func (c *Config) Validate() error {
 // deps are the clients both commands use.
 type deps struct {
 	conn   *queue.Conn
-	writer *Writer
+	writer *reporter.Writer
 	check  *verify.Checker
 	reg    *prometheus.Registry
 	rc     *rest.Config
@@ -183,11 +185,11 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 		return nil, err
 	}
 	reg := service.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := reporter.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	w, err := NewWriter(dyn, WithWriteQPS(cfg.WriteQPS, cfg.WriteBurst), WithMetrics(m))
+	w, err := reporter.NewWriter(dyn, reporter.WithWriteQPS(cfg.WriteQPS, cfg.WriteBurst), reporter.WithMetrics(m))
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +200,9 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	return &deps{conn: conn, writer: w, check: check, reg: reg, rc: rc, dyn: dyn, meta: meta, disc: disc}, nil
 }
 
-// Run runs the projector until ctx ends, then drains: the results in
-// flight are written and acknowledged (or given back) before it returns.
+// Run runs the projector (and, with cfg.Scan, the background scanner)
+// until ctx ends, then drains: the results in flight are written and
+// acknowledged (or given back) before it returns.
 // client-go logs through klog: route it first (kube.RouteKlog, at
 // start-up, before any client runs).
 func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
@@ -214,15 +217,15 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err := d.conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
-	p, err := NewProjector(d.conn, d.writer,
-		WithWindow(cfg.CoalesceWindow),
-		WithConcurrency(cfg.Concurrency),
-		WithFlushWorkers(cfg.FlushWorkers),
-		WithAttempts(cfg.Attempts, time.Second, 2*time.Minute),
-		WithProgressEvery(cfg.AckWait/3),
-		WithShutdownTimeout(cfg.ShutdownTimeout),
-		WithChecker(d.check),
-		WithLogger(log),
+	p, err := reporter.NewProjector(d.conn, d.writer,
+		reporter.WithWindow(cfg.CoalesceWindow),
+		reporter.WithConcurrency(cfg.Concurrency),
+		reporter.WithFlushWorkers(cfg.FlushWorkers),
+		reporter.WithAttempts(cfg.Attempts, time.Second, 2*time.Minute),
+		reporter.WithProgressEvery(cfg.AckWait/3),
+		reporter.WithShutdownTimeout(cfg.ShutdownTimeout),
+		reporter.WithChecker(d.check),
+		reporter.WithLogger(log),
 	)
 	if err != nil {
 		return err
@@ -234,9 +237,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		}
 		defer stop()
 	}
-	var scanner *Scanner
+	var sc *scanner.Scanner
 	if cfg.Scan {
-		if scanner, err = newScanner(ctx, cfg, d, log); err != nil {
+		if sc, err = newScanner(ctx, cfg, d, log); err != nil {
 			return err
 		}
 	}
@@ -248,9 +251,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	done := make(chan error, 2)
 	running := 1
 	go func() { done <- p.Run(rctx) }()
-	if scanner != nil {
+	if sc != nil {
 		running++
-		go func() { done <- scanner.Run(rctx) }()
+		go func() { done <- sc.Run(rctx) }()
 	}
 	err = nil
 	for range running {
@@ -285,7 +288,7 @@ func consumers(cfg Config) []queue.ConsumerSpec {
 
 // newScanner starts the policy cache (it returns once synced) and builds
 // the background scanner on it.
-func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*Scanner, error) {
+func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*scanner.Scanner, error) {
 	kube, err := kubernetes.NewForConfig(d.rc)
 	if err != nil {
 		return nil, err
@@ -302,38 +305,38 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*
 	if err := pc.Start(ctx); err != nil {
 		return nil, fmt.Errorf("policy cache: %w", err)
 	}
-	return NewScanner(d.conn, eng, d.dyn, kube.Discovery(), pc, d.writer,
-		WithScanInterval(cfg.ScanInterval),
-		WithScanConcurrency(cfg.ScanConcurrency),
-		WithScanAttempts(cfg.Attempts),
-		WithReportWatch(d.meta),
-		WithScanChecker(d.check),
-		WithScanRegisterer(d.reg),
-		WithScanLogger(log),
+	return scanner.New(d.conn, eng, d.dyn, kube.Discovery(), pc, d.writer,
+		scanner.WithInterval(cfg.ScanInterval),
+		scanner.WithConcurrency(cfg.ScanConcurrency),
+		scanner.WithAttempts(cfg.Attempts),
+		scanner.WithReportWatch(d.meta),
+		scanner.WithChecker(d.check),
+		scanner.WithRegisterer(d.reg),
+		scanner.WithLogger(log),
 	)
 }
 
 // Replay rebuilds every report from the stream (and with prune deletes
 // Verdict's reports of resources without results), printing progress to
 // out.
-func Replay(ctx context.Context, cfg Config, prune bool, out io.Writer, log zerolog.Logger) (RebuildStats, error) {
+func Replay(ctx context.Context, cfg Config, prune bool, out io.Writer, log zerolog.Logger) (reporter.RebuildStats, error) {
 	ctx = log.WithContext(ctx)
 	d, err := setup(ctx, cfg, "verdict-reporter-replay", log)
 	if err != nil {
-		return RebuildStats{}, err
+		return reporter.RebuildStats{}, err
 	}
 	defer d.conn.Close()
-	st, err := Rebuild(ctx, d.conn, d.writer,
-		WithRebuildChecker(d.check),
-		WithPrune(prune),
-		WithRebuildWorkers(cfg.FlushWorkers),
-		WithRebuildProgress(time.Second, func(p RebuildProgress) {
+	st, err := reporter.Rebuild(ctx, d.conn, d.writer,
+		reporter.WithRebuildChecker(d.check),
+		reporter.WithPrune(prune),
+		reporter.WithRebuildWorkers(cfg.FlushWorkers),
+		reporter.WithRebuildProgress(time.Second, func(p reporter.RebuildProgress) {
 			fmt.Fprintf(out, "%-5s %d/%d  %s\n", p.Phase, p.Done, p.Total, p.Elapsed.Round(time.Millisecond))
 		}))
 	fmt.Fprintf(out, "replayed %d results of %d resources in %s (read %s): created %d, applied %d, unchanged %d, stale %d, gone %d, deleted %d (pruned %d), failed %d; unverified results %d, partial reports %d\n",
 		st.Results, st.Resources, st.Elapsed.Round(time.Millisecond), st.ReadTime.Round(time.Millisecond),
-		st.Outcomes[OutcomeCreated], st.Outcomes[OutcomeApplied], st.Outcomes[OutcomeUnchanged], st.Outcomes[OutcomeStale],
-		st.Outcomes[OutcomeGone], st.Outcomes[OutcomeDeleted], st.Pruned, st.Failed, st.Unverified, st.Partial)
+		st.Outcomes[reporter.OutcomeCreated], st.Outcomes[reporter.OutcomeApplied], st.Outcomes[reporter.OutcomeUnchanged], st.Outcomes[reporter.OutcomeStale],
+		st.Outcomes[reporter.OutcomeGone], st.Outcomes[reporter.OutcomeDeleted], st.Pruned, st.Failed, st.Unverified, st.Partial)
 	return st, err
 }
 

@@ -1,0 +1,356 @@
+package scanner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// scanPolicy evaluates one policy on every resource it selects.
+func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item events.ScanItem) queue.Outcome {
+	p, set, out, ok := s.lookup(ctx, m, item.Policy)
+	if !ok {
+		return out
+	}
+	if !scanned(p) {
+		s.m.skipped.WithLabelValues("background off").Inc()
+		return queue.Done()
+	}
+	log := logFrom(ctx).With().Str("policy", p.Raw.Key()).Str(logKeyReason, item.Reason).Logger()
+	existing, err := s.policyResults(ctx, p.Raw.Key())
+	if err != nil {
+		return s.retry(ctx, "resultsUnreadable", err)
+	}
+	kinds, wildcard, err := s.kindsOf(ctx, p)
+	if err != nil {
+		return s.retry(ctx, "discoveryFailed", err)
+	}
+	if wildcard {
+		s.m.skipped.WithLabelValues("kind wildcard").Inc()
+		log.Debug().Msg("kindWildcardNotScanned")
+	}
+	sc := &scan{s: s, p: p, set: set, ref: events.PolicyRefOf(p), existing: existing, seen: map[string]struct{}{},
+		listed: map[schema.GroupKind]bool{}, nsLabels: map[string]map[string]string{}, now: s.o.now().UTC(), msg: m}
+	for _, k := range kinds {
+		if err := sc.list(ctx, k); err != nil {
+			return s.retry(ctx, "scanListFailed", err)
+		}
+	}
+	if err := sc.sweep(ctx); err != nil {
+		return s.retry(ctx, "scanSweepFailed", err)
+	}
+	log.Info().Int(logKeyExamined, sc.evaluated).Int("published", sc.published).Int("unchanged", sc.unchanged).
+		Int("retracted", sc.retracted).Int(logKeyPruned, sc.purged).Msg("policyScanned")
+	return queue.Done()
+}
+
+// policyResults reads the stored results of a policy (every message of
+// each subject's history), by resource uid, unchecked: newestVerified
+// picks the current one of a resource.
+func (s *Scanner) policyResults(ctx context.Context, key string) (map[string][]reporter.Result, error) {
+	return reporter.ReadStored(ctx, s.conn, s.writer.Metrics(), []string{queue.ResultsOfPolicy(key)})
+}
+
+// newestVerified is the current result among rs (the stored results of one
+// policy on one resource): the newest (CompareResults) of those the checker
+// verifies, as a report shows it. ok is false when none is verified.
+func (s *Scanner) newestVerified(ctx context.Context, rs []reporter.Result) (reporter.Result, bool, error) {
+	if len(rs) == 0 {
+		return reporter.Result{}, false, nil
+	}
+	c, err := reporter.CheckResults(ctx, s.o.check, rs)
+	if err != nil || len(c.Verified) == 0 {
+		return reporter.Result{}, false, err
+	}
+	return reporter.Newest(c.Verified), true, nil
+}
+
+// kindsOf lists the cluster's listable kinds the policy's validate rules
+// name, and whether a kind wildcard selects others (not listed).
+func (s *Scanner) kindsOf(ctx context.Context, p *engine.Policy) ([]listedKind, bool, error) {
+	all, err := s.listableKinds(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	var out []listedKind
+	wildcard := false
+	for _, k := range all {
+		if p.Raw.Namespaced() && !k.namespaced {
+			continue
+		}
+		switch p.SelectsKind(engine.TypeValidation, k.gvk.Group, k.gvk.Version, k.gvk.Kind) {
+		case engine.KindNamed:
+			out = append(out, k)
+		case engine.KindByWildcard:
+			wildcard = true
+		case engine.KindNotSelected:
+		}
+	}
+	return out, wildcard, nil
+}
+
+// listableKinds are the resources the API server serves that can be
+// listed (preferred versions, no subresources), cached for a while.
+func (s *Scanner) listableKinds(ctx context.Context) ([]listedKind, error) {
+	s.kindsMu.Lock()
+	defer s.kindsMu.Unlock()
+	if s.kinds != nil && time.Since(s.kindsAt) < s.o.kindsTTL {
+		return s.kinds, nil
+	}
+	lists, err := discovery.ServerPreferredResources(s.disc)
+	if err != nil {
+		if len(lists) == 0 || !discovery.IsGroupDiscoveryFailedError(err) {
+			return nil, fmt.Errorf("discover resources: %w", err)
+		}
+		// Some groups are unavailable (an aggregated API down): scan
+		// what is served.
+		logFrom(ctx).Warn().Err(err).Msg("discoveryPartial")
+	}
+	var out []listedKind
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
+				continue
+			}
+			out = append(out, listedKind{gvr: gv.WithResource(r.Name), gvk: gv.WithKind(r.Kind), namespaced: r.Namespaced})
+		}
+	}
+	s.kinds, s.kindsAt = out, time.Now()
+	return out, nil
+}
+
+// scan is one policy scan in progress.
+type scan struct {
+	s        *Scanner
+	p        *engine.Policy
+	set      *engine.Set
+	ref      events.PolicyRef
+	existing map[string][]reporter.Result // the policy's stored results by resource uid, unchecked
+	seen     map[string]struct{}
+	listed   map[schema.GroupKind]bool
+	nsLabels map[string]map[string]string
+	now      time.Time
+	msg      *queue.Msg
+
+	evaluated, published, unchanged, retracted, purged int
+}
+
+// list evaluates every resource of one kind, page by page.
+func (sc *scan) list(ctx context.Context, k listedKind) error {
+	ri := sc.s.dyn.Resource(k.gvr)
+	var client dynamic.ResourceInterface = ri
+	if sc.p.Raw.Namespaced() {
+		client = ri.Namespace(sc.p.Raw.Metadata.Namespace)
+	}
+	opts := metav1.ListOptions{Limit: sc.s.o.pageSize}
+	for {
+		page, err := client.List(ctx, opts)
+		if err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+				return nil // no longer served
+			}
+			return fmt.Errorf("list %s: %w", k.gvr, err)
+		}
+		for i := range page.Items {
+			if err := sc.evaluate(ctx, &page.Items[i]); err != nil {
+				return err
+			}
+		}
+		_ = sc.msg.InProgress()
+		if opts.Continue = page.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	sc.listed[k.gvk.GroupKind()] = true
+	return nil
+}
+
+// evaluate runs the policy on one resource and publishes what changed.
+func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) error {
+	uid := string(obj.GetUID())
+	if _, dup := sc.seen[uid]; dup || uid == "" {
+		return nil // served by two groups: evaluated once
+	}
+	sc.seen[uid] = struct{}{}
+	sc.evaluated++
+	sc.s.m.evaluated.Inc()
+	ns := obj.GetNamespace()
+	labels, ok := sc.nsLabels[ns]
+	if !ok {
+		var err error
+		if labels, err = sc.s.policies.NamespaceLabels(ctx, ns); err != nil {
+			return fmt.Errorf("labels of namespace %s: %w", ns, err)
+		}
+		sc.nsLabels[ns] = labels
+	}
+	req := &engine.Request{Object: obj.Object, NamespaceLabels: labels}
+	resp := sc.s.eng.Validate(ctx, req, sc.p, sc.set.Exceptions)
+	if err := ctx.Err(); err != nil {
+		// The scan is stopping: the engine cut the evaluation short, and
+		// what it says is not the policy's verdict on the resource.
+		return err
+	}
+	ref := events.ResourceRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: ns, Name: obj.GetName(),
+		UID: uid, ResourceVersion: obj.GetResourceVersion()}
+	// The object is listed: results naming it as it is need no lookup.
+	sc.s.o.check.Observe(ref)
+	cur, had, err := sc.s.newestVerified(ctx, sc.existing[uid])
+	if err != nil {
+		return err
+	}
+	if len(resp.Rules) == 0 {
+		if had && len(cur.Event.Rules) > 0 {
+			// By this version of the policy (so it is newer than what
+			// it retracts, and than late results of older versions).
+			return sc.retract(ctx, sc.ref, ref, events.RetractedNotSelected)
+		}
+		return nil
+	}
+	ev := events.NewResult(ref, sc.p, resp, sc.now)
+	if had && events.SameOutcome(cur.Event, ev) {
+		sc.unchanged++
+		sc.s.m.results.WithLabelValues("unchanged").Inc()
+		return nil
+	}
+	if err := sc.s.publishResult(ctx, ev); err != nil {
+		return err
+	}
+	sc.published++
+	sc.s.m.results.WithLabelValues("published").Inc()
+	return nil
+}
+
+// retract supersedes an earlier result with a retraction by policy.
+func (sc *scan) retract(ctx context.Context, policy events.PolicyRef, res events.ResourceRef, reason string) error {
+	err := sc.s.publishResult(ctx, retraction(policy, res, reason, sc.now))
+	if err == nil {
+		sc.retracted++
+		sc.s.m.results.WithLabelValues("retracted").Inc()
+	}
+	return err
+}
+
+// retraction is a result without rules that says why the policy's earlier
+// results on res no longer hold. policy is the version that decided it:
+// the current one for notSelected, the deleted one for policyDeleted (a
+// policyDeleted retraction is newer than every result of its version, see
+// events.CompareResults).
+func retraction(policy events.PolicyRef, res events.ResourceRef, reason string, at time.Time) events.ResultEvent {
+	return events.ResultEvent{Resource: res, Policy: policy, Timestamp: at, Retracted: reason}
+}
+
+// sweep settles the policy's results of resources the scan did not
+// evaluate: those the policy no longer selects are retracted, those whose
+// resource is gone are purged.
+func (sc *scan) sweep(ctx context.Context) error {
+	for uid, rs := range sc.existing {
+		if _, ok := sc.seen[uid]; ok {
+			continue
+		}
+		c, err := reporter.CheckResults(ctx, sc.s.o.check, rs)
+		switch {
+		case err != nil:
+			return err
+		case c.Wait > 0:
+			continue // a result waits for its object: the projector's business
+		case len(c.Verified) == 0:
+			// None of them names an existing object: the resource is
+			// gone, or the results were forged. If its kind was listed
+			// (served: not an API that is down), purge the uid's results
+			// (all policies) unless one of them is verified.
+			res := reporter.Newest(rs).Event.Resource
+			if gv, err := schema.ParseGroupVersion(res.APIVersion); err == nil && sc.listed[schema.GroupKind{Group: gv.Group, Kind: res.Kind}] {
+				if err := sc.purgeIfGone(ctx, uid); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		r := reporter.Newest(c.Verified)
+		ev := r.Event
+		if len(ev.Rules) == 0 {
+			continue
+		}
+		if ev.Policy.UID != sc.ref.UID {
+			if err := sc.retract(ctx, ev.Policy, ev.Resource, events.RetractedPolicyDeleted); err != nil {
+				return err
+			}
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(ev.Resource.APIVersion)
+		if err != nil {
+			continue
+		}
+		switch sc.p.SelectsKind(engine.TypeValidation, gv.Group, gv.Version, ev.Resource.Kind) {
+		case engine.KindNotSelected:
+			if err := sc.retract(ctx, sc.ref, ev.Resource, events.RetractedNotSelected); err != nil {
+				return err
+			}
+			continue
+		case engine.KindByWildcard, engine.KindNamed:
+		}
+		if !sc.listed[schema.GroupKind{Group: gv.Group, Kind: ev.Resource.Kind}] {
+			continue // not listed: nothing known
+		}
+		// Listed, and not there: gone, unless created since. (The
+		// checker may remember it; this looks.)
+		exists, err := sc.s.exists(ctx, ev.Resource)
+		if err != nil {
+			return err
+		}
+		if exists {
+			continue
+		}
+		if err := sc.s.purge(ctx, ev.Resource); err != nil {
+			return err
+		}
+		sc.purged++
+	}
+	return nil
+}
+
+// purgeIfGone purges the results of uid (every policy's) and its report
+// when none of them is verified or pending: the resource is gone, or never
+// existed. A forged result that names a real uid does not purge the real
+// results: they are verified.
+func (sc *scan) purgeIfGone(ctx context.Context, uid string) error {
+	cur, err := reporter.ReadResults(ctx, sc.s.conn, sc.s.writer.Metrics(), sc.s.o.check, []string{uid})
+	if err != nil {
+		return err
+	}
+	if len(cur.Verified[uid]) > 0 || cur.Pending[uid] > 0 {
+		return nil
+	}
+	// The report, if any, is found by its name (the uid), not where the
+	// rejected results say.
+	if err := sc.s.purge(ctx, events.ResourceRef{UID: uid}); err != nil {
+		return err
+	}
+	sc.purged++
+	return nil
+}
+
+// listedKind is one listable resource of the cluster.
+type listedKind struct {
+	gvr        schema.GroupVersionResource
+	gvk        schema.GroupVersionKind
+	namespaced bool
+}
