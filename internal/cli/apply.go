@@ -284,7 +284,14 @@ func summaryMap(c engine.Counts) map[string]int {
 }
 
 func flatten(resps []engine.Response, obj map[string]any) []applyResult {
-	var out []applyResult
+	n := 0
+	for _, resp := range resps {
+		n += len(resp.Rules)
+	}
+	out := make([]applyResult, 0, n)
+	kind := document.String(obj, "kind")
+	namespace := document.String(obj, "metadata", "namespace")
+	name := document.String(obj, "metadata", "name")
 	for _, resp := range resps {
 		for _, rr := range resp.Rules {
 			res := string(rr.Status)
@@ -294,9 +301,9 @@ func flatten(resps []engine.Response, obj map[string]any) []applyResult {
 			out = append(out, applyResult{
 				Policy:    resp.Policy.Name(),
 				Rule:      rr.Name,
-				Kind:      document.String(obj, "kind"),
-				Namespace: document.String(obj, "metadata", "namespace"),
-				Name:      document.String(obj, "metadata", "name"),
+				Kind:      kind,
+				Namespace: namespace,
+				Name:      name,
 				Result:    res,
 				Message:   rr.Message,
 				Category:  resp.Policy.Category,

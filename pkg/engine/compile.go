@@ -111,9 +111,22 @@ func newRule(r policy.Rule, autogen bool) *Rule {
 			cr.anyPattern = append(cr.anyPattern, cp)
 		}
 	}
+	cr.usesImages, cr.usesServiceAccount = namesVariables(r)
+	return cr
+}
+
+// namesVariables reports whether the rule's text names the images and the
+// serviceAccount variables anywhere they could be read: in {{ }}, and in
+// the JMESPath of context entries, foreach lists and conditions. A
+// podSecurity rule's exclusions hold an "images" field that is no
+// variable, so they are left out.
+func namesVariables(r policy.Rule) (images, serviceAccount bool) {
+	if v := r.Validation; v != nil && v.PodSecurity != nil {
+		cp := *v
+		cp.PodSecurity = nil
+		r.Validation = &cp
+	}
 	b, _ := json.Marshal(r)
 	s := string(b)
-	cr.usesImages = strings.Contains(s, "images")
-	cr.usesServiceAccount = strings.Contains(s, "serviceAccount")
-	return cr
+	return strings.Contains(s, "images"), strings.Contains(s, "serviceAccount")
 }

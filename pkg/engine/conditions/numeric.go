@@ -120,18 +120,28 @@ func seconds(f float64) time.Duration {
 	return time.Duration(f) * time.Second
 }
 
+// durationStart reports whether s can be a Go duration as far as its
+// first characters go (a sign, then a digit or a dot), so that the
+// strings of most comparisons skip time.ParseDuration and its error.
+func durationStart(s string) bool {
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		s = s[1:]
+	}
+	return s != "" && (s[0] == '.' || (s[0] >= '0' && s[0] <= '9'))
+}
+
 // parseDurations reads key and value as durations when at least one of them
 // is a Go duration string (other than "0"); the other side may then be a
 // duration string too or a number of seconds. ok is false when the pair is
 // not a duration comparison.
 func parseDurations(key, value any) (kd, vd time.Duration, ok bool) {
 	kok, vok := false, false
-	if s, isStr := key.(string); isStr && s != "0" {
+	if s, isStr := key.(string); isStr && s != "0" && durationStart(s) {
 		if d, err := time.ParseDuration(s); err == nil {
 			kd, kok = d, true
 		}
 	}
-	if s, isStr := value.(string); isStr && s != "0" {
+	if s, isStr := value.(string); isStr && s != "0" && durationStart(s) {
 		if d, err := time.ParseDuration(s); err == nil {
 			vd, vok = d, true
 		}

@@ -393,6 +393,11 @@ func resolvePlain(s string) (any, bool) {
 	if strings.IndexByte(s, '_') >= 0 {
 		return nil, false
 	}
+	if !numberChars(s) {
+		// A character no number has (as in "500m" or "256Mi"): the
+		// parsers below would all fail.
+		return s, true
+	}
 	if c == '.' {
 		if f, err := strconv.ParseFloat(s, 64); err == nil {
 			return f, true
@@ -421,6 +426,19 @@ func resolvePlain(s string) (any, bool) {
 		}
 	}
 	return s, true
+}
+
+// numberChars reports whether every character of s may be part of a
+// number the parser reads (digits, hexadecimal digits, base prefixes,
+// signs, dots, exponents).
+func numberChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') && !strings.ContainsRune("xXoO+-.", rune(c)) {
+			return false
+		}
+	}
+	return true
 }
 
 func digits(s string) bool {
