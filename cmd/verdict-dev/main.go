@@ -8,26 +8,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/verdict-dev/verdict/internal/demo"
+	"github.com/verdict-dev/verdict/internal/service"
 )
 
-// Exit codes.
+// Exit codes (service.Exit*).
 const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
+	exitOK    = service.ExitOK
+	exitUsage = service.ExitUsage
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.SignalContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -52,19 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	once := fs.Bool("once", false, "go through once, print the reports and exit")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, done := service.ParseFlags(fs, args[1:]); done {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return exitUsage
-	}
-	if err := demo.Run(ctx, demo.Options{Out: stdout, Once: *once}); err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return exitFailed
-	}
-	return exitOK
+	return service.ExitCode(stderr, "demo", demo.Run(ctx, demo.Options{Out: stdout, Once: *once}))
 }

@@ -83,18 +83,12 @@ func (c NATSConfig) ProvisionOptions() []queue.ProvisionOption {
 
 // BindNATSFlags binds the connection and stream flags.
 func BindNATSFlags(fs *flag.FlagSet, c *NATSConfig) {
-	set := false
-	fs.Func("nats-url", "JetStream server URL (repeatable, or comma-separated; default "+strings.Join(c.URLs, ",")+")", func(s string) error {
-		if !set {
-			c.URLs, set = nil, true
-		}
-		for _, u := range strings.Split(s, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				c.URLs = append(c.URLs, u)
-			}
-		}
-		return nil
-	})
+	ListFlag(fs, "nats-url", "JetStream server URL (repeatable, or comma-separated; default "+strings.Join(c.URLs, ",")+")",
+		func() { c.URLs = nil },
+		func(u string) error {
+			c.URLs = append(c.URLs, u)
+			return nil
+		})
 	fs.StringVar(&c.Credentials, "nats-credentials", c.Credentials, "NATS credentials file (JWT and seed)")
 	fs.StringVar(&c.NKeyFile, "nats-nkey-file", c.NKeyFile, "NATS NKey seed file")
 	fs.StringVar(&c.CAFile, "nats-ca-file", c.CAFile, "CA bundle that verifies the NATS servers (tls:// URLs)")

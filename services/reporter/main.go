@@ -5,23 +5,19 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/verdict-dev/verdict/internal/reporterapp"
+	"github.com/verdict-dev/verdict/internal/service"
 )
 
-// Exit codes.
+// Exit codes (service.Exit*).
 const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
+	exitOK    = service.ExitOK
+	exitUsage = service.ExitUsage
 )
 
 // Commands.
@@ -53,15 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd == cmdReplay {
 		fs.BoolVar(&prune, "prune", false, "also delete Verdict's reports of resources that have no results in the stream")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return exitUsage
+	if code, done := service.ParseFlags(fs, args); done {
+		return code
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -72,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := service.SignalContext()
 	defer stop()
 	switch cmd {
 	case cmdReplay:
@@ -80,12 +69,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		err = reporterapp.Run(ctx, cfg, log)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reporter %s: %v\n", cmd, err)
-		if errors.Is(err, reporterapp.ErrInvalidConfig) {
-			return exitUsage
-		}
-		return exitFailed
-	}
-	return exitOK
+	return service.ExitCode(stderr, "reporter "+cmd, err, reporterapp.ErrInvalidConfig)
 }

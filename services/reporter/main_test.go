@@ -75,7 +75,7 @@ func TestExitCodes(t *testing.T) {
 		"work too small":       {args: []string{"--work-max-bytes=10"}, code: exitUsage, out: "work max bytes"},
 		"short grace":          {args: []string{"--verify-grace=10ms"}, code: exitUsage, out: "verify grace"},
 		"no kubeconfig, not in a cluster": {
-			args: []string{"replay", "--log-level=error", "--probe-address="}, code: exitFailed, out: "kubernetes client config",
+			args: []string{"replay", "--log-level=error", "--probe-address="}, code: service.ExitFailed, out: "kubernetes client config",
 		},
 	}
 	for name, tc := range cases {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
@@ -35,30 +34,9 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	fs.DurationVar(&cfg.ShutdownGracePeriod, "shutdown-grace-period", cfg.ShutdownGracePeriod, "how long in-flight requests may take to finish at shutdown")
 	fs.DurationVar(&cfg.FlushTimeout, "flush-timeout", cfg.FlushTimeout, "how long buffered results may take to flush at shutdown")
 	fs.DurationVar(&cfg.ShutdownBudget, "shutdown-budget", cfg.ShutdownBudget, "bound of the whole shutdown (delay, drain, flush); keep it under the pod's termination grace period")
-	fs.Func("policies", "file or directory of ClusterPolicies, Policies and PolicyExceptions (repeatable, or comma-separated)", func(s string) error {
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				cfg.PolicyPaths = append(cfg.PolicyPaths, p)
-			}
-		}
-		return nil
-	})
-	fs.Func("excluded-namespaces", "namespaces no webhook receives, added to kube-system, kube-public, kube-node-lease and Verdict's own (repeatable, or comma-separated; the NATS namespace belongs here)", func(s string) error {
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				cfg.ExcludedNamespaces = append(cfg.ExcludedNamespaces, p)
-			}
-		}
-		return nil
-	})
-	fs.Func("excluded-resources", "resources no webhook receives, as resource[.group][/subresource], added to the built-in list (Nodes, Leases, Events, reviews, ...) (repeatable, or comma-separated)", func(s string) error {
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				cfg.ExcludedResources = append(cfg.ExcludedResources, p)
-			}
-		}
-		return nil
-	})
+	service.StringsFlag(fs, "policies", "file or directory of ClusterPolicies, Policies and PolicyExceptions (repeatable, or comma-separated)", &cfg.PolicyPaths)
+	service.StringsFlag(fs, "excluded-namespaces", "namespaces no webhook receives, added to kube-system, kube-public, kube-node-lease and Verdict's own (repeatable, or comma-separated; the NATS namespace belongs here)", &cfg.ExcludedNamespaces)
+	service.StringsFlag(fs, "excluded-resources", "resources no webhook receives, as resource[.group][/subresource], added to the built-in list (Nodes, Leases, Events, reviews, ...) (repeatable, or comma-separated)", &cfg.ExcludedResources)
 	service.BindLogFlags(fs, &cfg.Log)
 }
 
@@ -90,14 +68,12 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	fs.BoolVar(&cfg.RenewCerts, "renew-certificates", cfg.RenewCerts, "issue and renew the serving certificate (leader only); turn off with cert-manager")
 	fs.StringVar(&cfg.CASecret, "ca-secret", cfg.CASecret, "Secret holding the CA and the CA bundle")
 	fs.StringVar(&cfg.TLSSecret, "tls-secret", cfg.TLSSecret, "Secret holding the serving certificate")
-	fs.Func("certificate-ips", "extra IP addresses in the serving certificate (comma-separated)", func(s string) error {
-		for _, p := range strings.Split(s, ",") {
-			ip := net.ParseIP(strings.TrimSpace(p))
-			if ip == nil {
-				return fmt.Errorf("not an IP address: %q", p)
-			}
-			cfg.CertIPs = append(cfg.CertIPs, ip)
+	service.ListFlag(fs, "certificate-ips", "extra IP addresses in the serving certificate (repeatable, or comma-separated)", nil, func(s string) error {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return fmt.Errorf("not an IP address: %q", s)
 		}
+		cfg.CertIPs = append(cfg.CertIPs, ip)
 		return nil
 	})
 	fs.StringVar(&cfg.LeaseName, "lease-name", cfg.LeaseName, "the Lease leaders take")

@@ -4,26 +4,22 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
+	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 )
 
-// Exit codes.
+// Exit codes (service.Exit*).
 const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
+	exitOK    = service.ExitOK
+	exitUsage = service.ExitUsage
 )
 
 func main() {
@@ -38,15 +34,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	bindFlags(fs, &app.Webhook)
 	bindServiceFlags(fs, &app)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return exitUsage
+	if code, done := service.ParseFlags(fs, args); done {
+		return code
 	}
 	if app.Mode == webhookapp.ModeFiles {
 		var refused []string
@@ -69,14 +58,8 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := service.SignalContext()
 	defer stop()
-	if err := webhookapp.Run(ctx, app, log); err != nil {
-		fmt.Fprintf(stderr, "webhook: %v\n", err)
-		if errors.Is(err, webhookapp.ErrInvalidConfig) || errors.Is(err, webhook.ErrInvalidConfig) {
-			return exitUsage
-		}
-		return exitFailed
-	}
-	return exitOK
+	err = webhookapp.Run(ctx, app, log)
+	return service.ExitCode(stderr, "webhook", err, webhookapp.ErrInvalidConfig, webhook.ErrInvalidConfig)
 }

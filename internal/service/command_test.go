@@ -1,0 +1,75 @@
+package service
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		code int
+		done bool
+		out  string
+	}{
+		"flags":          {args: []string{"--n=3"}},
+		"help":           {args: []string{"-h"}, code: ExitOK, done: true},
+		"unknown flag":   {args: []string{"--nope"}, code: ExitUsage, done: true, out: "flag provided but not defined"},
+		"stray argument": {args: []string{"x"}, code: ExitUsage, done: true, out: "unexpected arguments: [x]"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+			fs.SetOutput(&out)
+			fs.Int("n", 0, "a number")
+			code, done := ParseFlags(fs, tc.args)
+			if code != tc.code || done != tc.done || !strings.Contains(out.String(), tc.out) {
+				t.Fatalf("code %d done %v, output %q; want %d %v and %q", code, done, out.String(), tc.code, tc.done, tc.out)
+			}
+		})
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	errInvalid := errors.New("invalid")
+	var out bytes.Buffer
+	if code := ExitCode(&out, "svc", nil, errInvalid); code != ExitOK || out.Len() != 0 {
+		t.Fatalf("no error: %d %q", code, out.String())
+	}
+	if code := ExitCode(&out, "svc", fmt.Errorf("flag x: %w", errInvalid), errInvalid); code != ExitUsage || out.String() != "svc: flag x: invalid\n" {
+		t.Fatalf("invalid: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := ExitCode(&out, "svc", errors.New("down"), errInvalid); code != ExitFailed || out.String() != "svc: down\n" {
+		t.Fatalf("failure: %d %q", code, out.String())
+	}
+}
+
+func TestListFlag(t *testing.T) {
+	defaults := []string{"a"}
+	var plain []string
+	fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	ListFlag(fs, "replace", "", func() { defaults = nil }, func(s string) error {
+		if s == "bad" {
+			return errors.New("refused")
+		}
+		defaults = append(defaults, s)
+		return nil
+	})
+	StringsFlag(fs, "add", "", &plain)
+	if err := fs.Parse([]string{"--replace= b, ,c", "--replace=d", "--add=x,y", "--add", "z"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(defaults, ",") != "b,c,d" || strings.Join(plain, ",") != "x,y,z" {
+		t.Fatalf("replace %v, add %v", defaults, plain)
+	}
+	if err := fs.Parse([]string{"--replace=bad"}); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("refused item: %v", err)
+	}
+}
