@@ -39,7 +39,11 @@ func (s *Server) evaluate(ctx context.Context, rv *review) (*evaluation, error) 
 			return nil, httpError(ErrInternal, err, "labels of namespace %s", ns)
 		}
 	}
-	return &evaluation{rv: rv, set: set, req: engineRequest(rv, nsLabels), now: s.now()}, nil
+	req := engineRequest(rv, nsLabels)
+	if s.roles != nil {
+		req.UserInfo.Roles, req.UserInfo.ClusterRoles = s.roles.Roles(rv.req.UserInfo, rv.req.Namespace)
+	}
+	return &evaluation{rv: rv, set: set, req: req, now: s.now()}, nil
 }
 
 // terminating reports an UPDATE of an object that is being deleted:

@@ -52,9 +52,10 @@
 // "policy <name>.<rule>: <message>". Dry-run requests are evaluated but
 // publish neither results nor work.
 //
-// The user's RBAC roles and cluster roles are not resolved yet: requests
-// carry the username, uid, groups and extra of the AdmissionRequest, and
-// roles and clusterRoles stay empty until the RBAC informers arrive, so
-// match and exclude blocks that name roles or clusterRoles do not select
-// anything until then.
+// Requests carry the username, uid, groups and extra of the
+// AdmissionRequest; with a RoleResolver (cluster mode: internal/roles over
+// the cluster's RoleBindings and ClusterRoleBindings) also the user's roles
+// and cluster roles, as Kyverno resolves them. Without one (files mode)
+// they are empty, and match and exclude blocks that name roles or
+// clusterRoles select no request.
 package webhook

@@ -49,6 +49,7 @@ type Server struct {
 	engine     *engine.Engine
 	policies   PolicySource
 	namespaces NamespaceLister
+	roles      RoleResolver
 	certs      CertSource
 	results    ResultSink
 	work       WorkSink
@@ -172,6 +173,19 @@ func WithClock(now func() time.Time) Option {
 func WithContextLoader(l engine.ContextLoader) Option {
 	return func(s *Server) error {
 		s.engineOpts = append(s.engineOpts, engine.WithContextLoader(l))
+		return nil
+	}
+}
+
+// WithRoleResolver sets where the roles and cluster roles of a request's
+// user come from. Without one they are empty: match and exclude blocks
+// that name roles or clusterRoles select no request.
+func WithRoleResolver(r RoleResolver) Option {
+	return func(s *Server) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil role resolver", ErrInvalidOption)
+		}
+		s.roles = r
 		return nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -190,6 +191,13 @@ type NamespaceLister interface {
 	// lister does not know has no labels (nil, nil); an error is answered
 	// with a 500.
 	NamespaceLabels(ctx context.Context, name string) (map[string]string, error)
+}
+
+// RoleResolver gives the RBAC roles ("namespace:name") and cluster roles
+// a request's user holds (internal/roles reads them off the cluster's
+// bindings), for match and exclude blocks that name them.
+type RoleResolver interface {
+	Roles(user authenticationv1.UserInfo, namespace string) (roles, clusterRoles []string)
 }
 
 // StaticNamespaces is a fixed NamespaceLister: namespace name → labels.

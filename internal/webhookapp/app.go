@@ -26,6 +26,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/leader"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/registrar"
+	"github.com/verdict-dev/verdict/internal/roles"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -234,6 +235,15 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err := pc.Start(ctx); err != nil {
 		return err
 	}
+	// Roles and cluster roles of requesters, for match and exclude blocks
+	// that name them.
+	rr, err := roles.New(kube)
+	if err != nil {
+		return err
+	}
+	if err := rr.Start(ctx); err != nil {
+		return err
+	}
 
 	certSrc := certs.WatchSecret(ctx, kube, cfg.Namespace, cfg.TLSSecret)
 	if cfg.Register || cfg.RenewCerts {
@@ -245,6 +255,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithRegistry(reg),
 		webhook.WithPolicySource(policySource{pc}),
 		webhook.WithNamespaceLister(pc),
+		webhook.WithRoleResolver(rr),
 		webhook.WithCertSource(secretCerts{certSrc}),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
