@@ -33,6 +33,9 @@ func (e *Engine) Apply(ctx context.Context, req *Request, set *Set) ([]Response,
 	// One meter for the whole call; it also makes the request's scratch
 	// cache, which cur shares.
 	m := e.meterFor(ctx, req)
+	// The rule responses of the policies share allocations: most
+	// policies have one rule for a given kind, some have two.
+	m.arenaSize = len(set.Policies) + len(set.Policies)/2
 	cur := *req
 	for _, p := range set.Policies {
 		if !p.hasType(TypeMutation) {
@@ -118,10 +121,13 @@ type ruleRun struct {
 	e   *Engine
 	req *Request
 	// m bounds the work of the call evaluating the rule.
-	m       *meter
-	policy  *Policy
-	rule    *Rule
-	ctx     *evalContext
+	m      *meter
+	policy *Policy
+	rule   *Rule
+	ctx    *evalContext
+	// ruleCtx is the storage of the rule's own context, a clone of the
+	// base context, so that it needs no allocation of its own.
+	ruleCtx evalContext
 	obj     map[string]any
 	enforce bool
 	// provided are the rule's values from the caller; context entries of
@@ -158,9 +164,10 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 			base = e.cachedBase(req)
 		}
 		if resp.Rules == nil {
-			resp.Rules = make([]RuleResponse, 0, 1)
+			resp.Rules = m.ruleSlots(len(p.Rules))
 		}
-		run := ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur}
+		run := m.ruleRun()
+		*run = ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur}
 		rr := run.evaluateBounded(m, base, exceptions, in)
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj
@@ -171,7 +178,46 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 		}
 	}
 	resp.Patched = cur
+	resp.Rules = m.keepRules(resp.Rules)
 	return resp
+}
+
+// ruleRun returns the storage of the call's rule evaluations: rules run
+// one at a time, each from a zero ruleRun, so one per call is enough.
+func (m *meter) ruleRun() *ruleRun {
+	if m == nil {
+		return &ruleRun{}
+	}
+	if m.run == nil {
+		m.run = &ruleRun{}
+	}
+	return m.run
+}
+
+// ruleSlots returns an empty slice for up to n rule responses: room in
+// the call's arena, in a new arena when it has too little, or a slice of
+// its own when the call has no arena.
+func (m *meter) ruleSlots(n int) []RuleResponse {
+	if m == nil || m.arenaSize == 0 {
+		return make([]RuleResponse, 0, 1)
+	}
+	if cap(m.arena)-len(m.arena) < n {
+		m.arena = make([]RuleResponse, 0, max(n, m.arenaSize))
+	}
+	return m.arena[len(m.arena) : len(m.arena) : len(m.arena)+n]
+}
+
+// keepRules takes rules, from ruleSlots, out of the arena's free room and
+// caps them at their length, so that a caller appending to them cannot
+// write over the next policy's.
+func (m *meter) keepRules(rules []RuleResponse) []RuleResponse {
+	if m == nil || len(rules) == 0 {
+		return rules
+	}
+	if free := m.arena[len(m.arena):cap(m.arena)]; cap(free) > 0 && &free[:1][0] == &rules[:1][0] {
+		m.arena = m.arena[:len(m.arena)+len(rules)]
+	}
+	return rules[:len(rules):len(rules)]
 }
 
 // evaluate runs one matched rule, turning panics into an error result.
@@ -193,8 +239,8 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 		rr.Message = "rule is skipped due to policy exception " + name
 		return rr
 	}
-	run.ctx = base.clone()
-	run.ctx.m = run.m
+	run.ruleCtx = evalContext{jp: base.jp, data: base.data, shared: true, m: run.m}
+	run.ctx = &run.ruleCtx
 	if identity(run.obj) != identity(run.req.resource()) {
 		// A previous mutate rule changed the resource.
 		run.ctx.set("request.object", run.obj)

@@ -186,6 +186,13 @@ type meter struct {
 	// nesting too deep, an expression over its step limit). It holds
 	// until the next rule starts.
 	ruleStop error
+	// arena holds the rule responses of the call's policies (see
+	// ruleSlots), allocated arenaSize at a time; a call with no
+	// arenaSize has none.
+	arena     []RuleResponse
+	arenaSize int
+	// run is the storage of the rule being evaluated (see ruleRun).
+	run *ruleRun
 }
 
 // meterFor returns a meter for one call evaluating req under ctx.

@@ -214,11 +214,23 @@ func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, de
 	saved := run.ctx
 	defer func() { run.ctx = saved }()
 	out := foreachOutcome{status: StatusPass}
+	// Without context entries, an element changes only the element
+	// variables, which the next element overwrites: one context serves
+	// every element.
+	var shared *evalContext
 	for idx, el := range list {
 		if err := run.step(1); err != nil {
 			return foreachOutcome{status: StatusError, message: err.Error()}
 		}
-		run.ctx = saved.clone()
+		switch {
+		case len(fe.Context) > 0:
+			run.ctx = saved.clone()
+		case shared == nil:
+			shared = saved.clone()
+			run.ctx = shared
+		default:
+			run.ctx = shared
+		}
 		setElement(run.ctx, el, idx, depth)
 		if err := run.loadEntries(fe.Context); err != nil {
 			return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to load context: %v", err)}
@@ -339,9 +351,30 @@ func (run *ruleRun) evalList(expr string) ([]any, error) {
 	}
 }
 
+// setElement sets the variables of a foreach element at depth.
 func setElement(c *evalContext, el any, idx, depth int) {
-	c.put("element", el)
-	c.put("elementIndex", float64(idx))
-	c.put("element"+strconv.Itoa(depth), el)
-	c.put("elementIndex"+strconv.Itoa(depth), float64(idx))
+	c.own()
+	elName, idxName := elementNames(depth)
+	c.data["element"] = el
+	c.data["elementIndex"] = float64(idx)
+	c.data[elName] = el
+	c.data[idxName] = float64(idx)
+}
+
+// elementVariables are the names of the element variables of the first
+// foreach depths, built once.
+var elementVariables = func() (names [DefaultMaxForEachDepth + 1][2]string) {
+	for d := range names {
+		names[d] = [2]string{"element" + strconv.Itoa(d), "elementIndex" + strconv.Itoa(d)}
+	}
+	return names
+}()
+
+// elementNames returns the names of the element and index variables of
+// a foreach at depth: element0 and elementIndex0 at depth 0.
+func elementNames(depth int) (element, index string) {
+	if depth < len(elementVariables) {
+		return elementVariables[depth][0], elementVariables[depth][1]
+	}
+	return "element" + strconv.Itoa(depth), "elementIndex" + strconv.Itoa(depth)
 }

@@ -59,12 +59,13 @@ func (e *Engine) substituteAt(c *evalContext, v any, mode substMode, op, path st
 	switch t := v.(type) {
 	case string:
 		if !strings.Contains(t, "{{") {
-			return t, nil
+			// v, not t: boxing t again would allocate.
+			return v, nil
 		}
 		return e.substituteString(c, t, mode, op, path)
 	case map[string]any:
 		if !hasVariables(t) {
-			return t, nil
+			return v, nil
 		}
 		out := make(map[string]any, len(t))
 		for k, val := range t {
@@ -85,7 +86,7 @@ func (e *Engine) substituteAt(c *evalContext, v any, mode substMode, op, path st
 		return out, nil
 	case []any:
 		if !hasVariables(t) {
-			return t, nil
+			return v, nil
 		}
 		out := make([]any, len(t))
 		for i, val := range t {

@@ -357,3 +357,37 @@ func FuzzBlockAgrees(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodePods decodes the 1,000 Pods of the benchmark workload
+// (1 MB of YAML): one op is the whole stream.
+func BenchmarkDecodePods(b *testing.B) {
+	data, err := os.ReadFile("../../../../shared/bench/pods-1000.yaml")
+	if err != nil {
+		b.Skipf("bench workload not found: %v", err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		docs, err := DecodeAll(data)
+		if err != nil || len(docs) != 1000 {
+			b.Fatalf("%d documents, %v", len(docs), err)
+		}
+	}
+}
+
+// BenchmarkDecodePodsGeneral is BenchmarkDecodePods through the general
+// parser alone (the reference decoder), for comparison.
+func BenchmarkDecodePodsGeneral(b *testing.B) {
+	data, err := os.ReadFile("../../../../shared/bench/pods-1000.yaml")
+	if err != nil {
+		b.Skipf("bench workload not found: %v", err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		docs, err := referenceDecodeAll(data)
+		if err != nil || len(docs) != 1000 {
+			b.Fatalf("%d documents, %v", len(docs), err)
+		}
+	}
+}

@@ -195,6 +195,9 @@ func (i *Interpreter) Compile(expr string) (Query, error) {
 	}
 	q := &query{expr: expr, node: node, caller: i.caller, hasExpRef: containsExpRef(node), stepLimit: i.stepLimit}
 	q.node, q.metered = instrument(node, false)
+	if !q.metered && !q.hasExpRef {
+		q.direct = compileDirect(q.node)
+	}
 	i.cache.add(expr, q)
 	return q, nil
 }
@@ -264,6 +267,9 @@ type query struct {
 	// holds: its searches count steps (see instrument).
 	metered   bool
 	stepLimit int64
+	// direct evaluates the expression without the interpreter, when it is
+	// made only of nodes compileDirect handles (see fast.go).
+	direct directEval
 }
 
 // Search evaluates the compiled expression against data, with no
@@ -282,6 +288,11 @@ func (q *query) SearchContext(ctx context.Context, data any) (any, error) {
 }
 
 func (q *query) search(ctx context.Context, data any) (result any, err error) {
+	if q.direct != nil {
+		if v, ok := q.direct(data); ok {
+			return v, nil
+		}
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			result = nil

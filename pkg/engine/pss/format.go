@@ -16,16 +16,44 @@ import (
 // for every kind.
 func (r Result) Message(rule, level, version, kind string) string {
 	if r.Allowed {
-		return fmt.Sprintf("Validation rule '%s' passed.", rule)
+		return "Validation rule '" + rule + "' passed."
 	}
-	return fmt.Sprintf(`Validation rule '%s' failed. It violates PodSecurity "%s:%s": %s`,
-		rule, level, version, FormatChecks(r.Failed, kind))
+	var b strings.Builder
+	b.Grow(64 + len(rule) + len(level) + len(version) + checksSize(r.Failed))
+	b.WriteString("Validation rule '")
+	b.WriteString(rule)
+	b.WriteString(`' failed. It violates PodSecurity "`)
+	b.WriteString(level)
+	b.WriteByte(':')
+	b.WriteString(version)
+	b.WriteString(`": `)
+	writeChecks(&b, r.Failed, kind)
+	return b.String()
 }
 
 // FormatChecks renders failed checks as Kyverno does in rule messages, one
 // "(Forbidden reason: ..., field error list: [...])" group per check.
 func FormatChecks(checks []CheckResult, kind string) string {
 	var b strings.Builder
+	b.Grow(checksSize(checks))
+	writeChecks(&b, checks, kind)
+	return b.String()
+}
+
+// checksSize estimates the length of the text of checks, so that it is
+// written with one allocation most of the time.
+func checksSize(checks []CheckResult) int {
+	n := 0
+	for _, c := range checks {
+		n += 40 + len(c.Reason)
+		for _, e := range c.Errors {
+			n += 24 + len(e.Field)
+		}
+	}
+	return n
+}
+
+func writeChecks(b *strings.Builder, checks []CheckResult, kind string) {
 	for _, c := range checks {
 		b.WriteString("(Forbidden reason: ")
 		b.WriteString(c.Reason)
@@ -36,7 +64,7 @@ func FormatChecks(checks []CheckResult, kind string) string {
 			}
 			field := reportedField(e.Field, kind)
 			if e.Type == Forbidden && hasValue(e.BadValue) {
-				fmt.Fprintf(&b, "%s is forbidden, forbidden values found: %+v", field, e.BadValue)
+				fmt.Fprintf(b, "%s is forbidden, forbidden values found: %+v", field, e.BadValue)
 				continue
 			}
 			b.WriteString(field)
@@ -48,7 +76,6 @@ func FormatChecks(checks []CheckResult, kind string) string {
 		}
 		b.WriteString("])")
 	}
-	return b.String()
 }
 
 func hasValue(v any) bool {
