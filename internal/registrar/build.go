@@ -135,7 +135,11 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 			if t := p.Raw.Spec.WebhookTimeoutSeconds; t != nil && *t > a.timeout {
 				a.timeout = *t
 			}
-			if err := addRule(a, &rule.MatchResources, r); err != nil {
+			ops := admissionOps
+			if mutate {
+				ops = mutationOps
+			}
+			if err := addRule(a, &rule.MatchResources, ops, r); err != nil {
 				return nil, nil, fmt.Errorf("policy %s rule %s: %w", p.Raw.Key(), rule.Name, err)
 			}
 		}
@@ -164,8 +168,18 @@ func managedLabels() map[string]string {
 	return map[string]string{"app.kubernetes.io/managed-by": "verdict"}
 }
 
-// addRule adds the resources and operations a match block selects.
-func addRule(a *accum, m *policy.MatchResources, r Resolver) error {
+// The operations a webhook receives for a rule whose match block names
+// none, as Kyverno registers them: mutations see creates and updates;
+// validations and generate triggers see every operation (a policy may
+// guard deletes or exec with preconditions on request.operation).
+var (
+	mutationOps  = []string{"CREATE", "UPDATE"}
+	admissionOps = []string{"CREATE", "UPDATE", "DELETE", "CONNECT"}
+)
+
+// addRule adds the resources and operations a match block selects; a
+// resource description without operations gets defaultOps.
+func addRule(a *accum, m *policy.MatchResources, defaultOps []string, r Resolver) error {
 	type sel struct {
 		kinds []string
 		ops   []string
@@ -186,7 +200,7 @@ func addRule(a *accum, m *policy.MatchResources, r Resolver) error {
 	for _, s := range sels {
 		ops := s.ops
 		if len(ops) == 0 {
-			ops = []string{"CREATE", "UPDATE"}
+			ops = defaultOps
 		}
 		for _, k := range s.kinds {
 			resources, err := r.Resolve(k)
@@ -198,19 +212,29 @@ func addRule(a *accum, m *policy.MatchResources, r Resolver) error {
 				if res.Subresource != "" {
 					name += "/" + res.Subresource
 				}
-				rk := ruleKey{group: res.Group, version: res.Version, resource: name}
-				set := a.ops[rk]
-				if set == nil {
-					set = map[admissionregistrationv1.OperationType]bool{}
-					a.ops[rk] = set
-				}
-				for _, op := range ops {
-					set[admissionregistrationv1.OperationType(strings.ToUpper(op))] = true
+				a.add(ruleKey{group: res.Group, version: res.Version, resource: name}, ops)
+				if res.Group == "" && res.Version == "v1" && name == "pods" {
+					// Ephemeral containers are added to a Pod through their
+					// own subresource: a rule on Pods sees them too, as in
+					// Kyverno.
+					a.add(ruleKey{version: "v1", resource: "pods/ephemeralcontainers"}, ops)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// add records that the webhook receives ops on a resource.
+func (a *accum) add(rk ruleKey, ops []string) {
+	set := a.ops[rk]
+	if set == nil {
+		set = map[admissionregistrationv1.OperationType]bool{}
+		a.ops[rk] = set
+	}
+	for _, op := range ops {
+		set[admissionregistrationv1.OperationType(strings.ToUpper(op))] = true
+	}
 }
 
 // rules writes the accumulated resources in a fixed order.

@@ -73,7 +73,7 @@ spec:
     mutate: {patchStrategicMerge: {metadata: {labels: {+(a): b}}}}
   - name: ns
     match: {any: [{resources: {kinds: [Namespace]}}]}
-    generate: {kind: ConfigMap, name: x, namespace: "{{request.object.metadata.name}}", data: {}}
+    generate: {apiVersion: v1, kind: ConfigMap, name: x, namespace: "{{request.object.metadata.name}}", data: {}}
 `
 
 // TestBuild pins, with golden files under testdata/build, the

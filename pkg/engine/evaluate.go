@@ -172,6 +172,9 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj
 		}
+		if rr.Status == statusNone {
+			continue
+		}
 		resp.Rules = append(resp.Rules, rr)
 		if p.Raw.Spec.ApplyRules == "One" && rr.Status == StatusPass {
 			break
@@ -179,6 +182,9 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 	}
 	resp.Patched = cur
 	resp.Rules = m.keepRules(resp.Rules)
+	if len(resp.Rules) == 0 {
+		resp.Rules = nil
+	}
 	return resp
 }
 

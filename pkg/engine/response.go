@@ -10,6 +10,11 @@ const (
 	StatusWarn  Status = "warn"
 	StatusError Status = "error"
 	StatusSkip  Status = "skip"
+
+	// statusNone is a rule that gives no result at all, as Kyverno's
+	// handlers return none: pattern and podSecurity rules on a DELETE.
+	// The rule is left out of the response.
+	statusNone Status = ""
 )
 
 // RuleType names the kind of rule.

@@ -15,6 +15,12 @@ func (run *ruleRun) validate(rr RuleResponse) RuleResponse {
 	switch {
 	case v.Deny != nil:
 		return run.validateDeny(rr, v.Deny, v.Message)
+	case (v.Pattern != nil || len(v.AnyPattern) > 0 || v.PodSecurity != nil) && run.req.Operation == OpDelete:
+		// As Kyverno's validation handlers: the state a DELETE leaves
+		// behind is no object to check, so patterns and Pod Security give
+		// no result (deny conditions still decide).
+		rr.Status = statusNone
+		return rr
 	case v.Pattern != nil || len(v.AnyPattern) > 0:
 		return run.validatePatterns(rr, run.obj, v.Pattern, v.AnyPattern, v.Message, run.rule.pattern, run.rule.anyPattern)
 	case len(v.ForEach) > 0:
