@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -10,7 +12,8 @@ import (
 )
 
 // apiCallResponse is a canned answer to an apiCall context entry, given in
-// a test's values file:
+// a test's values file (a Verdict extension; the test file's
+// apiCallResponses, read by apiCallMock, is the reference CLI's form):
 //
 //	apiCallResponses:
 //	- urlPath: /api/v1/namespaces/default/pods
@@ -22,16 +25,26 @@ type apiCallResponse struct {
 	Response any    `json:"response"`
 }
 
+// ErrMockStatus is wrapped by the error of an apiCall answered by an
+// apiCallResponses entry whose statusCode is not 2xx: like the reference
+// CLI, the context entry fails.
+var ErrMockStatus = errors.New("mocked apiCall failed")
+
 // fileLoader serves context entries from what a test supplies: ConfigMaps
-// and other objects among its resources (and its context file), canned API
-// responses, image data and global references. What it has no answer for
-// is not available, so the entry is left out of the context, as the
-// reference CLI does without a cluster.
+// and other objects among its resources (and its context file), the test
+// file's apiCallResponses and globalContextEntries, the values file's
+// canned API responses and global references, and image data. What it has
+// no answer for is not available, so the entry is left out of the context,
+// as the reference CLI does without a cluster.
 type fileLoader struct {
 	objects   []map[string]any
+	mocks     map[string]apiCallAnswer
 	responses []apiCallResponse
 	images    map[string]any
-	globals   map[string]any
+	// gctx holds the values of the test file's globalContextEntries by
+	// name; when it is set, a globalReference to any other name fails.
+	gctx    map[string]any
+	globals map[string]any
 }
 
 var _ engine.ContextLoader = (*fileLoader)(nil)
@@ -51,6 +64,19 @@ func (l *fileLoader) APICall(_ context.Context, call *policy.APICall) (any, erro
 	method := strings.ToUpper(call.Method)
 	if method == "" {
 		method = "GET"
+	}
+	target := call.URLPath
+	if call.Service != nil {
+		target = call.Service.URL
+	}
+	if a, ok := lookupAPICallMock(l.mocks, method, target); ok && target != "" {
+		if a.status < 200 || a.status > 299 {
+			return nil, fmt.Errorf("%w: the apiCallResponses entry for %s answers HTTP %d", ErrMockStatus, target, a.status)
+		}
+		if m, isMap := a.body.(map[string]any); isMap {
+			return document.DeepCopyMap(m), nil
+		}
+		return a.body, nil
 	}
 	for _, r := range l.responses {
 		m := strings.ToUpper(r.Method)
@@ -130,9 +156,18 @@ func plural(kind string) string {
 	return k + "s"
 }
 
+// GlobalReference reads "entry" or "entry.projection" from the test
+// file's globalContextEntries, then from the values file's globalReferences.
 func (l *fileLoader) GlobalReference(_ context.Context, name string) (any, error) {
+	if v, ok, err := globalEntryValue(l.gctx, name); ok || err != nil {
+		return v, err
+	}
 	if v, ok := l.globals[name]; ok {
 		return v, nil
+	}
+	if l.gctx != nil {
+		entry, _, _ := strings.Cut(name, ".")
+		return nil, fmt.Errorf("no global context entry %q among the test's globalContextEntries", entry)
 	}
 	return nil, engine.ErrNotAvailable
 }

@@ -32,7 +32,7 @@ type assertion struct {
 	Resource string `json:"resource"`
 	Expected string `json:"expected"`
 	Actual   string `json:"actual,omitempty"`
-	Outcome  string `json:"outcome"` // passed, failed, unsupported
+	Outcome  string `json:"outcome"` // passed, failed, unsupported, skipped
 	Reason   string `json:"reason,omitempty"`
 	Message  string `json:"message,omitempty"`
 	// Rows is the number of rule results this assertion covers (several
@@ -45,6 +45,10 @@ type TestSummary struct {
 	Passed      int `json:"passed"`
 	Failed      int `json:"failed"`
 	Unsupported int `json:"unsupported"`
+	// Skipped counts assertions whose rule results were all left out
+	// because the patchedResources file has no document for the resource
+	// (and the result does not set failOnMissingResources).
+	Skipped int `json:"skipped,omitempty"`
 	// Rows counts passed rule results the way the reference CLI does.
 	Rows       int         `json:"rows"`
 	Errors     []string    `json:"errors,omitempty"`
@@ -120,6 +124,8 @@ func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSum
 				}
 			case "unsupported":
 				sum.Unsupported++
+			case "skipped":
+				sum.Skipped++
 			}
 			if opts.JSON && (!opts.FailOnly || a.Outcome == "failed") {
 				sum.Assertions = append(sum.Assertions, a)
@@ -133,6 +139,10 @@ func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSum
 	}
 	fmt.Fprintf(stdout, "\nTest files: %d, errors: %d, unsupported assertions (policy kinds this engine does not evaluate): %d, rule results in passed assertions: %d\n",
 		len(files), len(sum.Errors), sum.Unsupported, sum.Rows)
+	if sum.Skipped > 0 {
+		fmt.Fprintf(stdout, "%d passed, %d failed, %d skipped (resource not in the patchedResources file)\n", sum.Passed, sum.Failed, sum.Skipped)
+		return sum, nil
+	}
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", sum.Passed, sum.Failed)
 	return sum, nil
 }
@@ -146,10 +156,16 @@ type testRun struct {
 	unsup      map[string]bool
 	exceptions []*policy.Exception
 	resources  []map[string]any
-	values     *valuesFile
-	user       engine.UserInfo
+	// targets are the test's targetResources, the existing resources of
+	// mutate-existing rules, which this engine does not evaluate.
+	targets []map[string]any
+	values  *valuesFile
+	user    engine.UserInfo
 	// responses by resource index.
 	responses [][]engine.Response
+	// byOperation holds, for each operation a result names, the responses
+	// of an evaluation as that operation, by resource index.
+	byOperation map[string][][]engine.Response
 }
 
 func runTestFile(ctx context.Context, path string) ([]assertion, error) {
@@ -176,7 +192,15 @@ func runTestFile(ctx context.Context, path string) ([]assertion, error) {
 		}
 		return out, fmt.Errorf("%s: %w", path, loadErr)
 	}
-	run.evaluate(ctx)
+	run.responses = run.evaluate(ctx, "")
+	for _, r := range t.Results {
+		if op := r.Operation; op != "" && run.byOperation[op] == nil {
+			if run.byOperation == nil {
+				run.byOperation = map[string][][]engine.Response{}
+			}
+			run.byOperation[op] = run.evaluate(ctx, op)
+		}
+	}
 	var out []assertion
 	for i := range t.Results {
 		out = append(out, run.judge(&t.Results[i])...)
@@ -186,6 +210,13 @@ func runTestFile(ctx context.Context, path string) ([]assertion, error) {
 
 func (run *testRun) load() error {
 	t := run.t
+	for i, r := range t.Results {
+		switch r.Operation {
+		case "", engine.OpCreate, engine.OpUpdate, engine.OpDelete:
+		default:
+			return fmt.Errorf("results[%d]: operation %q must be one of CREATE, UPDATE or DELETE", i, r.Operation)
+		}
+	}
 	// Values, context and resources first: the engine's context loader
 	// serves what they hold.
 	if t.Variables != "" {
@@ -205,7 +236,26 @@ func (run *testRun) load() error {
 		}
 		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
 	}
+	if len(t.TargetResources) > 0 {
+		tdocs, err := loadDocuments(t.resolveAll(t.TargetResources), nil)
+		if err != nil {
+			return fmt.Errorf("targetResources: %w", err)
+		}
+		for _, obj := range tdocs.Others {
+			run.targets = append(run.targets, defaultNamespace(obj))
+		}
+	}
 	loader := &fileLoader{objects: run.resources}
+	mocks, err := indexAPICallMocks(t.APICallResponses)
+	if err != nil {
+		return err
+	}
+	loader.mocks = mocks
+	gctx, err := resolveGlobalContextEntries(t.GlobalContextEntries, t.dir)
+	if err != nil {
+		return err
+	}
+	loader.gctx = gctx
 	if run.values != nil {
 		loader.responses = run.values.APICallResponses
 		loader.globals = run.values.GlobalReferences
@@ -275,13 +325,18 @@ func (run *testRun) load() error {
 }
 
 // request builds the request for one policy on one resource, with the
-// values the test gives for that pair.
-func (run *testRun) request(p *engine.Policy, obj map[string]any) *engine.Request {
+// values the test gives for that pair. A result's operation, when given,
+// takes the place of the values' request.operation.
+func (run *testRun) request(p *engine.Policy, obj map[string]any, operation string) *engine.Request {
 	name := document.String(obj, "metadata", "name")
 	vals := run.values.resourceValues(p.Name(), name)
 	op := engine.OpCreate
 	if v, ok := vals["request.operation"].(string); ok && v != "" {
 		op = strings.ToUpper(v)
+	}
+	if operation != "" {
+		op = operation
+		vals["request.operation"] = operation
 	}
 	req := &engine.Request{
 		Operation:       op,
@@ -300,13 +355,15 @@ func (run *testRun) request(p *engine.Policy, obj map[string]any) *engine.Reques
 	return req
 }
 
-func (run *testRun) evaluate(ctx context.Context) {
-	run.responses = make([][]engine.Response, len(run.resources))
+// evaluate runs every policy on every resource, as operation when one is
+// given, and returns the responses by resource index.
+func (run *testRun) evaluate(ctx context.Context, operation string) [][]engine.Response {
+	responses := make([][]engine.Response, len(run.resources))
 	for i, obj := range run.resources {
 		cur := obj
 		var out []engine.Response
 		for _, p := range run.policies {
-			req := run.request(p, cur)
+			req := run.request(p, cur, operation)
 			resp := run.eng.Mutate(ctx, req, p, run.exceptions)
 			if len(resp.Rules) > 0 {
 				out = append(out, resp)
@@ -316,7 +373,7 @@ func (run *testRun) evaluate(ctx context.Context) {
 			}
 		}
 		for _, p := range run.policies {
-			req := run.request(p, cur)
+			req := run.request(p, cur, operation)
 			if resp := run.eng.Validate(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
@@ -327,8 +384,9 @@ func (run *testRun) evaluate(ctx context.Context) {
 				out = append(out, resp)
 			}
 		}
-		run.responses[i] = out
+		responses[i] = out
 	}
+	return responses
 }
 
 // resourceMatches reports whether a result's resource reference names obj.
@@ -376,13 +434,19 @@ func (run *testRun) judge(r *testResult) []assertion {
 // rule results looked at, which is how the reference CLI counts.
 func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, rows *int) (outcome, actual, reason, message string) {
 	*rows = 1
-	found, resourceFound, policyApplied := false, false, false
+	// missing: a rule result was left out because the patchedResources
+	// file has no document for the patched resource.
+	found, resourceFound, policyApplied, missing := false, false, false, false
 	for i, obj := range run.resources {
 		if !resourceMatches(ref, r.Namespace, obj) {
 			continue
 		}
 		resourceFound = true
-		for _, resp := range run.responses[i] {
+		responses := run.responses
+		if r.Operation != "" {
+			responses = run.byOperation[r.Operation]
+		}
+		for _, resp := range responses[i] {
 			if resp.Policy != p {
 				continue
 			}
@@ -390,6 +454,22 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 			for _, rr := range resp.Rules {
 				if !ruleNameMatches(r.Rule, rr.Name) {
 					continue
+				}
+				var why string
+				pr := r.patched()
+				if pr != "" && rr.Type == engine.TypeMutation && !rr.Unsupported {
+					var absent bool
+					why, absent = compareWithFile(run.t.resolve(pr), resp.Patched)
+					switch {
+					case absent && r.FailOnMissingResources:
+						*rows = 1
+						return "failed", "", why + " (failOnMissingResources is set)", rr.Message
+					case absent:
+						// As the reference CLI does, the rule result is
+						// left out, neither passed nor failed.
+						missing = true
+						continue
+					}
 				}
 				if found {
 					*rows++
@@ -402,8 +482,7 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 				if rr.Status == engine.StatusFail && !p.Scored {
 					got = string(engine.StatusWarn)
 				}
-				if pr := r.patched(); pr != "" && rr.Type == engine.TypeMutation {
-					why := compareWithFile(run.t.resolve(pr), resp.Patched)
+				if pr != "" && rr.Type == engine.TypeMutation {
 					if r.expected() == string(engine.StatusFail) {
 						// For a mutation, fail asserts that the patched
 						// resource is not the one in the file.
@@ -430,7 +509,15 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 		}
 	}
 	if !resourceFound {
+		for _, obj := range run.targets {
+			if resourceMatches(ref, r.Namespace, obj) {
+				return "unsupported", "", "a targetResources resource: mutate-existing targets are not evaluated by this engine", ""
+			}
+		}
 		return "failed", "", "resource not found in the test's resources", ""
+	}
+	if !found && missing {
+		return "skipped", "", fmt.Sprintf("no document for the resource in %s (set failOnMissingResources to make this a failure)", r.patched()), ""
 	}
 	if !found {
 		// The named rule did not apply to the resource. Like the
@@ -445,34 +532,28 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 	return "passed", actual, "", message
 }
 
-// compareWithFile compares a resource with the document of the same kind,
-// namespace and name in a file.
-func compareWithFile(path string, got map[string]any) string {
+// compareWithFile compares a resource with the document of the same
+// apiVersion, kind, namespace and name in a file. It returns the first
+// difference, or absent when the file holds no such document.
+func compareWithFile(path string, got map[string]any) (why string, absent bool) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err.Error()
+		return err.Error(), false
 	}
 	docs, err := document.DecodeAll(data)
 	if err != nil {
-		return err.Error()
+		return err.Error(), false
 	}
 	// The expected file is read as the resources are: namespaced objects
 	// without a namespace are in "default".
-	var want map[string]any
 	for _, d := range docs {
-		if obj := defaultNamespace(d.Object); sameObject(obj, got) {
-			want = obj
-			break
+		if want := defaultNamespace(d.Object); sameObject(want, got) &&
+			document.String(want, "apiVersion") == document.String(got, "apiVersion") {
+			return diff(tidy(want), tidy(got), ""), false
 		}
 	}
-	if want == nil {
-		if len(docs) == 1 {
-			want = defaultNamespace(docs[0].Object)
-		} else {
-			return "no document for this resource in " + path
-		}
-	}
-	return diff(tidy(want), tidy(got), "")
+	return fmt.Sprintf("no document for %s %s/%s in %s", document.String(got, "kind"),
+		document.String(got, "metadata", "namespace"), document.String(got, "metadata", "name"), path), true
 }
 
 func compareGenerated(path string, generated []map[string]any) string {

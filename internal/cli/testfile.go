@@ -23,6 +23,11 @@ type testFile struct {
 	UserInfo   string                `json:"userinfo"`
 	Context    string                `json:"context"`
 	Results    []testResult          `json:"results"`
+	// TargetResources are the existing resources of mutate-existing
+	// rules; they are read only to tell results about them apart.
+	TargetResources      []string             `json:"targetResources"`
+	APICallResponses     []apiCallMock        `json:"apiCallResponses"`
+	GlobalContextEntries []globalContextEntry `json:"globalContextEntries"`
 }
 
 // testResult is one expected outcome.
@@ -39,6 +44,13 @@ type testResult struct {
 	PatchedResources    string   `json:"patchedResources"`
 	GeneratedResource   string   `json:"generatedResource"`
 	CloneSourceResource string   `json:"cloneSourceResource"`
+	// Operation, when given, is the operation (CREATE, UPDATE or DELETE)
+	// the result is about: the resources are evaluated once more as it.
+	Operation string `json:"operation"`
+	// FailOnMissingResources makes a resource missing from the
+	// patchedResources file a failure; without it, the rule result is
+	// left out, as the reference CLI does.
+	FailOnMissingResources bool `json:"failOnMissingResources"`
 
 	IsValidatingPolicy          bool `json:"isValidatingPolicy"`
 	IsMutatingPolicy            bool `json:"isMutatingPolicy"`

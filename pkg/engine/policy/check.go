@@ -179,17 +179,55 @@ func (ck checker) checkRule(r *Rule, path string, errs *FieldErrors) {
 				errs.add(path+".match", "wildcard kind %q is not allowed in a generate rule", k)
 			}
 		}
-		if g.Data == nil && g.Clone == nil && g.CloneList == nil && len(g.ForEach) == 0 {
-			errs.add(gp, "one of data, clone, cloneList or foreach is required")
-		}
-		if g.Data != nil && (g.Clone != nil || g.CloneList != nil) {
-			errs.add(gp, "data and clone are mutually exclusive")
-		}
-		if len(g.ForEach) == 0 && g.CloneList == nil && g.Kind == "" {
-			errs.add(gp+".kind", "is required")
-		}
+		checkGeneration(g, gp, errs)
 	}
 }
+
+// checkGeneration checks a generate rule as Kyverno does: at most one of
+// data, clone, cloneList and foreach (none generates the bare resource);
+// without a cloneList, the target's apiVersion, kind and name are required,
+// in the rule or in each foreach element.
+func checkGeneration(g *Generation, gp string, errs *FieldErrors) {
+	sources := 0
+	for _, set := range []bool{g.Data != nil, cloneSet(g.Clone), cloneListSet(g.CloneList), g.ForEach != nil} {
+		if set {
+			sources++
+		}
+	}
+	if sources > 1 {
+		errs.add(gp, "only one of data, clone, cloneList and foreach can be specified")
+		return
+	}
+	if g.ForEach == nil {
+		checkGenerateTarget(g.APIVersion, g.Kind, g.Name, g.CloneList, gp, errs)
+		return
+	}
+	for i := range g.ForEach {
+		fe := &g.ForEach[i]
+		checkGenerateTarget(fe.APIVersion, fe.Kind, fe.Name, fe.CloneList, fmt.Sprintf("%s.foreach[%d]", gp, i), errs)
+	}
+}
+
+func checkGenerateTarget(apiVersion, kind, name string, cl *CloneList, path string, errs *FieldErrors) {
+	if cloneListSet(cl) {
+		return
+	}
+	if kind == "" {
+		errs.add(path+".kind", "is required")
+	}
+	if name == "" {
+		errs.add(path+".name", "is required")
+	}
+	if apiVersion == "" {
+		errs.add(path+".apiVersion", "is required")
+	}
+}
+
+// cloneSet and cloneListSet report whether a clone or cloneList says
+// anything: an empty one is absent, as in Kyverno.
+func cloneSet(c *CloneFrom) bool { return c != nil && (c.Name != "" || c.Namespace != "") }
+
+func cloneListSet(c *CloneList) bool { return c != nil && c.Kinds != nil }
 
 func allKinds(m *MatchResources) []string {
 	out := append([]string(nil), m.Kinds...)

@@ -65,6 +65,48 @@ func TestParseAndValidate(t *testing.T) {
     match: {any: [{resources: {kinds: ["*"]}}]}
     generate: {kind: ConfigMap, name: x, data: {}}`,
 			errs: []string{`wildcard kind "*" is not allowed in a generate rule`}},
+		"generate without data or clone": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Deployment]}}]}
+    generate: {apiVersion: foo/v1, kind: Foo, name: "foo-{{request.object.metadata.name}}", namespace: default}`},
+		"generate with an empty clone and data": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate: {apiVersion: v1, kind: ConfigMap, name: x, namespace: a, clone: {}, data: {}}`},
+		"generate with data and clone": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate: {apiVersion: v1, kind: ConfigMap, name: x, namespace: a, clone: {name: y, namespace: b}, data: {}}`,
+			errs: []string{"spec.rules[0].generate: only one of data, clone, cloneList and foreach can be specified"}},
+		"generate with data and foreach": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate:
+      data: {}
+      foreach: [{list: "request.object.spec.x", apiVersion: v1, kind: ConfigMap, name: x, namespace: a}]`,
+			errs: []string{"spec.rules[0].generate: only one of data, clone, cloneList and foreach"}},
+		"generate target without name or apiVersion": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate: {kind: ConfigMap, namespace: a}`,
+			errs: []string{"spec.rules[0].generate.name: is required", "spec.rules[0].generate.apiVersion: is required"}},
+		"generate foreach element without kind": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate:
+      foreach: [{list: "request.object.spec.x", apiVersion: v1, name: x, namespace: a}]`,
+			errs: []string{"spec.rules[0].generate.foreach[0].kind: is required"}},
+		"generate cloneList needs no target": {spec: `
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate: {namespace: a, cloneList: {namespace: b, kinds: [v1/Secret]}}`},
 		"empty match": {spec: `
   rules:
   - name: r
