@@ -112,12 +112,8 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 		return counts, err
 	}
 	set := &engine.Set{Exceptions: pdocs.Exceptions}
-	for _, p := range pdocs.Policies {
-		cp, err := eng.Compile(p)
-		if err != nil {
-			return counts, err
-		}
-		set.Policies = append(set.Policies, cp)
+	if set.Policies, err = mapInOrder(pdocs.Policies, eng.Compile); err != nil {
+		return counts, err
 	}
 	op := strings.ToUpper(opts.Operation)
 	if op == "" {
@@ -273,6 +269,38 @@ func inOrder[I, O any](produce func(emit func(I) error) error, work func(I) O, c
 		return consumeErr
 	}
 	return produceErr
+}
+
+// mapInOrder applies f to every item on all cores (as inOrder does) and
+// returns the outputs in the order of the items, or the error of the
+// first item that failed.
+func mapInOrder[I, O any](items []I, f func(I) (O, error)) ([]O, error) {
+	type result struct {
+		out O
+		err error
+	}
+	outs := make([]O, 0, len(items))
+	err := inOrder(func(emit func(I) error) error {
+		for _, it := range items {
+			if err := emit(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(it I) result {
+		out, err := f(it)
+		return result{out, err}
+	}, func(r result) error {
+		if r.err != nil {
+			return r.err
+		}
+		outs = append(outs, r.out)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outs, nil
 }
 
 // errStopped ends the reading of resources once the results can no longer

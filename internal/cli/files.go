@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -76,16 +77,39 @@ func loadDocuments(paths []string, stdin io.Reader) (*policy.Documents, error) {
 	if err != nil {
 		return nil, err
 	}
-	all := &policy.Documents{}
-	for _, f := range files {
+	// The standard input is read once, here: the first "-" gets it, any
+	// other finds it read.
+	fromStdin := map[int][]byte{}
+	for i, f := range files {
+		if f != "-" {
+			continue
+		}
 		data, err := readFile(f, stdin)
 		if err != nil {
 			return nil, err
 		}
-		docs, err := policy.Parse(data, f)
-		if err != nil {
-			return nil, err
+		fromStdin[i], stdin = data, bytes.NewReader(nil)
+	}
+	// Files are read and parsed on every core, and merged in their order.
+	indexes := make([]int, len(files))
+	for i := range indexes {
+		indexes[i] = i
+	}
+	parsed, err := mapInOrder(indexes, func(i int) (*policy.Documents, error) {
+		data, ok := fromStdin[i]
+		if !ok {
+			var err error
+			if data, err = readFile(files[i], nil); err != nil {
+				return nil, err
+			}
 		}
+		return policy.Parse(data, files[i])
+	})
+	if err != nil {
+		return nil, err
+	}
+	all := &policy.Documents{}
+	for _, docs := range parsed {
 		all.Merge(docs)
 	}
 	if len(files) == 0 {
