@@ -219,7 +219,10 @@ func (run *testRun) load() error {
 	}
 	// Values, context and resources first: the engine's context loader
 	// serves what they hold.
-	if t.Variables != "" {
+	switch {
+	case t.Values != nil:
+		run.values = t.Values
+	case t.Variables != "":
 		v, err := readValues(t.resolve(t.Variables))
 		if err != nil {
 			return fmt.Errorf("variables: %w", err)
@@ -351,6 +354,9 @@ func (run *testRun) request(p *engine.Policy, obj map[string]any, operation stri
 		req.OldObject, req.Object = obj, nil
 	case engine.OpUpdate:
 		req.OldObject = obj
+	}
+	if parent, sub, ok := run.values.subresourceOf(obj); ok {
+		req.ParentKind, req.SubResource = parent, sub
 	}
 	return req
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
 
@@ -20,6 +21,9 @@ type testFile struct {
 	Resources  []string              `json:"resources"`
 	Exceptions []string              `json:"exceptions"`
 	Variables  string                `json:"variables"`
+	// Values are the values inline; when given, the variables file is
+	// not read (as in the reference CLI).
+	Values *valuesFile `json:"values"`
 	UserInfo   string                `json:"userinfo"`
 	Context    string                `json:"context"`
 	Results    []testResult          `json:"results"`
@@ -138,6 +142,50 @@ type valuesFile struct {
 		Name   string            `json:"name"`
 		Labels map[string]string `json:"labels"`
 	} `json:"namespaceSelector"`
+	// Subresources say which kinds of object are requests on a
+	// subresource: a resource of the subresource's group, version and
+	// kind (PodExecOptions, Scale) is evaluated as a request on that
+	// subresource ("exec" of "pods/exec") of the parent's kind.
+	Subresources []struct {
+		Subresource    apiResource `json:"subresource"`
+		ParentResource apiResource `json:"parentResource"`
+	} `json:"subresources"`
+}
+
+// apiResource is the part of a Kubernetes APIResource a values file's
+// subresources use.
+type apiResource struct {
+	Name    string `json:"name"`
+	Group   string `json:"group"`
+	Version string `json:"version"`
+	Kind    string `json:"kind"`
+}
+
+// subresourceOf returns, for an object that stands for a request on a
+// subresource, the parent's kind and the subresource's name.
+func (v *valuesFile) subresourceOf(obj map[string]any) (engine.GroupVersionKind, string, bool) {
+	if v == nil {
+		return engine.GroupVersionKind{}, "", false
+	}
+	apiVersion := document.String(obj, "apiVersion")
+	group, version := "", apiVersion
+	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
+		group, version = apiVersion[:i], apiVersion[i+1:]
+	}
+	kind := document.String(obj, "kind")
+	for _, s := range v.Subresources {
+		sub := s.Subresource
+		if sub.Group != group || sub.Version != version || sub.Kind != kind {
+			continue
+		}
+		_, name, ok := strings.Cut(sub.Name, "/")
+		if !ok {
+			continue
+		}
+		p := s.ParentResource
+		return engine.GroupVersionKind{Group: p.Group, Version: p.Version, Kind: p.Kind}, name, true
+	}
+	return engine.GroupVersionKind{}, "", false
 }
 
 func readValues(path string) (*valuesFile, error) {

@@ -54,6 +54,11 @@ func (k kindSelector) matches(r gvk, subresource string) bool {
 	if subresource == "" {
 		return k.subresource == "" || k.subresource == "*" && k.kind == "*"
 	}
+	if k.subresource == "" && subresource == "ephemeralcontainers" && r == (gvk{version: "v1", kind: "Pod"}) {
+		// Adding an ephemeral container changes the Pod: a rule on Pods
+		// sees it, as in Kyverno.
+		return true
+	}
 	return k.subresource != "" && wildcard.Match(k.subresource, subresource)
 }
 
@@ -72,8 +77,12 @@ type matchInput struct {
 
 func newMatchInput(req *Request) *matchInput {
 	obj := req.resource()
+	kind := objectGVK(obj)
+	if p := req.ParentKind; p.Kind != "" {
+		kind = gvk{group: p.Group, version: p.Version, kind: p.Kind}
+	}
 	in := &matchInput{
-		gvk:         objectGVK(obj),
+		gvk:         kind,
 		subresource: req.SubResource,
 		name:        document.String(obj, "metadata", "name"),
 		namespace:   document.String(obj, "metadata", "namespace"),

@@ -62,3 +62,106 @@ spec:
 		}
 	}
 }
+
+// TestSubresources: kind selectors with a subresource (Pod/exec,
+// Deployment/scale) match a request on that subresource of that kind, as
+// Kyverno's CheckKind does with the parent's kind; a plain kind selector
+// does not, except that a rule on Pods sees pods/ephemeralcontainers.
+func TestSubresources(t *testing.T) {
+	eng := newEngine(t)
+	p := compile(t, eng, `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: exec
+    match: {any: [{resources: {kinds: [Pod/exec]}}]}
+    validate: {deny: {conditions: {any: [{key: "{{ request.object.container }}", operator: Equals, value: nginx}]}}}
+  - name: scale
+    match: {any: [{resources: {kinds: [apps/v1/Deployment/scale]}}]}
+    validate: {deny: {conditions: {any: [{key: "{{ request.object.spec.replicas }}", operator: GreaterThan, value: 4}]}}}
+  - name: any-sub
+    match: {any: [{resources: {kinds: ["*/scale"]}}]}
+    validate: {deny: {}}
+  - name: pods
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {deny: {}}
+`)
+	pod := engine.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	deploy := engine.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	exec := obj(t, `{apiVersion: v1, kind: PodExecOptions, container: nginx, command: [sh]}`)
+	scale := obj(t, `{apiVersion: autoscaling/v1, kind: Scale, metadata: {name: web, namespace: default}, spec: {replicas: 10}}`)
+	tests := map[string]struct {
+		req  *engine.Request
+		want map[string]engine.Status
+	}{
+		"pods/exec": {
+			req:  &engine.Request{Operation: engine.OpConnect, Object: exec, SubResource: "exec", ParentKind: pod},
+			want: map[string]engine.Status{"exec": engine.StatusFail},
+		},
+		"deployments/scale": {
+			req:  &engine.Request{Operation: engine.OpUpdate, Object: scale, SubResource: "scale", ParentKind: deploy},
+			want: map[string]engine.Status{"scale": engine.StatusFail, "any-sub": engine.StatusFail},
+		},
+		"the object's own kind without a parent": {
+			req:  &engine.Request{Operation: engine.OpUpdate, Object: scale, SubResource: "scale"},
+			want: map[string]engine.Status{"any-sub": engine.StatusFail},
+		},
+		"pods/ephemeralcontainers is seen by a rule on Pods": {
+			req:  &engine.Request{Operation: engine.OpUpdate, Object: obj(t, `{apiVersion: v1, kind: Pod, metadata: {name: a}}`), SubResource: "ephemeralcontainers", ParentKind: pod},
+			want: map[string]engine.Status{"pods": engine.StatusFail},
+		},
+		"a Pod itself": {
+			req:  &engine.Request{Operation: engine.OpCreate, Object: obj(t, `{apiVersion: v1, kind: Pod, metadata: {name: a}}`)},
+			want: map[string]engine.Status{"pods": engine.StatusFail},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := statuses(t, eng, p, tc.req)
+			if len(got) != len(tc.want) {
+				t.Fatalf("rules %v, want %v", got, tc.want)
+			}
+			for rule, st := range tc.want {
+				if got[rule].Status != st {
+					t.Fatalf("rule %s: %+v, want %s", rule, got[rule], st)
+				}
+			}
+		})
+	}
+}
+
+// TestRequestNamespaceAndName: request.namespace is the request's, else
+// the resource's (empty for a cluster-scoped one, never unresolved);
+// request.name is the request's when given.
+func TestRequestNamespaceAndName(t *testing.T) {
+	eng := newEngine(t)
+	p := compile(t, eng, `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: show
+    match: {any: [{resources: {kinds: ["*"]}}]}
+    validate:
+      message: "ns={{ request.namespace }} name={{ request.name || 'none' }}"
+      deny: {}
+`)
+	cm := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: team}}`)
+	ns := obj(t, `{apiVersion: v1, kind: Namespace, metadata: {name: team}}`)
+	for _, tc := range []struct {
+		req  *engine.Request
+		want string
+	}{
+		{&engine.Request{Operation: engine.OpCreate, Object: cm}, "ns=team name=none"},
+		{&engine.Request{Operation: engine.OpCreate, Object: ns}, "ns= name=none"},
+		{&engine.Request{Operation: engine.OpCreate, Object: cm, Namespace: "other", Name: "c"}, "ns=other name=c"},
+	} {
+		got := statuses(t, eng, p, tc.req)
+		if got["show"].Message != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.req, got["show"].Message, tc.want)
+		}
+	}
+}

@@ -40,8 +40,19 @@ type Request struct {
 	Operation string
 	Object    map[string]any
 	OldObject map[string]any
-	// SubResource names a subresource ("status", "scale"), if any.
+	// SubResource names a subresource ("status", "scale", "exec"), if any.
 	SubResource string
+	// ParentKind is, for a request on a subresource, the kind of the
+	// resource the subresource belongs to (Pod for pods/exec, apps/v1
+	// Deployment for deployments/scale), which kind selectors such as
+	// Pod/exec or Deployment/scale match, with SubResource. When empty,
+	// selectors match the object's own apiVersion and kind.
+	ParentKind GroupVersionKind
+	// Namespace and Name are the admission request's (request.namespace,
+	// request.name). An empty Namespace is the resource's own namespace,
+	// as the Kyverno CLI sets it; an empty Name leaves request.name out.
+	Namespace string
+	Name      string
 	UserInfo    UserInfo
 	// NamespaceLabels are the labels of the resource's namespace, for
 	// namespaceSelector.
@@ -96,6 +107,11 @@ func (noLoader) GlobalReference(context.Context, string) (any, error) {
 	return nil, ErrNotAvailable
 }
 func (noLoader) ImageData(context.Context, string) (any, error) { return nil, ErrNotAvailable }
+
+// GroupVersionKind names a kind of resource.
+type GroupVersionKind struct {
+	Group, Version, Kind string
+}
 
 // gvk is a resource's group, version and kind.
 type gvk struct{ group, version, kind string }

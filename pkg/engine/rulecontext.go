@@ -62,6 +62,13 @@ func (e *Engine) baseContext(req *Request) *evalContext {
 	if req.SubResource != "" {
 		request["subResource"] = req.SubResource
 	}
+	request["namespace"] = req.Namespace
+	if req.Namespace == "" {
+		request["namespace"] = document.String(obj, "metadata", "namespace")
+	}
+	if req.Name != "" {
+		request["name"] = req.Name
+	}
 	c := &evalContext{jp: e.jp, data: map[string]any{"request": request}}
 	if sa := req.UserInfo.Username; strings.HasPrefix(sa, serviceAccountPrefix) {
 		parts := strings.SplitN(strings.TrimPrefix(sa, serviceAccountPrefix), ":", 2)
