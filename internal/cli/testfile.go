@@ -23,10 +23,10 @@ type testFile struct {
 	Variables  string                `json:"variables"`
 	// Values are the values inline; when given, the variables file is
 	// not read (as in the reference CLI).
-	Values *valuesFile `json:"values"`
-	UserInfo   string                `json:"userinfo"`
-	Context    string                `json:"context"`
-	Results    []testResult          `json:"results"`
+	Values   *valuesFile  `json:"values"`
+	UserInfo string       `json:"userinfo"`
+	Context  string       `json:"context"`
+	Results  []testResult `json:"results"`
 	// TargetResources are the existing resources of mutate-existing
 	// rules; they are read only to tell results about them apart.
 	TargetResources      []string             `json:"targetResources"`

@@ -9,6 +9,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	evt "github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -40,6 +41,14 @@ func (s *Server) evaluate(ctx context.Context, rv *review) (*evaluation, error) 
 		}
 	}
 	req := engineRequest(rv, nsLabels)
+	if sub := rv.req.SubResource; sub != "" && s.kinds != nil {
+		r := rv.req.Resource
+		k, err := s.kinds.KindFor(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+		if err != nil {
+			return nil, httpError(ErrInternal, err, "kind of resource %s", r.Resource)
+		}
+		req.ParentKind = engine.GroupVersionKind{Group: k.Group, Version: k.Version, Kind: k.Kind}
+	}
 	if s.roles != nil {
 		req.UserInfo.Roles, req.UserInfo.ClusterRoles = s.roles.Roles(rv.req.UserInfo, rv.req.Namespace)
 	}

@@ -286,5 +286,7 @@ func engineRequest(rv *review, nsLabels map[string]string) *engine.Request {
 		},
 		NamespaceLabels: nsLabels,
 		DryRun:          rv.dryRun(),
+		Namespace:       rv.req.Namespace,
+		Name:            rv.req.Name,
 	}
 }

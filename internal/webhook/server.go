@@ -50,6 +50,7 @@ type Server struct {
 	policies   PolicySource
 	namespaces NamespaceLister
 	roles      RoleResolver
+	kinds      KindResolver
 	certs      CertSource
 	results    ResultSink
 	work       WorkSink
@@ -186,6 +187,20 @@ func WithRoleResolver(r RoleResolver) Option {
 			return fmt.Errorf("%w: nil role resolver", ErrInvalidOption)
 		}
 		s.roles = r
+		return nil
+	}
+}
+
+// WithKindResolver sets how the kind of a subresource request's resource
+// is found (pods/exec → Pod). Without one, such requests are matched by
+// the kind of their object (PodExecOptions, Scale), and selectors such as
+// Pod/exec select none of them.
+func WithKindResolver(k KindResolver) Option {
+	return func(s *Server) error {
+		if k == nil {
+			return fmt.Errorf("%w: nil kind resolver", ErrInvalidOption)
+		}
+		s.kinds = k
 		return nil
 	}
 }

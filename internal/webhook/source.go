@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -198,6 +199,14 @@ type NamespaceLister interface {
 // bindings), for match and exclude blocks that name them.
 type RoleResolver interface {
 	Roles(user authenticationv1.UserInfo, namespace string) (roles, clusterRoles []string)
+}
+
+// KindResolver gives the kind of an API resource (pods → v1 Pod), for
+// requests on a subresource: policies select pods/exec as Pod/exec, by the
+// kind of the resource the subresource belongs to. A meta.RESTMapper is
+// one.
+type KindResolver interface {
+	KindFor(resource schema.GroupVersionResource) (schema.GroupVersionKind, error)
 }
 
 // StaticNamespaces is a fixed NamespaceLister: namespace name → labels.

@@ -256,6 +256,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithPolicySource(policySource{pc}),
 		webhook.WithNamespaceLister(pc),
 		webhook.WithRoleResolver(rr),
+		webhook.WithKindResolver(clusterKinds(kube.Discovery())),
 		webhook.WithCertSource(secretCerts{certSrc}),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),

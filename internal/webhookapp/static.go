@@ -24,6 +24,7 @@ func runFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	return webhook.Run(ctx, cfg.Webhook,
 		webhook.WithLogger(log),
 		webhook.WithRegistry(reg),
+		webhook.WithKindResolver(builtinKinds()),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
 	)

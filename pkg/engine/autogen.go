@@ -58,7 +58,10 @@ func canAutogen(spec *policy.Spec) bool {
 			return false
 		}
 		for _, k := range rd.Kinds {
-			if kindName(k) == "Pod" || kindName(k) == cronJob || contains(podControllers, kindName(k)) {
+			// As Kyverno's CanAutoGen, only a kind written as the bare
+			// name of Pod or a controller asks for autogen: Pod/exec or
+			// v1/Pod do not.
+			if k == "Pod" || k == cronJob || contains(podControllers, k) {
 				needed = true
 			}
 		}

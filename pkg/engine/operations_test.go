@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
 // TestDeleteSkipsPatterns: on a DELETE, pattern, anyPattern and
@@ -162,6 +163,29 @@ spec:
 		got := statuses(t, eng, p, tc.req)
 		if got["show"].Message != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.req, got["show"].Message, tc.want)
+		}
+	}
+}
+
+// TestAutogenNeedsBareKinds: as Kyverno's CanAutoGen, autogen applies to
+// rules on kinds written as "Pod" (or a controller), not to Pod/exec.
+func TestAutogenNeedsBareKinds(t *testing.T) {
+	for kinds, want := range map[string]bool{"[Pod]": true, "[Pod/exec]": false, "[Deployment]": true, "[ConfigMap]": false} {
+		docs, err := policy.Parse([]byte(`
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: `+kinds+`}}]}
+    validate: {deny: {}}
+`), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := engine.AutogenControllers(docs.Policies[0]) != nil; got != want {
+			t.Errorf("kinds %s: autogen %v, want %v", kinds, got, want)
 		}
 	}
 }

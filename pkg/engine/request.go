@@ -53,7 +53,7 @@ type Request struct {
 	// as the Kyverno CLI sets it; an empty Name leaves request.name out.
 	Namespace string
 	Name      string
-	UserInfo    UserInfo
+	UserInfo  UserInfo
 	// NamespaceLabels are the labels of the resource's namespace, for
 	// namespaceSelector.
 	NamespaceLabels map[string]string
