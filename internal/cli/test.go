@@ -348,6 +348,7 @@ func (run *testRun) request(p *engine.Policy, obj map[string]any, operation stri
 		NamespaceLabels: run.values.namespaceLabels(document.String(obj, "metadata", "namespace")),
 		Values:          vals,
 		RuleValues:      run.values.ruleValues,
+		ForEachValues:   run.values.foreachValues,
 	}
 	switch op {
 	case engine.OpDelete:

@@ -235,6 +235,35 @@ func (v *valuesFile) ruleValues(policyName, ruleName string) map[string]any {
 	return nil
 }
 
+// foreachValues returns the values of a rule's foreachValues for the
+// element at index: each is a list, and element i takes its item i.
+// (Kyverno's CLI store always reads item 0, an index it never moves; the
+// items are meant per element, and the tests that use them pass either
+// way.)
+func (v *valuesFile) foreachValues(policyName, ruleName string, index int) map[string]any {
+	if v == nil {
+		return nil
+	}
+	for _, p := range v.Policies {
+		if p.Name != policyName {
+			continue
+		}
+		for _, r := range p.Rules {
+			if r.Name != ruleName && "autogen-"+r.Name != ruleName && "autogen-cronjob-"+r.Name != ruleName {
+				continue
+			}
+			out := map[string]any{}
+			for k, val := range r.ForeachValues {
+				if items, ok := val.([]any); ok && index < len(items) {
+					out[k] = items[index]
+				}
+			}
+			return out
+		}
+	}
+	return nil
+}
+
 func (v *valuesFile) namespaceLabels(ns string) map[string]string {
 	if v == nil {
 		return nil

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -187,5 +188,65 @@ spec:
 		if got := engine.AutogenControllers(docs.Policies[0]) != nil; got != want {
 			t.Errorf("kinds %s: autogen %v, want %v", kinds, got, want)
 		}
+	}
+}
+
+// TestForEachElements: as Kyverno's validateElements, null elements are
+// passed over, elementScope: true over elements that are not objects is an
+// error (whatever the foreach checks), and per-element values given by the
+// caller replace the foreach's context entries of the same name.
+func TestForEachElements(t *testing.T) {
+	eng := newEngine(t)
+	p := compile(t, eng, `
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: scoped-strings
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      foreach:
+      - list: request.object.spec.containers[].image
+        elementScope: true
+        deny: {conditions: {all: [{key: "{{ element }}", operator: NotEquals, value: ghcr.io}]}}
+  - name: nulls
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      foreach:
+      - list: "request.object.spec.containers[].securityContext"
+        deny: {conditions: {all: [{key: "{{ element.privileged }}", operator: Equals, value: true}]}}
+  - name: values
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: "{{ element.name }} is listed"
+      foreach:
+      - list: request.object.spec.containers
+        context:
+        - name: listed
+          variable: {value: "no"}
+        deny: {conditions: {all: [{key: "{{ listed }}", operator: Equals, value: "yes"}]}}
+`)
+	pod := obj(t, `{apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {containers: [{name: one, image: nginx}, {name: two, image: redis, securityContext: {privileged: false}}]}}`)
+	req := &engine.Request{Operation: engine.OpCreate, Object: pod}
+	got := statuses(t, eng, p, req)
+	if got["scoped-strings"].Status != engine.StatusError || !strings.Contains(got["scoped-strings"].Message, "elementScope=true") {
+		t.Errorf("scoped-strings: %+v", got["scoped-strings"])
+	}
+	if got["nulls"].Status != engine.StatusPass {
+		t.Errorf("nulls: %+v (the first container's null securityContext is passed over)", got["nulls"])
+	}
+	if got["values"].Status != engine.StatusPass {
+		t.Errorf("values without per-element values: %+v", got["values"])
+	}
+	req = &engine.Request{Operation: engine.OpCreate, Object: pod, ForEachValues: func(policy, rule string, i int) map[string]any {
+		if rule == "values" && i == 1 {
+			return map[string]any{"listed": "yes"}
+		}
+		return nil
+	}}
+	got = statuses(t, eng, p, req)
+	if got["values"].Status != engine.StatusFail || got["values"].Message != "two is listed" {
+		t.Errorf("values with element 1 listed: %+v", got["values"])
 	}
 }

@@ -65,6 +65,10 @@ type Request struct {
 	// RuleValues, when set, returns variables for one rule of one policy;
 	// they override Values and replace context entries of the same name.
 	RuleValues func(policyName, ruleName string) map[string]any
+	// ForEachValues, when set, returns variables for the element at index
+	// of a foreach of one rule of one policy (the CLI's foreachValues);
+	// they replace context entries of the same name inside the foreach.
+	ForEachValues func(policyName, ruleName string, index int) map[string]any
 
 	cache *evalCache
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -224,12 +225,25 @@ func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, de
 	// variables, which the next element overwrites: one context serves
 	// every element.
 	var shared *evalContext
+	savedProvided := run.provided
+	defer func() { run.provided = savedProvided }()
 	for idx, el := range list {
 		if err := run.step(1); err != nil {
 			return foreachOutcome{status: StatusError, message: err.Error()}
 		}
+		if el == nil {
+			// As Kyverno's validateElements: null elements are passed over.
+			continue
+		}
+		if _, isMap := el.(map[string]any); !isMap && fe.ElementScope != nil && *fe.ElementScope {
+			return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to process foreach: cannot use elementScope=true foreach rules for elements that are not maps, expected type=map got type=%T", el)}
+		}
+		var values map[string]any
+		if run.req.ForEachValues != nil {
+			values = run.req.ForEachValues(run.policy.Name(), run.rule.Name, idx)
+		}
 		switch {
-		case len(fe.Context) > 0:
+		case len(fe.Context) > 0 || len(values) > 0:
 			run.ctx = saved.clone()
 		case shared == nil:
 			shared = saved.clone()
@@ -238,6 +252,15 @@ func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, de
 			run.ctx = shared
 		}
 		setElement(run.ctx, el, idx, depth)
+		run.provided = savedProvided
+		if len(values) > 0 {
+			run.provided = make(map[string]any, len(savedProvided)+len(values))
+			maps.Copy(run.provided, savedProvided)
+			for k, v := range values {
+				run.ctx.set(k, v)
+				run.provided[k] = v
+			}
+		}
 		if err := run.loadEntries(fe.Context); err != nil {
 			return foreachOutcome{status: StatusError, message: fmt.Sprintf("failed to load context: %v", err)}
 		}
@@ -256,9 +279,6 @@ func (run *ruleRun) foreachValidate(fe *policy.ForEachValidation, msg string, de
 			target := run.obj
 			if fe.ElementScope == nil || *fe.ElementScope {
 				m, isMap := el.(map[string]any)
-				if !isMap && fe.ElementScope != nil {
-					return foreachOutcome{status: StatusError, message: "elementScope requires a list of objects"}
-				}
 				if isMap {
 					target = m
 				} else {
