@@ -2,8 +2,6 @@ package pattern
 
 import (
 	"fmt"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,100 +33,39 @@ func (e *Error) Error() string { return e.Msg }
 func (e *Error) Skip() bool { return e.Kind == ConditionFailed || e.Kind == GlobalFailed }
 
 // Validate matches resource against pattern from the root. It returns nil
-// when the resource satisfies the pattern.
+// when the resource satisfies the pattern. A pattern validated more than
+// once should be compiled once with Compile.
 func Validate(resource, pattern any) *Error {
-	return validate(resource, pattern, nil)
+	return compileNode(pattern).validate(resource)
 }
 
-func validate(resource, pattern any, plans map[uintptr]*mapPlan) *Error {
-	w := walkers.Get().(*walker)
-	w.plans = plans
-	err := w.element(resource, pattern)
-	w.path, w.plans = w.path[:0], nil
-	walkers.Put(w)
-	return err
-}
-
-// Pattern is a pattern prepared once for many validations: the key order
-// of each of its objects is worked out ahead.
+// Pattern is a pattern compiled once for many validations: a tree whose
+// objects hold their keys already parsed and in the order the walk visits
+// them.
 type Pattern struct {
-	raw   any
-	plans map[uintptr]*mapPlan
-}
-
-// mapPlan is the evaluation order of one pattern object's keys.
-type mapPlan struct {
-	anchored, plain []string
-	// metaWildcards is true when metadata.labels or annotations have
-	// wildcard keys, which are expanded against each resource.
-	metaWildcards bool
+	raw  any
+	root *node
 }
 
 // Compile prepares a pattern. The pattern must not change afterwards.
 func Compile(p any) *Pattern {
-	c := &Pattern{raw: p, plans: map[uintptr]*mapPlan{}}
-	c.prepare(p)
-	return c
+	return &Pattern{raw: p, root: compileNode(p)}
 }
 
-func (c *Pattern) prepare(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		c.plans[mapID(t)] = planFor(t)
-		for _, e := range t {
-			c.prepare(e)
-		}
-	case []any:
-		for _, e := range t {
-			c.prepare(e)
-		}
-	}
-}
-
-// Validate matches resource against the prepared pattern.
+// Validate matches resource against the compiled pattern.
 func (c *Pattern) Validate(resource any) *Error {
-	return validate(resource, c.raw, c.plans)
+	return c.root.validate(resource)
 }
 
 // Raw returns the pattern as given.
 func (c *Pattern) Raw() any { return c.raw }
 
-func mapID(m map[string]any) uintptr { return uintptr(reflect.ValueOf(m).UnsafePointer()) }
-
-// planFor orders a pattern object's keys: anchors first (globals, then
-// conditions, then the rest, each sorted), then plain keys, those whose
-// values hold anchors first, so that conditions decide before an unrelated
-// mismatch fails.
-func planFor(pat map[string]any) *mapPlan {
-	p := &mapPlan{}
-	for k := range pat {
-		if a, _ := ParseAnchor(k); a != NoAnchor {
-			p.anchored = append(p.anchored, k)
-		} else {
-			p.plain = append(p.plain, k)
-		}
-	}
-	if _, meta := anchoredField(pat, "metadata"); meta != nil {
-		for _, field := range []string{"labels", "annotations"} {
-			if _, f := anchoredField(meta, field); f != nil && hasWildcardKey(f) {
-				p.metaWildcards = true
-			}
-		}
-	}
-	if len(p.anchored) > 1 {
-		slices.SortFunc(p.anchored, func(a, b string) int {
-			ka, _ := ParseAnchor(a)
-			kb, _ := ParseAnchor(b)
-			if ra, rb := anchorRank(ka), anchorRank(kb); ra != rb {
-				return ra - rb
-			}
-			return strings.Compare(a, b)
-		})
-	}
-	if len(p.plain) > 1 {
-		p.plain = orderPlain(p.plain, pat)
-	}
-	return p
+func (n *node) validate(resource any) *Error {
+	w := walkers.Get().(*walker)
+	err := w.element(resource, n)
+	w.path = w.path[:0]
+	walkers.Put(w)
+	return err
 }
 
 var walkers = sync.Pool{New: func() any { return &walker{path: make([]string, 0, 16)} }}
@@ -136,8 +73,7 @@ var walkers = sync.Pool{New: func() any { return &walker{path: make([]string, 0,
 // walker carries the current path as a stack of segments; the path is
 // written out only when a mismatch is reported.
 type walker struct {
-	path  []string
-	plans map[uintptr]*mapPlan
+	path []string
 }
 
 func (w *walker) push(seg string) { w.path = append(w.path, seg) }
@@ -164,32 +100,32 @@ func (w *walker) fail(kind ErrorKind, format string, args ...any) *Error {
 	return &Error{Kind: kind, Path: p, Msg: fmt.Sprintf(format, append(args, p)...)}
 }
 
-// element dispatches on the pattern's type.
-func (w *walker) element(res, pat any) *Error {
-	switch p := pat.(type) {
-	case map[string]any:
+// element dispatches on the pattern's kind.
+func (w *walker) element(res any, pat *node) *Error {
+	switch pat.kind {
+	case objectNode:
 		r, ok := res.(map[string]any)
 		if !ok {
 			return w.fail(Mismatch, "pattern and resource have different structures: expected an object, found %s at path %s", typeName(res))
 		}
-		return w.mapElement(r, p)
-	case []any:
+		return w.mapElement(r, pat)
+	case arrayNode:
 		r, ok := res.([]any)
 		if !ok {
 			return w.fail(Mismatch, "validation rule failed at path %s, resource does not satisfy the expected overlay pattern")
 		}
-		return w.arrayElement(r, p)
-	case string, float64, int64, int, bool, nil:
+		return w.arrayElement(r, pat)
+	case scalarNode:
 		if arr, ok := res.([]any); ok {
 			for _, e := range arr {
-				if !Value(e, pat) {
-					return w.fail(Mismatch, "resource value '%v' does not match '%v' at path %s", display(res), display(pat))
+				if !Value(e, pat.raw) {
+					return w.fail(Mismatch, "resource value '%v' does not match '%v' at path %s", display(res), display(pat.raw))
 				}
 			}
 			return nil
 		}
-		if !Value(res, pat) {
-			return w.fail(Mismatch, "resource value '%v' does not match '%v' at path %s", display(res), display(pat))
+		if !Value(res, pat.raw) {
+			return w.fail(Mismatch, "resource value '%v' does not match '%v' at path %s", display(res), display(pat.raw))
 		}
 		return nil
 	}
@@ -224,33 +160,29 @@ func display(v any) any {
 	return v
 }
 
-func (w *walker) mapElement(res, pat map[string]any) *Error {
-	plan := w.plans[mapID(pat)]
-	if plan == nil {
-		plan = planFor(pat)
+// mapElement checks the keys of an object pattern in their compiled order.
+func (w *walker) mapElement(res map[string]any, pat *node) *Error {
+	if pat.meta != nil {
+		pat = pat.expandMeta(res)
 	}
-	if plan.metaWildcards {
-		// Only the metadata value changes: the plan's keys still hold.
-		pat = ExpandMetadataWildcards(pat, res)
-	}
-	anchored, plain := plan.anchored, plan.plain
-	for _, k := range anchored {
-		if err := w.anchor(k, pat[k], res); err != nil {
-			return err
-		}
-	}
-	for _, k := range plain {
-		pv := pat[k]
-		rv, present := res[k]
-		if s, ok := pv.(string); ok && s == "*" {
-			if !present || rv == nil {
-				p := w.at()
-				return &Error{Path: p, Msg: fmt.Sprintf("%s%s not found", p, k)}
+	for i := range pat.fields {
+		f := &pat.fields[i]
+		if f.anchor != NoAnchor {
+			if err := w.anchor(f, res); err != nil {
+				return err
 			}
 			continue
 		}
-		w.push(k)
-		err := w.element(rv, pv)
+		rv, present := res[f.name]
+		if f.star {
+			if !present || rv == nil {
+				p := w.at()
+				return &Error{Path: p, Msg: fmt.Sprintf("%s%s not found", p, f.name)}
+			}
+			continue
+		}
+		w.push(f.name)
+		err := w.element(rv, f.value)
 		w.pop()
 		if err != nil {
 			return err
@@ -259,50 +191,12 @@ func (w *walker) mapElement(res, pat map[string]any) *Error {
 	return nil
 }
 
-// orderPlain sorts keys, those whose values hold anchors first.
-func orderPlain(plain []string, pat map[string]any) []string {
-	var nbuf [16]bool
-	nested := nbuf[:0]
-	anyNested := false
-	for _, k := range plain {
-		h := HasAnchors(pat[k])
-		anyNested = anyNested || h
-		nested = append(nested, h)
-	}
-	if !anyNested {
-		slices.Sort(plain)
-		return plain
-	}
-	var first, rest []string
-	for i, k := range plain {
-		if nested[i] {
-			first = append(first, k)
-		} else {
-			rest = append(rest, k)
-		}
-	}
-	slices.Sort(first)
-	slices.Sort(rest)
-	return append(first, rest...)
-}
-
-func anchorRank(a AnchorKind) int {
-	switch a {
-	case Global:
-		return 0
-	case Condition:
-		return 1
-	default:
-		return 2
-	}
-}
-
-func (w *walker) anchor(key string, pv any, res map[string]any) *Error {
-	kind, k := ParseAnchor(key)
-	rv, present := res[k]
-	w.push(k)
+func (w *walker) anchor(f *field, res map[string]any) *Error {
+	pv := f.value
+	rv, present := res[f.name]
+	w.push(f.name)
 	defer w.pop()
-	switch kind {
+	switch f.anchor {
 	case Condition:
 		if !present {
 			p := w.at()
@@ -329,13 +223,11 @@ func (w *walker) anchor(key string, pv any, res map[string]any) *Error {
 		if !ok {
 			return w.fail(Mismatch, "invalid resource type %s: existence anchor ^() can only be used on a list at path %s", typeName(rv))
 		}
-		pats, ok := pv.([]any)
-		if !ok {
+		if pv.kind != arrayNode {
 			return w.fail(Mismatch, "invalid pattern: existence anchor ^() needs a list of objects at path %s")
 		}
-		for _, pp := range pats {
-			pm, ok := pp.(map[string]any)
-			if !ok {
+		for _, pm := range pv.items {
+			if pm.kind != objectNode {
 				return w.fail(Mismatch, "invalid pattern: existence anchor ^() needs a list of objects at path %s")
 			}
 			found := false
@@ -360,12 +252,12 @@ func (w *walker) anchor(key string, pv any, res map[string]any) *Error {
 	return nil
 }
 
-func (w *walker) arrayElement(res, pat []any) *Error {
-	if len(pat) == 0 {
+func (w *walker) arrayElement(res []any, pat *node) *Error {
+	if len(pat.items) == 0 {
 		return w.fail(Mismatch, "pattern array is empty at path %s")
 	}
-	switch p0 := pat[0].(type) {
-	case map[string]any:
+	switch p0 := pat.items[0]; p0.kind {
+	case objectNode:
 		applied := 0
 		var skipped *Error
 		for i, e := range res {
@@ -385,15 +277,15 @@ func (w *walker) arrayElement(res, pat []any) *Error {
 			return &Error{Kind: skipped.Kind, Path: w.at(), Msg: skipped.Msg}
 		}
 		return nil
-	case string, float64, int64, int, bool, nil:
+	case scalarNode:
 		return w.element(res, p0)
 	default:
-		if len(res) < len(pat) {
-			return w.fail(Mismatch, "validate array failed, array length mismatch, resource array len is %d and pattern array len is %d at path %s", len(res), len(pat))
+		if len(res) < len(pat.items) {
+			return w.fail(Mismatch, "validate array failed, array length mismatch, resource array len is %d and pattern array len is %d at path %s", len(res), len(pat.items))
 		}
 		applied := 0
 		var skipped *Error
-		for i, pe := range pat {
+		for i, pe := range pat.items {
 			w.push(strconv.Itoa(i))
 			err := w.element(res[i], pe)
 			w.pop()

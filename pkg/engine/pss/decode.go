@@ -143,18 +143,20 @@ func (d *decoder) strMap(m map[string]any, key string) map[string]string {
 	return out
 }
 
-func (d *decoder) strList(m map[string]any, key string) []string {
+// capList reads a list of capabilities (strings; a null item is ""). An
+// empty list gives nil.
+func (d *decoder) capList(m map[string]any, key string) []corev1.Capability {
 	l := d.list(m, key)
-	if l == nil {
+	if len(l) == 0 {
 		return nil
 	}
-	out := make([]string, len(l))
+	out := make([]corev1.Capability, len(l))
 	for i, v := range l {
 		s, ok := v.(string)
 		if !ok && v != nil {
 			d.fail(key, "string", v)
 		}
-		out[i] = s
+		out[i] = corev1.Capability(s)
 	}
 	return out
 }
@@ -178,7 +180,11 @@ func (d *decoder) podSpec(m map[string]any, spec *corev1.PodSpec) {
 		if u, ok := d.integer(sc, "runAsUser", math.MinInt64, math.MaxInt64); ok {
 			psc.RunAsUser = &u
 		}
-		for _, item := range d.list(sc, "sysctls") {
+		sysctls := d.list(sc, "sysctls")
+		if len(sysctls) > 0 {
+			psc.Sysctls = make([]corev1.Sysctl, 0, len(sysctls))
+		}
+		for _, item := range sysctls {
 			s, ok := item.(map[string]any)
 			if !ok {
 				if item != nil {
@@ -191,7 +197,11 @@ func (d *decoder) podSpec(m map[string]any, spec *corev1.PodSpec) {
 		}
 		spec.SecurityContext = psc
 	}
-	for _, item := range d.list(m, "volumes") {
+	volumes := d.list(m, "volumes")
+	if len(volumes) > 0 {
+		spec.Volumes = make([]corev1.Volume, 0, len(volumes))
+	}
+	for _, item := range volumes {
 		v, ok := item.(map[string]any)
 		if !ok && item != nil {
 			d.fail("volumes", "object", item)
@@ -200,7 +210,11 @@ func (d *decoder) podSpec(m map[string]any, spec *corev1.PodSpec) {
 	}
 	spec.InitContainers = d.containers(m, "initContainers")
 	spec.Containers = d.containers(m, "containers")
-	for _, c := range d.containers(m, "ephemeralContainers") {
+	ephemeral := d.containers(m, "ephemeralContainers")
+	if len(ephemeral) > 0 {
+		spec.EphemeralContainers = make([]corev1.EphemeralContainer, 0, len(ephemeral))
+	}
+	for _, c := range ephemeral {
 		spec.EphemeralContainers = append(spec.EphemeralContainers, corev1.EphemeralContainer{
 			EphemeralContainerCommon: corev1.EphemeralContainerCommon(c),
 		})
@@ -229,7 +243,11 @@ func (d *decoder) containers(m map[string]any, key string) []corev1.Container {
 func (d *decoder) container(m map[string]any, c *corev1.Container) {
 	c.Name = d.str(m, "name")
 	c.Image = d.str(m, "image")
-	for _, item := range d.list(m, "ports") {
+	ports := d.list(m, "ports")
+	if len(ports) > 0 {
+		c.Ports = make([]corev1.ContainerPort, 0, len(ports))
+	}
+	for _, item := range ports {
 		p, ok := item.(map[string]any)
 		if !ok {
 			if item != nil {
@@ -262,13 +280,7 @@ func (d *decoder) container(m map[string]any, c *corev1.Container) {
 			csc.ProcMount = &t
 		}
 		if caps := d.object(sc, "capabilities"); caps != nil {
-			csc.Capabilities = &corev1.Capabilities{}
-			for _, s := range d.strList(caps, "add") {
-				csc.Capabilities.Add = append(csc.Capabilities.Add, corev1.Capability(s))
-			}
-			for _, s := range d.strList(caps, "drop") {
-				csc.Capabilities.Drop = append(csc.Capabilities.Drop, corev1.Capability(s))
-			}
+			csc.Capabilities = &corev1.Capabilities{Add: d.capList(caps, "add"), Drop: d.capList(caps, "drop")}
 		}
 		c.SecurityContext = csc
 	}

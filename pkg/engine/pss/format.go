@@ -2,6 +2,7 @@ package pss
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -47,7 +48,17 @@ func checksSize(checks []CheckResult) int {
 	for _, c := range checks {
 		n += 40 + len(c.Reason)
 		for _, e := range c.Errors {
-			n += 24 + len(e.Field)
+			// The field may be rewritten for a pod controller (see
+			// reportedField), and a forbidden value is written out.
+			n += 64 + 2*len(e.Field)
+			switch v := e.BadValue.(type) {
+			case string:
+				n += len(v)
+			case []string:
+				for _, s := range v {
+					n += len(s) + 1
+				}
+			}
 		}
 	}
 	return n
@@ -64,7 +75,9 @@ func writeChecks(b *strings.Builder, checks []CheckResult, kind string) {
 			}
 			field := reportedField(e.Field, kind)
 			if e.Type == Forbidden && hasValue(e.BadValue) {
-				fmt.Fprintf(b, "%s is forbidden, forbidden values found: %+v", field, e.BadValue)
+				b.WriteString(field)
+				b.WriteString(" is forbidden, forbidden values found: ")
+				writeValue(b, e.BadValue)
 				continue
 			}
 			b.WriteString(field)
@@ -75,6 +88,29 @@ func writeChecks(b *strings.Builder, checks []CheckResult, kind string) {
 			}
 		}
 		b.WriteString("])")
+	}
+}
+
+// writeValue writes v as fmt's %+v verb does.
+func writeValue(b *strings.Builder, v any) {
+	switch t := v.(type) {
+	case string:
+		b.WriteString(t)
+	case bool:
+		b.WriteString(strconv.FormatBool(t))
+	case int:
+		b.WriteString(strconv.Itoa(t))
+	case []string:
+		b.WriteByte('[')
+		for i, s := range t {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(s)
+		}
+		b.WriteByte(']')
+	default:
+		fmt.Fprintf(b, "%+v", v)
 	}
 }
 

@@ -142,7 +142,25 @@ type selectedCheck struct {
 	// minVersion is the version of the check revision in use: together
 	// with id it names the function.
 	minVersion api.Version
+	// slot numbers the revision (id and minVersion) among all the
+	// revisions of pod-security-admission's checks: its place in a Memo.
+	slot int
 }
+
+// revisionSlots numbers every revision of every default check, so that a
+// Memo is a slice indexed by revision rather than a map.
+var revisionSlots = func() map[memoKey]int {
+	m := make(map[memoKey]int)
+	for _, c := range policy.DefaultChecks() {
+		for _, vc := range c.Versions {
+			k := memoKey{id: string(c.ID), version: vc.MinimumVersion}
+			if _, ok := m[k]; !ok {
+				m[k] = len(m)
+			}
+		}
+	}
+	return m
+}()
 
 // NewProfile parses level ("privileged", "baseline" or "restricted") and
 // version ("latest", "" for latest, or "v1.x") and selects, for every
@@ -180,7 +198,8 @@ func NewProfile(level, version string) (*Profile, error) {
 			if run == nil {
 				continue // the check is newer than the version asked for
 			}
-			p.checks = append(p.checks, selectedCheck{id: string(c.ID), run: run, minVersion: minVersion})
+			slot := revisionSlots[memoKey{id: string(c.ID), version: minVersion}]
+			p.checks = append(p.checks, selectedCheck{id: string(c.ID), run: run, minVersion: minVersion, slot: slot})
 			p.byID[string(c.ID)] = run
 		}
 	}
@@ -233,10 +252,18 @@ func CheckPod(level, version string, excludes []Exclude, pod *corev1.Pod) (Resul
 // rules on the same pod (restricted includes every baseline check) run
 // each check once. A Memo belongs to one pod and one goroutine.
 type Memo struct {
-	pod     *corev1.Pod
-	results map[memoKey]policy.CheckResult
+	pod *corev1.Pod
+	// results holds the outcome of each check revision run so far, by
+	// revision slot (see revisionSlots).
+	results []memoResult
 }
 
+type memoResult struct {
+	done bool
+	r    policy.CheckResult
+}
+
+// memoKey names a check revision.
 type memoKey struct {
 	id      string
 	version api.Version
@@ -244,7 +271,7 @@ type memoKey struct {
 
 // NewMemo returns a Memo for pod.
 func NewMemo(pod *corev1.Pod) *Memo {
-	return &Memo{pod: pod, results: make(map[memoKey]policy.CheckResult, 16)}
+	return &Memo{pod: pod, results: make([]memoResult, len(revisionSlots))}
 }
 
 // CheckPod is Check for a pod already decoded with ToPod (or a complete
@@ -262,12 +289,11 @@ func (p *Profile) evaluate(pod *corev1.Pod, excludes []Exclude, memo *Memo) Resu
 	for _, c := range p.checks {
 		var r policy.CheckResult
 		if memo != nil {
-			k := memoKey{id: c.id, version: c.minVersion}
-			var ok bool
-			if r, ok = memo.results[k]; !ok {
-				r = c.run(&pod.ObjectMeta, &pod.Spec)
-				memo.results[k] = r
+			m := &memo.results[c.slot]
+			if !m.done {
+				m.r, m.done = c.run(&pod.ObjectMeta, &pod.Spec), true
 			}
+			r = m.r
 		} else {
 			r = c.run(&pod.ObjectMeta, &pod.Spec)
 		}

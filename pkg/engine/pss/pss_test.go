@@ -2,6 +2,7 @@ package pss
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -780,5 +781,31 @@ func TestStarDigits(t *testing.T) {
 		if got, want := starDigits(s), indexRe.ReplaceAllString(s, "*"); got != want {
 			t.Errorf("starDigits(%q) = %q, want %q", s, got, want)
 		}
+	}
+}
+
+// TestWriteValue checks writeValue against the fmt verb it stands for.
+func TestWriteValue(t *testing.T) {
+	values := map[string]any{
+		"string":       "Unconfined",
+		"empty string": "",
+		"true":         true,
+		"false":        false,
+		"int":          8080,
+		"negative int": -1,
+		"zero":         0,
+		"strings":      []string{"NET_ADMIN", "SYS_TIME"},
+		"one string":   []string{"ALL"},
+		"no strings":   []string{},
+		"other":        int32(3),
+	}
+	for name, v := range values {
+		t.Run(name, func(t *testing.T) {
+			var b strings.Builder
+			writeValue(&b, v)
+			if want := fmt.Sprintf("%+v", v); b.String() != want {
+				t.Fatalf("writeValue(%#v) = %q, want %q", v, b.String(), want)
+			}
+		})
 	}
 }
