@@ -197,12 +197,12 @@ func (l *fileLoader) GetResource(_ context.Context, apiVersion, kind, namespace,
 	return nil, engine.ErrNotAvailable
 }
 
-// ListResources lists supplied objects of a kind in a namespace that match
-// the selector.
+// ListResources lists supplied objects of a kind in a namespace (every
+// namespace for "") that match the selector.
 func (l *fileLoader) ListResources(_ context.Context, apiVersion, kind, namespace string, selector *policy.LabelSelector) ([]map[string]any, error) {
 	var out []map[string]any
 	for _, o := range l.objects {
-		if document.String(o, "kind") != kind || document.String(o, "metadata", "namespace") != namespace {
+		if document.String(o, "kind") != kind || (namespace != "" && document.String(o, "metadata", "namespace") != namespace) {
 			continue
 		}
 		if apiVersion != "" && document.String(o, "apiVersion") != apiVersion {

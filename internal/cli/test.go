@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -248,7 +249,9 @@ func (run *testRun) load() error {
 			run.targets = append(run.targets, defaultNamespace(obj))
 		}
 	}
-	loader := &fileLoader{objects: run.resources}
+	// The targets of mutate-existing rules are found among the objects
+	// the loader serves, as on the reference CLI's fake cluster.
+	loader := &fileLoader{objects: append(slices.Clone(run.resources), run.targets...)}
 	mocks, err := indexAPICallMocks(t.APICallResponses)
 	if err != nil {
 		return err
@@ -387,6 +390,9 @@ func (run *testRun) evaluate(ctx context.Context, operation string) [][]engine.R
 			if resp := run.eng.Generate(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
+			if resp := run.eng.MutateExisting(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
+				out = append(out, resp)
+			}
 			if resp := run.eng.VerifyImages(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
@@ -518,7 +524,7 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 	if !resourceFound {
 		for _, obj := range run.targets {
 			if resourceMatches(ref, r.Namespace, obj) {
-				return "unsupported", "", "a targetResources resource: mutate-existing targets are not evaluated by this engine", ""
+				return run.judgeTarget(r, p, obj, rows)
 			}
 		}
 		return "failed", "", "resource not found in the test's resources", ""
@@ -537,6 +543,60 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 		return "failed", "", fmt.Sprintf("want %s, but no rule of the policy applied to the resource", r.expected()), ""
 	}
 	return "passed", actual, "", message
+}
+
+// judgeTarget judges a result about one of the test's targetResources:
+// what the policy's mutate-existing rule did to it, triggered by any of
+// the test's resources, and its patched state against patchedResources.
+func (run *testRun) judgeTarget(r *testResult, p *engine.Policy, target map[string]any, rows *int) (outcome, actual, reason, message string) {
+	responses := run.responses
+	if r.Operation != "" {
+		responses = run.byOperation[r.Operation]
+	}
+	var found *engine.TargetResponse
+	for _, byResource := range responses {
+		for _, resp := range byResource {
+			if resp.Policy != p {
+				continue
+			}
+			for _, rr := range resp.Rules {
+				if !ruleNameMatches(r.Rule, rr.Name) {
+					continue
+				}
+				for i := range rr.Targets {
+					if sameObject(rr.Targets[i].Resource, target) {
+						found = &rr.Targets[i]
+					}
+				}
+			}
+		}
+	}
+	if found == nil {
+		if r.expected() == string(engine.StatusSkip) {
+			return "passed", "skip", "", "rule not applied to the target"
+		}
+		return "failed", "", fmt.Sprintf("want %s, but the rule did not reach the target", r.expected()), ""
+	}
+	got := string(found.Status)
+	if pr := r.patched(); pr != "" && found.Status == engine.StatusPass {
+		why, absent := compareWithFile(run.t.resolve(pr), found.Patched)
+		switch {
+		case absent && r.FailOnMissingResources:
+			return "failed", got, why + " (failOnMissingResources is set)", found.Message
+		case absent:
+			return "skipped", "", fmt.Sprintf("no document for the target in %s (set failOnMissingResources to make this a failure)", pr), ""
+		case why != "" && r.expected() != string(engine.StatusFail):
+			return "failed", got, "patched target differs: " + why, found.Message
+		case why == "" && r.expected() == string(engine.StatusFail):
+			return "failed", got, "want the patched target to differ from " + pr + ", but it is equal", found.Message
+		case why != "":
+			return "passed", string(engine.StatusFail), "", found.Message
+		}
+	}
+	if got != r.expected() {
+		return "failed", got, fmt.Sprintf("want %s, got %s (%s)", r.expected(), got, found.Message), found.Message
+	}
+	return "passed", got, "", found.Message
 }
 
 // compareWithFile compares a resource with the document of the same

@@ -186,9 +186,17 @@ func TestFailOnMissingResources(t *testing.T) {
 			result:  `{policy: add-label, rule: add, kind: ConfigMap, resources: [a], result: pass, patchedResources: v2.yaml}`,
 			outcome: "skipped",
 		},
-		"a targetResources resource": {
+		"a targetResources resource no mutate-existing rule reaches": {
 			result:  `{policy: add-label, rule: add, kind: Secret, resources: [s], result: pass, patchedResources: patched.yaml}`,
-			outcome: "unsupported", reason: "mutate-existing targets are not evaluated",
+			outcome: "failed", reason: "the rule did not reach the target",
+		},
+		"a targetResources resource a mutate-existing rule patches": {
+			result:  `{policy: label-secrets, rule: label, kind: Secret, resources: [s], result: pass, patchedResources: patched-secret.yaml}`,
+			outcome: "passed",
+		},
+		"a patched target that differs from the file": {
+			result:  `{policy: label-secrets, rule: label, kind: Secret, resources: [s], result: pass, patchedResources: targets.yaml}`,
+			outcome: "failed", reason: "patched target differs",
 		},
 		"neither a resource nor a target": {
 			result:  `{policy: add-label, rule: add, kind: Secret, resources: [nope], result: pass}`,
@@ -198,16 +206,28 @@ func TestFailOnMissingResources(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			dir := writeFiles(t, map[string]string{
-				"policy.yaml":  labelPolicy,
-				"cms.yaml":     labelConfigMaps,
-				"targets.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\n",
+				"policy.yaml":         labelPolicy,
+				"cms.yaml":            labelConfigMaps,
+				"targets.yaml":        "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\n",
+				"patched-secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default, labels: {from: a}}\n",
+				"secrets-policy.yaml": `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: label-secrets}
+spec:
+  rules:
+  - name: label
+    match: {any: [{resources: {kinds: [ConfigMap], names: [a]}}]}
+    mutate:
+      targets: [{apiVersion: v1, kind: Secret, name: s, namespace: default}]
+      patchStrategicMerge: {metadata: {labels: {from: "{{ request.object.metadata.name }}"}}}
+`,
 				"patched.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default, labels: {foo: bar}}\n",
 				"other.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default, labels: {foo: baz}}\n",
 				"v2.yaml":      "apiVersion: v2\nkind: ConfigMap\nmetadata: {name: a, namespace: default, labels: {foo: bar}}\n",
 				"kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
 kind: Test
 metadata: {name: t}
-policies: [policy.yaml]
+policies: [policy.yaml, secrets-policy.yaml]
 resources: [cms.yaml]
 targetResources: [targets.yaml]
 results:

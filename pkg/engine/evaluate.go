@@ -92,6 +92,17 @@ func ruleType(r *policy.Rule) RuleType {
 	return ""
 }
 
+// selects reports whether a call for rules of type t evaluates r: its
+// mutate-existing rules for typeMutateExisting, its rules of type t
+// otherwise.
+func selects(r *Rule, t RuleType) bool {
+	rt := ruleType(&r.Rule)
+	if t == typeMutateExisting {
+		return rt == TypeMutation && len(r.Mutation.Targets) > 0
+	}
+	return rt == t
+}
+
 // Validate runs the policy's validate rules.
 func (e *Engine) Validate(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
 	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeValidation)
@@ -125,6 +136,9 @@ type ruleRun struct {
 	policy *Policy
 	rule   *Rule
 	ctx    *evalContext
+	// existing is set when the call evaluates mutate-existing rules on
+	// their targets (MutateExisting).
+	existing bool
 	// ruleCtx is the storage of the rule's own context, a clone of the
 	// base context, so that it needs no allocation of its own.
 	ruleCtx evalContext
@@ -154,7 +168,7 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 	var base *evalContext
 	cur := obj
 	for _, r := range p.Rules {
-		if ruleType(&r.Rule) != t {
+		if !selects(r, t) {
 			continue
 		}
 		if !r.match.matches(in) || (r.exclude != nil && r.exclude.matches(in)) {
@@ -167,7 +181,7 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 			resp.Rules = m.ruleSlots(len(p.Rules))
 		}
 		run := m.ruleRun()
-		*run = ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur}
+		*run = ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur, existing: t == typeMutateExisting}
 		rr := run.evaluateBounded(m, base, exceptions, in)
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj

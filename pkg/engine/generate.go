@@ -10,9 +10,11 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
-// ResourceLister finds existing resources, for generate rules that clone.
-// The CLI serves it from the test's files, the services from the cluster.
-// It returns ErrNotAvailable when it has no source at all.
+// ResourceLister finds existing resources, for generate rules that clone
+// and mutate-existing rules' targets. The CLI serves it from the test's
+// files, the services from the cluster. ListResources lists every
+// namespace for an empty namespace, as the Kubernetes API does. It
+// returns ErrNotAvailable when it has no source at all.
 type ResourceLister interface {
 	GetResource(ctx context.Context, apiVersion, kind, namespace, name string) (map[string]any, error)
 	ListResources(ctx context.Context, apiVersion, kind, namespace string, selector *policy.LabelSelector) ([]map[string]any, error)

@@ -14,6 +14,9 @@ import (
 func (run *ruleRun) mutate(rr RuleResponse) RuleResponse {
 	m := run.rule.Mutation
 	if len(m.Targets) > 0 {
+		if run.existing {
+			return run.mutateTargets(rr)
+		}
 		rr.Status = StatusSkip
 		rr.Message = "mutation of existing resources runs in the generator service"
 		return rr

@@ -47,6 +47,19 @@ type RuleResponse struct {
 	// not evaluate (validate.cel, assert, manifests, verifyImages); its
 	// status is then skip.
 	Unsupported bool
+	// Targets is what a mutate-existing rule did to each of its targets
+	// (Engine.MutateExisting).
+	Targets []TargetResponse
+}
+
+// TargetResponse is the outcome of a mutate-existing rule on one target.
+type TargetResponse struct {
+	// Resource is the target as it was found.
+	Resource map[string]any
+	// Patched is the target as the rule leaves it, when Status is pass.
+	Patched map[string]any
+	Status  Status
+	Message string
 }
 
 // PodSecurityCheck is one failed Pod Security Standard control.
