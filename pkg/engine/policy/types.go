@@ -54,7 +54,7 @@ type Policy struct {
 	Kind       string     `json:"kind"`
 	Metadata   ObjectMeta `json:"metadata"`
 	Spec       Spec       `json:"spec"`
-	Status     any        `json:"status,omitempty"`
+	Status     *Status    `json:"status,omitempty"`
 }
 
 // Namespaced reports whether the policy is a namespaced Policy.
