@@ -113,17 +113,8 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 		}
 		fail := p.Raw.Spec.FailurePolicy != "Ignore"
 		for _, rule := range p.Rules {
-			var mutate bool
-			switch {
-			case rule.Mutation != nil:
-				if len(rule.Mutation.Targets) > 0 {
-					// Mutating existing resources runs in the background.
-					continue
-				}
-				mutate = true
-			case rule.Validation != nil, rule.Generation != nil, len(rule.VerifyImages) > 0:
-				mutate = false
-			default:
+			mutate, ok := webhookOf(rule)
+			if !ok {
 				continue
 			}
 			k := webhookKey{mutate: mutate, fail: fail}
@@ -162,6 +153,57 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 	}
 	val.Webhooks = append(val.Webhooks, policyWebhook(o))
 	return mut, val, nil
+}
+
+// webhookOf says which webhook a rule needs: the mutating one (mutate is
+// true), the validating one, or none (ok is false: mutate-existing rules
+// run in the background).
+func webhookOf(rule *engine.Rule) (mutate, ok bool) {
+	switch {
+	case rule.Mutation != nil:
+		return true, len(rule.Mutation.Targets) == 0
+	case rule.Validation != nil, rule.Generation != nil, len(rule.VerifyImages) > 0:
+		return false, true
+	}
+	return false, false
+}
+
+// Unresolved returns the kind selectors of a policy's admission rules that
+// name no resource the resolver knows (a kind the API server does not
+// serve, a typo): no webhook can be registered for them, and the policy is
+// not ready. A policy with admission off has none.
+func Unresolved(p *engine.Policy, r Resolver) ([]string, error) {
+	if !p.Raw.Spec.AdmissionEnabled() {
+		return nil, nil
+	}
+	var out []string
+	for _, rule := range p.Rules {
+		if _, ok := webhookOf(rule); !ok {
+			continue
+		}
+		for _, k := range matchKinds(&rule.MatchResources) {
+			res, err := r.Resolve(k)
+			if err != nil {
+				return nil, err
+			}
+			if len(res) == 0 && !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+// matchKinds lists the kind selectors of a match block.
+func matchKinds(m *policy.MatchResources) []string {
+	kinds := slices.Clone(m.Kinds)
+	for i := range m.Any {
+		kinds = append(kinds, m.Any[i].Kinds...)
+	}
+	for i := range m.All {
+		kinds = append(kinds, m.All[i].Kinds...)
+	}
+	return kinds
 }
 
 func managedLabels() map[string]string {

@@ -36,6 +36,16 @@ type Registrar struct {
 	// caBundle, when set, gives the current CA bundle (it changes during
 	// a CA rotation); otherwise Options.CABundle is used.
 	caBundle func() ([]byte, error)
+	// after, when set, is called after each reconcile of Loop with its
+	// error (the policy status writer runs there).
+	after func(ctx context.Context, err error)
+}
+
+// WithAfterReconcile makes Loop call f after each reconcile, with the
+// reconcile's error (nil when the configurations are current).
+func (r *Registrar) WithAfterReconcile(f func(ctx context.Context, err error)) *Registrar {
+	r.after = f
+	return r
 }
 
 // WithCABundle makes the registrar read the CA bundle at each reconcile.
@@ -180,6 +190,9 @@ func (r *Registrar) Loop(ctx context.Context, poke <-chan struct{}, resync time.
 	backoff := 500 * time.Millisecond
 	for {
 		res, err := r.Reconcile(ctx)
+		if r.after != nil && !errors.Is(err, context.Canceled) {
+			r.after(ctx, err)
+		}
 		wait := resync
 		switch {
 		case errors.Is(err, context.Canceled):

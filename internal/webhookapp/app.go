@@ -25,6 +25,7 @@ import (
 	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/leader"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/policystatus"
 	"github.com/verdict-dev/verdict/internal/registrar"
 	"github.com/verdict-dev/verdict/internal/roles"
 	"github.com/verdict-dev/verdict/internal/service"
@@ -247,7 +248,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 
 	certSrc := certs.WatchSecret(ctx, kube, cfg.Namespace, cfg.TLSSecret)
 	if cfg.Register || cfg.RenewCerts {
-		go runLeader(ctx, kube, cfg, filter, pc, log)
+		go runLeader(ctx, kube, dyn, cfg, filter, pc, log)
 	}
 
 	srv, err := webhook.New(cfg.Webhook,
@@ -281,7 +282,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 
 // runLeader campaigns for the Lease and, while leading, keeps the
 // certificates and the webhook configurations current.
-func runLeader(ctx context.Context, kube kubernetes.Interface, cfg Config, filter admissionfilter.Filter, pc *policycache.Cache, log zerolog.Logger) {
+func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, cfg Config, filter admissionfilter.Filter, pc *policycache.Cache, log zerolog.Logger) {
 	opts := registrar.Options{URL: cfg.WebhookURL, Filter: filter}
 	dns := []string{}
 	if cfg.WebhookURL == "" {
@@ -289,8 +290,17 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, cfg Config, filte
 		opts.Service = &admissionregistrationv1.ServiceReference{Namespace: cfg.Namespace, Name: cfg.ServiceName, Port: &port}
 		dns = append(dns, cfg.ServiceName+"."+cfg.Namespace+".svc", cfg.ServiceName+"."+cfg.Namespace+".svc.cluster.local")
 	}
-	reg := registrar.New(kube, registrar.NewDiscoveryResolver(kube.Discovery()), pc, opts).
-		WithCABundle(func() ([]byte, error) { return certs.Bundle(ctx, kube, cfg.Namespace, cfg.CASecret) })
+	resolver := registrar.NewDiscoveryResolver(kube.Discovery())
+	// Policy statuses follow each reconcile: they say whether each
+	// policy's webhooks are in place.
+	statuses := policystatus.New(dyn, pc, resolver, policycache.ClusterPolicies, policycache.Policies)
+	reg := registrar.New(kube, resolver, pc, opts).
+		WithCABundle(func() ([]byte, error) { return certs.Bundle(ctx, kube, cfg.Namespace, cfg.CASecret) }).
+		WithAfterReconcile(func(ctx context.Context, err error) {
+			if err := statuses.Sync(ctx, err); err != nil && ctx.Err() == nil {
+				log.Warn().Err(err).Msg("policy status not written")
+			}
+		})
 	var renewer *certs.Renewer
 	if cfg.RenewCerts {
 		var err error
