@@ -94,7 +94,7 @@ func newRule(r policy.Rule, autogen bool) *Rule {
 		pssPassMessage: fmt.Sprintf("Validation rule '%s' passed.", r.Name),
 	}
 	cr.match = compileMatch(&cr.MatchResources)
-	cr.exclude = compileMatch(cr.ExcludeResources)
+	cr.exclude = compileExclude(cr.ExcludeResources)
 	cr.compilePodSecurity()
 	if v := cr.Validation; v != nil {
 		cr.patternVars = hasVariables(v.Pattern)

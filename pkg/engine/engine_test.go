@@ -114,9 +114,18 @@ func TestMatch(t *testing.T) {
 		"legacy inline":         {match: `resources: {kinds: [Pod]}`, applies: true},
 		"subject user":          {match: `any: [{resources: {kinds: [Pod]}, subjects: [{kind: User, name: alice}]}]`, req: func(r *engine.Request) { r.UserInfo.Username = "alice" }, applies: true},
 		"subject sa":            {match: `any: [{resources: {kinds: [Pod]}, subjects: [{kind: ServiceAccount, name: ci, namespace: tools}]}]`, req: func(r *engine.Request) { r.UserInfo.Username = "system:serviceaccount:tools:ci" }, applies: true},
-		"cluster role":          {match: `any: [{resources: {kinds: [Pod]}, clusterRoles: [admin]}]`, applies: false},
-		"exclude any":           {match: `any: [{resources: {kinds: [Pod]}}]`, exclude: `any: [{resources: {namespaces: [prod]}}]`, applies: false},
-		"exclude all partial":   {match: `any: [{resources: {kinds: [Pod]}}]`, exclude: `all: [{resources: {namespaces: [prod]}}, {resources: {names: [api]}}]`, applies: true},
+		"cluster role":          {match: `any: [{resources: {kinds: [Pod]}, clusterRoles: [admin]}]`, req: func(r *engine.Request) { r.UserInfo.Username = "bob" }, applies: false},
+		"cluster role held":     {match: `any: [{resources: {kinds: [Pod]}, clusterRoles: [admin]}]`, req: func(r *engine.Request) { r.UserInfo.ClusterRoles = []string{"admin"} }, applies: true},
+		// As Kyverno: a request with no user at all (a background scan)
+		// is not judged on the user part of a match block...
+		"cluster role, no user": {match: `any: [{resources: {kinds: [Pod]}, clusterRoles: [admin]}]`, applies: true},
+		"subject, no user":      {match: `any: [{resources: {kinds: [Pod]}, subjects: [{kind: User, name: alice}]}]`, applies: true},
+		// ...a block of only user info selects nothing then...
+		"only a subject, no user": {match: `any: [{subjects: [{kind: User, name: alice}]}]`, applies: false},
+		// ...and exclude blocks keep it.
+		"exclude subject, no user": {match: `any: [{resources: {kinds: [Pod]}}]`, exclude: `any: [{subjects: [{kind: User, name: alice}]}]`, applies: true},
+		"exclude any":              {match: `any: [{resources: {kinds: [Pod]}}]`, exclude: `any: [{resources: {namespaces: [prod]}}]`, applies: false},
+		"exclude all partial":      {match: `any: [{resources: {kinds: [Pod]}}]`, exclude: `all: [{resources: {namespaces: [prod]}}, {resources: {names: [api]}}]`, applies: true},
 	}
 	eng := newEngine(t)
 	for name, tc := range tests {

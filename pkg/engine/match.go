@@ -73,6 +73,8 @@ type matchInput struct {
 	nsLabels    map[string]string
 	operation   string
 	user        *UserInfo
+	// noUser is set when the request carries no user information at all.
+	noUser bool
 }
 
 func newMatchInput(req *Request) *matchInput {
@@ -95,6 +97,8 @@ func newMatchInput(req *Request) *matchInput {
 	if in.name == "" {
 		in.name = document.String(obj, "metadata", "generateName")
 	}
+	u := &req.UserInfo
+	in.noUser = u.Username == "" && u.UID == "" && len(u.Groups) == 0 && len(u.Extra) == 0 && len(u.Roles) == 0 && len(u.ClusterRoles) == 0
 	return in
 }
 
@@ -110,6 +114,12 @@ type matcher struct {
 	any, all []filter
 	// single is the legacy inline filter, when any and all are empty.
 	single *filter
+	// userOptional is set for match blocks: a request that carries no
+	// user at all (a background scan, a CLI run without user info) is not
+	// judged on roles, cluster roles and subjects, as in Kyverno, whose
+	// match helper drops the block's user info for an empty request info.
+	// Exclude blocks keep it.
+	userOptional bool
 }
 
 func newFilter(rd *policy.ResourceDescription, ui *policy.UserInfo) filter {
@@ -120,8 +130,19 @@ func newFilter(rd *policy.ResourceDescription, ui *policy.UserInfo) filter {
 	return f
 }
 
-// compileMatch parses a match or exclude block once.
+// compileMatch parses a match block once.
 func compileMatch(m *policy.MatchResources) *matcher {
+	c := compileBlock(m)
+	if c != nil {
+		c.userOptional = true
+	}
+	return c
+}
+
+// compileExclude parses an exclude block once.
+func compileExclude(m *policy.MatchResources) *matcher { return compileBlock(m) }
+
+func compileBlock(m *policy.MatchResources) *matcher {
 	if m == nil {
 		return nil
 	}
@@ -145,34 +166,46 @@ func (c *matcher) matches(in *matchInput) bool {
 	if c == nil {
 		return false
 	}
+	ignoreUser := c.userOptional && in.noUser
 	switch {
 	case len(c.any) > 0:
 		for i := range c.any {
-			if c.any[i].matches(in) {
+			if c.any[i].matches(in, ignoreUser) {
 				return true
 			}
 		}
 		return false
 	case len(c.all) > 0:
 		for i := range c.all {
-			if !c.all[i].matches(in) {
+			if !c.all[i].matches(in, ignoreUser) {
 				return false
 			}
 		}
 		return true
 	case c.single != nil:
-		return c.single.matches(in)
+		return c.single.matches(in, ignoreUser)
 	}
 	return false
 }
 
-// matchResources reports whether an uncompiled match block selects the
-// request.
+// matchResources reports whether an exception's match block selects the
+// request; its user info always counts (Kyverno's exception matching
+// checks it whatever the request carries).
 func matchResources(m *policy.MatchResources, in *matchInput) bool {
-	return compileMatch(m).matches(in)
+	return compileBlock(m).matches(in)
 }
 
-func (f *filter) matches(in *matchInput) bool {
+// matches reports whether the filter selects the request; with
+// ignoreUser, its roles, cluster roles and subjects are left out (and a
+// filter of only those selects nothing, as Kyverno finds it empty).
+func (f *filter) matches(in *matchInput, ignoreUser bool) bool {
+	ui := f.ui
+	if ignoreUser {
+		if f.rd.IsEmpty() {
+			return false
+		}
+		ui = &policy.UserInfo{}
+	}
 	if len(f.kinds) > 0 {
 		ok := false
 		for _, k := range f.kinds {
@@ -185,7 +218,7 @@ func (f *filter) matches(in *matchInput) bool {
 			return false
 		}
 	}
-	return matchFilter(f.rd, f.ui, in)
+	return matchFilter(f.rd, ui, in)
 }
 
 // matchFilter reports whether every attribute the filter sets holds.
