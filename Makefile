@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 LINT_VER  := v2.15.0
 
-.PHONY: all build test unit e2e controlplane conformance bench lint fmt vet demo clean verify
+.PHONY: all build test unit e2e controlplane conformance bench lint fmt vet demo clean verify crds verify-crds
 
 all: build
 
@@ -25,7 +25,7 @@ unit:
 	$(GO) test $(GOFLAGS) -count=1 -short $(PKGS)
 
 # Packages whose tests run against the real control plane.
-E2E_PKGS := ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/demo/...
+E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/demo/...
 
 ## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane first
 e2e: controlplane
@@ -56,8 +56,16 @@ lint: $(BIN)/golangci-lint
 $(BIN)/golangci-lint:
 	GOBIN=$(abspath $(BIN)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
 
-## verify: formatting and module tidiness, as CI checks them
-verify:
+## crds: regenerate deploy/crds/{clusterpolicies,policies,policyexceptions}.yaml from pkg/engine/policy (hack/crdgen)
+crds:
+	$(GO) run ./hack/crdgen
+
+## verify-crds: fail if the checked-in CRDs differ from what hack/crdgen generates
+verify-crds:
+	$(GO) run ./hack/crdgen --verify
+
+## verify: formatting, module tidiness and generated CRDs, as CI checks them
+verify: verify-crds
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 	$(GO) mod tidy -diff
 

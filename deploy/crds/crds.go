@@ -5,6 +5,10 @@
 // verdict.dev/v1: ClusterPolicy (cpol), Policy (pol), PolicyException (polex),
 // ClusterCleanupPolicy (ccleanpol), CleanupPolicy (cleanpol).
 // wgpolicyk8s.io/v1alpha2: PolicyReport (polr), ClusterPolicyReport (cpolr).
+//
+// clusterpolicies.yaml, policies.yaml and policyexceptions.yaml are
+// generated from the types of pkg/engine/policy (`make crds`, see
+// internal/crdgen) and must not be edited; the others are hand-written.
 package crds
 
 import (

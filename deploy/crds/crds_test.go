@@ -1,6 +1,7 @@
 package crds
 
 import (
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -39,15 +40,20 @@ type crd struct {
 	} `json:"spec"`
 }
 
+// policyColumns are the columns of `kubectl get cpol` and `kubectl get
+// pol`, Kyverno's.
+var policyColumns = []string{"ADMISSION", "BACKGROUND", "READY", "AGE", "FAILURE POLICY",
+	"VALIDATE", "MUTATE", "GENERATE", "VERIFY IMAGES", "MESSAGE"}
+
 func TestManifests(t *testing.T) {
 	want := map[string]struct {
 		group, version, kind, short, scope string
 		status                             bool
 		columns                            []string
 	}{
-		"clusterpolicies.verdict.dev":        {"verdict.dev", "v1", "ClusterPolicy", "cpol", "Cluster", true, nil},
-		"policies.verdict.dev":               {"verdict.dev", "v1", "Policy", "pol", "Namespaced", true, nil},
-		"policyexceptions.verdict.dev":       {"verdict.dev", "v1", "PolicyException", "polex", "Namespaced", false, nil},
+		"clusterpolicies.verdict.dev":        {"verdict.dev", "v1", "ClusterPolicy", "cpol", "Cluster", true, policyColumns},
+		"policies.verdict.dev":               {"verdict.dev", "v1", "Policy", "pol", "Namespaced", true, policyColumns},
+		"policyexceptions.verdict.dev":       {"verdict.dev", "v1", "PolicyException", "polex", "Namespaced", false, []string{"Age"}},
 		"clustercleanuppolicies.verdict.dev": {"verdict.dev", "v1", "ClusterCleanupPolicy", "ccleanpol", "Cluster", true, nil},
 		"cleanuppolicies.verdict.dev":        {"verdict.dev", "v1", "CleanupPolicy", "cleanpol", "Namespaced", true, nil},
 		"policyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "PolicyReport", "polr", "Namespaced", false,
@@ -106,6 +112,8 @@ func TestManifests(t *testing.T) {
 					break
 				}
 			}
+		}
+		if w.group == "wgpolicyk8s.io" {
 			for _, f := range []string{"pass", "fail", "warn", "error", "skip"} {
 				summary := v.Schema.OpenAPIV3Schema.Properties["summary"]["properties"].(map[string]any)
 				if typ := summary[f].(map[string]any)["type"]; typ != "integer" {
@@ -125,4 +133,84 @@ func TestManifests(t *testing.T) {
 			t.Errorf("missing CRD %s", name)
 		}
 	}
+}
+
+// TestPolicySchemas checks what users of the policy kinds rely on: the
+// fields are described (kubectl explain), Kyverno's defaults are filled in,
+// and unknown fields are kept.
+func TestPolicySchemas(t *testing.T) {
+	tests := map[string]struct {
+		defaults  map[string]any
+		described []string
+	}{
+		"clusterpolicies.yaml": {
+			defaults: map[string]any{"spec.admission": true, "spec.background": true, "spec.validationFailureAction": "Audit"},
+			described: []string{"spec", "spec.rules", "spec.rules[]", "spec.rules[].validate",
+				"spec.rules[].mutate", "spec.rules[].generate", "spec.rules[].match", "status"},
+		},
+		"policies.yaml": {
+			defaults:  map[string]any{"spec.admission": true, "spec.background": true},
+			described: []string{"spec", "spec.rules[].validate", "status.conditions[]"},
+		},
+		"policyexceptions.yaml": {
+			described: []string{"spec", "spec.exceptions[]", "spec.match"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			raw, err := FS.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c struct {
+				Spec struct {
+					Versions []struct {
+						Schema struct {
+							OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+						} `json:"schema"`
+					} `json:"versions"`
+				} `json:"spec"`
+			}
+			if err := yaml.Unmarshal(raw, &c); err != nil {
+				t.Fatal(err)
+			}
+			root := c.Spec.Versions[0].Schema.OpenAPIV3Schema
+			for path, want := range tc.defaults {
+				if got := lookup(t, root, path)["default"]; got != want {
+					t.Errorf("%s: default %v, want %v", path, got, want)
+				}
+			}
+			for _, path := range tc.described {
+				if d, _ := lookup(t, root, path)["description"].(string); d == "" {
+					t.Errorf("%s: no description", path)
+				}
+			}
+			for _, path := range []string{"spec", "spec.match"} {
+				if name == "policyexceptions.yaml" || path == "spec" {
+					if lookup(t, root, path)["x-kubernetes-preserve-unknown-fields"] != true {
+						t.Errorf("%s: unknown fields are pruned", path)
+					}
+				}
+			}
+		})
+	}
+}
+
+// lookup follows a path of property names, "[]" after a name for an
+// array's items.
+func lookup(t *testing.T, s map[string]any, path string) map[string]any {
+	t.Helper()
+	for _, p := range strings.Split(path, ".") {
+		items := strings.HasSuffix(p, "[]")
+		props, _ := s["properties"].(map[string]any)
+		next, ok := props[strings.TrimSuffix(p, "[]")].(map[string]any)
+		if ok && items {
+			next, ok = next["items"].(map[string]any)
+		}
+		if !ok {
+			t.Fatalf("%s: no %s", path, p)
+		}
+		s = next
+	}
+	return s
 }

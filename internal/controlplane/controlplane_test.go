@@ -216,8 +216,8 @@ func TestClusterPolicyRoundTrip(t *testing.T) {
 	if got.GetNamespace() != "" {
 		t.Errorf("ClusterPolicy has namespace %q; it is cluster-scoped", got.GetNamespace())
 	}
-	// The spec is kept whole: the CRD preserves unknown fields; the
-	// webhook, not the schema, validates policies.
+	// The spec is kept whole: the CRD's schema types the fields Verdict
+	// knows and preserves the others; the webhook validates policies.
 	rules, _, _ := unstructured.NestedSlice(got.Object, "spec", "rules")
 	if len(rules) != 1 {
 		t.Fatalf("rules %v", rules)

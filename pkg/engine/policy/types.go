@@ -70,21 +70,53 @@ func (p *Policy) Key() string {
 
 // Spec is the body of a policy.
 type Spec struct {
-	Rules                            []Rule                  `json:"rules,omitempty"`
-	ApplyRules                       string                  `json:"applyRules,omitempty"`
-	FailurePolicy                    string                  `json:"failurePolicy,omitempty"`
-	ValidationFailureAction          string                  `json:"validationFailureAction,omitempty"`
+	// Rules are the policy's rules, evaluated in order; at least one.
+	Rules []Rule `json:"rules,omitempty"`
+	// ApplyRules is All (the default: every matching rule applies) or One
+	// (evaluation stops after the first rule that passes).
+	ApplyRules string `json:"applyRules,omitempty"`
+	// FailurePolicy is Fail (the default) or Ignore: whether the API server
+	// rejects requests when the webhook cannot answer for this policy, and
+	// whether an error of one of its rules denies.
+	FailurePolicy string `json:"failurePolicy,omitempty"`
+	// ValidationFailureAction is what a failing validate rule does: Enforce
+	// denies the request, Audit (the default) admits it and reports the
+	// failure. A rule's validate.failureAction overrides it.
+	ValidationFailureAction string `json:"validationFailureAction,omitempty"`
+	// ValidationFailureActionOverrides change the action in some
+	// namespaces; a rule's validate.failureActionOverrides replace them.
 	ValidationFailureActionOverrides []FailureActionOverride `json:"validationFailureActionOverrides,omitempty"`
-	EmitWarning                      *bool                   `json:"emitWarning,omitempty"`
-	Admission                        *bool                   `json:"admission,omitempty"`
-	Background                       *bool                   `json:"background,omitempty"`
-	SchemaValidation                 *bool                   `json:"schemaValidation,omitempty"`
-	WebhookTimeoutSeconds            *int32                  `json:"webhookTimeoutSeconds,omitempty"`
-	MutateExistingOnPolicyUpdate     bool                    `json:"mutateExistingOnPolicyUpdate,omitempty"`
-	GenerateExistingOnPolicyUpdate   *bool                   `json:"generateExistingOnPolicyUpdate,omitempty"`
-	GenerateExisting                 bool                    `json:"generateExisting,omitempty"`
-	UseServerSideApply               bool                    `json:"useServerSideApply,omitempty"`
-	WebhookConfiguration             any                     `json:"webhookConfiguration,omitempty"`
+	// EmitWarning is Kyverno's switch for admission warnings on mutate
+	// rules and Audit failures (default false).
+	EmitWarning *bool `json:"emitWarning,omitempty"`
+	// Admission is whether the rules apply to admission requests (default
+	// true).
+	Admission *bool `json:"admission,omitempty"`
+	// Background is whether background scans apply the rules to existing
+	// resources (default true). It must be false when a rule reads what
+	// only an admission request has (request.userInfo, for example).
+	Background *bool `json:"background,omitempty"`
+	// SchemaValidation is deprecated in Kyverno and ignored.
+	SchemaValidation *bool `json:"schemaValidation,omitempty"`
+	// WebhookTimeoutSeconds is Kyverno's per-policy webhook timeout.
+	WebhookTimeoutSeconds *int32 `json:"webhookTimeoutSeconds,omitempty"`
+	// MutateExistingOnPolicyUpdate applies the mutate rules to existing
+	// targets when the policy changes (deprecated in Kyverno for the
+	// rule's mutate.mutateExistingOnPolicyUpdate).
+	MutateExistingOnPolicyUpdate bool `json:"mutateExistingOnPolicyUpdate,omitempty"`
+	// GenerateExistingOnPolicyUpdate is the deprecated name of
+	// GenerateExisting.
+	GenerateExistingOnPolicyUpdate *bool `json:"generateExistingOnPolicyUpdate,omitempty"`
+	// GenerateExisting applies the generate rules to existing triggers
+	// when the policy is created or changes (deprecated in Kyverno for the
+	// rule's generate.generateExisting).
+	GenerateExisting bool `json:"generateExisting,omitempty"`
+	// UseServerSideApply makes generate and mutate-existing write with
+	// server-side apply.
+	UseServerSideApply bool `json:"useServerSideApply,omitempty"`
+	// WebhookConfiguration is Kyverno's per-policy webhook settings
+	// (failurePolicy, timeoutSeconds, matchConditions), kept as written.
+	WebhookConfiguration any `json:"webhookConfiguration,omitempty"`
 }
 
 // BackgroundEnabled reports whether background processing is on (the default).
@@ -100,22 +132,41 @@ type FailureActionOverride struct {
 	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
 }
 
-// Rule is one rule of a policy; exactly one of Validate, Mutate, Generate and
-// VerifyImages is set.
+// Rule is one rule of a policy; exactly one of validate, mutate, generate and
+// verifyImages is set.
 type Rule struct {
-	Name                   string            `json:"name"`
-	Context                []ContextEntry    `json:"context,omitempty"`
-	MatchResources         MatchResources    `json:"match"`
-	ExcludeResources       *MatchResources   `json:"exclude,omitempty"`
-	ImageExtractors        map[string][]any  `json:"imageExtractors,omitempty"`
-	RawAnyAllConditions    *Conditions       `json:"preconditions,omitempty"`
-	CELPreconditions       []any             `json:"celPreconditions,omitempty"`
-	Mutation               *Mutation         `json:"mutate,omitempty"`
-	Validation             *Validation       `json:"validate,omitempty"`
-	Generation             *Generation       `json:"generate,omitempty"`
-	VerifyImages           []any             `json:"verifyImages,omitempty"`
-	SkipBackgroundRequests *bool             `json:"skipBackgroundRequests,omitempty"`
-	ReportProperties       map[string]string `json:"reportProperties,omitempty"`
+	// Name identifies the rule in its policy, in results and in
+	// exceptions.
+	Name string `json:"name"`
+	// Context adds variables to the rule's context, in order.
+	Context []ContextEntry `json:"context,omitempty"`
+	// MatchResources selects the resources and requests the rule applies
+	// to.
+	MatchResources MatchResources `json:"match"`
+	// ExcludeResources leaves some of the matched resources and requests
+	// out.
+	ExcludeResources *MatchResources `json:"exclude,omitempty"`
+	// ImageExtractors say where images are in custom resources, by kind.
+	ImageExtractors map[string][]any `json:"imageExtractors,omitempty"`
+	// RawAnyAllConditions must hold for the rule to apply: an object with
+	// any and all condition lists, or a bare list (read as all).
+	RawAnyAllConditions *Conditions `json:"preconditions,omitempty"`
+	// CELPreconditions are Kyverno's CEL match conditions, kept as written.
+	CELPreconditions []any `json:"celPreconditions,omitempty"`
+	// Mutation makes this a mutate rule.
+	Mutation *Mutation `json:"mutate,omitempty"`
+	// Validation makes this a validate rule.
+	Validation *Validation `json:"validate,omitempty"`
+	// Generation makes this a generate rule.
+	Generation *Generation `json:"generate,omitempty"`
+	// VerifyImages makes this an image verification rule (kept as written).
+	VerifyImages []any `json:"verifyImages,omitempty"`
+	// SkipBackgroundRequests is Kyverno's switch to skip admission requests
+	// made by its own background controllers (default true).
+	SkipBackgroundRequests *bool `json:"skipBackgroundRequests,omitempty"`
+	// ReportProperties are Kyverno's extra properties for the rule's
+	// results in policy reports.
+	ReportProperties map[string]string `json:"reportProperties,omitempty"`
 }
 
 // Type names the kind of rule.
@@ -294,18 +345,33 @@ func (c *Conditions) IsEmpty() bool { return c == nil || (len(c.Any) == 0 && len
 
 // Validation is a validate rule.
 type Validation struct {
-	Message                 string                  `json:"message,omitempty"`
-	FailureAction           string                  `json:"failureAction,omitempty"`
-	FailureActionOverrides  []FailureActionOverride `json:"failureActionOverrides,omitempty"`
-	AllowExistingViolations *bool                   `json:"allowExistingViolations,omitempty"`
-	Pattern                 any                     `json:"pattern,omitempty"`
-	AnyPattern              []any                   `json:"anyPattern,omitempty"`
-	Deny                    *Deny                   `json:"deny,omitempty"`
-	ForEach                 []ForEachValidation     `json:"foreach,omitempty"`
-	PodSecurity             *PodSecurity            `json:"podSecurity,omitempty"`
-	CEL                     any                     `json:"cel,omitempty"`
-	Manifests               any                     `json:"manifests,omitempty"`
-	Assert                  any                     `json:"assert,omitempty"`
+	// Message is shown when the rule fails; it may hold variables.
+	Message string `json:"message,omitempty"`
+	// FailureAction is Enforce (deny) or Audit (admit and report); it
+	// overrides the policy's validationFailureAction.
+	FailureAction string `json:"failureAction,omitempty"`
+	// FailureActionOverrides change the action in some namespaces.
+	FailureActionOverrides []FailureActionOverride `json:"failureActionOverrides,omitempty"`
+	// AllowExistingViolations lets updates of resources that already
+	// failed the rule through (default true).
+	AllowExistingViolations *bool `json:"allowExistingViolations,omitempty"`
+	// Pattern is the shape the resource must have, with anchors and
+	// operators.
+	Pattern any `json:"pattern,omitempty"`
+	// AnyPattern passes when one of its patterns does.
+	AnyPattern []any `json:"anyPattern,omitempty"`
+	// Deny fails the rule when its conditions hold.
+	Deny *Deny `json:"deny,omitempty"`
+	// ForEach validates each element of lists the resource holds.
+	ForEach []ForEachValidation `json:"foreach,omitempty"`
+	// PodSecurity checks Pods against a Pod Security Standard level.
+	PodSecurity *PodSecurity `json:"podSecurity,omitempty"`
+	// CEL holds Kyverno's CEL expressions, kept as written.
+	CEL any `json:"cel,omitempty"`
+	// Manifests holds Kyverno's signed-manifest checks, kept as written.
+	Manifests any `json:"manifests,omitempty"`
+	// Assert holds a Kyverno assertion tree, kept as written.
+	Assert any `json:"assert,omitempty"`
 }
 
 // Deny fails the rule when its conditions hold.
@@ -426,10 +492,18 @@ type Exception struct {
 
 // ExceptionSpec says which resources are exempt from which rules.
 type ExceptionSpec struct {
-	Background  *bool                `json:"background,omitempty"`
-	Match       MatchResources       `json:"match"`
-	Conditions  *Conditions          `json:"conditions,omitempty"`
-	Exceptions  []ExceptionEntry     `json:"exceptions"`
+	// Background is whether the exception also applies in Kyverno's
+	// background scans (absent means true).
+	Background *bool `json:"background,omitempty"`
+	// Match selects the resources and requests the exception covers.
+	Match MatchResources `json:"match"`
+	// Conditions must hold for the exception to apply.
+	Conditions *Conditions `json:"conditions,omitempty"`
+	// Exceptions name the policies and rules the covered resources are
+	// exempt from.
+	Exceptions []ExceptionEntry `json:"exceptions"`
+	// PodSecurity exempts some values of some Pod Security controls of
+	// podSecurity rules.
 	PodSecurity []PodSecurityExclude `json:"podSecurity,omitempty"`
 }
 
