@@ -16,9 +16,11 @@ package roles
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -71,15 +73,37 @@ func newIndexer() cache.Indexer {
 	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{bySubject: subjectKeys})
 }
 
+// ErrNotSynced is returned by Start when the bindings were not listed in
+// time; the informers go on and the roles appear once they are.
+var ErrNotSynced = errors.New("roles: RoleBindings and ClusterRoleBindings not listed yet")
+
 // Start runs the informers until ctx ends and returns once they have
-// listed every binding, or ctx ended first. (Listing needs the list and
-// watch permissions on both kinds of binding.)
-func (r *Resolver) Start(ctx context.Context) error {
+// listed every binding, or after wait (ErrNotSynced), or when ctx ends.
+// The webhook does not wait longer: it must serve whatever its
+// dependencies do, and until the bindings are listed a user simply holds
+// no roles. (Listing needs the list and watch permissions on both kinds
+// of binding.)
+func (r *Resolver) Start(ctx context.Context, wait time.Duration) error {
 	r.start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
-		return fmt.Errorf("roles: RoleBindings and ClusterRoleBindings not listed: %w", ctx.Err())
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), r.synced...) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return ErrNotSynced
 	}
 	return nil
+}
+
+// Synced reports whether every binding has been listed.
+func (r *Resolver) Synced() bool {
+	for _, s := range r.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
 }
 
 // Roles returns the roles ("namespace:name") and cluster roles the user

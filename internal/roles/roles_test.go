@@ -1,13 +1,16 @@
 package roles
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 func roleBinding(ns, name, kind, role string, subjects ...rbacv1.Subject) *rbacv1.RoleBinding {
@@ -121,5 +124,30 @@ func BenchmarkRoles(b *testing.B) {
 		if roles, crs := r.Roles(u, "ns-42"); len(roles) != 1 || len(crs) != 1 {
 			b.Fatalf("%v %v", roles, crs)
 		}
+	}
+}
+
+// TestStartDoesNotWaitForever: when the bindings cannot be listed (a
+// missing permission, a slow API server), Start gives up after its wait
+// with ErrNotSynced, so that the webhook serves; the roles appear once
+// the informers catch up.
+func TestStartDoesNotWaitForever(t *testing.T) {
+	synced := false
+	r := newFromIndexers(newIndexer(), newIndexer())
+	r.start = func(<-chan struct{}) {}
+	r.synced = []cache.InformerSynced{func() bool { return synced }}
+	start := time.Now()
+	if err := r.Start(t.Context(), 300*time.Millisecond); !errors.Is(err, ErrNotSynced) {
+		t.Fatalf("Start = %v, want ErrNotSynced", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Start waited %s", d)
+	}
+	if r.Synced() {
+		t.Fatal("Synced before the informers listed")
+	}
+	synced = true
+	if err := r.Start(t.Context(), time.Second); err != nil || !r.Synced() {
+		t.Fatalf("after the list: %v, synced %v", err, r.Synced())
 	}
 }

@@ -242,7 +242,12 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := rr.Start(ctx); err != nil {
+	switch err := rr.Start(ctx, 10*time.Second); {
+	case errors.Is(err, roles.ErrNotSynced):
+		// Serve anyway: a webhook that waits on RBAC listing (a missing
+		// permission, a slow API server) would hold the cluster's writes.
+		log.Warn().Err(err).Msg("serving before the RBAC bindings are listed: until they are, match blocks naming roles or clusterRoles select no request")
+	case err != nil:
 		return err
 	}
 
