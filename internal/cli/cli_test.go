@@ -382,3 +382,29 @@ func TestOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestWithValues: values below request.object or request.oldObject are
+// written into a copy of the resource, as the reference CLI reads the
+// request's objects back from the context after setting the values.
+func TestWithValues(t *testing.T) {
+	obj := map[string]any{"kind": "Role", "metadata": map[string]any{"name": "r"}}
+	vals := map[string]any{
+		`request.object.metadata.annotations."example.com/team"`: "platform",
+		"request.oldObject.metadata.labels.old":                  "yes",
+		"request.operation":                                      "UPDATE",
+		"other":                                                  1,
+	}
+	got := withValues(obj, vals, "object")
+	if document.String(got, "metadata", "annotations", "example.com/team") != "platform" || document.String(got, "metadata", "labels", "old") != "" {
+		t.Fatalf("object: %v", got)
+	}
+	if _, ok := obj["metadata"].(map[string]any)["annotations"]; ok {
+		t.Fatal("the resource itself was changed")
+	}
+	if old := withValues(obj, vals, "oldObject"); document.String(old, "metadata", "labels", "old") != "yes" {
+		t.Fatalf("oldObject: %v", old)
+	}
+	if same := withValues(obj, map[string]any{"request.operation": "CREATE"}, "object"); document.String(same, "metadata", "name") != "r" {
+		t.Fatalf("no values below request.object: %v", same)
+	}
+}

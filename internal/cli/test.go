@@ -355,14 +355,38 @@ func (run *testRun) request(p *engine.Policy, obj map[string]any, operation stri
 	}
 	switch op {
 	case engine.OpDelete:
-		req.OldObject, req.Object = obj, nil
+		req.OldObject, req.Object = withValues(obj, vals, "oldObject"), nil
 	case engine.OpUpdate:
-		req.OldObject = obj
+		req.Object, req.OldObject = withValues(obj, vals, "object"), withValues(obj, vals, "oldObject")
+	default:
+		req.Object = withValues(obj, vals, "object")
 	}
 	if parent, sub, ok := run.values.subresourceOf(obj); ok {
 		req.ParentKind, req.SubResource = parent, sub
 	}
 	return req
+}
+
+// withValues returns obj with the values set below request.<field>
+// (`request.object.metadata.annotations."a/b": "x"`) written into a copy:
+// as in the reference CLI, which puts the values into the context and
+// reads the request's objects back from it, so matching sees them too.
+func withValues(obj map[string]any, vals map[string]any, field string) map[string]any {
+	var out map[string]any
+	for name, v := range vals {
+		keys := engine.SplitVariableName(name)
+		if len(keys) < 3 || keys[0] != "request" || keys[1] != field {
+			continue
+		}
+		if out == nil {
+			out = document.DeepCopyMap(obj)
+		}
+		document.SetPathKeys(out, keys[2:], v)
+	}
+	if out == nil {
+		return obj
+	}
+	return out
 }
 
 // evaluate runs every policy on every resource, as operation when one is

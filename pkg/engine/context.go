@@ -49,7 +49,7 @@ func (c *evalContext) put(name string, value any) {
 // set stores value under a dotted name ("a.b.c"), copying the maps on the
 // way so that clones sharing them are not affected.
 func (c *evalContext) set(name string, value any) {
-	c.setKeys(splitVariableName(name), value)
+	c.setKeys(SplitVariableName(name), value)
 }
 
 func (c *evalContext) setKeys(keys []string, value any) {
@@ -70,9 +70,10 @@ func (c *evalContext) setKeys(keys []string, value any) {
 	}
 }
 
-// splitVariableName splits a dotted variable name; quoted segments
-// ("a"."b.c") keep their dots.
-func splitVariableName(name string) []string {
+// SplitVariableName splits a dotted variable name, as values files and
+// Request.Values write them, into keys; quoted segments
+// (`metadata.annotations."example.com/x"`) keep their dots.
+func SplitVariableName(name string) []string {
 	if !strings.Contains(name, `"`) {
 		return strings.Split(name, ".")
 	}
