@@ -36,7 +36,7 @@ func (rv *review) dryRun() bool { return rv.req.DryRun != nil && *rv.req.DryRun 
 // namespace is the namespace a namespaceSelector looks at: the request's,
 // or for a Namespace its own name.
 func (rv *review) namespace() string {
-	if rv.req.Resource.Group == "" && rv.req.Resource.Resource == "namespaces" && rv.req.Namespace == "" {
+	if rv.isNamespace() && rv.req.Namespace == "" {
 		return rv.req.Name
 	}
 	return rv.req.Namespace
@@ -70,10 +70,17 @@ func (rv *review) ref() ResourceRef {
 	if r.Name == "" {
 		r.Name = rv.req.Name
 	}
-	if r.Namespace == "" {
+	if r.Namespace == "" && !rv.isNamespace() {
+		// (For a Namespace the API server puts its own name in the
+		// request's namespace; the object is cluster-scoped.)
 		r.Namespace = rv.req.Namespace
 	}
 	return r
+}
+
+// isNamespace reports whether the request is about a Namespace.
+func (rv *review) isNamespace() bool {
+	return rv.req.Resource.Group == "" && rv.req.Resource.Resource == "namespaces"
 }
 
 // decodeReview reads an admission.k8s.io/v1 AdmissionReview request. Every

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func FuzzDecodeReview(f *testing.F) {
@@ -43,4 +44,34 @@ func FuzzDecodeReview(f *testing.F) {
 		_ = terminating(rv)
 		_ = engineRequest(rv, nil)
 	})
+}
+
+// TestRefOfNamespace: the API server puts a Namespace's own name in the
+// request's namespace; the reference of the resource (what results and
+// work items name) has none, as the Namespace is cluster-scoped, while a
+// namespaced object without metadata.namespace takes the request's.
+func TestRefOfNamespace(t *testing.T) {
+	ns := reviewOf(t, admissionv1.Create, namespaceObj("team-a"), func(r *admissionv1.AdmissionRequest) {
+		r.Namespace = "team-a"
+		r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	})
+	rv, err := decodeReview(mustJSON(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := rv.ref(); ref.Namespace != "" || ref.Name != "team-a" || ref.Kind != "Namespace" {
+		t.Fatalf("ref of a Namespace: %+v", ref)
+	}
+	if got := rv.namespace(); got != "team-a" {
+		t.Fatalf("namespace for namespaceSelector = %q", got)
+	}
+	p := pod("p")
+	delete(p["metadata"].(map[string]any), "namespace")
+	podReview := reviewOf(t, admissionv1.Create, p, func(r *admissionv1.AdmissionRequest) { r.Namespace = "team-b" })
+	if rv, err = decodeReview(mustJSON(t, podReview)); err != nil {
+		t.Fatal(err)
+	}
+	if ref := rv.ref(); ref.Namespace != "team-b" {
+		t.Fatalf("ref of a Pod without metadata.namespace: %+v", ref)
+	}
 }
