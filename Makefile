@@ -5,13 +5,17 @@ GOFLAGS   ?=
 PKGS      := ./...
 LINT_VER  := v2.15.0
 
-.PHONY: all build test unit e2e controlplane conformance bench lint fmt vet demo clean verify crds verify-crds
+.PHONY: all build services test unit e2e controlplane conformance bench lint fmt vet demo clean verify crds verify-crds
 
 all: build
 
 ## build: compile the verdict CLI into bin/
 build:
 	$(GO) build $(GOFLAGS) -o $(BIN)/verdict ./cmd/verdict
+
+## services: compile the services (webhook, reporter, generator) into bin/
+services:
+	$(GO) build $(GOFLAGS) -o $(BIN)/ ./services/webhook ./services/reporter ./services/generator
 
 # The local control plane's binaries (built once, cached in .cache/).
 CONTROLPLANE_BIN = $$(./hack/controlplane.sh)
@@ -25,7 +29,7 @@ unit:
 	$(GO) test $(GOFLAGS) -count=1 -short $(PKGS)
 
 # Packages whose tests run against the real control plane.
-E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/demo/...
+E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/generatorapp/... ./internal/demo/...
 
 ## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane first
 e2e: controlplane

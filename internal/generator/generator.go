@@ -1,0 +1,548 @@
+package generator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/verify"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// FieldManager is the field manager of every write of the generator.
+const FieldManager = "verdict-generator"
+
+// ErrInvalidOption is wrapped by the errors of bad options.
+var ErrInvalidOption = errors.New("generator: invalid option")
+
+var namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// Option configures New.
+type Option func(*options) error
+
+type options struct {
+	concurrency  int
+	attempts     int
+	retryMin     time.Duration
+	retryMax     time.Duration
+	drainTimeout time.Duration
+	reg          prometheus.Registerer
+	log          zerolog.Logger
+}
+
+// WithConcurrency sets how many work items one replica works on at once.
+// Default 4.
+func WithConcurrency(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: concurrency %d", ErrInvalidOption, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// WithAttempts bounds the deliveries of an item that keeps failing
+// transiently before it is dead-lettered. Default 10 (a trigger not yet
+// stored is asked about again within the checker's grace period, each
+// time an attempt).
+func WithAttempts(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: attempts %d", ErrInvalidOption, n)
+		}
+		o.attempts = n
+		return nil
+	}
+}
+
+// WithRetryDelays sets the backoff of transient failures: min for the
+// first redelivery, doubling up to max. Default 1s to 1m.
+func WithRetryDelays(minDelay, maxDelay time.Duration) Option {
+	return func(o *options) error {
+		if minDelay <= 0 || maxDelay < minDelay {
+			return fmt.Errorf("%w: retry delays %s..%s", ErrInvalidOption, minDelay, maxDelay)
+		}
+		o.retryMin, o.retryMax = minDelay, maxDelay
+		return nil
+	}
+}
+
+// WithDrainTimeout bounds the wait for items in flight at shutdown.
+// Default 30s.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: drain timeout %s", ErrInvalidOption, d)
+		}
+		o.drainTimeout = d
+		return nil
+	}
+}
+
+// WithRegisterer sets where the metrics are registered (default: a
+// registry of their own).
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil registerer", ErrInvalidOption)
+		}
+		o.reg = reg
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: none).
+func WithLogger(log zerolog.Logger) Option {
+	return func(o *options) error { o.log = log; return nil }
+}
+
+// Generator works the generate items of VERDICT_WORK.
+type Generator struct {
+	conn   *queue.Conn
+	dyn    dynamic.Interface
+	mapper meta.ResettableRESTMapper
+	check  *verify.Checker
+	eng    *engine.Engine
+	m      *Metrics
+	o      options
+}
+
+// New prepares a generator: items come from conn (the generator's
+// durable consumer), triggers are checked with check, objects are read
+// and written through dyn and mapper, and policies evaluated with eng.
+func New(conn *queue.Conn, dyn dynamic.Interface, mapper meta.ResettableRESTMapper, check *verify.Checker, eng *engine.Engine, opts ...Option) (*Generator, error) {
+	if conn == nil || dyn == nil || mapper == nil || check == nil || eng == nil {
+		return nil, fmt.Errorf("%w: a generator needs a connection, a dynamic client, a REST mapper, a checker and an engine", ErrInvalidOption)
+	}
+	o := options{concurrency: 4, attempts: 10, retryMin: time.Second, retryMax: time.Minute, drainTimeout: 30 * time.Second, log: zerolog.Nop()}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.reg == nil {
+		o.reg = prometheus.NewRegistry()
+	}
+	m, err := NewMetrics(o.reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Generator{conn: conn, dyn: dyn, mapper: mapper, check: check, eng: eng, m: m, o: o}, nil
+}
+
+// Run works items until ctx ends, then drains (see queue.Runner.Run).
+func (g *Generator) Run(ctx context.Context) error {
+	r, err := g.conn.NewRunner(queue.StreamWork, queue.ConsumerGenerator, g.handle,
+		queue.WithConcurrency(g.o.concurrency),
+		queue.WithMaxDeliver(g.o.attempts),
+		queue.WithRetryDelays(g.o.retryMin, g.o.retryMax),
+		queue.WithDrainTimeout(g.o.drainTimeout),
+		queue.WithPrefetch(2*g.o.concurrency),
+	)
+	if err != nil {
+		return err
+	}
+	return r.Run(g.o.log.WithContext(ctx))
+}
+
+// result is what became of one item: the runner's outcome and the
+// metric's outcome and reason.
+type result struct {
+	out     queue.Outcome
+	outcome string
+	reason  string
+	detail  string
+}
+
+func processed() result {
+	return result{out: queue.Done(), outcome: OutcomeProcessed, reason: ReasonApplied}
+}
+
+func skipped(reason, detail string) result {
+	return result{out: queue.Done(), outcome: OutcomeSkipped, reason: reason, detail: detail}
+}
+
+func retried(reason string, err error) result {
+	return result{out: queue.Retry().Because(err), outcome: OutcomeRetried, reason: reason, detail: err.Error()}
+}
+
+func retriedAfter(d time.Duration, reason, detail string) result {
+	return result{out: queue.RetryAfter(d).Because(errors.New(detail)), outcome: OutcomeRetried, reason: reason, detail: detail}
+}
+
+func poisoned(reason, detail string) result {
+	return result{out: queue.Poison(reason + ": " + detail), outcome: OutcomeDeadLettered, reason: reason, detail: detail}
+}
+
+// handle works one item and counts what became of it. A retry on the
+// last attempt is counted as dead-lettered: the runner sends it to
+// VERDICT_DEAD.
+func (g *Generator) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
+	start := time.Now()
+	res := g.work(ctx, m)
+	if res.outcome == OutcomeRetried && m.Delivery >= uint64(g.o.attempts) {
+		res.outcome = OutcomeDeadLettered
+	}
+	g.m.count(res.outcome, res.reason)
+	g.m.duration.Observe(time.Since(start).Seconds())
+	ev := g.o.log.Debug()
+	switch res.outcome {
+	case OutcomeRetried:
+		ev = g.o.log.Info()
+	case OutcomeDeadLettered:
+		ev = g.o.log.Warn()
+	}
+	ev.Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Str(logKeyOutcome, res.outcome).
+		Str(logKeyReason, res.reason).Str(logKeyDetail, res.detail).Msg("workItemHandled")
+	return res.out
+}
+
+// Log keys.
+const (
+	logKeySubject  = "subject"
+	logKeyDelivery = "delivery"
+	logKeyOutcome  = "outcome"
+	logKeyReason   = "reason"
+	logKeyDetail   = "detail"
+)
+
+// work checks the item against the API, evaluates the rule with the
+// policy as stored now, and applies what it generates.
+func (g *Generator) work(ctx context.Context, m *queue.Msg) result {
+	var item events.WorkItem
+	if err := json.Unmarshal(m.Data, &item); err != nil {
+		return poisoned(ReasonUndecodable, "decode work item: "+err.Error())
+	}
+	if item.Kind != events.WorkGenerate {
+		return poisoned(ReasonUnsupported, fmt.Sprintf("work kind %q is not built yet (the generator works generate items only)", item.Kind))
+	}
+	if item.Policy.Key == "" || item.Rule == "" {
+		return poisoned(ReasonInvalidItem, "the work item names no policy or no rule")
+	}
+
+	trigger, res, ok := g.trigger(ctx, m, item.Trigger)
+	if !ok {
+		return res
+	}
+	pol, res, ok := g.policy(ctx, item.Policy)
+	if !ok {
+		return res
+	}
+	rule := findRule(pol, item.Rule)
+	if rule == nil || rule.Generation == nil {
+		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
+	}
+	if clones(rule.Generation) {
+		return poisoned(ReasonUnsupported, fmt.Sprintf("rule %s of policy %s clones: clone and cloneList are not built yet", item.Rule, item.Policy.Key))
+	}
+	excs, err := g.exceptions(ctx)
+	if err != nil {
+		return retried(ReasonAPIError, err)
+	}
+	req, err := g.request(ctx, item, trigger)
+	if err != nil {
+		return retried(ReasonAPIError, err)
+	}
+	resp := g.eng.Generate(ctx, req, pol, excs)
+	if err := ctx.Err(); err != nil {
+		return retried(ReasonEvaluationError, fmt.Errorf("evaluation cut short: %w", err))
+	}
+	var rr *engine.RuleResponse
+	for i := range resp.Rules {
+		if resp.Rules[i].Name == item.Rule {
+			rr = &resp.Rules[i]
+			break
+		}
+	}
+	switch {
+	case rr == nil:
+		return skipped(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now")
+	case rr.Status == engine.StatusError:
+		return retried(ReasonEvaluationError, fmt.Errorf("rule %s: %s", rr.Name, rr.Message))
+	case rr.Status != engine.StatusPass:
+		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("rule %s: %s %s", rr.Name, rr.Status, rr.Message))
+	}
+
+	gvk := trigger.GroupVersionKind()
+	labels := Labels(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, item.Rule,
+		Trigger{GVK: gvk, Namespace: trigger.GetNamespace(), Name: trigger.GetName(), UID: string(trigger.GetUID())})
+	writes := make([]write, 0, len(rr.Generated))
+	for _, obj := range rr.Generated {
+		w, res, ok := g.prepare(obj, pol.Raw, labels)
+		if !ok {
+			return res
+		}
+		writes = append(writes, w)
+	}
+	for _, w := range writes {
+		if res, ok := g.apply(ctx, w); !ok {
+			return res
+		}
+	}
+	return processed()
+}
+
+// trigger reads the item's trigger from the API: it must exist with the
+// item's uid (a CREATE is published before the object is stored: the
+// checker's grace period covers that) and not be on its way out.
+func (g *Generator) trigger(ctx context.Context, m *queue.Msg, ref events.ResourceRef) (*unstructured.Unstructured, result, bool) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || ref.Kind == "" || ref.Name == "" || ref.UID == "" {
+		return nil, poisoned(ReasonInvalidItem, "the trigger reference names no object"), false
+	}
+	mapping, err := g.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			g.mapper.Reset()
+			return nil, retried(ReasonKindNotServed, fmt.Errorf("the trigger's kind: %w", err)), false
+		}
+		return nil, retried(ReasonAPIError, fmt.Errorf("the trigger's kind: %w", err)), false
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		// The admission request of a cluster-scoped object may carry a
+		// namespace (a Namespace's own name): it is no part of the
+		// object's identity.
+		ref.Namespace = ""
+	}
+	st, err := g.check.Check(ctx, ref, m.Published)
+	switch {
+	case err != nil:
+		return nil, retried(ReasonAPIError, fmt.Errorf("check the trigger: %w", err)), false
+	case st == verify.Pending:
+		return nil, retriedAfter(g.check.RetryIn(m.Published), ReasonTriggerPending, "the trigger is not stored yet"), false
+	case st == verify.Invalid:
+		return nil, poisoned(ReasonInvalidItem, "the trigger reference names no object"), false
+	case st == verify.NotFound:
+		return nil, skipped(ReasonTriggerNotFound, "the trigger does not exist"), false
+	case st == verify.UIDMismatch:
+		return nil, skipped(ReasonTriggerUIDMismatch, "the trigger's name belongs to an object with another uid"), false
+	case st == verify.Future:
+		return nil, skipped(ReasonTriggerFuture, "the item claims a trigger version the object has not reached"), false
+	}
+	obj, err := g.resource(mapping, ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, skipped(ReasonTriggerNotFound, "the trigger is gone"), false
+	case err != nil:
+		return nil, retried(ReasonAPIError, fmt.Errorf("read the trigger: %w", err)), false
+	case string(obj.GetUID()) != ref.UID:
+		return nil, skipped(ReasonTriggerUIDMismatch, "the trigger's name belongs to an object with another uid"), false
+	case obj.GetDeletionTimestamp() != nil:
+		return nil, skipped(ReasonTriggerDeleting, "the trigger is being deleted"), false
+	}
+	return obj, result{}, true
+}
+
+// policy reads the item's policy from the API and compiles its current
+// spec. A policy deleted, or replaced by another of the same name, ends
+// the item.
+func (g *Generator) policy(ctx context.Context, ref events.PolicyRef) (*engine.Policy, result, bool) {
+	ns, name, namespaced := strings.Cut(ref.Key, "/")
+	var ri dynamic.ResourceInterface = g.dyn.Resource(policycache.ClusterPolicies)
+	if namespaced {
+		ri = g.dyn.Resource(policycache.Policies).Namespace(ns)
+	} else {
+		name = ns
+	}
+	if name == "" || (namespaced && ns == "") {
+		return nil, poisoned(ReasonInvalidItem, fmt.Sprintf("policy key %q", ref.Key)), false
+	}
+	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, skipped(ReasonPolicyGone, fmt.Sprintf("policy %s is gone", ref.Key)), false
+	case err != nil:
+		return nil, retried(ReasonAPIError, fmt.Errorf("read policy %s: %w", ref.Key, err)), false
+	case ref.UID != "" && string(obj.GetUID()) != ref.UID:
+		return nil, skipped(ReasonPolicyReplaced, fmt.Sprintf("policy %s was deleted and created again", ref.Key)), false
+	}
+	raw, err := policy.PolicyFromObject(obj.Object)
+	if err != nil {
+		return nil, poisoned(ReasonPolicyInvalid, fmt.Sprintf("policy %s: %v", ref.Key, err)), false
+	}
+	p, err := g.eng.Compile(raw)
+	if err != nil {
+		return nil, poisoned(ReasonPolicyInvalid, err.Error()), false
+	}
+	return p, result{}, true
+}
+
+// exceptions lists the PolicyExceptions (none when their kind is not
+// served). One that does not parse is left out, as the webhook leaves it
+// out.
+func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error) {
+	list, err := g.dyn.Resource(policycache.PolicyExceptions).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("list policy exceptions: %w", err)
+	}
+	out := make([]*policy.Exception, 0, len(list.Items))
+	for i := range list.Items {
+		e, err := policy.ExceptionFromObject(list.Items[i].Object)
+		if err != nil {
+			g.o.log.Warn().Err(err).Str("exception", list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()).Msg("exceptionLeftOut")
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// request is the engine request of the trigger as it is now: the
+// admission's operation (CREATE or UPDATE; CREATE otherwise) and requester,
+// and the labels of the trigger's namespace.
+func (g *Generator) request(ctx context.Context, item events.WorkItem, trigger *unstructured.Unstructured) (*engine.Request, error) {
+	op := item.Operation
+	if op != engine.OpCreate && op != engine.OpUpdate {
+		op = engine.OpCreate
+	}
+	req := &engine.Request{Operation: op, Object: trigger.Object, Name: trigger.GetName(), UserInfo: item.UserInfo}
+	if ns := trigger.GetNamespace(); ns != "" && trigger.GetKind() != "Namespace" {
+		nsObj, err := g.dyn.Resource(namespaces).Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("labels of namespace %s: %w", ns, err)
+		}
+		req.NamespaceLabels = nsObj.GetLabels()
+	}
+	return req, nil
+}
+
+// write is one generated object, ready to apply.
+type write struct {
+	mapping *meta.RESTMapping
+	obj     *unstructured.Unstructured
+}
+
+// prepare checks one generated object (its kind is served, its namespace
+// fits its scope and the policy) and labels it.
+func (g *Generator) prepare(obj map[string]any, pol *policy.Policy, labels map[string]string) (write, result, bool) {
+	u := &unstructured.Unstructured{Object: obj}
+	gvk := u.GroupVersionKind()
+	what := fmt.Sprintf("%s %s", gvk.Kind, path(u.GetNamespace(), u.GetName()))
+	if gvk.Kind == "" || gvk.Version == "" || u.GetName() == "" {
+		return write{}, poisoned(ReasonRefused, "a generated object needs an apiVersion, a kind and a name: "+what), false
+	}
+	mapping, err := g.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			g.mapper.Reset()
+			return write{}, retried(ReasonKindNotServed, fmt.Errorf("generated %s: %w", what, err)), false
+		}
+		return write{}, retried(ReasonAPIError, fmt.Errorf("generated %s: %w", what, err)), false
+	}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		if u.GetNamespace() == "" {
+			return write{}, poisoned(ReasonRefused, fmt.Sprintf("generated %s is namespaced and has no namespace", what)), false
+		}
+	} else {
+		u.SetNamespace("")
+	}
+	if err := namespaceAllowed(pol, u.GetNamespace()); err != nil {
+		return write{}, poisoned(ReasonNamespaceForbidden, fmt.Sprintf("generated %s: %v", what, err)), false
+	}
+	merged := u.GetLabels()
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	for k, v := range labels {
+		merged[k] = v
+	}
+	u.SetLabels(merged)
+	return write{mapping: mapping, obj: u}, result{}, true
+}
+
+// namespaceAllowed says whether pol may generate into namespace (empty:
+// a cluster-scoped object): a namespaced Policy only into its own.
+func namespaceAllowed(pol *policy.Policy, namespace string) error {
+	if !pol.Namespaced() || namespace == pol.Metadata.Namespace {
+		return nil
+	}
+	if namespace == "" {
+		return fmt.Errorf("policy %s is namespaced and may not generate cluster-scoped resources", pol.Key())
+	}
+	return fmt.Errorf("policy %s is namespaced and may generate only into namespace %s, not %s", pol.Key(), pol.Metadata.Namespace, namespace)
+}
+
+// apply writes one object with server-side apply (one field manager,
+// force): applying the same object again changes nothing.
+func (g *Generator) apply(ctx context.Context, w write) (result, bool) {
+	_, err := g.resource(w.mapping, w.obj.GetNamespace()).Apply(ctx, w.obj.GetName(), w.obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err == nil {
+		g.m.resources.WithLabelValues(w.obj.GetKind()).Inc()
+		return result{}, true
+	}
+	what := fmt.Sprintf("apply %s %s", w.obj.GetKind(), path(w.obj.GetNamespace(), w.obj.GetName()))
+	if Permanent(err) {
+		return poisoned(ReasonRefused, fmt.Sprintf("%s: %v", what, err)), false
+	}
+	return retried(ReasonAPIError, fmt.Errorf("%s: %w", what, err)), false
+}
+
+// Permanent reports whether the API server's refusal of a write will not
+// change by trying again: the object is invalid, the request malformed,
+// or the write forbidden (RBAC, a namespace being terminated: an
+// operator must act; a dead letter can be re-queued after the fix).
+// Everything else (timeouts, conflicts, throttling, unavailability, a
+// namespace not found yet) is transient.
+func Permanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsNotAcceptable(err) ||
+		apierrors.IsUnsupportedMediaType(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+func (g *Generator) resource(mapping *meta.RESTMapping, namespace string) dynamic.ResourceInterface {
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		return g.dyn.Resource(mapping.Resource).Namespace(namespace)
+	}
+	return g.dyn.Resource(mapping.Resource)
+}
+
+// findRule is the policy's rule named name.
+func findRule(p *engine.Policy, name string) *engine.Rule {
+	for _, r := range p.Rules {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// clones reports whether a generate rule copies existing resources
+// (clone or cloneList, at its top or in a foreach).
+func clones(g *policy.Generation) bool {
+	if g.Clone != nil && (g.Clone.Name != "" || g.Clone.Namespace != "") || g.CloneList != nil {
+		return true
+	}
+	for _, fe := range g.ForEach {
+		if fe.Clone != nil && (fe.Clone.Name != "" || fe.Clone.Namespace != "") || fe.CloneList != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func path(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}

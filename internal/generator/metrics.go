@@ -1,0 +1,78 @@
+package generator
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of a work item, the outcome label of
+// verdict_generator_work_items_total.
+const (
+	// OutcomeProcessed: the generated resources were applied.
+	OutcomeProcessed = "processed"
+	// OutcomeSkipped: done without a write, for a reason (the trigger or
+	// the policy is gone, the rule no longer triggers).
+	OutcomeSkipped = "skipped"
+	// OutcomeRetried: a transient failure; delivered again after backoff.
+	OutcomeRetried = "retried"
+	// OutcomeDeadLettered: sent to VERDICT_DEAD with its reason (at once
+	// for what can never succeed, after the last attempt otherwise).
+	OutcomeDeadLettered = "deadLettered"
+)
+
+// Reasons, the reason label.
+const (
+	ReasonApplied            = "applied"
+	ReasonTriggerNotFound    = "triggerNotFound"
+	ReasonTriggerUIDMismatch = "triggerUIDMismatch"
+	ReasonTriggerFuture      = "triggerFuture"
+	ReasonTriggerDeleting    = "triggerDeleting"
+	ReasonTriggerPending     = "triggerPending"
+	ReasonPolicyGone         = "policyGone"
+	ReasonPolicyReplaced     = "policyReplaced"
+	ReasonRuleNotTriggered   = "ruleNotTriggered"
+	ReasonAPIError           = "apiError"
+	ReasonEvaluationError    = "evaluationError"
+	ReasonUndecodable        = "undecodable"
+	ReasonInvalidItem        = "invalidItem"
+	ReasonUnsupported        = "unsupported"
+	ReasonPolicyInvalid      = "policyInvalid"
+	ReasonNamespaceForbidden = "namespaceForbidden"
+	ReasonRefused            = "refusedByAPI"
+	ReasonKindNotServed      = "kindNotServed"
+)
+
+// Metrics are the generator's metrics.
+type Metrics struct {
+	items     *prometheus.CounterVec
+	resources *prometheus.CounterVec
+	duration  prometheus.Histogram
+}
+
+// NewMetrics registers the generator's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdict_generator_work_items_total",
+			Help: "Generate work items by outcome (processed, skipped, retried, deadLettered) and reason.",
+		}, []string{"outcome", "reason"}),
+		resources: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdict_generator_resources_applied_total",
+			Help: "Generated resources written with server-side apply, by kind.",
+		}, []string{"kind"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "verdict_generator_work_item_duration_seconds",
+			Help:    "Time to work one generate item (checks, evaluation, writes).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.items, m.resources, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register generator metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) count(outcome, reason string) { m.items.WithLabelValues(outcome, reason).Inc() }

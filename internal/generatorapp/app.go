@@ -1,0 +1,232 @@
+// Package generatorapp is the generator service: its Config, the clients
+// it needs and Run, which provisions the streams and the generator's
+// durable consumer, serves /metrics, /healthz and /readyz, and runs
+// internal/generator until its context ends.
+package generatorapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/verdict-dev/verdict/internal/generator"
+	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/service"
+	"github.com/verdict-dev/verdict/internal/verify"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// ErrInvalidConfig wraps configuration errors.
+var ErrInvalidConfig = errors.New("invalid generator config")
+
+// Config is the generator service's configuration.
+type Config struct {
+	// Kube is how the generator reaches the API server.
+	Kube service.KubeConfig
+	// NATS is the JetStream connection and the streams' replicas and
+	// limits (the same on every service).
+	NATS service.NATSConfig
+
+	// VerifyGrace is how long after a work item was stored its trigger
+	// may still be missing (the webhook publishes before the object is
+	// stored) before the item is skipped as triggerNotFound.
+	VerifyGrace time.Duration
+	// Concurrency is how many work items a replica works on at once.
+	Concurrency int
+	// AckWait is how long a replica may hold an item without a sign of
+	// life before JetStream gives it to another.
+	AckWait time.Duration
+	// Attempts bounds the deliveries of an item that keeps failing
+	// transiently before it is dead-lettered.
+	Attempts int
+	// RetryMin and RetryMax are the backoff of retries: RetryMin first,
+	// doubling up to RetryMax.
+	RetryMin time.Duration
+	RetryMax time.Duration
+	// ShutdownTimeout bounds the wait for items in flight at SIGTERM.
+	ShutdownTimeout time.Duration
+
+	// ProbeAddress serves /metrics, /healthz and /readyz over plain HTTP
+	// (empty: none).
+	ProbeAddress string
+	Log          service.LogConfig
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Kube:            service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
+		NATS:            service.DefaultNATSConfig(),
+		VerifyGrace:     30 * time.Second,
+		Concurrency:     8,
+		AckWait:         30 * time.Second,
+		Attempts:        10,
+		RetryMin:        time.Second,
+		RetryMax:        time.Minute,
+		ShutdownTimeout: 30 * time.Second,
+		ProbeAddress:    ":8080",
+		Log:             service.DefaultLogConfig(),
+	}
+}
+
+// Validate checks the config and returns every problem, wrapped in
+// ErrInvalidConfig.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Log.Validate()} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.VerifyGrace < time.Second {
+		errs = append(errs, fmt.Errorf("verify grace %s: at least 1s", c.VerifyGrace))
+	}
+	if c.Concurrency < 1 || c.Concurrency > 500 {
+		errs = append(errs, fmt.Errorf("concurrency %d: 1 to 500", c.Concurrency))
+	}
+	if c.AckWait < 3*time.Second {
+		errs = append(errs, fmt.Errorf("ack wait %s: at least 3s", c.AckWait))
+	}
+	if c.Attempts < 1 {
+		errs = append(errs, fmt.Errorf("attempts %d must be positive", c.Attempts))
+	}
+	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
+		errs = append(errs, fmt.Errorf("retry delays %s to %s: positive, the first no longer than the last", c.RetryMin, c.RetryMax))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout %s must be positive", c.ShutdownTimeout))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Run works generate items until ctx ends, then drains: items in flight
+// finish (or are given back) before it returns. client-go logs through
+// klog: route it first (kube.RouteKlog, at start-up).
+func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	ctx = log.WithContext(ctx)
+	rc, err := cfg.Kube.REST("verdict-generator")
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	meta, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	check, err := verify.New(meta, mapper, verify.WithGrace(cfg.VerifyGrace))
+	if err != nil {
+		return err
+	}
+	loader, err := policycache.NewLoader(kube)
+	if err != nil {
+		return err
+	}
+	eng, err := engine.New(engine.WithContextLoader(loader))
+	if err != nil {
+		return err
+	}
+	reg := service.NewRegistry()
+	conn, err := queue.Connect(ctx, cfg.NATS.ConnOptions("verdict-generator", log, reg)...)
+	if err != nil {
+		return fmt.Errorf("connect to NATS: %w", err)
+	}
+	defer conn.Close()
+	// Every replica provisions the streams and its consumer (idempotent);
+	// the runner waits for the consumer if this fails now.
+	if err := conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
+		log.Warn().Err(err).Msg("streamsNotProvisioned")
+	}
+	g, err := generator.New(conn, dyn, mapper, check, eng,
+		generator.WithConcurrency(cfg.Concurrency),
+		generator.WithAttempts(cfg.Attempts),
+		generator.WithRetryDelays(cfg.RetryMin, cfg.RetryMax),
+		generator.WithDrainTimeout(cfg.ShutdownTimeout),
+		generator.WithRegisterer(reg),
+		generator.WithLogger(log),
+	)
+	if err != nil {
+		return err
+	}
+	if cfg.ProbeAddress != "" {
+		stop, err := serveProbes(ctx, cfg.ProbeAddress, reg, conn, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	log.Info().Msg("generatorStarted")
+	err = g.Run(ctx)
+	log.Info().Err(err).Msg("generatorStopped")
+	return err
+}
+
+// provisionOptions are the streams and the consumer the generator
+// provisions.
+func provisionOptions(cfg Config) []queue.ProvisionOption {
+	spec, _ := queue.DefaultConsumer(queue.ConsumerGenerator)
+	spec.AckWait = cfg.AckWait
+	return append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(spec))
+}
+
+// serveProbes serves /metrics, /healthz and /readyz (ready while
+// connected to NATS) until stop is called.
+func serveProbes(ctx context.Context, addr string, reg *prometheus.Registry, conn *queue.Conn, log zerolog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for probes: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !conn.Connected() {
+			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("probeServerFailed")
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}

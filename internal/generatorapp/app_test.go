@@ -1,0 +1,412 @@
+package generatorapp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/verdict-dev/verdict/internal/controlplane"
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/generator"
+	"github.com/verdict-dev/verdict/internal/generatorapp"
+	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/webhookapp"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := map[string]struct {
+		mod  func(*generatorapp.Config)
+		want string
+	}{
+		"defaults":         {mod: func(*generatorapp.Config) {}},
+		"no nats":          {mod: func(c *generatorapp.Config) { c.NATS.URLs = nil }, want: "nats-url"},
+		"zero concurrency": {mod: func(c *generatorapp.Config) { c.Concurrency = 0 }, want: "concurrency 0"},
+		"huge concurrency": {mod: func(c *generatorapp.Config) { c.Concurrency = 501 }, want: "concurrency 501"},
+		"short ack wait":   {mod: func(c *generatorapp.Config) { c.AckWait = time.Second }, want: "ack wait"},
+		"no attempts":      {mod: func(c *generatorapp.Config) { c.Attempts = 0 }, want: "attempts 0"},
+		"retries reversed": {mod: func(c *generatorapp.Config) { c.RetryMin, c.RetryMax = time.Minute, time.Second }, want: "retry delays"},
+		"no grace":         {mod: func(c *generatorapp.Config) { c.VerifyGrace = 0 }, want: "verify grace"},
+		"no shutdown":      {mod: func(c *generatorapp.Config) { c.ShutdownTimeout = 0 }, want: "shutdown timeout"},
+		"bad api qps":      {mod: func(c *generatorapp.Config) { c.Kube.QPS = -1 }, want: "api-qps"},
+		"bad log format":   {mod: func(c *generatorapp.Config) { c.Log.Format = "xml" }, want: "log-format"},
+		"several problems": {mod: func(c *generatorapp.Config) { c.Attempts, c.Concurrency = 0, 0 }, want: "attempts 0"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := generatorapp.DefaultConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, generatorapp.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want generatorapp.ErrInvalidConfig about %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// addDefaults generates a ConfigMap into every new Namespace.
+const addDefaults = `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata: {name: add-defaults}
+spec:
+  rules:
+  - name: defaults-configmap
+    match: {any: [{resources: {kinds: [Namespace], names: ["gen-*"]}}]}
+    generate:
+      apiVersion: v1
+      kind: ConfigMap
+      name: defaults
+      namespace: "{{request.object.metadata.name}}"
+      data:
+        metadata: {labels: {team: platform}}
+        data: {owner: "{{request.object.metadata.name}}", tier: standard}
+`
+
+// escape is a namespaced Policy that tries to generate into another
+// namespace.
+const escape = `apiVersion: verdict.dev/v1
+kind: Policy
+metadata: {name: escape, namespace: team}
+spec:
+  rules:
+  - name: elsewhere
+    match: {any: [{resources: {kinds: [ConfigMap], names: ["trigger-*"]}}]}
+    generate:
+      apiVersion: v1
+      kind: ConfigMap
+      name: escaped
+      namespace: other
+      data:
+        data: {from: team}
+`
+
+func unstr(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	v, err := document.Decode([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: v.(map[string]any)}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start runs fn until the test ends and checks it stops cleanly.
+func start(t *testing.T, what string, fn func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s did not stop", what)
+		}
+	})
+}
+
+// metric is the value of the sample that starts with series in the
+// generator's /metrics (0 when absent).
+func metric(t *testing.T, probe, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + probe + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	return 0
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, d, err)
+}
+
+// syncBuffer is a buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func items(outcome, reason string) string {
+	return fmt.Sprintf(`verdict_generator_work_items_total{outcome=%q,reason=%q}`, outcome, reason)
+}
+
+// TestE2EGenerate runs the real webhook and the generator service (its
+// Run, as its main does) against a real kube-apiserver and JetStream:
+// creating a Namespace makes the webhook publish a generate item and the
+// generator apply the ConfigMap with Kyverno's labels; a duplicate item
+// changes nothing; an item whose trigger uid is not the object's writes
+// nothing; a namespaced Policy generating into another namespace ends in
+// VERDICT_DEAD with its reason, counted.
+func TestE2EGenerate(t *testing.T) {
+	cp := controlplane.StartForTest(t)
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
+	for _, ns := range []string{"verdict", "team", "other"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cpol, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, addDefaults), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(policycache.Policies).Namespace("team").Create(ctx, unstr(t, escape), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nats.Shutdown)
+
+	// The webhook (one replica, leader: it registers itself).
+	webhookAddr := freeAddr(t)
+	wcfg := webhookapp.DefaultConfig()
+	wcfg.Kube.Kubeconfig = cp.KubeconfigPath()
+	wcfg.Identity = "replica-a"
+	wcfg.WebhookURL = "https://" + webhookAddr
+	wcfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
+	wcfg.Webhook.Address = webhookAddr
+	wcfg.Webhook.ProbeAddress = ""
+	wcfg.Webhook.ShutdownDelay = 0
+	wcfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
+	wcfg.NATS.URLs = []string{nats.ClientURL()}
+	wcfg.LeaseDuration, wcfg.RenewDeadline, wcfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
+	wcfg.ReconcileInterval = 2 * time.Second
+	start(t, "webhook", func(ctx context.Context) error {
+		return webhookapp.Run(ctx, wcfg, zerolog.Nop())
+	})
+
+	// The generator, with short retries.
+	probe := freeAddr(t)
+	gcfg := generatorapp.DefaultConfig()
+	gcfg.Kube.Kubeconfig = cp.KubeconfigPath()
+	gcfg.NATS.URLs = []string{nats.ClientURL()}
+	gcfg.ProbeAddress = probe
+	gcfg.RetryMin, gcfg.RetryMax = 100*time.Millisecond, time.Second
+	gcfg.ShutdownTimeout = 5 * time.Second
+	// Its log is shown when the test fails.
+	var logs syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("generator log:\n%s", logs.String())
+		}
+	})
+	start(t, "generator", func(ctx context.Context) error { return generatorapp.Run(ctx, gcfg, zerolog.New(&logs)) })
+
+	// Once the webhook is registered, a new Namespace gets its ConfigMap.
+	// Namespaces created before that are not seen: try new ones.
+	var ns *corev1.Namespace
+	var cm *corev1.ConfigMap
+	deadline := time.Now().Add(45 * time.Second)
+	for i := 0; cm == nil && time.Now().Before(deadline); i++ {
+		ns, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gen-%d", i)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for wait := time.Now().Add(3 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
+			if cm, err = kube.CoreV1().ConfigMaps(ns.Name).Get(ctx, "defaults", metav1.GetOptions{}); err == nil {
+				break
+			}
+			cm = nil
+		}
+	}
+	if cm == nil {
+		t.Fatal("no ConfigMap generated into a new Namespace")
+	}
+	want := map[string]string{
+		"team": "platform", generator.LabelManagedBy: "verdict",
+		generator.LabelPolicyName: "add-defaults", generator.LabelPolicyNamespace: "", generator.LabelRuleName: "defaults-configmap",
+		generator.LabelTriggerKind: "Namespace", generator.LabelTriggerVersion: "v1", generator.LabelTriggerGroup: "",
+		generator.LabelTriggerName: ns.Name, generator.LabelTriggerNS: "", generator.LabelTriggerUID: string(ns.UID),
+	}
+	for k, v := range want {
+		if got, ok := cm.Labels[k]; !ok || got != v {
+			t.Errorf("label %s = %q (present %v), want %q", k, got, ok, v)
+		}
+	}
+	if cm.Data["owner"] != ns.Name || cm.Data["tier"] != "standard" {
+		t.Errorf("data %v", cm.Data)
+	}
+	if len(cm.ManagedFields) != 1 || cm.ManagedFields[0].Manager != generator.FieldManager || cm.ManagedFields[0].Operation != metav1.ManagedFieldsOperationApply {
+		t.Errorf("managed fields %+v, want one apply by %s", cm.ManagedFields, generator.FieldManager)
+	}
+	processed := metric(t, probe, items(generator.OutcomeProcessed, generator.ReasonApplied))
+
+	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	publish := func(item events.WorkItem) {
+		t.Helper()
+		msg, err := events.WorkMessage(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.PublishSync(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	item := events.WorkItem{
+		Kind:      events.WorkGenerate,
+		Policy:    events.PolicyRef{Key: "add-defaults", UID: string(cpol.GetUID()), ResourceVersion: cpol.GetResourceVersion()},
+		Rule:      "defaults-configmap",
+		Trigger:   events.ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: ns.Name, UID: string(ns.UID)},
+		Operation: "CREATE", RequestUID: "duplicate", Timestamp: time.Now(),
+	}
+
+	t.Run("duplicate changes nothing", func(t *testing.T) {
+		publish(item)
+		eventually(t, 15*time.Second, "duplicate processed", func() error {
+			if got := metric(t, probe, items(generator.OutcomeProcessed, generator.ReasonApplied)); got < processed+1 {
+				return fmt.Errorf("processed %v", got)
+			}
+			return nil
+		})
+		again, err := kube.CoreV1().ConfigMaps(ns.Name).Get(ctx, "defaults", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.ResourceVersion != cm.ResourceVersion {
+			t.Fatalf("resourceVersion %s after the duplicate, was %s", again.ResourceVersion, cm.ResourceVersion)
+		}
+	})
+
+	t.Run("trigger uid mismatch writes nothing", func(t *testing.T) {
+		forged := item
+		forged.Trigger = events.ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team", UID: "not-the-uid"}
+		forged.RequestUID = "forged"
+		publish(forged)
+		eventually(t, 15*time.Second, "forged item skipped", func() error {
+			if got := metric(t, probe, items(generator.OutcomeSkipped, generator.ReasonTriggerUIDMismatch)); got != 1 {
+				return fmt.Errorf("skipped %v", got)
+			}
+			return nil
+		})
+		if _, err := kube.CoreV1().ConfigMaps("team").Get(ctx, "defaults", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("a ConfigMap was written for a forged trigger: %v", err)
+		}
+	})
+
+	t.Run("a policy that is gone writes nothing", func(t *testing.T) {
+		gone := item
+		gone.Policy = events.PolicyRef{Key: "no-such-policy", UID: "u"}
+		publish(gone)
+		eventually(t, 15*time.Second, "item of a deleted policy skipped", func() error {
+			if got := metric(t, probe, items(generator.OutcomeSkipped, generator.ReasonPolicyGone)); got != 1 {
+				return fmt.Errorf("skipped %v", got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("namespaced policy generating elsewhere is dead-lettered", func(t *testing.T) {
+		trig, err := kube.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trigger-1"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		series := items(generator.OutcomeDeadLettered, generator.ReasonNamespaceForbidden)
+		eventually(t, 15*time.Second, "dead-letter counted", func() error {
+			if got := metric(t, probe, series); got != 1 {
+				return fmt.Errorf("%s = %v", series, got)
+			}
+			return nil
+		})
+		var dead []queue.DeadLetter
+		if _, err := conn.Replay(ctx, queue.StreamDead, func(m queue.ReplayMsg) error {
+			d, err := queue.ParseDeadLetter(m.Header, m.Data)
+			if err != nil {
+				return err
+			}
+			dead = append(dead, d)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(dead) != 1 {
+			t.Fatalf("%d dead letters, want 1: %+v", len(dead), dead)
+		}
+		d := dead[0]
+		if !strings.Contains(d.Reason, generator.ReasonNamespaceForbidden) || !strings.Contains(d.Reason, "only into namespace team, not other") ||
+			d.Consumer != queue.ConsumerGenerator || d.Stream != queue.StreamWork {
+			t.Fatalf("dead letter %+v", d)
+		}
+		if !strings.Contains(string(d.Data), string(trig.UID)) {
+			t.Fatalf("the dead letter is not the trigger's item: %s", d.Data)
+		}
+		if _, err := kube.CoreV1().ConfigMaps("other").Get(ctx, "escaped", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the namespaced policy wrote into another namespace: %v", err)
+		}
+		if got := metric(t, probe, `verdict_queue_dead_lettered_total{consumer="generator"}`); got != 1 {
+			t.Errorf("verdict_queue_dead_lettered_total = %v", got)
+		}
+	})
+}

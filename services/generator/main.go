@@ -1,0 +1,55 @@
+// Command generator works the generate items of VERDICT_WORK: for each
+// generate rule an admitted request triggered, it checks the trigger and
+// the policy against the API and applies what the rule generates (see
+// docs/generator.md). Run any number of replicas. Everything but flag
+// parsing lives in internal/generatorapp.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/verdict-dev/verdict/internal/generatorapp"
+	"github.com/verdict-dev/verdict/internal/service"
+)
+
+// Exit codes (service.Exit*).
+const (
+	exitOK    = service.ExitOK
+	exitUsage = service.ExitUsage
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run parses the flags into a Config, runs it until SIGTERM or SIGINT
+// and maps the outcome to an exit code.
+func run(args []string, stderr io.Writer) int {
+	cfg := generatorapp.DefaultConfig()
+	fs := flag.NewFlagSet("generator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: generator [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	bindFlags(fs, &cfg)
+	if code, done := service.ParseFlags(fs, args); done {
+		return code
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	log, err := cfg.Log.Logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	ctx, stop := service.SignalContext()
+	defer stop()
+	err = generatorapp.Run(ctx, cfg, log)
+	return service.ExitCode(stderr, "generator", err, generatorapp.ErrInvalidConfig)
+}
