@@ -249,9 +249,6 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) result {
 	if rule == nil || rule.Generation == nil {
 		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
 	}
-	if clones(rule.Generation) {
-		return poisoned(ReasonUnsupported, fmt.Sprintf("rule %s of policy %s clones: clone and cloneList are not built yet", item.Rule, item.Policy.Key))
-	}
 	excs, err := g.exceptions(ctx)
 	if err != nil {
 		return retried(ReasonAPIError, err)
@@ -524,20 +521,6 @@ func findRule(p *engine.Policy, name string) *engine.Rule {
 		}
 	}
 	return nil
-}
-
-// clones reports whether a generate rule copies existing resources
-// (clone or cloneList, at its top or in a foreach).
-func clones(g *policy.Generation) bool {
-	if g.Clone != nil && (g.Clone.Name != "" || g.Clone.Namespace != "") || g.CloneList != nil {
-		return true
-	}
-	for _, fe := range g.ForEach {
-		if fe.Clone != nil && (fe.Clone.Name != "" || fe.Clone.Namespace != "") || fe.CloneList != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func path(namespace, name string) string {

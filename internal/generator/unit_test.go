@@ -90,28 +90,6 @@ func TestNamespaceAllowed(t *testing.T) {
 	}
 }
 
-func TestClones(t *testing.T) {
-	tests := map[string]struct {
-		g    policy.Generation
-		want bool
-	}{
-		"data":               {g: policy.Generation{Data: map[string]any{}}},
-		"clone":              {g: policy.Generation{Clone: &policy.CloneFrom{Name: "src", Namespace: "default"}}, want: true},
-		"empty clone":        {g: policy.Generation{Clone: &policy.CloneFrom{}}},
-		"clone list":         {g: policy.Generation{CloneList: &policy.CloneList{Kinds: []string{"v1/Secret"}}}, want: true},
-		"foreach data":       {g: policy.Generation{ForEach: []policy.ForEachGenerate{{Data: map[string]any{}}}}},
-		"foreach clone":      {g: policy.Generation{ForEach: []policy.ForEachGenerate{{Clone: &policy.CloneFrom{Name: "x"}}}}, want: true},
-		"foreach clone list": {g: policy.Generation{ForEach: []policy.ForEachGenerate{{CloneList: &policy.CloneList{}}}}, want: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := clones(&tc.g); got != tc.want {
-				t.Fatalf("clones = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestPermanent(t *testing.T) {
 	gr := schema.GroupResource{Resource: "configmaps"}
 	tests := map[string]struct {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/generator"
+	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/verify"
@@ -154,7 +155,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader))
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(kubeutil.NewLister(dyn, mapper)))
 	if err != nil {
 		return err
 	}

@@ -85,6 +85,23 @@ spec:
         data: {owner: "{{request.object.metadata.name}}", tier: standard}
 `
 
+// cloneSecret copies a Secret kept in the templates namespace into every
+// new Namespace.
+const cloneSecret = `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata: {name: clone-secret}
+spec:
+  rules:
+  - name: regcred
+    match: {any: [{resources: {kinds: [Namespace], names: ["gen-*"]}}]}
+    generate:
+      apiVersion: v1
+      kind: Secret
+      name: regcred
+      namespace: "{{request.object.metadata.name}}"
+      clone: {namespace: templates, name: regcred}
+`
+
 // escape is a namespaced Policy that tries to generate into another
 // namespace.
 const escape = `apiVersion: verdict.dev/v1
@@ -208,7 +225,7 @@ func TestE2EGenerate(t *testing.T) {
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
-	for _, ns := range []string{"verdict", "team", "other"} {
+	for _, ns := range []string{"verdict", "team", "other", "templates"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -218,6 +235,14 @@ func TestE2EGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := dyn.Resource(policycache.Policies).Namespace("team").Create(ctx, unstr(t, escape), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, cloneSecret), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "templates", Name: "regcred", Labels: map[string]string{"kind": "registry"}},
+		Data: map[string][]byte{".dockerconfigjson": []byte(`{"auths":{}}`)}, Type: corev1.SecretTypeDockerConfigJson}
+	if _, err := kube.CoreV1().Secrets("templates").Create(ctx, source, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir()})
@@ -295,6 +320,20 @@ func TestE2EGenerate(t *testing.T) {
 	if cm.Data["owner"] != ns.Name || cm.Data["tier"] != "standard" {
 		t.Errorf("data %v", cm.Data)
 	}
+	// The clone rule of another policy on the same trigger copies the
+	// Secret, read from the cluster, with its data, type and labels.
+	eventually(t, 15*time.Second, "the cloned Secret", func() error {
+		sec, err := kube.CoreV1().Secrets(ns.Name).Get(ctx, "regcred", metav1.GetOptions{})
+		switch {
+		case err != nil:
+			return err
+		case string(sec.Data[".dockerconfigjson"]) != `{"auths":{}}` || sec.Type != corev1.SecretTypeDockerConfigJson:
+			return fmt.Errorf("secret %s %v", sec.Type, sec.Data)
+		case sec.Labels["kind"] != "registry" || sec.Labels[generator.LabelPolicyName] != "clone-secret":
+			return fmt.Errorf("labels %v", sec.Labels)
+		}
+		return nil
+	})
 	if len(cm.ManagedFields) != 1 || cm.ManagedFields[0].Manager != generator.FieldManager || cm.ManagedFields[0].Operation != metav1.ManagedFieldsOperationApply {
 		t.Errorf("managed fields %+v, want one apply by %s", cm.ManagedFields, generator.FieldManager)
 	}

@@ -1,3 +1,4 @@
-// Package kube holds the Kubernetes start-up shared by Verdict's services:
-// client-go's logging routed into zerolog.
+// Package kube holds the Kubernetes pieces shared by Verdict's services:
+// client-go's logging routed into zerolog, and the engine's
+// ResourceLister served from the cluster (Lister).
 package kube
