@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/rs/zerolog"
 )
 
 // Exit codes of every Verdict service command.
@@ -90,4 +92,23 @@ func StringsFlag(fs *flag.FlagSet, name, usage string, dst *[]string) {
 		*dst = append(*dst, s)
 		return nil
 	})
+}
+
+// Serve runs a service command once its flags are parsed: it validates
+// the configuration and makes the logger (a problem with either is a
+// usage error, printed), runs run until SIGTERM or SIGINT, and maps the
+// outcome to an exit code as ExitCode does.
+func Serve(stderr io.Writer, name string, validate func() error, logs LogConfig, run func(ctx context.Context, log zerolog.Logger) error, invalid ...error) int {
+	if err := validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return ExitUsage
+	}
+	log, err := logs.Logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return ExitUsage
+	}
+	ctx, stop := SignalContext()
+	defer stop()
+	return ExitCode(stderr, name, run(ctx, log), invalid...)
 }

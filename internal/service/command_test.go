@@ -2,11 +2,14 @@ package service
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -71,5 +74,32 @@ func TestListFlag(t *testing.T) {
 	}
 	if err := fs.Parse([]string{"--replace=bad"}); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("refused item: %v", err)
+	}
+}
+
+func TestServe(t *testing.T) {
+	errInvalid := errors.New("invalid")
+	ok := func() error { return nil }
+	tests := map[string]struct {
+		validate func() error
+		logs     LogConfig
+		run      func(context.Context, zerolog.Logger) error
+		code     int
+		out      string
+	}{
+		"runs":             {validate: ok, logs: DefaultLogConfig(), run: func(context.Context, zerolog.Logger) error { return nil }, code: ExitOK},
+		"bad config":       {validate: func() error { return errors.New("flag x: bad") }, logs: DefaultLogConfig(), code: ExitUsage, out: "flag x: bad"},
+		"bad log level":    {validate: ok, logs: LogConfig{Level: "shouting"}, code: ExitUsage, out: "shouting"},
+		"refused by run":   {validate: ok, logs: DefaultLogConfig(), run: func(context.Context, zerolog.Logger) error { return fmt.Errorf("x: %w", errInvalid) }, code: ExitUsage, out: "svc: x: invalid"},
+		"failed":           {validate: ok, logs: DefaultLogConfig(), run: func(context.Context, zerolog.Logger) error { return errors.New("down") }, code: ExitFailed, out: "svc: down"},
+		"ctx is the drain": {validate: ok, logs: DefaultLogConfig(), run: func(ctx context.Context, _ zerolog.Logger) error { return ctx.Err() }, code: ExitOK},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := Serve(&out, "svc", tc.validate, tc.logs, tc.run, errInvalid); code != tc.code || !strings.Contains(out.String(), tc.out) {
+				t.Fatalf("code %d, output %q; want %d and %q", code, out.String(), tc.code, tc.out)
+			}
+		})
 	}
 }

@@ -6,10 +6,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/generatorapp"
 	"github.com/verdict-dev/verdict/internal/service"
@@ -39,17 +42,7 @@ func run(args []string, stderr io.Writer) int {
 	if code, done := service.ParseFlags(fs, args); done {
 		return code
 	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	log, err := cfg.Log.Logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	ctx, stop := service.SignalContext()
-	defer stop()
-	err = generatorapp.Run(ctx, cfg, log)
-	return service.ExitCode(stderr, "generator", err, generatorapp.ErrInvalidConfig)
+	return service.Serve(stderr, "generator", cfg.Validate, cfg.Log, func(ctx context.Context, log zerolog.Logger) error {
+		return generatorapp.Run(ctx, cfg, log)
+	}, generatorapp.ErrInvalidConfig)
 }

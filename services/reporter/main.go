@@ -5,10 +5,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/service"
@@ -52,22 +55,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if code, done := service.ParseFlags(fs, args); done {
 		return code
 	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	log, err := cfg.Log.Logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	ctx, stop := service.SignalContext()
-	defer stop()
-	switch cmd {
-	case cmdReplay:
-		_, err = reporterapp.Replay(ctx, cfg, prune, stdout, log)
-	default:
-		err = reporterapp.Run(ctx, cfg, log)
-	}
-	return service.ExitCode(stderr, "reporter "+cmd, err, reporterapp.ErrInvalidConfig)
+	return service.Serve(stderr, "reporter "+cmd, cfg.Validate, cfg.Log, func(ctx context.Context, log zerolog.Logger) error {
+		if cmd == cmdReplay {
+			_, err := reporterapp.Replay(ctx, cfg, prune, stdout, log)
+			return err
+		}
+		return reporterapp.Run(ctx, cfg, log)
+	}, reporterapp.ErrInvalidConfig)
 }

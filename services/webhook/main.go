@@ -4,12 +4,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
@@ -49,17 +52,7 @@ func run(args []string, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if err := app.Validate(); err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	log, err := app.Webhook.Log.Logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	ctx, stop := service.SignalContext()
-	defer stop()
-	err = webhookapp.Run(ctx, app, log)
-	return service.ExitCode(stderr, "webhook", err, webhookapp.ErrInvalidConfig, webhook.ErrInvalidConfig)
+	return service.Serve(stderr, "webhook", app.Validate, app.Webhook.Log, func(ctx context.Context, log zerolog.Logger) error {
+		return webhookapp.Run(ctx, app, log)
+	}, webhookapp.ErrInvalidConfig, webhook.ErrInvalidConfig)
 }
