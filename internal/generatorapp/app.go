@@ -8,13 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -182,7 +177,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	if cfg.ProbeAddress != "" {
-		stop, err := serveProbes(ctx, cfg.ProbeAddress, reg, conn, log)
+		stop, err := service.ServeProbes(ctx, cfg.ProbeAddress, reg, service.NATSReady(conn), log)
 		if err != nil {
 			return err
 		}
@@ -200,34 +195,4 @@ func provisionOptions(cfg Config) []queue.ProvisionOption {
 	spec, _ := queue.DefaultConsumer(queue.ConsumerGenerator)
 	spec.AckWait = cfg.AckWait
 	return append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(spec))
-}
-
-// serveProbes serves /metrics, /healthz and /readyz (ready while
-// connected to NATS) until stop is called.
-func serveProbes(ctx context.Context, addr string, reg *prometheus.Registry, conn *queue.Conn, log zerolog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for probes: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !conn.Connected() {
-			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Msg("probeServerFailed")
-		}
-	}()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -231,7 +228,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	if cfg.ProbeAddress != "" {
-		stop, err := serveProbes(ctx, cfg.ProbeAddress, d, log)
+		stop, err := service.ServeProbes(ctx, cfg.ProbeAddress, d.reg, service.NATSReady(d.conn), log)
 		if err != nil {
 			return err
 		}
@@ -338,34 +335,4 @@ func Replay(ctx context.Context, cfg Config, prune bool, out io.Writer, log zero
 		st.Outcomes[reporter.OutcomeCreated], st.Outcomes[reporter.OutcomeApplied], st.Outcomes[reporter.OutcomeUnchanged], st.Outcomes[reporter.OutcomeStale],
 		st.Outcomes[reporter.OutcomeGone], st.Outcomes[reporter.OutcomeDeleted], st.Pruned, st.Failed, st.Unverified, st.Partial)
 	return st, err
-}
-
-// serveProbes serves /metrics, /healthz and /readyz (ready while
-// connected to NATS) until stop is called.
-func serveProbes(ctx context.Context, addr string, d *deps, log zerolog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for probes: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !d.conn.NATS().IsConnected() {
-			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Msg("probeServerFailed")
-		}
-	}()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
 }
