@@ -11,12 +11,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/generator"
 	kubeutil "github.com/verdict-dev/verdict/internal/kube"
@@ -121,28 +115,12 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	ctx = log.WithContext(ctx)
-	rc, err := cfg.Kube.REST("verdict-generator")
+	kc, err := cfg.Kube.Clients("verdict-generator")
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	meta, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	check, err := verify.New(meta, mapper, verify.WithGrace(cfg.VerifyGrace))
+	dyn, kube, mapper := kc.Dynamic, kc.Kube, kc.Mapper
+	check, err := verify.New(kc.Metadata, mapper, verify.WithGrace(cfg.VerifyGrace))
 	if err != nil {
 		return err
 	}

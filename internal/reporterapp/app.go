@@ -10,12 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/reporter"
@@ -161,23 +159,12 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rc, err := cfg.Kube.REST("verdict-reporter")
+	kc, err := cfg.Kube.Clients("verdict-reporter")
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	check, err := verify.New(meta, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)), verify.WithGrace(cfg.VerifyGrace))
+	rc, dyn, meta, disc := kc.REST, kc.Dynamic, kc.Metadata, kc.Discovery
+	check, err := verify.New(meta, kc.Mapper, verify.WithGrace(cfg.VerifyGrace))
 	if err != nil {
 		return nil, err
 	}

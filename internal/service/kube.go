@@ -6,7 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -53,6 +60,42 @@ func (c KubeConfig) REST(userAgent string) (*rest.Config, error) {
 	rc.QPS, rc.Burst, rc.Timeout = float32(c.QPS), c.Burst, c.Timeout
 	rc.UserAgent = userAgent
 	return rc, nil
+}
+
+// Clients are the Kubernetes clients a service uses, over one rest
+// config.
+type Clients struct {
+	REST      *rest.Config
+	Kube      kubernetes.Interface
+	Dynamic   dynamic.Interface
+	Metadata  metadata.Interface
+	Discovery discovery.DiscoveryInterface
+	// Mapper maps kinds to resources through discovery, cached and
+	// refreshed when a kind is not found (a CRD installed since).
+	Mapper meta.ResettableRESTMapper
+}
+
+// Clients builds every client over the rest config of REST.
+func (c KubeConfig) Clients(userAgent string) (*Clients, error) {
+	rc, err := c.REST(userAgent)
+	if err != nil {
+		return nil, err
+	}
+	out := &Clients{REST: rc}
+	if out.Kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, err
+	}
+	if out.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
+		return nil, err
+	}
+	if out.Metadata, err = metadata.NewForConfig(rc); err != nil {
+		return nil, err
+	}
+	if out.Discovery, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
+		return nil, err
+	}
+	out.Mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(out.Discovery))
+	return out, nil
 }
 
 // BindKubeFlags binds --kubeconfig, --api-qps, --api-burst and

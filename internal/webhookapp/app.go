@@ -200,18 +200,11 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	kubeutil.RouteKlog(log)
-	rc, err := cfg.Kube.REST("verdict-webhook")
+	kc, err := cfg.Kube.Clients("verdict-webhook")
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
+	kube, dyn := kc.Kube, kc.Dynamic
 	ctx = log.WithContext(ctx)
 	reg := service.NewRegistry()
 
@@ -262,7 +255,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithPolicySource(policySource{pc}),
 		webhook.WithNamespaceLister(pc),
 		webhook.WithRoleResolver(rr),
-		webhook.WithKindResolver(clusterKinds(kube.Discovery())),
+		webhook.WithKindResolver(kc.Mapper),
 		webhook.WithCertSource(secretCerts{certSrc}),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
