@@ -1,5 +1,6 @@
 // Package samples embeds the sample policies `make demo` installs: a few
-// Pod Security rules enforced and a few best practices audited.
+// Pod Security rules enforced, a few best practices audited, and a
+// generate rule (a default-deny NetworkPolicy in every team Namespace).
 package samples
 
 import "embed"

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -29,6 +30,8 @@ import (
 
 	"github.com/verdict-dev/verdict/deploy/samples"
 	"github.com/verdict-dev/verdict/internal/controlplane"
+	"github.com/verdict-dev/verdict/internal/generator"
+	"github.com/verdict-dev/verdict/internal/generatorapp"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
@@ -137,6 +140,16 @@ func Run(ctx context.Context, opts Options) error {
 			say("    reporter stopped: %v", err)
 		}
 	}()
+	say("==> starting the generator")
+	go func() {
+		gcfg := generatorapp.DefaultConfig()
+		gcfg.Kube.Kubeconfig = cp.KubeconfigPath()
+		gcfg.NATS.URLs = []string{nats.ClientURL()}
+		gcfg.ProbeAddress = ""
+		if err := generatorapp.Run(svcCtx, gcfg, opts.Log); err != nil && !errors.Is(err, context.Canceled) {
+			say("    generator stopped: %v", err)
+		}
+	}()
 
 	say("==> installing the sample policies")
 	if err := installSamples(ctx, dyn, say); err != nil {
@@ -182,6 +195,11 @@ func Run(ctx context.Context, opts Options) error {
 		say("    api admitted (audit: no app.kubernetes.io/name label on its Pods)")
 	}
 
+	say("==> creating Namespace %s (a generate policy gives every team Namespace a default-deny NetworkPolicy)", TeamNamespace)
+	if err := showGenerated(ctx, kube, say); err != nil {
+		return err
+	}
+
 	say("==> waiting for the PolicyReports")
 	reports, err := waitReports(ctx, dyn, kube, opts.ReportTimeout)
 	if err != nil {
@@ -205,6 +223,35 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// TeamNamespace is the Namespace the demo creates to show a generate
+// rule at work.
+const TeamNamespace = "team-payments"
+
+// showGenerated creates the team Namespace and waits for the generator
+// to write its NetworkPolicy.
+func showGenerated(ctx context.Context, kube kubernetes.Interface, say func(string, ...any)) error {
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TeamNamespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("namespace %s: %w", TeamNamespace, err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		np, err := kube.NetworkingV1().NetworkPolicies(TeamNamespace).Get(ctx, "default-deny", metav1.GetOptions{})
+		if err == nil {
+			say("    generated NetworkPolicy %s/%s (policy %s, rule %s, field manager %s)", np.Namespace, np.Name,
+				np.Labels[generator.LabelPolicyName], np.Labels[generator.LabelRuleName], np.ManagedFields[0].Manager)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no NetworkPolicy generated in %s: %w", TeamNamespace, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func freePort() (int, error) {
@@ -235,11 +282,29 @@ func installSamples(ctx context.Context, dyn dynamic.Interface, say func(string,
 			if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("policy %s: %w", u.GetName(), err)
 			}
-			spec, _ := u.Object["spec"].(map[string]any)
-			say("    %-26s %s", u.GetName(), spec["validationFailureAction"])
+			say("    %-26s %s", u.GetName(), policyAction(u))
 		}
 	}
 	return nil
+}
+
+// policyAction says what a sample policy does: its failure action for a
+// validate policy, else the kinds of its rules.
+func policyAction(u *unstructured.Unstructured) string {
+	if a, _, _ := unstructured.NestedString(u.Object, "spec", "validationFailureAction"); a != "" {
+		return a
+	}
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	var kinds []string
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		for _, k := range []string{"validate", "mutate", "generate", "verifyImages"} {
+			if _, ok := rule[k]; ok && !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	return strings.Join(kinds, ", ")
 }
 
 // waitEnforced waits until the webhook is registered and answering.

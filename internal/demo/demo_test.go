@@ -23,6 +23,7 @@ func TestDemoOnce(t *testing.T) {
 		"sniffer          DENIED",
 		"web              admitted",
 		"$ kubectl get policyreport -A -o wide",
+		"generated NetworkPolicy team-payments/default-deny (policy add-networkpolicy, rule default-deny, field manager verdict-generator)",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output misses %q:\n%s", want, s)
