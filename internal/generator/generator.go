@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,6 +170,9 @@ type result struct {
 	outcome string
 	reason  string
 	detail  string
+	// trigger is the item's trigger once it was read from the API (a
+	// dead letter is then reported on it as an Event).
+	trigger *unstructured.Unstructured
 }
 
 func processed() result {
@@ -211,7 +215,52 @@ func (g *Generator) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 	}
 	ev.Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Str(logKeyOutcome, res.outcome).
 		Str(logKeyReason, res.reason).Str(logKeyDetail, res.detail).Msg("workItemHandled")
+	if res.outcome == OutcomeDeadLettered && res.trigger != nil {
+		g.reportDeadLetter(ctx, res)
+	}
 	return res.out
+}
+
+// EventReasonDeadLettered is the reason of the Warning Event the
+// generator records on a trigger whose work item was dead-lettered.
+const EventReasonDeadLettered = "GenerateFailed"
+
+// reportDeadLetter records a Warning Event on the trigger (read from the
+// API, never only named by the item) saying its generate work was
+// dead-lettered and why. Best effort: a failure is logged, the item's
+// outcome stands.
+func (g *Generator) reportDeadLetter(ctx context.Context, res result) {
+	t := res.trigger
+	ns := t.GetNamespace()
+	if ns == "" {
+		// Events about cluster-scoped objects live in "default".
+		ns = metav1.NamespaceDefault
+	}
+	now := time.Now().UTC()
+	ev := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Event",
+		"metadata": map[string]any{
+			"name":      fmt.Sprintf("%s.%x", t.GetName(), now.UnixNano()),
+			"namespace": ns,
+		},
+		"involvedObject": map[string]any{
+			"apiVersion": t.GetAPIVersion(), "kind": t.GetKind(),
+			"namespace": t.GetNamespace(), "name": t.GetName(), "uid": string(t.GetUID()),
+		},
+		"type":               "Warning",
+		"reason":             EventReasonDeadLettered,
+		"message":            fmt.Sprintf("generate work dead-lettered (%s): %s", res.reason, res.detail),
+		"source":             map[string]any{"component": FieldManager},
+		"reportingComponent": FieldManager,
+		"firstTimestamp":     now.Format(time.RFC3339),
+		"lastTimestamp":      now.Format(time.RFC3339),
+		"count":              int64(1),
+	}}
+	_, err := g.dyn.Resource(corev1.SchemeGroupVersion.WithResource("events")).Namespace(ns).Create(ctx, ev, metav1.CreateOptions{})
+	if err != nil {
+		g.o.log.Warn().Err(err).Str(logKeyReason, res.reason).Msg("deadLetterEventNotRecorded")
+	}
 }
 
 // Log keys.
@@ -225,7 +274,7 @@ const (
 
 // work checks the item against the API, evaluates the rule with the
 // policy as stored now, and applies what it generates.
-func (g *Generator) work(ctx context.Context, m *queue.Msg) result {
+func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	var item events.WorkItem
 	if err := json.Unmarshal(m.Data, &item); err != nil {
 		return poisoned(ReasonUndecodable, "decode work item: "+err.Error())
@@ -241,6 +290,7 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) result {
 	if !ok {
 		return res
 	}
+	defer func() { res.trigger = trigger }()
 	pol, res, ok := g.policy(ctx, item.Policy)
 	if !ok {
 		return res

@@ -447,5 +447,18 @@ func TestE2EGenerate(t *testing.T) {
 		if got := metric(t, probe, `verdict_queue_dead_lettered_total{consumer="generator"}`); got != 1 {
 			t.Errorf("verdict_queue_dead_lettered_total = %v", got)
 		}
+		// The trigger's events say so.
+		eventually(t, 10*time.Second, "a GenerateFailed event on the trigger", func() error {
+			evs, err := kube.CoreV1().Events(trig.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(trig.UID)})
+			if err != nil {
+				return err
+			}
+			for _, ev := range evs.Items {
+				if ev.Type == corev1.EventTypeWarning && ev.Reason == generator.EventReasonDeadLettered && strings.Contains(ev.Message, "only into namespace team, not other") {
+					return nil
+				}
+			}
+			return fmt.Errorf("events %+v", evs.Items)
+		})
 	})
 }
