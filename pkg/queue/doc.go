@@ -122,6 +122,12 @@
 //
 // # Consuming
 //
+// Every runner also reads its consumer's backlog every
+// WithBacklogInterval (10s): verdict_queue_backlog (messages not yet done,
+// waiting or in flight) and verdict_queue_oldest_pending_age_seconds (the
+// oldest of them that the consumer's filter selects). Replicas of one
+// consumer report the same numbers: aggregate with max.
+//
 // A Runner runs a Handler over a durable pull consumer with WithConcurrency
 // handlers. Runners on the same durable, in one process or many, share its
 // messages. The handler answers with an Outcome, and the runner acts on it:

@@ -21,12 +21,14 @@ type Metrics struct {
 	pending     *prometheus.GaugeVec
 	syncPublish *prometheus.HistogramVec
 
-	handled      *prometheus.CounterVec
-	handleTime   *prometheus.HistogramVec
-	inFlight     *prometheus.GaugeVec
-	ackErrors    *prometheus.CounterVec
-	deadLettered *prometheus.CounterVec
-	deadErrors   *prometheus.CounterVec
+	handled       *prometheus.CounterVec
+	handleTime    *prometheus.HistogramVec
+	inFlight      *prometheus.GaugeVec
+	ackErrors     *prometheus.CounterVec
+	deadLettered  *prometheus.CounterVec
+	deadErrors    *prometheus.CounterVec
+	backlog       *prometheus.GaugeVec
+	oldestPending *prometheus.GaugeVec
 
 	replayed *prometheus.CounterVec
 }
@@ -73,18 +75,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		pending:     gauge("publish_pending", "Messages taken by an asynchronous publisher and not yet acknowledged or dropped.", labelPublisher),
 		syncPublish: hist("publish_sync_seconds", "Synchronous publish latency, retries included.", labelResult),
 
-		handled:      counter("handled_total", "Messages handled by a runner, by outcome (done, retry, poison, panic, expired, lost).", labelConsumer, labelOutcome),
-		handleTime:   hist("handle_seconds", "Handler run time.", labelConsumer),
-		inFlight:     gauge("in_flight", "Messages being handled now.", labelConsumer),
-		ackErrors:    counter("ack_errors_total", "Acknowledgements (ack, nak, term, in-progress) that failed; the message is delivered again after AckWait.", labelConsumer, labelOp),
-		deadLettered: counter("dead_lettered_total", "Messages moved to the dead-letter stream.", labelConsumer),
-		deadErrors:   counter("dead_letter_errors_total", "Dead-letter publishes that failed; the message stays and is retried.", labelConsumer),
+		handled:       counter("handled_total", "Messages handled by a runner, by outcome (done, retry, poison, panic, expired, lost).", labelConsumer, labelOutcome),
+		handleTime:    hist("handle_seconds", "Handler run time.", labelConsumer),
+		inFlight:      gauge("in_flight", "Messages being handled now.", labelConsumer),
+		ackErrors:     counter("ack_errors_total", "Acknowledgements (ack, nak, term, in-progress) that failed; the message is delivered again after AckWait.", labelConsumer, labelOp),
+		deadLettered:  counter("dead_lettered_total", "Messages moved to the dead-letter stream.", labelConsumer),
+		deadErrors:    counter("dead_letter_errors_total", "Dead-letter publishes that failed; the message stays and is retried.", labelConsumer),
+		backlog:       gauge("backlog", "Messages of a durable consumer not yet done (waiting or in flight), as a runner last read them; every replica reports its consumer: take the max.", labelConsumer),
+		oldestPending: gauge("oldest_pending_age_seconds", "Age of the oldest message of a durable consumer not yet done (0 when none).", labelConsumer),
 
 		replayed: counter("replayed_total", "Messages read by replay.", labelStream),
 	}
 	for _, c := range []prometheus.Collector{
 		m.connEvents, m.published, m.duplicates, m.retried, m.dropped, m.pending, m.syncPublish,
-		m.handled, m.handleTime, m.inFlight, m.ackErrors, m.deadLettered, m.deadErrors, m.replayed,
+		m.handled, m.handleTime, m.inFlight, m.ackErrors, m.deadLettered, m.deadErrors, m.backlog, m.oldestPending, m.replayed,
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

@@ -114,6 +114,20 @@ type runnerOptions struct {
 	progress     time.Duration
 	ackSync      bool
 	heartbeat    time.Duration
+	backlog      time.Duration
+}
+
+// WithBacklogInterval sets how often the runner reads its consumer's
+// backlog into verdict_queue_backlog and
+// verdict_queue_oldest_pending_age_seconds. Default 10s.
+func WithBacklogInterval(d time.Duration) RunnerOption {
+	return func(o *runnerOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: backlog interval %s", ErrInvalidOption, d)
+		}
+		o.backlog = d
+		return nil
+	}
 }
 
 // WithConcurrency sets how many handlers run at once. Default 4.
@@ -240,6 +254,8 @@ type Runner struct {
 	mInFlight   prometheus.Gauge
 	mDead       prometheus.Counter
 	mDeadErrors prometheus.Counter
+	mBacklog    prometheus.Gauge
+	mOldest     prometheus.Gauge
 }
 
 // Outcome labels of the handled metric.
@@ -260,7 +276,7 @@ func (c *Conn) NewRunner(stream, durable string, h Handler, opts ...RunnerOption
 		return nil, fmt.Errorf("%w: a runner needs a stream, a durable consumer and a handler", ErrInvalidOption)
 	}
 	o := runnerOptions{concurrency: 4, maxDeliver: 5, retryMin: time.Second, retryMax: time.Minute,
-		maxWork: 5 * time.Minute, drainTimeout: 30 * time.Second, heartbeat: 2 * time.Second}
+		maxWork: 5 * time.Minute, drainTimeout: 30 * time.Second, heartbeat: 2 * time.Second, backlog: 10 * time.Second}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -279,6 +295,8 @@ func (c *Conn) NewRunner(stream, durable string, h Handler, opts ...RunnerOption
 		mInFlight:   m.inFlight.WithLabelValues(durable),
 		mDead:       m.deadLettered.WithLabelValues(durable),
 		mDeadErrors: m.deadErrors.WithLabelValues(durable),
+		mBacklog:    m.backlog.WithLabelValues(durable),
+		mOldest:     m.oldestPending.WithLabelValues(durable),
 	}
 	for _, k := range []string{handledDone, handledRetry, handledPoison, handledPanic, handledLost, handledMax, handledDrain} {
 		r.mHandled[k] = m.handled.WithLabelValues(durable, k)
@@ -365,6 +383,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	hbStop := make(chan struct{})
 	hbDone := make(chan struct{})
 	go r.heartbeat(hardCtx, slots, progress, hbStop, hbDone)
+	backlogCtx, stopBacklog := context.WithCancel(hardCtx)
+	defer stopBacklog()
+	go r.watchBacklog(backlogCtx, cons)
 
 	errs := make(chan error, len(slots))
 	var wg sync.WaitGroup
@@ -728,4 +749,70 @@ func (r *Runner) deadLetter(ctx context.Context, m *Msg, reason string) {
 		r.mAckErr["term"].Inc()
 		r.log.Warn().Err(err).Str(logKeySubject, m.Subject).Msg("termFailed")
 	}
+}
+
+// watchBacklog reads the consumer's backlog every backlog interval until
+// ctx ends: the messages not yet done (waiting or in flight) and the age
+// of the oldest of them, the first after the consumer's ack floor that its
+// filter selects. Every replica reports the same consumer: take the max
+// across replicas. A failed read leaves the gauges as they were (logged
+// at debug: the runner goes on).
+func (r *Runner) watchBacklog(ctx context.Context, cons jetstream.Consumer) {
+	t := time.NewTicker(r.opts.backlog)
+	defer t.Stop()
+	for {
+		if err := r.readBacklog(ctx, cons); err != nil && ctx.Err() == nil {
+			r.log.Debug().Err(err).Msg("backlogNotRead")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Runner) readBacklog(ctx context.Context, cons jetstream.Consumer) error {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := cons.Info(rctx)
+	if err != nil {
+		return err
+	}
+	backlog := info.NumPending + uint64(info.NumAckPending)
+	r.mBacklog.Set(float64(backlog))
+	if backlog == 0 {
+		r.mOldest.Set(0)
+		return nil
+	}
+	st, err := r.c.js.Stream(rctx, r.stream)
+	if err != nil {
+		return err
+	}
+	filters := info.Config.FilterSubjects
+	if f := info.Config.FilterSubject; f != "" {
+		filters = append(filters, f)
+	}
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	var oldest time.Time
+	for _, f := range filters {
+		msg, err := st.GetMsg(rctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(f))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if oldest.IsZero() || msg.Time.Before(oldest) {
+			oldest = msg.Time
+		}
+	}
+	if oldest.IsZero() {
+		r.mOldest.Set(0)
+		return nil
+	}
+	r.mOldest.Set(time.Since(oldest).Seconds())
+	return nil
 }

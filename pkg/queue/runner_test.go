@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // sink records what handlers saw.
@@ -513,5 +515,48 @@ func TestRunnerHandlerContext(t *testing.T) {
 		}
 	default:
 		t.Fatal("second attempt's context was not ended by the drain timeout")
+	}
+}
+
+// TestRunnerBacklog: a runner reports its consumer's backlog (waiting and
+// in flight) and the age of the oldest message not yet done, and both go
+// to zero once the work is done. Other work kinds on the stream (outside
+// the consumer's filter) are not counted.
+func TestRunnerBacklog(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c, WithConsumers(ConsumerSpec{Stream: StreamWork, Durable: "backlog", FilterSubjects: []string{WorkFilter(WorkScan)}, AckWait: 20 * time.Second}))
+	publishWork(t, c, WorkGenerate, keys("other", 3)...)
+	publishWork(t, c, WorkScan, keys("b", 6)...)
+	time.Sleep(1100 * time.Millisecond) // the oldest is over a second old
+	release := make(chan struct{})
+	r, err := c.NewRunner(StreamWork, "backlog", func(ctx context.Context, m *Msg) Outcome {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return Done()
+	}, WithConcurrency(2), WithBacklogInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	}()
+	waitFor(t, 5*time.Second, "backlog of 6, oldest over a second", func() bool {
+		return testutil.ToFloat64(r.mBacklog) == 6 && testutil.ToFloat64(r.mOldest) >= 1
+	})
+	close(release)
+	waitFor(t, 5*time.Second, "backlog drained", func() bool {
+		return testutil.ToFloat64(r.mBacklog) == 0 && testutil.ToFloat64(r.mOldest) == 0
+	})
+	if err := WithBacklogInterval(0)(&runnerOptions{}); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("interval 0: %v", err)
 	}
 }
