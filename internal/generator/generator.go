@@ -279,8 +279,8 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	if err := json.Unmarshal(m.Data, &item); err != nil {
 		return poisoned(ReasonUndecodable, "decode work item: "+err.Error())
 	}
-	if item.Kind != events.WorkGenerate {
-		return poisoned(ReasonUnsupported, fmt.Sprintf("work kind %q is not built yet (the generator works generate items only)", item.Kind))
+	if item.Kind != events.WorkGenerate && item.Kind != events.WorkMutate {
+		return poisoned(ReasonUnsupported, fmt.Sprintf("work kind %q is not the generator's (generate and mutate items are)", item.Kind))
 	}
 	if item.Policy.Key == "" || item.Rule == "" {
 		return poisoned(ReasonInvalidItem, "the work item names no policy or no rule")
@@ -296,6 +296,12 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 		return res
 	}
 	rule := findRule(pol, item.Rule)
+	if item.Kind == events.WorkMutate {
+		if rule == nil || rule.Mutation == nil || len(rule.Mutation.Targets) == 0 {
+			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no mutate-existing rule %s", item.Policy.Key, item.Rule))
+		}
+		return g.mutateTargets(ctx, item, trigger, pol)
+	}
 	if rule == nil || rule.Generation == nil {
 		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
 	}
@@ -477,6 +483,63 @@ func (g *Generator) request(ctx context.Context, item events.WorkItem, trigger *
 type write struct {
 	mapping *meta.RESTMapping
 	obj     *unstructured.Unstructured
+}
+
+// mutateTargets works a mutate item: the rule (as the policy is stored
+// now) is evaluated on the trigger with Engine.MutateExisting, which reads
+// the targets from the cluster and patches them; each patched target is
+// written back with an update at the resourceVersion it was read at, so a
+// target changed meanwhile is a conflict (retried: the next attempt reads
+// it again) and never a lost write. A target the rule leaves as it is
+// (already patched, preconditions not met) is not written: a redelivered
+// item changes nothing.
+func (g *Generator) mutateTargets(ctx context.Context, item events.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) result {
+	excs, err := g.exceptions(ctx)
+	if err != nil {
+		return retried(ReasonAPIError, err)
+	}
+	req, err := g.request(ctx, item, trigger)
+	if err != nil {
+		return retried(ReasonAPIError, err)
+	}
+	resp := g.eng.MutateExisting(ctx, req, pol, excs)
+	if err := ctx.Err(); err != nil {
+		return retried(ReasonEvaluationError, fmt.Errorf("evaluation cut short: %w", err))
+	}
+	var rr *engine.RuleResponse
+	for i := range resp.Rules {
+		if resp.Rules[i].Name == item.Rule {
+			rr = &resp.Rules[i]
+		}
+	}
+	if rr == nil {
+		return skipped(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now, or has no target")
+	}
+	for _, t := range rr.Targets {
+		switch t.Status {
+		case engine.StatusError:
+			return retried(ReasonEvaluationError, fmt.Errorf("rule %s: %s", rr.Name, t.Message))
+		case engine.StatusPass:
+			u := &unstructured.Unstructured{Object: t.Patched}
+			gvk := u.GroupVersionKind()
+			what := fmt.Sprintf("target %s %s", gvk.Kind, path(u.GetNamespace(), u.GetName()))
+			if err := namespaceAllowed(pol.Raw, u.GetNamespace()); err != nil {
+				return poisoned(ReasonNamespaceForbidden, fmt.Sprintf("%s: %v", what, err))
+			}
+			mapping, err := g.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				return retried(ReasonAPIError, fmt.Errorf("%s: %w", what, err))
+			}
+			if _, err := g.resource(mapping, u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+				if Permanent(err) {
+					return poisoned(ReasonRefused, fmt.Sprintf("update %s: %v", what, err))
+				}
+				return retried(ReasonAPIError, fmt.Errorf("update %s: %w", what, err))
+			}
+			g.m.resources.WithLabelValues(gvk.Kind).Inc()
+		}
+	}
+	return processed()
 }
 
 // prepare checks one generated object (its kind is served, its namespace

@@ -102,6 +102,22 @@ spec:
       clone: {namespace: templates, name: regcred}
 `
 
+// labelSecret is a mutate-existing policy: a ConfigMap named dictionary
+// labels the Secret named target in its namespace.
+const labelSecret = `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata: {name: label-secret}
+spec:
+  rules:
+  - name: touch
+    match: {any: [{resources: {kinds: [ConfigMap], names: [dictionary]}}]}
+    mutate:
+      targets:
+      - {apiVersion: v1, kind: Secret, name: target, namespace: "{{request.object.metadata.namespace}}"}
+      patchStrategicMerge:
+        metadata: {labels: {touched-by: "{{request.object.metadata.name}}"}}
+`
+
 // escape is a namespaced Policy that tries to generate into another
 // namespace.
 const escape = `apiVersion: verdict.dev/v1
@@ -237,8 +253,10 @@ func TestE2EGenerate(t *testing.T) {
 	if _, err := dyn.Resource(policycache.Policies).Namespace("team").Create(ctx, unstr(t, escape), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, cloneSecret), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, y := range []string{cloneSecret, labelSecret} {
+		if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "templates", Name: "regcred", Labels: map[string]string{"kind": "registry"}},
 		Data: map[string][]byte{".dockerconfigjson": []byte(`{"auths":{}}`)}, Type: corev1.SecretTypeDockerConfigJson}
@@ -330,6 +348,25 @@ func TestE2EGenerate(t *testing.T) {
 		case string(sec.Data[".dockerconfigjson"]) != `{"auths":{}}` || sec.Type != corev1.SecretTypeDockerConfigJson:
 			return fmt.Errorf("secret %s %v", sec.Type, sec.Data)
 		case sec.Labels["kind"] != "registry" || sec.Labels[generator.LabelPolicyName] != "clone-secret":
+			return fmt.Errorf("labels %v", sec.Labels)
+		}
+		return nil
+	})
+
+	// A mutate-existing rule: the webhook queues a mutate item for the
+	// trigger, the generator patches the existing target.
+	if _, err := kube.CoreV1().Secrets("team").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "target"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "dictionary"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the target patched", func() error {
+		sec, err := kube.CoreV1().Secrets("team").Get(ctx, "target", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if sec.Labels["touched-by"] != "dictionary" {
 			return fmt.Errorf("labels %v", sec.Labels)
 		}
 		return nil

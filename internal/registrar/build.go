@@ -156,12 +156,13 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 }
 
 // webhookOf says which webhook a rule needs: the mutating one (mutate is
-// true), the validating one, or none (ok is false: mutate-existing rules
-// run in the background).
+// true) or the validating one; ok is false for none. A mutate-existing
+// rule's triggers come through the validating webhook (as in Kyverno),
+// which queues the work.
 func webhookOf(rule *engine.Rule) (mutate, ok bool) {
 	switch {
 	case rule.Mutation != nil:
-		return true, len(rule.Mutation.Targets) == 0
+		return len(rule.Mutation.Targets) == 0, true
 	case rule.Validation != nil, rule.Generation != nil, len(rule.VerifyImages) > 0:
 		return false, true
 	}

@@ -286,16 +286,31 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 	}
 	var items []WorkItem
 	for _, p := range ev.set.Policies {
-		if !admits(p) || !hasRules(p, engine.TypeGeneration) {
+		if !admits(p) {
 			continue
 		}
-		resp := s.engine.Generate(ctx, ev.req, p, ev.set.Exceptions)
-		for _, rr := range resp.Rules {
-			switch rr.Status {
-			case engine.StatusPass:
-				items = append(items, workItem(ev, p, rr))
-			case engine.StatusError:
-				v.warnings = append(v.warnings, ruleWarning(p, rr))
+		if hasRules(p, engine.TypeGeneration) {
+			resp := s.engine.Generate(ctx, ev.req, p, ev.set.Exceptions)
+			for _, rr := range resp.Rules {
+				switch rr.Status {
+				case engine.StatusPass:
+					items = append(items, workItem(ev, p, rr, WorkGenerate))
+				case engine.StatusError:
+					v.warnings = append(v.warnings, ruleWarning(p, rr))
+				}
+			}
+		}
+		if hasMutateExisting(p) {
+			// Mutate-existing rules the request triggers: their targets
+			// are patched by the generator.
+			resp := s.engine.MutateExistingTriggers(ctx, ev.req, p, ev.set.Exceptions)
+			for _, rr := range resp.Rules {
+				switch {
+				case rr.Background:
+					items = append(items, workItem(ev, p, rr, WorkMutate))
+				case rr.Status == engine.StatusError:
+					v.warnings = append(v.warnings, ruleWarning(p, rr))
+				}
 			}
 		}
 	}
@@ -337,7 +352,18 @@ func resultEvent(ev *evaluation, p *engine.Policy, resp engine.Response) ResultE
 	return r
 }
 
-func workItem(ev *evaluation, p *engine.Policy, rr engine.RuleResponse) WorkItem {
+// hasMutateExisting reports whether the policy has mutate rules with
+// targets.
+func hasMutateExisting(p *engine.Policy) bool {
+	for _, r := range p.Rules {
+		if r.Mutation != nil && len(r.Mutation.Targets) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func workItem(ev *evaluation, p *engine.Policy, rr engine.RuleResponse, kind WorkKind) WorkItem {
 	targets := make([]ResourceRef, 0, len(rr.Generated))
 	for _, g := range rr.Generated {
 		targets = append(targets, ResourceRef{
@@ -348,7 +374,7 @@ func workItem(ev *evaluation, p *engine.Policy, rr engine.RuleResponse) WorkItem
 		})
 	}
 	return WorkItem{
-		Kind:       WorkGenerate,
+		Kind:       kind,
 		Policy:     policyRef(p),
 		Rule:       rr.Name,
 		Trigger:    ev.rv.ref(),

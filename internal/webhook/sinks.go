@@ -17,8 +17,12 @@ type (
 	WorkItem    = evt.WorkItem
 )
 
-// WorkGenerate is the work kind of generate rules.
-const WorkGenerate = evt.WorkGenerate
+// Work kinds the webhook queues: generate rules, and the targets of
+// mutate-existing rules.
+const (
+	WorkGenerate = evt.WorkGenerate
+	WorkMutate   = evt.WorkMutate
+)
 
 // ResultSink receives rule results. Publish must not block: an
 // implementation buffers (and counts what it cannot buffer); the admission

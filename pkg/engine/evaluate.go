@@ -97,7 +97,7 @@ func ruleType(r *policy.Rule) RuleType {
 // otherwise.
 func selects(r *Rule, t RuleType) bool {
 	rt := ruleType(&r.Rule)
-	if t == typeMutateExisting {
+	if t == typeMutateExisting || t == typeMutateTriggers {
 		return rt == TypeMutation && len(r.Mutation.Targets) > 0
 	}
 	return rt == t

@@ -17,7 +17,9 @@ func (run *ruleRun) mutate(rr RuleResponse) RuleResponse {
 		if run.existing {
 			return run.mutateTargets(rr)
 		}
-		rr.Status = StatusSkip
+		// The rule applies to the request; its targets are patched in the
+		// background (the generator service).
+		rr.Status, rr.Background = StatusSkip, true
 		rr.Message = "mutation of existing resources runs in the generator service"
 		return rr
 	}

@@ -12,7 +12,21 @@ import (
 
 // typeMutateExisting selects the mutate rules with targets, for
 // MutateExisting; their responses have the type TypeMutation.
-const typeMutateExisting RuleType = "MutateExisting"
+// typeMutateTriggers selects the same rules for MutateExistingTriggers,
+// which does not touch their targets.
+const (
+	typeMutateExisting RuleType = "MutateExisting"
+	typeMutateTriggers RuleType = "MutateExistingTriggers"
+)
+
+// MutateExistingTriggers reports which of the policy's mutate-existing
+// rules the request triggers (they match and their preconditions hold),
+// without looking for their targets: each such rule's response has
+// Background set (status skip), for the caller to queue the work that
+// MutateExisting then does (the generator service).
+func (e *Engine) MutateExistingTriggers(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(e.meterFor(ctx, req), req, p, exceptions, typeMutateTriggers)
+}
 
 // MutateExisting runs the policy's mutate-existing rules (mutate.targets)
 // for a trigger: each rule finds its targets through the engine's

@@ -127,10 +127,24 @@ spec:
 	if document.String(secrets[0], "metadata", "labels", "from") != "" {
 		t.Error("the lister's object was changed in place")
 	}
-	// Admission leaves mutate-existing rules to the background.
+	// Admission leaves mutate-existing rules to the background: it only
+	// says which rules the request triggers, targets unread.
 	for _, rr := range eng.Mutate(t.Context(), req, p, nil).Rules {
-		if rr.Status != engine.StatusSkip || len(rr.Targets) != 0 {
+		if rr.Status != engine.StatusSkip || !rr.Background || len(rr.Targets) != 0 {
 			t.Errorf("Mutate %s: %+v", rr.Name, rr)
 		}
+	}
+	triggered := eng.MutateExistingTriggers(t.Context(), req, p, nil).Rules
+	if len(triggered) != 4 {
+		t.Fatalf("MutateExistingTriggers: %d rules, want all 4 (targets are not looked up)", len(triggered))
+	}
+	for _, rr := range triggered {
+		if !rr.Background || len(rr.Targets) != 0 {
+			t.Errorf("MutateExistingTriggers %s: %+v", rr.Name, rr)
+		}
+	}
+	other := obj(t, `{apiVersion: v1, kind: Secret, metadata: {name: x, namespace: staging}}`)
+	if rs := eng.MutateExistingTriggers(t.Context(), &engine.Request{Operation: engine.OpCreate, Object: other}, p, nil).Rules; len(rs) != 0 {
+		t.Errorf("a Secret triggers %v", rs)
 	}
 }

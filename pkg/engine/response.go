@@ -50,6 +50,10 @@ type RuleResponse struct {
 	// Targets is what a mutate-existing rule did to each of its targets
 	// (Engine.MutateExisting).
 	Targets []TargetResponse
+	// Background is set on a mutate-existing rule the request triggers
+	// when its targets are left to the background (Mutate,
+	// MutateExistingTriggers): the caller queues the work.
+	Background bool
 }
 
 // TargetResponse is the outcome of a mutate-existing rule on one target.
