@@ -36,7 +36,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
-	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // Options configure a demo run.
@@ -103,7 +103,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(natsDir) }()
-	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: natsDir, Port: 0})
+	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: natsDir, Port: 0})
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -263,7 +264,7 @@ func TestE2EGenerate(t *testing.T) {
 	if _, err := kube.CoreV1().Secrets("templates").Create(ctx, source, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir()})
+	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

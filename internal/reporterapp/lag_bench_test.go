@@ -41,6 +41,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // envInt reads a positive integer knob of a benchmark.
@@ -82,7 +83,7 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	rc.WarningHandler = rest.NoWarnings{}
 	kube := kubernetes.NewForConfigOrDie(rc)
 	dyn := dynamic.NewForConfigOrDie(rc)
-	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: b.TempDir()})
+	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}

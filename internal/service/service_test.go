@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 func TestValidate(t *testing.T) {
@@ -110,7 +111,7 @@ func nkeySeedFile(t *testing.T) (file, public string) {
 // without.
 func TestNATSCredentialsAreUsed(t *testing.T) {
 	seedFile, public := nkeySeedFile(t)
-	srv, err := queue.RunEmbedded(t.Context(), queue.EmbeddedConfig{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
+	srv, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}

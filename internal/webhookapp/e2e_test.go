@@ -23,6 +23,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 func freePort(t *testing.T) int {
@@ -126,7 +127,7 @@ func TestE2EWebhook(t *testing.T) {
 
 	// JetStream lets in one NKey user: the service's credentials are used.
 	seedFile, public := nkeySeedFile(t)
-	nats, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
+	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}

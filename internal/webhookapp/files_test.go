@@ -22,6 +22,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // nkeySeedFile makes an NKey user and writes its seed to a file; it
@@ -79,7 +80,7 @@ func TestFilesMode(t *testing.T) {
 		}
 	}
 	seedFile, public := nkeySeedFile(t)
-	nats, err := queue.RunEmbedded(t.Context(), queue.EmbeddedConfig{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
+	nats, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}

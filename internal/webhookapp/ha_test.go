@@ -26,6 +26,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/registrar"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // env is a control plane, a JetStream server and the test namespaces.
@@ -33,7 +34,7 @@ type env struct {
 	cp   *controlplane.ControlPlane
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
-	nats *queue.Embedded
+	nats *embedded.Server
 	port int // JetStream client port
 	dir  string
 }
@@ -67,7 +68,7 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) startNATS(t *testing.T) {
 	t.Helper()
-	n, err := queue.RunEmbedded(t.Context(), queue.EmbeddedConfig{StoreDir: e.dir, Port: e.port})
+	n, err := embedded.Run(t.Context(), embedded.Config{StoreDir: e.dir, Port: e.port})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // A result without a resource uid cannot become a message: it is counted,
 // the others are published.
 func TestResultSinkCountsUnpublishable(t *testing.T) {
 	ctx := t.Context()
-	e, err := queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir()})
+	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -22,7 +23,7 @@ const benchPayload = 1024
 
 var benchRun atomic.Int64 // keeps message ids unique across runs
 
-func benchServer(b *testing.B) (*Embedded, *Conn) {
+func benchServer(b *testing.B) (*embedded.Server, *Conn) {
 	b.Helper()
 	e := runServer(b)
 	ctx := context.Background()
@@ -34,7 +35,7 @@ func benchServer(b *testing.B) (*Embedded, *Conn) {
 	return e, c
 }
 
-func plainConn(b *testing.B, e *Embedded, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream) {
+func plainConn(b *testing.B, e *embedded.Server, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream) {
 	b.Helper()
 	nc, err := nats.Connect(e.ClientURL())
 	if err != nil {

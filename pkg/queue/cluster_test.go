@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,7 +69,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	servers, err := RunEmbeddedCluster(ctx, 3, t.TempDir(), nil)
+	servers, err := embedded.RunCluster(ctx, 3, t.TempDir(), nil)
 	if err != nil {
 		t.Fatalf("cluster: %v", err)
 	}

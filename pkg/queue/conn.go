@@ -29,7 +29,7 @@ type ConnOption func(*connOptions) error
 
 type connOptions struct {
 	urls         []string
-	embedded     *Embedded
+	embedded     nats.InProcessConnProvider
 	name         string
 	caFile       string
 	certFile     string
@@ -62,9 +62,10 @@ func WithURL(urls ...string) ConnOption {
 	}
 }
 
-// WithEmbedded connects in process to an embedded server (no TCP), which
-// works for an InProcessOnly server too.
-func WithEmbedded(e *Embedded) ConnOption {
+// WithEmbedded connects in process to a server running in this process
+// (no TCP), such as an embedded.Server, which works for an InProcessOnly
+// server too.
+func WithEmbedded(e nats.InProcessConnProvider) ConnOption {
 	return func(o *connOptions) error {
 		if e == nil {
 			return fmt.Errorf("%w: nil embedded server", ErrInvalidOption)
@@ -239,7 +240,7 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 		}),
 	}
 	if o.embedded != nil {
-		natsOpts = append(natsOpts, nats.InProcessServer(o.embedded.srv))
+		natsOpts = append(natsOpts, nats.InProcessServer(o.embedded))
 		url = ""
 	}
 	if o.caFile != "" {

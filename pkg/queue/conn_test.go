@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"net"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func TestBackgroundConnect(t *testing.T) {
 		}
 	}
 
-	e, err := RunEmbedded(ctx, EmbeddedConfig{StoreDir: t.TempDir(), Port: port})
+	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir(), Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}

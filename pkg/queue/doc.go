@@ -18,10 +18,11 @@
 // WithRegisterer or WithMetrics says otherwise, so the package has no global
 // state.
 //
-// RunEmbedded starts a nats-server with JetStream and a file store
-// (StoreDir), on a chosen port, a free one (Port 0), or no port at all
-// (InProcessOnly, the single-process `verdict dev` default).
-// RunEmbeddedCluster starts n of them clustered on loopback for tests.
+// Package embedded (pkg/queue/embedded) runs a nats-server with JetStream
+// and a file store in the process: embedded.Run on a chosen port, a free
+// one (Port 0), or no port at all (InProcessOnly, the single-process
+// `verdict-dev` default); embedded.RunCluster starts n of them clustered on
+// loopback for tests. It is apart so that this package links no server.
 //
 // # Streams and consumers
 //

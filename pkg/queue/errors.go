@@ -3,7 +3,6 @@ package queue
 import (
 	"errors"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,8 +38,6 @@ var (
 	ErrStreamFull = errors.New("queue: stream full")
 	// ErrNotConnected: the connection to NATS was not established in time.
 	ErrNotConnected = errors.New("queue: not connected")
-	// ErrEmbedded: the embedded server could not start.
-	ErrEmbedded = errors.New("queue: embedded server")
 	// ErrProvision: a stream or consumer could not be created or updated.
 	ErrProvision = errors.New("queue: provisioning")
 	// ErrDeadLetter: a message could not be written to the dead-letter
@@ -75,20 +72,29 @@ const jsStoreFailed jetstream.ErrorCode = 10077
 // streamFull reports whether a publish failed because the stream is at its
 // limits with DiscardNew. The server answers every store failure with one
 // code (10077) and its own error's text as the description; the text of
-// the server's exported sentinels is the only thing that tells a full
-// stream apart, so it is compared with those (not with literals), and
-// TestStreamLimits checks it against a real server.
+// the server's sentinels (ErrMaxMsgs, ErrMaxBytes, ErrMaxMsgsPerSubject) is
+// the only thing that tells a full stream apart. The texts are written here
+// so that a client does not link the server; TestFullStreamTexts compares
+// them with the server's sentinels and TestStreamLimits checks the whole
+// path against a real server.
 func streamFull(err error) bool {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsStoreFailed {
 		return false
 	}
 	switch apiErr.Description {
-	case server.ErrMaxMsgs.Error(), server.ErrMaxBytes.Error(), server.ErrMaxMsgsPerSubject.Error():
+	case textMaxMsgs, textMaxBytes, textMaxMsgsPerSubject:
 		return true
 	}
 	return false
 }
+
+// The server's texts of a full stream (see streamFull).
+const (
+	textMaxMsgs           = "maximum messages exceeded"
+	textMaxBytes          = "maximum bytes exceeded"
+	textMaxMsgsPerSubject = "maximum messages per subject exceeded"
+)
 
 // errTryAgain marks an error the caller wants retried whatever it is (a
 // consumer that provisioning has not created yet).

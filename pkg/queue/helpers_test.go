@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"os"
 	"testing"
 	"time"
@@ -21,11 +22,11 @@ func testLogger(t testing.TB) zerolog.Logger {
 }
 
 // runServer starts an embedded server on a free port with a temporary store.
-func runServer(t testing.TB) *Embedded {
+func runServer(t testing.TB) *embedded.Server {
 	t.Helper()
-	e, err := RunEmbedded(context.Background(), EmbeddedConfig{StoreDir: t.TempDir()})
+	e, err := embedded.Run(context.Background(), embedded.Config{StoreDir: t.TempDir()})
 	if err != nil {
-		t.Fatalf("RunEmbedded: %v", err)
+		t.Fatalf("embedded.Run: %v", err)
 	}
 	t.Cleanup(e.Shutdown)
 	return e

@@ -1,11 +1,5 @@
 package queue
 
-import (
-	"fmt"
-
-	"github.com/rs/zerolog"
-)
-
 // Log keys, defined once (lowerCamelCase, as everywhere in Verdict).
 const (
 	logKeyURL        = "natsURL"
@@ -29,24 +23,3 @@ const (
 	logKeyConcurrent = "concurrency"
 	logKeyLine       = "line"
 )
-
-// serverLogger routes the embedded nats-server's log lines into zerolog.
-// Debug and trace lines are left out: the server is chatty at those levels.
-type serverLogger struct{ log zerolog.Logger }
-
-func (l serverLogger) Noticef(format string, v ...any) {
-	l.log.Info().Str(logKeyLine, fmt.Sprintf(format, v...)).Msg(msgServerLog)
-}
-func (l serverLogger) Warnf(format string, v ...any) {
-	l.log.Warn().Str(logKeyLine, fmt.Sprintf(format, v...)).Msg(msgServerLog)
-}
-func (l serverLogger) Fatalf(format string, v ...any) {
-	l.log.Error().Bool("fatal", true).Str(logKeyLine, fmt.Sprintf(format, v...)).Msg(msgServerLog)
-}
-func (l serverLogger) Errorf(format string, v ...any) {
-	l.log.Error().Str(logKeyLine, fmt.Sprintf(format, v...)).Msg(msgServerLog)
-}
-func (l serverLogger) Debugf(string, ...any) {}
-func (l serverLogger) Tracef(string, ...any) {}
-
-const msgServerLog = "nats-server"

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func TestConnectOptions(t *testing.T) {
 	ctx := context.Background()
 	for name, opts := range map[string][]ConnOption{
 		"nothing":         nil,
-		"both":            {WithURL("nats://127.0.0.1:1"), WithEmbedded(&Embedded{})},
+		"both":            {WithURL("nats://127.0.0.1:1"), WithEmbedded(&embedded.Server{})},
 		"empty url":       {WithURL("")},
 		"half a cert":     {WithURL("nats://x"), WithTLS("", "cert.pem", "")},
 		"backoff":         {WithURL("nats://x"), WithReconnectBackoff(time.Second, time.Millisecond)},
@@ -100,7 +101,7 @@ func TestConnectOptions(t *testing.T) {
 // The single-process default: a server with no port, reached in process.
 func TestEmbeddedInProcess(t *testing.T) {
 	ctx := context.Background()
-	e, err := RunEmbedded(ctx, EmbeddedConfig{StoreDir: t.TempDir(), InProcessOnly: true})
+	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir(), InProcessOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestEmbeddedInProcess(t *testing.T) {
 	if _, err := c.PublishSync(ctx, workMsg(t, WorkScan, "in-process")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RunEmbedded(ctx, EmbeddedConfig{}); !errors.Is(err, ErrInvalidOption) {
+	if _, err := embedded.Run(ctx, embedded.Config{}); !errors.Is(err, embedded.ErrInvalidConfig) {
 		t.Errorf("no store dir: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"testing"
 	"time"
 )
@@ -146,7 +147,7 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 	}
 
 	time.Sleep(500 * time.Millisecond) // let retries spin against the closed port
-	e2, err := RunEmbedded(ctx, cfg)
+	e2, err := embedded.Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
@@ -220,13 +221,13 @@ func TestAsyncPublisherInFlightAtCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := e.Config()
-	restarted := make(chan *Embedded, 1)
+	restarted := make(chan *embedded.Server, 1)
 	for i := range total {
 		if i == total/3 {
 			go func() {
 				e.Shutdown()
 				time.Sleep(300 * time.Millisecond)
-				e2, err := RunEmbedded(ctx, cfg)
+				e2, err := embedded.Run(ctx, cfg)
 				if err != nil {
 					t.Errorf("restart: %v", err)
 				}

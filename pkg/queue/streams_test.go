@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nats-server/v2/server"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +147,19 @@ func TestWorkStreamMessageSchedules(t *testing.T) {
 // is bounded by messages and bytes; VERDICT_RESULTS by bytes, and keeps a
 // history of WithResultHistory messages per subject, still replacing the
 // oldest of a full subject when the stream is full.
+// The texts streamFull compares are the server's own.
+func TestFullStreamTexts(t *testing.T) {
+	for got, want := range map[string]error{
+		textMaxMsgs:           server.ErrMaxMsgs,
+		textMaxBytes:          server.ErrMaxBytes,
+		textMaxMsgsPerSubject: server.ErrMaxMsgsPerSubject,
+	} {
+		if got != want.Error() {
+			t.Errorf("text %q, server says %q", got, want.Error())
+		}
+	}
+}
+
 func TestStreamLimits(t *testing.T) {
 	e := runServer(t)
 	reg := prometheus.NewRegistry()

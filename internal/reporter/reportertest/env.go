@@ -37,6 +37,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // shared is the control plane Main started for the test binary; nil under
@@ -85,7 +86,7 @@ type Env struct {
 	Kube kubernetes.Interface
 	Dyn  dynamic.Interface
 	Meta metadata.Interface
-	NATS *queue.Embedded
+	NATS *embedded.Server
 	// Conn is the test's own connection (publishing, reading the stream).
 	Conn *queue.Conn
 	// Check is shared by the test's projectors, scanners and rebuilds.
@@ -106,7 +107,7 @@ func NewEnv(t *testing.T) *Env {
 	e.Check = e.Checker()
 	ctx := t.Context()
 	var err error
-	e.NATS, err = queue.RunEmbedded(ctx, queue.EmbeddedConfig{StoreDir: t.TempDir()})
+	e.NATS, err = embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

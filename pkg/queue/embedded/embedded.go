@@ -1,7 +1,13 @@
-package queue
+// Package embedded runs nats-server with JetStream inside the process: the
+// single-process demo (`verdict-dev`), and the queue tests, which need a
+// real server. It is a package of its own so that what only connects to
+// NATS (the services' libraries, the pipeline CLI's `work` command) does
+// not link the server.
+package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,8 +19,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// EmbeddedConfig describes an embedded nats-server with JetStream.
-type EmbeddedConfig struct {
+// Config describes an embedded nats-server with JetStream.
+type Config struct {
 	// Name is the server name; it must be unique in a cluster. Default: a
 	// name derived from the port.
 	Name string
@@ -30,7 +36,7 @@ type EmbeddedConfig struct {
 	// (Connect with WithEmbedded). The single-process default.
 	InProcessOnly bool
 	// Cluster, when set, makes the server a member of a JetStream cluster.
-	Cluster *EmbeddedCluster
+	Cluster *Cluster
 	// Logger receives the server's notices, warnings and errors. Nil keeps
 	// the server quiet.
 	Logger *zerolog.Logger
@@ -43,8 +49,8 @@ type EmbeddedConfig struct {
 	NKeyUsers []string
 }
 
-// EmbeddedCluster is the cluster part of EmbeddedConfig.
-type EmbeddedCluster struct {
+// Cluster is the cluster part of Config.
+type Cluster struct {
 	// Name of the cluster, the same on every member.
 	Name string
 	// Host and Port of this member's route listener.
@@ -55,22 +61,22 @@ type EmbeddedCluster struct {
 	Routes []string
 }
 
-// Embedded is a running embedded nats-server.
-type Embedded struct {
+// Server is a running embedded nats-server.
+type Server struct {
 	srv *server.Server
-	cfg EmbeddedConfig
+	cfg Config
 }
 
-// RunEmbedded starts an embedded nats-server with JetStream on and waits
+// Run starts an embedded nats-server with JetStream on and waits
 // until it takes connections. For a single server that is also when
 // JetStream is usable; a cluster member needs its peers first (see
-// RunEmbeddedCluster).
-func RunEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+// RunCluster).
+func Run(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.StoreDir == "" {
-		return nil, fmt.Errorf("%w: %w: StoreDir is required", ErrEmbedded, ErrInvalidOption)
+		return nil, fmt.Errorf("%w: %w: StoreDir is required", ErrStart, ErrInvalidConfig)
 	}
 	if cfg.Port < 0 {
-		return nil, fmt.Errorf("%w: %w: Port %d: use 0 for a free port", ErrEmbedded, ErrInvalidOption, cfg.Port)
+		return nil, fmt.Errorf("%w: %w: Port %d: use 0 for a free port", ErrStart, ErrInvalidConfig, cfg.Port)
 	}
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
@@ -96,7 +102,7 @@ func RunEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	if c := cfg.Cluster; c != nil {
 		if c.Name == "" || c.Port <= 0 || cfg.Name == "" {
-			return nil, fmt.Errorf("%w: %w: a cluster member needs Name, Cluster.Name and Cluster.Port", ErrEmbedded, ErrInvalidOption)
+			return nil, fmt.Errorf("%w: %w: a cluster member needs Name, Cluster.Name and Cluster.Port", ErrStart, ErrInvalidConfig)
 		}
 		host := c.Host
 		if host == "" {
@@ -106,14 +112,14 @@ func RunEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w: route %q: %w", ErrEmbedded, ErrInvalidOption, r, err)
+				return nil, fmt.Errorf("%w: %w: route %q: %w", ErrStart, ErrInvalidConfig, r, err)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrEmbedded, err)
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	if cfg.Logger != nil {
 		srv.SetLoggerV2(serverLogger{log: cfg.Logger.With().Str(logKeyServer, srv.Name()).Logger()}, false, false, false)
@@ -126,7 +132,7 @@ func RunEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if !srv.ReadyForConnections(time.Until(deadline)) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("%w: not ready for connections within %s", ErrEmbedded, cfg.ReadyTimeout)
+		return nil, fmt.Errorf("%w: not ready for connections within %s", ErrStart, cfg.ReadyTimeout)
 	}
 	if !cfg.InProcessOnly {
 		if tcp, ok := srv.Addr().(*net.TCPAddr); ok {
@@ -136,17 +142,21 @@ func RunEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.Name == "" {
 		cfg.Name = srv.Name()
 	}
-	return &Embedded{srv: srv, cfg: cfg}, nil
+	return &Server{srv: srv, cfg: cfg}, nil
 }
 
 // Server is the nats-server itself.
-func (e *Embedded) Server() *server.Server { return e.srv }
+func (e *Server) Server() *server.Server { return e.srv }
+
+// InProcessConn opens a connection to the server without TCP (nats.go's
+// InProcessServer uses it: queue.WithEmbedded).
+func (e *Server) InProcessConn() (net.Conn, error) { return e.srv.InProcessConn() }
 
 // Name is the server's name (the name JetStream uses for stream leaders).
-func (e *Embedded) Name() string { return e.srv.Name() }
+func (e *Server) Name() string { return e.srv.Name() }
 
 // ClientURL is the URL clients connect to; empty for InProcessOnly.
-func (e *Embedded) ClientURL() string {
+func (e *Server) ClientURL() string {
 	if e.cfg.InProcessOnly {
 		return ""
 	}
@@ -154,33 +164,33 @@ func (e *Embedded) ClientURL() string {
 }
 
 // Config is the configuration the server runs with, its port resolved:
-// RunEmbedded(ctx, e.Config()) after Shutdown restarts the same server on the
+// Run(ctx, e.Config()) after Shutdown restarts the same server on the
 // same port and store.
-func (e *Embedded) Config() EmbeddedConfig { return e.cfg }
+func (e *Server) Config() Config { return e.cfg }
 
 // Shutdown stops the server and waits until it has stopped.
-func (e *Embedded) Shutdown() {
+func (e *Server) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }
 
-// RunEmbeddedCluster starts n embedded servers clustered on loopback, each
+// RunCluster starts n embedded servers clustered on loopback, each
 // with a store under baseDir/<name>, and waits until JetStream has a meta
 // leader. Server i is named "verdict-<i>". Shut them down with Shutdown on
 // each.
-func RunEmbeddedCluster(ctx context.Context, n int, baseDir string, logger *zerolog.Logger) ([]*Embedded, error) {
+func RunCluster(ctx context.Context, n int, baseDir string, logger *zerolog.Logger) ([]*Server, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("%w: %w: cluster size %d", ErrEmbedded, ErrInvalidOption, n)
+		return nil, fmt.Errorf("%w: %w: cluster size %d", ErrStart, ErrInvalidConfig, n)
 	}
 	ports, err := freePorts(2 * n)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrEmbedded, err)
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	routes := make([]string, n)
 	for i := range n {
 		routes[i] = "nats-route://127.0.0.1:" + strconv.Itoa(ports[n+i])
 	}
-	servers := make([]*Embedded, 0, n)
+	servers := make([]*Server, 0, n)
 	stopAll := func() {
 		for _, s := range servers {
 			s.Shutdown()
@@ -188,11 +198,11 @@ func RunEmbeddedCluster(ctx context.Context, n int, baseDir string, logger *zero
 	}
 	for i := range n {
 		name := "verdict-" + strconv.Itoa(i)
-		e, err := RunEmbedded(ctx, EmbeddedConfig{
+		e, err := Run(ctx, Config{
 			Name:     name,
 			StoreDir: filepath.Join(baseDir, name),
 			Port:     ports[i],
-			Cluster:  &EmbeddedCluster{Name: "verdict", Port: ports[n+i], Routes: routes},
+			Cluster:  &Cluster{Name: "verdict", Port: ports[n+i], Routes: routes},
 			Logger:   logger,
 		})
 		if err != nil {
@@ -210,7 +220,7 @@ func RunEmbeddedCluster(ctx context.Context, n int, baseDir string, logger *zero
 
 // WaitForMetaLeader waits until one of the running servers is the
 // JetStream meta leader and every running server knows it.
-func WaitForMetaLeader(ctx context.Context, servers []*Embedded) error {
+func WaitForMetaLeader(ctx context.Context, servers []*Server) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -232,7 +242,7 @@ func WaitForMetaLeader(ctx context.Context, servers []*Embedded) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: no JetStream meta leader: %w", ErrEmbedded, ctx.Err())
+			return fmt.Errorf("%w: no JetStream meta leader: %w", ErrStart, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -259,3 +269,37 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Errors.
+var (
+	// ErrStart: the server could not start.
+	ErrStart = errors.New("embedded: nats-server did not start")
+	// ErrInvalidConfig: the Config cannot run (wrapped with ErrStart).
+	ErrInvalidConfig = errors.New("invalid config")
+)
+
+// serverLogger routes the server's log lines into zerolog. Debug and
+// trace lines are left out: the server is chatty at those levels.
+type serverLogger struct{ log zerolog.Logger }
+
+func (l serverLogger) Noticef(format string, v ...any) {
+	l.log.Info().Str(logKeyLine, fmt.Sprintf(format, v...)).Msg(msgServerLog)
+}
+func (l serverLogger) Warnf(format string, v ...any) {
+	l.log.Warn().Str(logKeyLine, fmt.Sprintf(format, v...)).Msg(msgServerLog)
+}
+func (l serverLogger) Fatalf(format string, v ...any) {
+	l.log.Error().Bool("fatal", true).Str(logKeyLine, fmt.Sprintf(format, v...)).Msg(msgServerLog)
+}
+func (l serverLogger) Errorf(format string, v ...any) {
+	l.log.Error().Str(logKeyLine, fmt.Sprintf(format, v...)).Msg(msgServerLog)
+}
+func (l serverLogger) Debugf(string, ...any) {}
+func (l serverLogger) Tracef(string, ...any) {}
+
+const (
+	msgServerLog   = "nats-server"
+	logKeyLine     = "line"
+	logKeyServer   = "natsServer"
+	logKeyStoreDir = "storeDir"
+)
