@@ -87,12 +87,50 @@ const (
 	WorkScan     = queue.WorkScan
 )
 
-// WorkItem is one unit of work for the worker services: a generate rule
-// triggered by an admitted resource.
+// WorkAction is what a generate or mutate work item asks for.
+type WorkAction string
+
+// Work actions. An item without an action is WorkApply.
+const (
+	// WorkApply: evaluate the rule on the trigger and write what it
+	// generates (generate) or patch its targets (mutate).
+	WorkApply WorkAction = "apply"
+	// WorkDeleteDownstream: the trigger was deleted; remove what a
+	// synchronized generate rule made for it.
+	WorkDeleteDownstream WorkAction = "deleteDownstream"
+	// WorkPolicyChanged: the rule's policy was created or changed; fan
+	// out to its triggers (a synchronized rule's downstream brought up to
+	// date, generateExisting, mutateExistingOnPolicyUpdate).
+	WorkPolicyChanged WorkAction = "policyChanged"
+	// WorkPolicyDeleted: the rule's policy was deleted; remove what the
+	// synchronized rule made (unless orphanDownstreamOnPolicyDelete).
+	WorkPolicyDeleted WorkAction = "policyDeleted"
+)
+
+// Causes of a work item: who made it.
+const (
+	// CauseAdmission: an admission request (the default).
+	CauseAdmission = "admission"
+	// CauseDrift: a generated resource was changed or deleted.
+	CauseDrift = "drift"
+	// CausePolicy: a policy change fanned out to the rule's triggers.
+	CausePolicy = "policy"
+)
+
+// WorkItem is one unit of work for the worker services: a generate or
+// mutate-existing rule and what to do with it (Action), for a trigger or
+// for the whole rule.
 type WorkItem struct {
 	Kind   WorkKind  `json:"kind"`
 	Policy PolicyRef `json:"policy"`
 	Rule   string    `json:"rule"`
+	// Action is what to do (empty: WorkApply).
+	Action WorkAction `json:"action,omitempty"`
+	// Cause is who made the item (empty: CauseAdmission).
+	Cause string `json:"cause,omitempty"`
+	// Downstream, for a drift item, is the generated resource that
+	// changed (its resourceVersion, or none when it was deleted).
+	Downstream *ResourceRef `json:"downstream,omitempty"`
 	// Trigger is the resource whose admission triggered the rule.
 	Trigger   ResourceRef `json:"trigger"`
 	Operation string      `json:"operation"`
@@ -100,8 +138,17 @@ type WorkItem struct {
 	// request.userInfo.
 	UserInfo engine.UserInfo `json:"userInfo"`
 	// Targets are the resources the rule would write, as computed at
-	// admission (the generator recomputes them).
+	// admission (the generator recomputes them); for WorkPolicyDeleted,
+	// the kinds (apiVersion and kind) of what the rule generated.
 	Targets    []ResourceRef `json:"targets,omitempty"`
 	RequestUID string        `json:"requestUid,omitempty"`
 	Timestamp  time.Time     `json:"timestamp"`
+}
+
+// Act is the item's action (WorkApply when none is given).
+func (w WorkItem) Act() WorkAction {
+	if w.Action == "" {
+		return WorkApply
+	}
+	return w.Action
 }

@@ -138,21 +138,31 @@ func ScanMessage(item ScanItem, id ...string) (queue.Message, error) {
 }
 
 // WorkMessage is the queue message of a work item: its subject (kind and
-// the policy, rule and trigger) and a deterministic id (a retried publish,
-// or two replicas admitting the same request, collapse).
+// the policy, rule and trigger, or the action for an item about the whole
+// rule) and a deterministic id (a retried publish, two replicas admitting
+// the same request, or every generator replica seeing the same policy
+// change or drift, collapse).
 func WorkMessage(item WorkItem) (queue.Message, error) {
 	data, err := json.Marshal(item)
 	if err != nil {
 		return queue.Message{}, err
 	}
-	key := item.Policy.Key + "/" + item.Rule + "/" + item.Trigger.UID
-	subject, err := queue.WorkSubject(item.Kind, key)
+	last := item.Trigger.UID
+	if last == "" {
+		last = string(item.Act())
+	}
+	subject, err := queue.WorkSubject(item.Kind, item.Policy.Key+"/"+item.Rule+"/"+last)
 	if err != nil {
 		return queue.Message{}, err
 	}
-	return queue.Message{
-		Subject: subject,
-		ID:      queue.MsgID("work", string(item.Kind), item.Policy.UID, item.Policy.ResourceVersion, item.Rule, item.Trigger.UID, item.Trigger.ResourceVersion, item.RequestUID),
-		Data:    data,
-	}, nil
+	parts := []string{"work", string(item.Kind), item.Policy.UID, item.Policy.ResourceVersion, item.Rule, item.Trigger.UID, item.Trigger.ResourceVersion, item.RequestUID}
+	if item.Act() != WorkApply || item.Cause != "" {
+		// Added only when set, so the ids of admission items stay what
+		// they were.
+		parts = append(parts, string(item.Act()), item.Cause)
+	}
+	if d := item.Downstream; d != nil {
+		parts = append(parts, d.UID, d.ResourceVersion)
+	}
+	return queue.Message{Subject: subject, ID: queue.MsgID(parts...), Data: data}, nil
 }

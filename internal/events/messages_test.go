@@ -124,6 +124,26 @@ func TestWorkMessage(t *testing.T) {
 	if c, _ := WorkMessage(item); c.ID == a.ID || c.Subject != a.Subject {
 		t.Fatal("another trigger version keeps the id, or changes the subject")
 	}
+	// Items of other actions and causes: ids apart from the admission
+	// item's; a drift item's id follows the downstream's version.
+	drift := item
+	drift.Cause = CauseDrift
+	drift.Downstream = &ResourceRef{Kind: "ConfigMap", Name: "settings", UID: "cm-1", ResourceVersion: "10"}
+	d1, _ := WorkMessage(drift)
+	d1again, _ := WorkMessage(drift)
+	drift.Downstream.ResourceVersion = "11"
+	d2, _ := WorkMessage(drift)
+	if d1.ID == a.ID || d1.ID != d1again.ID || d2.ID == d1.ID || d1.Subject != a.Subject {
+		t.Fatalf("drift ids %q %q %q, admission %q", d1.ID, d1again.ID, d2.ID, a.ID)
+	}
+	gone := WorkItem{Kind: WorkGenerate, Policy: item.Policy, Rule: item.Rule, Action: WorkPolicyDeleted}
+	g, err := WorkMessage(gone)
+	if err != nil || g.Subject == a.Subject || !strings.HasSuffix(g.Subject, "policyDeleted") {
+		t.Fatalf("policyDeleted subject %q, %v", g.Subject, err)
+	}
+	if (WorkItem{}).Act() != WorkApply {
+		t.Fatal("an item without an action is not an apply item")
+	}
 	item.Kind = "delete-everything"
 	if _, err := WorkMessage(item); !errors.Is(err, queue.ErrInvalidKind) {
 		t.Fatalf("unknown kind: %v", err)

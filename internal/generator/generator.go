@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -119,6 +120,7 @@ type Generator struct {
 	conn   *queue.Conn
 	dyn    dynamic.Interface
 	mapper meta.ResettableRESTMapper
+	kinds  *kube.ListableKinds
 	check  *verify.Checker
 	eng    *engine.Engine
 	m      *Metrics
@@ -127,10 +129,11 @@ type Generator struct {
 
 // New prepares a generator: items come from conn (the generator's
 // durable consumer), triggers are checked with check, objects are read
-// and written through dyn and mapper, and policies evaluated with eng.
-func New(conn *queue.Conn, dyn dynamic.Interface, mapper meta.ResettableRESTMapper, check *verify.Checker, eng *engine.Engine, opts ...Option) (*Generator, error) {
-	if conn == nil || dyn == nil || mapper == nil || check == nil || eng == nil {
-		return nil, fmt.Errorf("%w: a generator needs a connection, a dynamic client, a REST mapper, a checker and an engine", ErrInvalidOption)
+// and written through dyn and mapper, the kinds a policy's triggers may
+// have are read from kinds, and policies evaluated with eng.
+func New(conn *queue.Conn, dyn dynamic.Interface, mapper meta.ResettableRESTMapper, kinds *kube.ListableKinds, check *verify.Checker, eng *engine.Engine, opts ...Option) (*Generator, error) {
+	if conn == nil || dyn == nil || mapper == nil || kinds == nil || check == nil || eng == nil {
+		return nil, fmt.Errorf("%w: a generator needs a connection, a dynamic client, a REST mapper, the listable kinds, a checker and an engine", ErrInvalidOption)
 	}
 	o := options{concurrency: 4, attempts: 10, retryMin: time.Second, retryMax: time.Minute, drainTimeout: 30 * time.Second, log: zerolog.Nop()}
 	for _, opt := range opts {
@@ -145,7 +148,7 @@ func New(conn *queue.Conn, dyn dynamic.Interface, mapper meta.ResettableRESTMapp
 	if err != nil {
 		return nil, err
 	}
-	return &Generator{conn: conn, dyn: dyn, mapper: mapper, check: check, eng: eng, m: m, o: o}, nil
+	return &Generator{conn: conn, dyn: dyn, mapper: mapper, kinds: kinds, check: check, eng: eng, m: m, o: o}, nil
 }
 
 // Run works items until ctx ends, then drains (see queue.Runner.Run).
@@ -160,7 +163,16 @@ func (g *Generator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.Run(g.o.log.WithContext(ctx))
+	ctx = g.o.log.WithContext(ctx)
+	w := g.NewWatcher()
+	go func() {
+		// The watches need the policy kinds served; work items are
+		// taken meanwhile.
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			g.o.log.Error().Err(err).Msg("watchesNotStarted")
+		}
+	}()
+	return r.Run(ctx)
 }
 
 // result is what became of one item: the runner's outcome and the
@@ -285,8 +297,25 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	if item.Policy.Key == "" || item.Rule == "" {
 		return poisoned(ReasonInvalidItem, "the work item names no policy or no rule")
 	}
+	switch item.Act() {
+	case events.WorkApply:
+	case events.WorkDeleteDownstream:
+		if item.Kind != events.WorkGenerate {
+			return poisoned(ReasonUnsupported, "only generate items delete downstream")
+		}
+		return g.triggerDeleted(ctx, m, item)
+	case events.WorkPolicyDeleted:
+		if item.Kind != events.WorkGenerate {
+			return poisoned(ReasonUnsupported, "only generate items delete downstream")
+		}
+		return g.policyDeleted(ctx, item)
+	case events.WorkPolicyChanged:
+		return g.policyChanged(ctx, item)
+	default:
+		return poisoned(ReasonUnsupported, fmt.Sprintf("work action %q", item.Action))
+	}
 
-	trigger, res, ok := g.trigger(ctx, m, item.Trigger)
+	trigger, res, ok := g.trigger(ctx, m, item)
 	if !ok {
 		return res
 	}
@@ -295,7 +324,7 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	if !ok {
 		return res
 	}
-	rule := findRule(pol, item.Rule)
+	rule := pol.Rule(item.Rule)
 	if item.Kind == events.WorkMutate {
 		if rule == nil || rule.Mutation == nil || len(rule.Mutation.Targets) == 0 {
 			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no mutate-existing rule %s", item.Policy.Key, item.Rule))
@@ -304,6 +333,10 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	}
 	if rule == nil || rule.Generation == nil {
 		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
+	}
+	if item.Cause == events.CauseDrift && !rule.Generation.Synchronize {
+		// Only a synchronized rule repairs its downstream.
+		return skipped(ReasonNotSynchronized, fmt.Sprintf("generate rule %s of policy %s is not synchronized", item.Rule, item.Policy.Key))
 	}
 	excs, err := g.exceptions(ctx)
 	if err != nil {
@@ -355,7 +388,8 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 // trigger reads the item's trigger from the API: it must exist with the
 // item's uid (a CREATE is published before the object is stored: the
 // checker's grace period covers that) and not be on its way out.
-func (g *Generator) trigger(ctx context.Context, m *queue.Msg, ref events.ResourceRef) (*unstructured.Unstructured, result, bool) {
+func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkItem) (*unstructured.Unstructured, result, bool) {
+	ref := item.Trigger
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind == "" || ref.Name == "" || ref.UID == "" {
 		return nil, poisoned(ReasonInvalidItem, "the trigger reference names no object"), false
@@ -374,7 +408,13 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, ref events.Resour
 		// object's identity.
 		ref.Namespace = ""
 	}
-	st, err := g.check.Check(ctx, ref, m.Published)
+	stored := m.Published
+	if item.Cause == events.CauseDrift || item.Cause == events.CausePolicy {
+		// The trigger was seen in the cluster before the item was made:
+		// one not found is gone, not yet to be stored.
+		stored = time.Time{}
+	}
+	st, err := g.check.Check(ctx, ref, stored)
 	switch {
 	case err != nil:
 		return nil, retried(ReasonAPIError, fmt.Errorf("check the trigger: %w", err)), false
@@ -624,16 +664,6 @@ func (g *Generator) resource(mapping *meta.RESTMapping, namespace string) dynami
 		return g.dyn.Resource(mapping.Resource).Namespace(namespace)
 	}
 	return g.dyn.Resource(mapping.Resource)
-}
-
-// findRule is the policy's rule named name.
-func findRule(p *engine.Policy, name string) *engine.Rule {
-	for _, r := range p.Rules {
-		if r.Name == name {
-			return r
-		}
-	}
-	return nil
 }
 
 func path(namespace, name string) string {

@@ -41,12 +41,21 @@ const (
 	ReasonNamespaceForbidden = "namespaceForbidden"
 	ReasonRefused            = "refusedByAPI"
 	ReasonKindNotServed      = "kindNotServed"
+	ReasonDeleted            = "downstreamDeleted"
+	ReasonFannedOut          = "fannedOut"
+	ReasonTriggerNotDeleted  = "triggerNotDeleted"
+	ReasonNotSynchronized    = "notSynchronized"
+	ReasonPolicyExists       = "policyExists"
+	ReasonQueueError         = "queueError"
 )
 
 // Metrics are the generator's metrics.
 type Metrics struct {
 	items     *prometheus.CounterVec
 	resources *prometheus.CounterVec
+	deleted   *prometheus.CounterVec
+	fannedOut *prometheus.CounterVec
+	watch     *prometheus.CounterVec
 	duration  prometheus.Histogram
 }
 
@@ -61,13 +70,25 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "verdict_generator_resources_applied_total",
 			Help: "Generated resources written with server-side apply, by kind.",
 		}, []string{"kind"}),
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdict_generator_resources_deleted_total",
+			Help: "Generated resources deleted with their trigger or their policy (synchronize), by kind.",
+		}, []string{"kind"}),
+		fannedOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdict_generator_fanned_out_items_total",
+			Help: "Work items queued for existing triggers when a policy was created or changed, by work kind.",
+		}, []string{"kind"}),
+		watch: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdict_generator_watch_events_total",
+			Help: "Changes the watches turned into work: generated resources changed by others or deleted (drift) and policies changed or deleted, by event and result (queued; failed: no item could be made; rejected: JetStream refused the item for good).",
+		}, []string{"event", "result"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "verdict_generator_work_item_duration_seconds",
 			Help:    "Time to work one generate item (checks, evaluation, writes).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.items, m.resources, m.duration} {
+	for _, c := range []prometheus.Collector{m.items, m.resources, m.deleted, m.fannedOut, m.watch, m.duration} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register generator metrics: %w", err)
 		}

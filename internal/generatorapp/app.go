@@ -143,7 +143,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err := conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
-	g, err := generator.New(conn, dyn, mapper, check, eng,
+	g, err := generator.New(conn, dyn, mapper, kubeutil.NewListableKinds(kc.Discovery, 30*time.Second), check, eng,
 		generator.WithConcurrency(cfg.Concurrency),
 		generator.WithAttempts(cfg.Attempts),
 		generator.WithRetryDelays(cfg.RetryMin, cfg.RetryMax),

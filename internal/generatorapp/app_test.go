@@ -226,6 +226,53 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// startStack starts an embedded JetStream, the real webhook (one replica,
+// leader: it registers itself) and the generator service (its Run, as its
+// main does, with short retries) against the control plane. It returns
+// the JetStream server and the generator's probe address; the
+// generator's log is shown when the test fails.
+func startStack(t *testing.T, cp *controlplane.ControlPlane) (*embedded.Server, string) {
+	t.Helper()
+	nats, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nats.Shutdown)
+
+	webhookAddr := freeAddr(t)
+	wcfg := webhookapp.DefaultConfig()
+	wcfg.Kube.Kubeconfig = cp.KubeconfigPath()
+	wcfg.Identity = "replica-a"
+	wcfg.WebhookURL = "https://" + webhookAddr
+	wcfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
+	wcfg.Webhook.Address = webhookAddr
+	wcfg.Webhook.ProbeAddress = ""
+	wcfg.Webhook.ShutdownDelay = 0
+	wcfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
+	wcfg.NATS.URLs = []string{nats.ClientURL()}
+	wcfg.LeaseDuration, wcfg.RenewDeadline, wcfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
+	wcfg.ReconcileInterval = 2 * time.Second
+	start(t, "webhook", func(ctx context.Context) error {
+		return webhookapp.Run(ctx, wcfg, zerolog.Nop())
+	})
+
+	probe := freeAddr(t)
+	gcfg := generatorapp.DefaultConfig()
+	gcfg.Kube.Kubeconfig = cp.KubeconfigPath()
+	gcfg.NATS.URLs = []string{nats.ClientURL()}
+	gcfg.ProbeAddress = probe
+	gcfg.RetryMin, gcfg.RetryMax = 100*time.Millisecond, time.Second
+	gcfg.ShutdownTimeout = 5 * time.Second
+	var logs syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("generator log:\n%s", logs.String())
+		}
+	})
+	start(t, "generator", func(ctx context.Context) error { return generatorapp.Run(ctx, gcfg, zerolog.New(&logs)) })
+	return nats, probe
+}
+
 func items(outcome, reason string) string {
 	return fmt.Sprintf(`verdict_generator_work_items_total{outcome=%q,reason=%q}`, outcome, reason)
 }
@@ -264,67 +311,10 @@ func TestE2EGenerate(t *testing.T) {
 	if _, err := kube.CoreV1().Secrets("templates").Create(ctx, source, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
-
-	// The webhook (one replica, leader: it registers itself).
-	webhookAddr := freeAddr(t)
-	wcfg := webhookapp.DefaultConfig()
-	wcfg.Kube.Kubeconfig = cp.KubeconfigPath()
-	wcfg.Identity = "replica-a"
-	wcfg.WebhookURL = "https://" + webhookAddr
-	wcfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
-	wcfg.Webhook.Address = webhookAddr
-	wcfg.Webhook.ProbeAddress = ""
-	wcfg.Webhook.ShutdownDelay = 0
-	wcfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
-	wcfg.NATS.URLs = []string{nats.ClientURL()}
-	wcfg.LeaseDuration, wcfg.RenewDeadline, wcfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
-	wcfg.ReconcileInterval = 2 * time.Second
-	start(t, "webhook", func(ctx context.Context) error {
-		return webhookapp.Run(ctx, wcfg, zerolog.Nop())
-	})
-
-	// The generator, with short retries.
-	probe := freeAddr(t)
-	gcfg := generatorapp.DefaultConfig()
-	gcfg.Kube.Kubeconfig = cp.KubeconfigPath()
-	gcfg.NATS.URLs = []string{nats.ClientURL()}
-	gcfg.ProbeAddress = probe
-	gcfg.RetryMin, gcfg.RetryMax = 100*time.Millisecond, time.Second
-	gcfg.ShutdownTimeout = 5 * time.Second
-	// Its log is shown when the test fails.
-	var logs syncBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("generator log:\n%s", logs.String())
-		}
-	})
-	start(t, "generator", func(ctx context.Context) error { return generatorapp.Run(ctx, gcfg, zerolog.New(&logs)) })
+	nats, probe := startStack(t, cp)
 
 	// Once the webhook is registered, a new Namespace gets its ConfigMap.
-	// Namespaces created before that are not seen: try new ones.
-	var ns *corev1.Namespace
-	var cm *corev1.ConfigMap
-	deadline := time.Now().Add(45 * time.Second)
-	for i := 0; cm == nil && time.Now().Before(deadline); i++ {
-		ns, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gen-%d", i)}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for wait := time.Now().Add(3 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
-			if cm, err = kube.CoreV1().ConfigMaps(ns.Name).Get(ctx, "defaults", metav1.GetOptions{}); err == nil {
-				break
-			}
-			cm = nil
-		}
-	}
-	if cm == nil {
-		t.Fatal("no ConfigMap generated into a new Namespace")
-	}
+	ns, cm := firstGenerated(t, kube, "gen", "defaults")
 	want := map[string]string{
 		"team": "platform", generator.LabelManagedBy: "verdict",
 		generator.LabelPolicyName: "add-defaults", generator.LabelPolicyNamespace: "", generator.LabelRuleName: "defaults-configmap",

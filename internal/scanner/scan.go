@@ -3,18 +3,16 @@ package scanner
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -81,18 +79,18 @@ func (s *Scanner) newestVerified(ctx context.Context, rs []reporter.Result) (rep
 
 // kindsOf lists the cluster's listable kinds the policy's validate rules
 // name, and whether a kind wildcard selects others (not listed).
-func (s *Scanner) kindsOf(ctx context.Context, p *engine.Policy) ([]listedKind, bool, error) {
-	all, err := s.listableKinds(ctx)
+func (s *Scanner) kindsOf(ctx context.Context, p *engine.Policy) ([]kube.Kind, bool, error) {
+	all, err := s.kinds.List(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	var out []listedKind
+	var out []kube.Kind
 	wildcard := false
 	for _, k := range all {
-		if p.Raw.Namespaced() && !k.namespaced {
+		if p.Raw.Namespaced() && !k.Namespaced {
 			continue
 		}
-		switch p.SelectsKind(engine.TypeValidation, k.gvk.Group, k.gvk.Version, k.gvk.Kind) {
+		switch p.SelectsKind(engine.TypeValidation, k.GVK.Group, k.GVK.Version, k.GVK.Kind) {
 		case engine.KindNamed:
 			out = append(out, k)
 		case engine.KindByWildcard:
@@ -101,40 +99,6 @@ func (s *Scanner) kindsOf(ctx context.Context, p *engine.Policy) ([]listedKind, 
 		}
 	}
 	return out, wildcard, nil
-}
-
-// listableKinds are the resources the API server serves that can be
-// listed (preferred versions, no subresources), cached for a while.
-func (s *Scanner) listableKinds(ctx context.Context) ([]listedKind, error) {
-	s.kindsMu.Lock()
-	defer s.kindsMu.Unlock()
-	if s.kinds != nil && time.Since(s.kindsAt) < s.o.kindsTTL {
-		return s.kinds, nil
-	}
-	lists, err := discovery.ServerPreferredResources(s.disc)
-	if err != nil {
-		if len(lists) == 0 || !discovery.IsGroupDiscoveryFailedError(err) {
-			return nil, fmt.Errorf("discover resources: %w", err)
-		}
-		// Some groups are unavailable (an aggregated API down): scan
-		// what is served.
-		logFrom(ctx).Warn().Err(err).Msg("discoveryPartial")
-	}
-	var out []listedKind
-	for _, l := range lists {
-		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		if err != nil {
-			continue
-		}
-		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
-				continue
-			}
-			out = append(out, listedKind{gvr: gv.WithResource(r.Name), gvk: gv.WithKind(r.Kind), namespaced: r.Namespaced})
-		}
-	}
-	s.kinds, s.kindsAt = out, time.Now()
-	return out, nil
 }
 
 // scan is one policy scan in progress.
@@ -154,8 +118,8 @@ type scan struct {
 }
 
 // list evaluates every resource of one kind, page by page.
-func (sc *scan) list(ctx context.Context, k listedKind) error {
-	ri := sc.s.dyn.Resource(k.gvr)
+func (sc *scan) list(ctx context.Context, k kube.Kind) error {
+	ri := sc.s.dyn.Resource(k.GVR)
 	var client dynamic.ResourceInterface = ri
 	if sc.p.Raw.Namespaced() {
 		client = ri.Namespace(sc.p.Raw.Metadata.Namespace)
@@ -167,7 +131,7 @@ func (sc *scan) list(ctx context.Context, k listedKind) error {
 			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
 				return nil // no longer served
 			}
-			return fmt.Errorf("list %s: %w", k.gvr, err)
+			return fmt.Errorf("list %s: %w", k.GVR, err)
 		}
 		for i := range page.Items {
 			if err := sc.evaluate(ctx, &page.Items[i]); err != nil {
@@ -179,7 +143,7 @@ func (sc *scan) list(ctx context.Context, k listedKind) error {
 			break
 		}
 	}
-	sc.listed[k.gvk.GroupKind()] = true
+	sc.listed[k.GVK.GroupKind()] = true
 	return nil
 }
 
@@ -346,11 +310,4 @@ func (sc *scan) purgeIfGone(ctx context.Context, uid string) error {
 	}
 	sc.purged++
 	return nil
-}
-
-// listedKind is one listable resource of the cluster.
-type listedKind struct {
-	gvr        schema.GroupVersionResource
-	gvk        schema.GroupVersionKind
-	namespaced bool
 }

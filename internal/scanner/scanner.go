@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -89,9 +90,7 @@ type Scanner struct {
 	o        options
 	log      zerolog.Logger
 
-	kindsMu sync.Mutex
-	kinds   []listedKind
-	kindsAt time.Time
+	kinds *kube.ListableKinds
 }
 
 // New returns a scanner; Run runs it.
@@ -123,6 +122,7 @@ func New(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, disc disco
 	return &Scanner{
 		conn: conn, eng: eng, dyn: dyn, disc: disc, policies: policies, writer: writer, m: m, o: o,
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		kinds:  kube.NewListableKinds(disc, o.kindsTTL),
 		log:    log.With().Str(logKeyComponent, "scanner").Logger(),
 	}, nil
 }

@@ -289,7 +289,18 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 		if !admits(p) {
 			continue
 		}
-		if hasRules(p, engine.TypeGeneration) {
+		if hasRules(p, engine.TypeGeneration) && ev.req.Operation == engine.OpDelete {
+			// A deleted trigger generates nothing more; what a
+			// synchronized rule made for it goes with it.
+			resp := s.engine.GenerateTriggers(ctx, ev.req, p, ev.set.Exceptions)
+			for _, rr := range resp.Rules {
+				if r := p.Rule(rr.Name); rr.Background && r != nil && r.Generation.Synchronize {
+					it := workItem(ev, p, rr, WorkGenerate)
+					it.Action = evt.WorkDeleteDownstream
+					items = append(items, it)
+				}
+			}
+		} else if hasRules(p, engine.TypeGeneration) {
 			resp := s.engine.Generate(ctx, ev.req, p, ev.set.Exceptions)
 			for _, rr := range resp.Rules {
 				switch rr.Status {

@@ -31,6 +31,16 @@ type Policy struct {
 // Name is the policy's name.
 func (p *Policy) Name() string { return p.Raw.Metadata.Name }
 
+// Rule is the compiled rule named name (autogen rules included), or nil.
+func (p *Policy) Rule(name string) *Rule {
+	for _, r := range p.Rules {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
 // Rule is a compiled rule.
 type Rule struct {
 	policy.Rule

@@ -100,6 +100,9 @@ func selects(r *Rule, t RuleType) bool {
 	if t == typeMutateExisting || t == typeMutateTriggers {
 		return rt == TypeMutation && len(r.Mutation.Targets) > 0
 	}
+	if t == typeGenerateTriggers {
+		return rt == TypeGeneration
+	}
 	return rt == t
 }
 
@@ -139,6 +142,9 @@ type ruleRun struct {
 	// existing is set when the call evaluates mutate-existing rules on
 	// their targets (MutateExisting).
 	existing bool
+	// triggersOnly is set when the call only asks which generate rules
+	// the request triggers (GenerateTriggers).
+	triggersOnly bool
 	// ruleCtx is the storage of the rule's own context, a clone of the
 	// base context, so that it needs no allocation of its own.
 	ruleCtx evalContext
@@ -181,7 +187,7 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 			resp.Rules = m.ruleSlots(len(p.Rules))
 		}
 		run := m.ruleRun()
-		*run = ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur, existing: t == typeMutateExisting}
+		*run = ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur, existing: t == typeMutateExisting, triggersOnly: t == typeGenerateTriggers}
 		rr := run.evaluateBounded(m, base, exceptions, in)
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -47,6 +46,11 @@ type target struct {
 // copied from the resources it clones.
 func (run *ruleRun) generate(rr RuleResponse) RuleResponse {
 	g := run.rule.Generation
+	if run.triggersOnly {
+		rr.Status, rr.Background = StatusSkip, true
+		rr.Message = "generation runs in the generator service"
+		return rr
+	}
 	if len(g.ForEach) == 0 {
 		objs, err := run.generateTarget(target{g.APIVersion, g.Kind, g.Name, g.Namespace, g.Data, g.Clone, g.CloneList})
 		if err != nil {
@@ -135,7 +139,7 @@ func (run *ruleRun) generateTarget(t target) ([]map[string]any, error) {
 	case t.cloneList != nil:
 		var out []map[string]any
 		for _, k := range t.cloneList.Kinds {
-			av, kd := splitKindRef(k)
+			av, kd := policy.SplitKindRef(k)
 			srcs, err := run.e.lister.ListResources(ctx, av, kd, toTextOrEmpty(m["cloneListNamespace"]), t.cloneList.Selector)
 			if err != nil {
 				return nil, fmt.Errorf("clone list %s in %s: %w", k, toTextOrEmpty(m["cloneListNamespace"]), err)
@@ -183,15 +187,6 @@ func cloned(src map[string]any, name, namespace string) map[string]any {
 	obj["metadata"] = meta
 	delete(obj, "status")
 	return obj
-}
-
-// splitKindRef reads "Kind", "v1/Kind" or "group/version/Kind".
-func splitKindRef(s string) (apiVersion, kind string) {
-	i := strings.LastIndexByte(s, '/')
-	if i < 0 {
-		return "", s
-	}
-	return s[:i], s[i+1:]
 }
 
 // noLister is the lister used when none is configured.

@@ -22,23 +22,38 @@ const (
 // filters must all match may select fewer resources than listed; the
 // evaluation decides.
 func (p *Policy) SelectsKind(t RuleType, group, version, kind string) KindMatch {
-	r := gvk{group: group, version: version, kind: kind}
 	best := KindNotSelected
 	for _, rule := range p.Rules {
-		if ruleType(&rule.Rule) != t || rule.match == nil {
+		if ruleType(&rule.Rule) != t {
 			continue
 		}
-		for _, f := range rule.match.filters() {
-			for _, k := range f.kinds {
-				if !k.matches(r, "") {
-					continue
-				}
-				if k.kind == "*" {
-					best = max(best, KindByWildcard)
-					continue
-				}
-				return KindNamed
+		if m := rule.SelectsKind(group, version, kind); m == KindNamed {
+			return m
+		} else if m > best {
+			best = m
+		}
+	}
+	return best
+}
+
+// SelectsKind says whether the rule's match block selects the kind by
+// name, only by a kind wildcard, or not at all.
+func (r *Rule) SelectsKind(group, version, kind string) KindMatch {
+	if r.match == nil {
+		return KindNotSelected
+	}
+	k := gvk{group: group, version: version, kind: kind}
+	best := KindNotSelected
+	for _, f := range r.match.filters() {
+		for _, sel := range f.kinds {
+			if !sel.matches(k, "") {
+				continue
 			}
+			if sel.kind == "*" {
+				best = KindByWildcard
+				continue
+			}
+			return KindNamed
 		}
 	}
 	return best

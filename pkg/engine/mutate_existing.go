@@ -17,7 +17,19 @@ import (
 const (
 	typeMutateExisting RuleType = "MutateExisting"
 	typeMutateTriggers RuleType = "MutateExistingTriggers"
+	// typeGenerateTriggers selects the generate rules for
+	// GenerateTriggers.
+	typeGenerateTriggers RuleType = "GenerateTriggers"
 )
+
+// GenerateTriggers reports which of the policy's generate rules the
+// request triggers (they match and their preconditions hold), without
+// evaluating what they generate: each such rule's response has Background
+// set (status skip). The webhook uses it for a DELETE, whose trigger has no
+// future to generate from: a synchronized rule's downstream goes with it.
+func (e *Engine) GenerateTriggers(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	return e.run(e.meterFor(ctx, req), req, p, exceptions, typeGenerateTriggers)
+}
 
 // MutateExistingTriggers reports which of the policy's mutate-existing
 // rules the request triggers (they match and their preconditions hold),

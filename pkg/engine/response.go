@@ -52,7 +52,8 @@ type RuleResponse struct {
 	Targets []TargetResponse
 	// Background is set on a mutate-existing rule the request triggers
 	// when its targets are left to the background (Mutate,
-	// MutateExistingTriggers): the caller queues the work.
+	// MutateExistingTriggers), and on a generate rule the request
+	// triggers (GenerateTriggers): the caller queues the work.
 	Background bool
 }
 

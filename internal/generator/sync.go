@@ -1,0 +1,406 @@
+package generator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// listPage bounds one list call of the generator.
+const listPage = 500
+
+// downstreamSelector selects what rule of the policy (policyNamespace
+// empty for a ClusterPolicy) generated, for one trigger when triggerUID is
+// set.
+func downstreamSelector(policyNamespace, policyName, rule, triggerUID string) string {
+	set := labels.Set{
+		LabelManagedBy:       ManagedByValue,
+		LabelPolicyName:      labelValue(policyName),
+		LabelPolicyNamespace: labelValue(policyNamespace),
+		LabelRuleName:        labelValue(rule),
+	}
+	if triggerUID != "" {
+		set[LabelTriggerUID] = labelValue(triggerUID)
+	}
+	return labels.SelectorFromSet(set).String()
+}
+
+// triggerOf reads the trigger a generated object's labels name (ok is
+// false when they name none).
+func triggerOf(l map[string]string) (events.ResourceRef, bool) {
+	ref := events.ResourceRef{
+		APIVersion: schema.GroupVersion{Group: l[LabelTriggerGroup], Version: l[LabelTriggerVersion]}.String(),
+		Kind:       l[LabelTriggerKind],
+		Namespace:  l[LabelTriggerNS],
+		Name:       l[LabelTriggerName],
+		UID:        l[LabelTriggerUID],
+	}
+	return ref, ref.Kind != "" && ref.Name != "" && ref.UID != "" && l[LabelTriggerVersion] != ""
+}
+
+// triggerDeleted works a WorkDeleteDownstream item: once the trigger is
+// gone (or on its way out), what the synchronized rule generated for it is
+// deleted. A trigger that still stands after the grace period (its delete
+// was refused) keeps its downstream.
+func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item events.WorkItem) result {
+	ref := item.Trigger
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || ref.Kind == "" || ref.Name == "" || ref.UID == "" {
+		return poisoned(ReasonInvalidItem, "the trigger reference names no object")
+	}
+	mapping, err := g.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	if err != nil {
+		return retried(ReasonAPIError, fmt.Errorf("the trigger's kind: %w", err))
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		ref.Namespace = ""
+	}
+	obj, err := g.resource(mapping, ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), err == nil && string(obj.GetUID()) != ref.UID:
+		// Gone (or replaced by another object of the same name).
+	case err != nil:
+		return retried(ReasonAPIError, fmt.Errorf("read the trigger: %w", err))
+	case obj.GetDeletionTimestamp() != nil:
+		// On its way out (finalizers): its downstream goes now.
+	case time.Since(m.Published) < g.check.Grace():
+		return retriedAfter(g.check.RetryIn(m.Published), ReasonTriggerNotDeleted, "the trigger is not deleted yet")
+	default:
+		return skipped(ReasonTriggerNotDeleted, "the trigger was not deleted (its delete was refused)")
+	}
+	pol, res, ok := g.policy(ctx, item.Policy)
+	if !ok {
+		return res
+	}
+	rule := pol.Rule(item.Rule)
+	if rule == nil || rule.Generation == nil || !rule.Generation.Synchronize {
+		return skipped(ReasonNotSynchronized, fmt.Sprintf("policy %s has no synchronized generate rule %s", item.Policy.Key, item.Rule))
+	}
+	sel := downstreamSelector(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, rule.Name, ref.UID)
+	return g.deleteDownstream(ctx, pol.Raw, rule.Generation.DownstreamKinds(), sel)
+}
+
+// policyDeleted works a WorkPolicyDeleted item: once the policy is gone,
+// what its synchronized rule generated is deleted (the item is made only
+// for rules without orphanDownstreamOnPolicyDelete). A policy of the same
+// name that exists again owns those objects (their labels name it): they
+// stay.
+func (g *Generator) policyDeleted(ctx context.Context, item events.WorkItem) result {
+	ri, name, err := g.policyClient(item.Policy.Key)
+	if err != nil {
+		return poisoned(ReasonInvalidItem, err.Error())
+	}
+	_, err = ri.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return skipped(ReasonPolicyExists, fmt.Sprintf("policy %s exists", item.Policy.Key))
+	case !apierrors.IsNotFound(err):
+		return retried(ReasonAPIError, fmt.Errorf("read policy %s: %w", item.Policy.Key, err))
+	}
+	if len(item.Targets) == 0 {
+		return poisoned(ReasonInvalidItem, "a policyDeleted item names no downstream kinds")
+	}
+	kinds := make([]policy.KindRef, 0, len(item.Targets))
+	for _, t := range item.Targets {
+		kinds = append(kinds, policy.KindRef{APIVersion: t.APIVersion, Kind: t.Kind})
+	}
+	ns, pname, namespaced := strings.Cut(item.Policy.Key, "/")
+	if !namespaced {
+		ns, pname = "", item.Policy.Key
+	}
+	owner := &policy.Policy{Metadata: policy.ObjectMeta{Name: pname, Namespace: ns}}
+	if namespaced {
+		owner.Kind = policy.KindPolicy
+	}
+	return g.deleteDownstream(ctx, owner, kinds, downstreamSelector(ns, pname, item.Rule, ""))
+}
+
+// deleteDownstream deletes, kind by kind, the objects the selector
+// selects (in the namespace of a namespaced Policy, everywhere
+// otherwise), each with a uid precondition so that an object replaced
+// meanwhile stays; one already gone counts as deleted.
+func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, kinds []policy.KindRef, selector string) result {
+	deleted := 0
+	for _, k := range kinds {
+		gv, err := schema.ParseGroupVersion(k.APIVersion)
+		if err != nil {
+			return poisoned(ReasonInvalidItem, fmt.Sprintf("downstream kind %s %s: %v", k.APIVersion, k.Kind, err))
+		}
+		mapping, err := g.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: k.Kind}, gv.Version)
+		if meta.IsNoMatchError(err) {
+			// Not served: nothing of that kind exists.
+			continue
+		}
+		if err != nil {
+			return retried(ReasonAPIError, fmt.Errorf("downstream kind %s: %w", k.Kind, err))
+		}
+		ns := ""
+		if pol.Namespaced() {
+			ns = pol.Metadata.Namespace
+		}
+		ri := g.resource(mapping, ns)
+		opts := metav1.ListOptions{LabelSelector: selector, Limit: listPage}
+		for {
+			list, err := ri.List(ctx, opts)
+			if err != nil {
+				return retried(ReasonAPIError, fmt.Errorf("list downstream %s: %w", k.Kind, err))
+			}
+			for i := range list.Items {
+				o := &list.Items[i]
+				err := g.resource(mapping, o.GetNamespace()).Delete(ctx, o.GetName(), uidPrecondition(o.GetUID()))
+				switch {
+				case err == nil, apierrors.IsNotFound(err):
+					deleted++
+					g.m.deleted.WithLabelValues(k.Kind).Inc()
+				case apierrors.IsConflict(err):
+					// Replaced by another object of that name: not ours to delete.
+				case Permanent(err):
+					return poisoned(ReasonRefused, fmt.Sprintf("delete %s %s: %v", k.Kind, path(o.GetNamespace(), o.GetName()), err))
+				default:
+					return retried(ReasonAPIError, fmt.Errorf("delete %s %s: %w", k.Kind, path(o.GetNamespace(), o.GetName()), err))
+				}
+			}
+			if opts.Continue = list.GetContinue(); opts.Continue == "" {
+				break
+			}
+		}
+	}
+	r := processed()
+	r.reason, r.detail = ReasonDeleted, fmt.Sprintf("%d downstream objects deleted", deleted)
+	return r
+}
+
+// policyClient is the client of the policy a key names ("name" for a
+// ClusterPolicy, "namespace/name" for a Policy) and its name.
+func (g *Generator) policyClient(key string) (dynamic.ResourceInterface, string, error) {
+	ns, name, namespaced := strings.Cut(key, "/")
+	if !namespaced {
+		name, ns = ns, ""
+	}
+	if name == "" || (namespaced && ns == "") {
+		return nil, "", fmt.Errorf("policy key %q", key)
+	}
+	if namespaced {
+		return g.dyn.Resource(policycache.Policies).Namespace(ns), name, nil
+	}
+	return g.dyn.Resource(policycache.ClusterPolicies), name, nil
+}
+
+// policyChanged works a WorkPolicyChanged item: the rule's policy was
+// created or changed, and the item fans out into one apply item per
+// trigger. For a synchronized generate rule with data, every trigger it
+// generated for (read from its downstream's labels), so the downstream
+// follows the policy; for generateExisting, every existing resource that
+// triggers the rule; for a mutate-existing rule with
+// mutateExistingOnPolicyUpdate, every existing trigger. Fanned-out items
+// have deterministic ids: a redelivered fan-out, or every replica making
+// the same one, queues each once.
+func (g *Generator) policyChanged(ctx context.Context, item events.WorkItem) result {
+	pol, res, ok := g.policy(ctx, item.Policy)
+	if !ok {
+		return res
+	}
+	rule := pol.Rule(item.Rule)
+	if rule == nil {
+		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no rule %s", item.Policy.Key, item.Rule))
+	}
+	ref := events.PolicyRefOf(pol)
+	queued := 0
+	publish := func(it events.WorkItem) error {
+		it.Policy, it.Rule, it.Cause, it.Timestamp = ref, rule.Name, events.CausePolicy, time.Now().UTC()
+		msg, err := events.WorkMessage(it)
+		if err != nil {
+			return err
+		}
+		if _, err := g.conn.PublishSync(ctx, msg); err != nil {
+			return err
+		}
+		queued++
+		g.m.fannedOut.WithLabelValues(string(it.Kind)).Inc()
+		return nil
+	}
+	switch item.Kind {
+	case events.WorkGenerate:
+		if rule.Generation == nil {
+			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
+		}
+		if rule.Generation.Synchronize && rule.Generation.GeneratesData() {
+			if res, ok := g.fanOutDownstream(ctx, pol, rule, publish); !ok {
+				return res
+			}
+		}
+		if pol.Raw.GenerateExisting(&rule.Rule) {
+			if res, ok := g.fanOutTriggers(ctx, pol, rule, events.WorkGenerate, publish); !ok {
+				return res
+			}
+		}
+	case events.WorkMutate:
+		if !pol.Raw.MutateExistingOnPolicyUpdate(&rule.Rule) {
+			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("rule %s of policy %s does not mutate existing resources on policy changes", item.Rule, item.Policy.Key))
+		}
+		if res, ok := g.fanOutTriggers(ctx, pol, rule, events.WorkMutate, publish); !ok {
+			return res
+		}
+	}
+	r := processed()
+	r.reason, r.detail = ReasonFannedOut, fmt.Sprintf("%d items queued", queued)
+	return r
+}
+
+// fanOutDownstream queues an apply item for each trigger the rule has
+// generated for.
+func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, rule *engine.Rule, publish func(events.WorkItem) error) (result, bool) {
+	seen := map[string]bool{}
+	sel := downstreamSelector(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, rule.Name, "")
+	for _, k := range rule.Generation.DownstreamKinds() {
+		gv, err := schema.ParseGroupVersion(k.APIVersion)
+		if err != nil {
+			continue
+		}
+		mapping, err := g.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: k.Kind}, gv.Version)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return retried(ReasonAPIError, fmt.Errorf("downstream kind %s: %w", k.Kind, err)), false
+		}
+		ns := ""
+		if pol.Raw.Namespaced() {
+			ns = pol.Raw.Metadata.Namespace
+		}
+		opts := metav1.ListOptions{LabelSelector: sel, Limit: listPage}
+		for {
+			list, err := g.resource(mapping, ns).List(ctx, opts)
+			if err != nil {
+				return retried(ReasonAPIError, fmt.Errorf("list downstream %s: %w", k.Kind, err)), false
+			}
+			for i := range list.Items {
+				t, ok := triggerOf(list.Items[i].GetLabels())
+				if !ok || seen[t.UID] {
+					continue
+				}
+				seen[t.UID] = true
+				if err := publish(events.WorkItem{Kind: events.WorkGenerate, Trigger: t}); err != nil {
+					return retried(ReasonQueueError, fmt.Errorf("queue the item of trigger %s: %w", path(t.Namespace, t.Name), err)), false
+				}
+			}
+			if opts.Continue = list.GetContinue(); opts.Continue == "" {
+				break
+			}
+		}
+	}
+	return result{}, true
+}
+
+// fanOutTriggers queues an item of kind for each existing resource that
+// triggers the rule (it matches and its preconditions hold): the kinds
+// the rule's match block names (not those only a wildcard selects), in
+// the policy's namespace for a namespaced Policy.
+func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule *engine.Rule, kind events.WorkKind, publish func(events.WorkItem) error) (result, bool) {
+	kinds, err := g.kinds.List(ctx)
+	if err != nil {
+		return retried(ReasonAPIError, err), false
+	}
+	excs, err := g.exceptions(ctx)
+	if err != nil {
+		return retried(ReasonAPIError, err), false
+	}
+	only := &engine.Policy{}
+	*only = *pol
+	only.Rules = []*engine.Rule{rule}
+	nsLabels := map[string]map[string]string{}
+	for _, k := range kinds {
+		if rule.SelectsKind(k.GVK.Group, k.GVK.Version, k.GVK.Kind) != engine.KindNamed || (pol.Raw.Namespaced() && !k.Namespaced) {
+			continue
+		}
+		var ri dynamic.ResourceInterface = g.dyn.Resource(k.GVR)
+		if pol.Raw.Namespaced() {
+			ri = g.dyn.Resource(k.GVR).Namespace(pol.Raw.Metadata.Namespace)
+		}
+		opts := metav1.ListOptions{Limit: listPage}
+		for {
+			list, err := ri.List(ctx, opts)
+			if err != nil {
+				return retried(ReasonAPIError, fmt.Errorf("list %s: %w", k.GVR, err)), false
+			}
+			for i := range list.Items {
+				obj := &list.Items[i]
+				if obj.GetDeletionTimestamp() != nil {
+					continue
+				}
+				req, err := g.existingRequest(ctx, obj, nsLabels)
+				if err != nil {
+					return retried(ReasonAPIError, err), false
+				}
+				var resp engine.Response
+				if kind == events.WorkMutate {
+					resp = g.eng.MutateExistingTriggers(ctx, req, only, excs)
+				} else {
+					resp = g.eng.GenerateTriggers(ctx, req, only, excs)
+				}
+				for _, rr := range resp.Rules {
+					if rr.Name != rule.Name || !rr.Background {
+						continue
+					}
+					t := events.ResourceRef{
+						APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(),
+						Name: obj.GetName(), UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion(),
+					}
+					if err := publish(events.WorkItem{Kind: kind, Trigger: t}); err != nil {
+						return retried(ReasonQueueError, fmt.Errorf("queue the item of trigger %s: %w", path(t.Namespace, t.Name), err)), false
+					}
+				}
+			}
+			if opts.Continue = list.GetContinue(); opts.Continue == "" {
+				break
+			}
+		}
+	}
+	return result{}, true
+}
+
+// existingRequest is the engine request of an existing resource seen in
+// the background: a CREATE without a requester, with the labels of its
+// namespace (read once per namespace).
+func (g *Generator) existingRequest(ctx context.Context, obj *unstructured.Unstructured, nsLabels map[string]map[string]string) (*engine.Request, error) {
+	req := &engine.Request{Operation: engine.OpCreate, Object: obj.Object, Name: obj.GetName()}
+	ns := obj.GetNamespace()
+	if ns == "" || obj.GetKind() == "Namespace" {
+		return req, nil
+	}
+	l, ok := nsLabels[ns]
+	if !ok {
+		nsObj, err := g.dyn.Resource(namespaces).Get(ctx, ns, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("labels of namespace %s: %w", ns, err)
+		}
+		if err == nil {
+			l = nsObj.GetLabels()
+		}
+		nsLabels[ns] = l
+	}
+	req.NamespaceLabels = l
+	return req, nil
+}
+
+// uidPrecondition is a delete option that deletes only the object with
+// uid.
+func uidPrecondition(uid types.UID) metav1.DeleteOptions {
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}

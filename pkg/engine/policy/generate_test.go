@@ -1,0 +1,63 @@
+package policy
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestDownstreamKinds(t *testing.T) {
+	g := &Generation{
+		APIVersion: "v1", Kind: "ConfigMap",
+		CloneList: &CloneList{Kinds: []string{"Secret", "v1/ConfigMap", "networking.k8s.io/v1/NetworkPolicy"}},
+		ForEach:   []ForEachGenerate{{APIVersion: "v1", Kind: "ServiceAccount"}, {APIVersion: "v1", Kind: "ConfigMap"}},
+	}
+	want := []KindRef{
+		{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Secret"},
+		{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}, {APIVersion: "v1", Kind: "ServiceAccount"},
+	}
+	if got := g.DownstreamKinds(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("DownstreamKinds = %v, want %v", got, want)
+	}
+	if (&Generation{Data: map[string]any{}}).GeneratesData() != true || (&Generation{Clone: &CloneFrom{Name: "x"}}).GeneratesData() {
+		t.Fatal("GeneratesData")
+	}
+	if !(&Generation{ForEach: []ForEachGenerate{{Data: map[string]any{}}}}).GeneratesData() {
+		t.Fatal("foreach data not seen")
+	}
+}
+
+func TestGenerateExistingAndMutateExistingSettings(t *testing.T) {
+	yes, no := true, false
+	gen := func(v *bool) *Rule { return &Rule{Name: "g", Generation: &Generation{GenerateExisting: v}} }
+	mut := func(v *bool) *Rule {
+		return &Rule{Name: "m", Mutation: &Mutation{Targets: []TargetResource{{}}, MutateExistingOnPolicyUpdate: v}}
+	}
+	tests := map[string]struct {
+		spec Spec
+		rule *Rule
+		gen  bool
+		mut  bool
+	}{
+		"nothing set":                         {rule: gen(nil)},
+		"policy generateExisting":             {spec: Spec{GenerateExisting: true}, rule: gen(nil), gen: true},
+		"deprecated generateExistingOnUpdate": {spec: Spec{GenerateExistingOnPolicyUpdate: &yes}, rule: gen(nil), gen: true},
+		"rule off wins over policy on":        {spec: Spec{GenerateExisting: true}, rule: gen(&no)},
+		"rule on wins over policy off":        {rule: gen(&yes), gen: true},
+		"policy mutateExistingOnPolicyUpdate": {spec: Spec{MutateExistingOnPolicyUpdate: true}, rule: mut(nil), mut: true},
+		"rule mutateExistingOnPolicyUpdate":   {rule: mut(&yes), mut: true},
+		"rule off wins for mutate":            {spec: Spec{MutateExistingOnPolicyUpdate: true}, rule: mut(&no)},
+		"not a generate rule":                 {spec: Spec{GenerateExisting: true}, rule: mut(nil)},
+		"a mutate rule without targets":       {spec: Spec{MutateExistingOnPolicyUpdate: true}, rule: &Rule{Name: "x", Mutation: &Mutation{}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := &Policy{Spec: tc.spec}
+			if got := p.GenerateExisting(tc.rule); got != tc.gen {
+				t.Errorf("GenerateExisting = %v, want %v", got, tc.gen)
+			}
+			if got := p.MutateExistingOnPolicyUpdate(tc.rule); got != tc.mut {
+				t.Errorf("MutateExistingOnPolicyUpdate = %v, want %v", got, tc.mut)
+			}
+		})
+	}
+}
