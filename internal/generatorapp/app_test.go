@@ -233,29 +233,8 @@ func (b *syncBuffer) String() string {
 // generator's log is shown when the test fails.
 func startStack(t *testing.T, cp *controlplane.ControlPlane) (*embedded.Server, string) {
 	t.Helper()
-	nats, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
-
-	webhookAddr := freeAddr(t)
-	wcfg := webhookapp.DefaultConfig()
-	wcfg.Kube.Kubeconfig = cp.KubeconfigPath()
-	wcfg.Identity = "replica-a"
-	wcfg.WebhookURL = "https://" + webhookAddr
-	wcfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
-	wcfg.Webhook.Address = webhookAddr
-	wcfg.Webhook.ProbeAddress = ""
-	wcfg.Webhook.ShutdownDelay = 0
-	wcfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
-	wcfg.NATS.URLs = []string{nats.ClientURL()}
-	wcfg.LeaseDuration, wcfg.RenewDeadline, wcfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
-	wcfg.ReconcileInterval = 2 * time.Second
-	start(t, "webhook", func(ctx context.Context) error {
-		return webhookapp.Run(ctx, wcfg, zerolog.Nop())
-	})
-
+	nats := startNATS(t)
+	startWebhook(t, cp, nats.ClientURL())
 	probe := freeAddr(t)
 	gcfg := generatorapp.DefaultConfig()
 	gcfg.Kube.Kubeconfig = cp.KubeconfigPath()
@@ -271,6 +250,39 @@ func startStack(t *testing.T, cp *controlplane.ControlPlane) (*embedded.Server, 
 	})
 	start(t, "generator", func(ctx context.Context) error { return generatorapp.Run(ctx, gcfg, zerolog.New(&logs)) })
 	return nats, probe
+}
+
+// startNATS starts an embedded JetStream on a free port for the test.
+func startNATS(t *testing.T) *embedded.Server {
+	t.Helper()
+	nats, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nats.Shutdown)
+	return nats
+}
+
+// startWebhook runs the real webhook (one replica, leader: it registers
+// itself) until the test ends.
+func startWebhook(t *testing.T, cp *controlplane.ControlPlane, natsURL string) {
+	t.Helper()
+	webhookAddr := freeAddr(t)
+	wcfg := webhookapp.DefaultConfig()
+	wcfg.Kube.Kubeconfig = cp.KubeconfigPath()
+	wcfg.Identity = "replica-a"
+	wcfg.WebhookURL = "https://" + webhookAddr
+	wcfg.CertIPs = []net.IP{net.ParseIP("127.0.0.1")}
+	wcfg.Webhook.Address = webhookAddr
+	wcfg.Webhook.ProbeAddress = ""
+	wcfg.Webhook.ShutdownDelay = 0
+	wcfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
+	wcfg.NATS.URLs = []string{natsURL}
+	wcfg.LeaseDuration, wcfg.RenewDeadline, wcfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
+	wcfg.ReconcileInterval = 2 * time.Second
+	start(t, "webhook", func(ctx context.Context) error {
+		return webhookapp.Run(ctx, wcfg, zerolog.Nop())
+	})
 }
 
 func items(outcome, reason string) string {
