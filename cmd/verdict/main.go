@@ -1,5 +1,7 @@
 // Command verdict evaluates Kyverno-language policies on manifests:
-// `verdict apply` and `verdict test`, with no cluster.
+// `verdict apply` and `verdict test`, with no cluster; `verdict work` shows
+// and steers the work queue in the cluster's NATS (pending and
+// dead-lettered work).
 package main
 
 import (

@@ -1,5 +1,6 @@
 // Package cli implements the verdict command line: apply and test for
-// pipelines, with no cluster.
+// pipelines, with no cluster; work, to see and steer the work queue in the
+// cluster's NATS (pending and dead-lettered work).
 package cli
 
 import (
@@ -11,7 +12,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes.
+// Exit codes. ExitFailed: apply and test found failures; work could not do
+// its work. ExitUsage: bad input or flags.
 const (
 	ExitOK      = 0
 	ExitFailed  = 1
@@ -35,6 +37,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return ExitOK
 	case errors.Is(err, errFailures):
 		return ExitFailed
+	case errors.As(err, new(failedError)):
+		fmt.Fprintln(stderr, "Error:", err)
+		return ExitFailed
 	default:
 		fmt.Fprintln(stderr, "Error:", err)
 		return ExitUsage
@@ -49,7 +54,7 @@ func newRoot(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Comm
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout))
+	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout), newWork(ctx, stdin, stdout))
 	return root
 }
 

@@ -8,10 +8,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/cliflag"
 )
 
 // Exit codes of every Verdict service command.
@@ -62,36 +63,15 @@ func ExitCode(stderr io.Writer, what string, err error, invalid ...error) int {
 	return ExitFailed
 }
 
-// ListFlag binds a repeatable flag whose values may also be
-// comma-separated; blanks around items are dropped, empty items ignored.
-// Each item goes through add, which may refuse it. The first use of the
-// flag replaces the defaults (reset is called once before it), when reset
-// is not nil.
+// ListFlag binds a repeatable, comma-separated list flag: see cliflag.List.
 func ListFlag(fs *flag.FlagSet, name, usage string, reset func(), add func(string) error) {
-	first := true
-	fs.Func(name, usage, func(s string) error {
-		if first && reset != nil {
-			reset()
-		}
-		first = false
-		for _, item := range strings.Split(s, ",") {
-			if item = strings.TrimSpace(item); item == "" {
-				continue
-			}
-			if err := add(item); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	cliflag.List(fs, name, usage, reset, add)
 }
 
-// StringsFlag is ListFlag that appends the items to *dst.
+// StringsFlag is ListFlag that appends the items to *dst: see
+// cliflag.Strings.
 func StringsFlag(fs *flag.FlagSet, name, usage string, dst *[]string) {
-	ListFlag(fs, name, usage, nil, func(s string) error {
-		*dst = append(*dst, s)
-		return nil
-	})
+	cliflag.Strings(fs, name, usage, dst)
 }
 
 // Serve runs a service command once its flags are parsed: it validates

@@ -5,8 +5,9 @@
 //     klog routed into it;
 //   - KubeConfig: the rest config (kubeconfig file or in-cluster) with the
 //     service's QPS, burst and request timeout;
-//   - NATSConfig: the JetStream connection (URLs, credentials file, NKey
-//     seed, TLS CA and client certificate) and the streams' replicas and
+//   - NATSConfig: the JetStream connection (natsconn.Config: URLs,
+//     credentials file, NKey seed, TLS CA and client certificate, shared
+//     with the pipeline CLI's `verdict work`) and the streams' replicas and
 //     size limits, the same on every service;
 //   - NewRegistry: a metrics registry with the Go and process collectors.
 //

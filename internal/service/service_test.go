@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/natsconn"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -68,9 +69,12 @@ func TestFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := NATSConfig{
-		URLs: []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"}, NKeyFile: "/n.nk",
-		CAFile: "/ca", CertFile: "/c", KeyFile: "/k", StreamReplicas: 3,
-		Streams: queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 2 << 30, WorkMaxMsgs: 10, WorkMaxBytes: 64 << 20},
+		Config: natsconn.Config{
+			URLs: []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"}, NKeyFile: "/n.nk",
+			CAFile: "/ca", CertFile: "/c", KeyFile: "/k",
+		},
+		StreamReplicas: 3,
+		Streams:        queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 2 << 30, WorkMaxMsgs: 10, WorkMaxBytes: 64 << 20},
 	}
 	if !reflect.DeepEqual(nats, want) {
 		t.Fatalf("nats\n%+v\nwant\n%+v", nats, want)

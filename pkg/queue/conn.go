@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -206,6 +207,7 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 	c := &Conn{log: log, metrics: m, opts: o}
 
 	url := strings.Join(o.urls, ",")
+	var lastAttempt atomic.Pointer[error]
 	natsOpts := []nats.Option{
 		nats.Name(o.name),
 		nats.MaxReconnects(-1),
@@ -229,6 +231,13 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 		nats.ClosedHandler(func(*nats.Conn) {
 			m.connEvents.WithLabelValues("closed").Inc()
 			log.Info().Msg("natsClosed")
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			// The client forgets a failed attempt's error; keep the last
+			// one for waitConnected to say why it is not connected.
+			if err != nil {
+				lastAttempt.Store(&err)
+			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			m.connEvents.WithLabelValues("error").Inc()
@@ -267,7 +276,7 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
 	if !o.background {
-		if err := waitConnected(ctx, nc); err != nil {
+		if err := waitConnected(ctx, nc, &lastAttempt); err != nil {
 			nc.Close()
 			return nil, err
 		}
@@ -281,7 +290,9 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 	return c, nil
 }
 
-func waitConnected(ctx context.Context, nc *nats.Conn) error {
+// waitConnected waits until nc is connected; the error of a failure says
+// why, with the error of the last failed attempt when the client has none.
+func waitConnected(ctx context.Context, nc *nats.Conn, lastAttempt *atomic.Pointer[error]) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for !nc.IsConnected() {
@@ -292,7 +303,11 @@ func waitConnected(ctx context.Context, nc *nats.Conn) error {
 		case <-ctx.Done():
 			err := nc.LastError()
 			if err == nil {
-				err = ctx.Err()
+				if last := lastAttempt.Load(); last != nil {
+					err = fmt.Errorf("%w (last attempt: %w)", ctx.Err(), *last)
+				} else {
+					err = ctx.Err()
+				}
 			}
 			return fmt.Errorf("%w: %w", ErrNotConnected, err)
 		case <-t.C:

@@ -2,9 +2,11 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,5 +74,23 @@ func TestBackgroundConnect(t *testing.T) {
 	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Connect to a server that is not there fails when the context ends,
+// with ErrNotConnected and the reason of the last attempt (the client
+// itself forgets it between attempts).
+func TestConnectSaysWhy(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + l.Addr().String()
+	_ = l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = Connect(ctx, WithURL(url), WithReconnectBackoff(20*time.Millisecond, 50*time.Millisecond), WithLogger(testLogger(t)))
+	if !errors.Is(err, ErrNotConnected) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Connect to nothing: %v; want ErrNotConnected, the deadline and the refused connection", err)
 	}
 }

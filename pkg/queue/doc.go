@@ -174,6 +174,33 @@
 // resource that is gone), Conn.DeleteMsg one message by sequence (a result
 // found to be forged), Conn.LastMsg reads the last message of a subject.
 //
+// # Operating the work queue
+//
+// The operator's view (`verdict work`) is a small admin API that reads
+// with the stream's message-get API, by sequence and subject filter,
+// never through a consumer (listing delivers nothing, and a work-queue
+// stream allows no overlapping consumer):
+//
+//   - Conn.ListWork: the messages of VERDICT_WORK, oldest first
+//     (WithListKind, WithListLimit), each with its kind and key, the
+//     consumer whose filter selects it and whether that consumer has
+//     delivered it (in a handler, or waiting for a retry); the server
+//     keeps no per-message delivery count to tell.
+//   - Conn.ListDead, Conn.DeadAt: the messages of VERDICT_DEAD with
+//     their DeadLetter headers read back (Invalid for one no runner
+//     wrote).
+//   - Conn.Requeue: a dead letter's payload and headers (without the
+//     Verdict-Dead-* and Nats-* ones, with HeaderRequeued) published again
+//     to its origin subject in its origin stream, under an id derived from
+//     the dead letter (the original's may still be in the duplicate
+//     window); the dead letter is deleted only once that publish is
+//     acknowledged.
+//   - Conn.PurgeWork (one kind) and Conn.PurgeDead (one kind, or all).
+//
+// A stream that does not exist is a *NoStreamError (errors.Is ErrNoStream),
+// a server without JetStream ErrNoJetStream, a sequence without a dead
+// letter ErrNoDeadLetter.
+//
 // # Errors, logs, metrics
 //
 // Errors wrap the sentinels of errors.go (ErrInvalidOption, ErrBufferFull,

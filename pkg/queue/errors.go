@@ -43,6 +43,15 @@ var (
 	// ErrDeadLetter: a message could not be written to the dead-letter
 	// stream (it stays in its stream and is delivered again).
 	ErrDeadLetter = errors.New("queue: dead-letter publish failed")
+	// ErrNoStream: a stream Verdict uses does not exist on the server
+	// (nothing provisioned it: Verdict is not installed against this NATS).
+	ErrNoStream = errors.New("queue: stream does not exist")
+	// ErrNoJetStream: nothing answers JetStream's API (a server without
+	// JetStream, or an account without it).
+	ErrNoJetStream = errors.New("queue: JetStream not available")
+	// ErrNoDeadLetter: no dead letter at that sequence of VERDICT_DEAD
+	// (never was, deleted, re-queued already, or not a dead letter).
+	ErrNoDeadLetter = errors.New("queue: no dead letter")
 )
 
 // permanent reports whether a publish error cannot be cured by retrying:

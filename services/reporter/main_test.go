@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/natsconn"
 	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -34,9 +35,9 @@ func TestFlags(t *testing.T) {
 		Kube:     service.KubeConfig{Kubeconfig: "/k/config", QPS: 20, Burst: 40, Timeout: 10 * time.Second},
 		WriteQPS: 5.5, WriteBurst: 10,
 		NATS: service.NATSConfig{
-			URLs:        []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"},
-			Credentials: "/n/creds", StreamReplicas: 3,
-			Streams: queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20},
+			Config:         natsconn.Config{URLs: []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"}, Credentials: "/n/creds"},
+			StreamReplicas: 3,
+			Streams:        queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20},
 		},
 		VerifyGrace:    time.Minute,
 		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,
