@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,19 +120,37 @@ type Generator struct {
 	dyn    dynamic.Interface
 	mapper meta.ResettableRESTMapper
 	kinds  *kube.ListableKinds
+	pc     *policycache.Cache
 	check  *verify.Checker
 	eng    *engine.Engine
 	m      *Metrics
 	o      options
 }
 
-// New prepares a generator: items come from conn (the generator's
-// durable consumer), triggers are checked with check, objects are read
-// and written through dyn and mapper, the kinds a policy's triggers may
-// have are read from kinds, and policies evaluated with eng.
-func New(conn *queue.Conn, dyn dynamic.Interface, mapper meta.ResettableRESTMapper, kinds *kube.ListableKinds, check *verify.Checker, eng *engine.Engine, opts ...Option) (*Generator, error) {
-	if conn == nil || dyn == nil || mapper == nil || kinds == nil || check == nil || eng == nil {
-		return nil, fmt.Errorf("%w: a generator needs a connection, a dynamic client, a REST mapper, the listable kinds, a checker and an engine", ErrInvalidOption)
+// Deps are what a generator works with.
+type Deps struct {
+	// Conn is the JetStream connection: items come from the generator's
+	// durable consumer; fanned-out and watched items are published on it.
+	Conn *queue.Conn
+	// Dynamic and Mapper read and write objects.
+	Dynamic dynamic.Interface
+	Mapper  meta.ResettableRESTMapper
+	// Kinds are the served kinds a policy's triggers may have.
+	Kinds *kube.ListableKinds
+	// Policies is the policy cache (compiled policies, exceptions,
+	// namespace labels; its policy watches feed the Watcher). The caller
+	// starts it.
+	Policies *policycache.Cache
+	// Check says how long a trigger may be missing (its grace period).
+	Check *verify.Checker
+	// Engine evaluates the rules.
+	Engine *engine.Engine
+}
+
+// New prepares a generator.
+func New(d Deps, opts ...Option) (*Generator, error) {
+	if d.Conn == nil || d.Dynamic == nil || d.Mapper == nil || d.Kinds == nil || d.Policies == nil || d.Check == nil || d.Engine == nil {
+		return nil, fmt.Errorf("%w: a generator needs a connection, a dynamic client, a REST mapper, the listable kinds, the policy cache, a checker and an engine", ErrInvalidOption)
 	}
 	o := options{concurrency: 4, attempts: 10, retryMin: time.Second, retryMax: time.Minute, drainTimeout: 30 * time.Second, log: zerolog.Nop()}
 	for _, opt := range opts {
@@ -148,7 +165,7 @@ func New(conn *queue.Conn, dyn dynamic.Interface, mapper meta.ResettableRESTMapp
 	if err != nil {
 		return nil, err
 	}
-	return &Generator{conn: conn, dyn: dyn, mapper: mapper, kinds: kinds, check: check, eng: eng, m: m, o: o}, nil
+	return &Generator{conn: d.Conn, dyn: d.Dynamic, mapper: d.Mapper, kinds: d.Kinds, pc: d.Policies, check: d.Check, eng: d.Engine, m: m, o: o}, nil
 }
 
 // Run works items until ctx ends, then drains (see queue.Runner.Run).
@@ -164,14 +181,9 @@ func (g *Generator) Run(ctx context.Context) error {
 		return err
 	}
 	ctx = g.o.log.WithContext(ctx)
-	w := g.NewWatcher()
-	go func() {
-		// The watches need the policy kinds served; work items are
-		// taken meanwhile.
-		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-			g.o.log.Error().Err(err).Msg("watchesNotStarted")
-		}
-	}()
+	if err := g.NewWatcher().Run(ctx); err != nil {
+		return err
+	}
 	return r.Run(ctx)
 }
 
@@ -320,7 +332,7 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 		return res
 	}
 	defer func() { res.trigger = trigger }()
-	pol, res, ok := g.policy(ctx, item.Policy)
+	pol, res, ok := g.policy(ctx, item.Policy, item.Cause == events.CauseDrift)
 	if !ok {
 		return res
 	}
@@ -408,54 +420,64 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkI
 		// object's identity.
 		ref.Namespace = ""
 	}
-	stored := m.Published
-	if item.Cause == events.CauseDrift || item.Cause == events.CausePolicy {
-		// The trigger was seen in the cluster before the item was made:
-		// one not found is gone, not yet to be stored.
-		stored = time.Time{}
-	}
-	st, err := g.check.Check(ctx, ref, stored)
-	switch {
-	case err != nil:
-		return nil, retried(ReasonAPIError, fmt.Errorf("check the trigger: %w", err)), false
-	case st == verify.Pending:
-		return nil, retriedAfter(g.check.RetryIn(m.Published), ReasonTriggerPending, "the trigger is not stored yet"), false
-	case st == verify.Invalid:
-		return nil, poisoned(ReasonInvalidItem, "the trigger reference names no object"), false
-	case st == verify.NotFound:
-		return nil, skipped(ReasonTriggerNotFound, "the trigger does not exist"), false
-	case st == verify.UIDMismatch:
-		return nil, skipped(ReasonTriggerUIDMismatch, "the trigger's name belongs to an object with another uid"), false
-	case st == verify.Future:
-		return nil, skipped(ReasonTriggerFuture, "the item claims a trigger version the object has not reached"), false
-	}
+	// One read: the object whole, checked as internal/verify checks a
+	// reference (the name has the item's uid, at the item's version or a
+	// later one; a CREATE is published before the object is stored, so
+	// one not found yet is asked about again within the grace period).
 	obj, err := g.resource(mapping, ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, skipped(ReasonTriggerNotFound, "the trigger is gone"), false
+		if item.Cause != events.CauseDrift && item.Cause != events.CausePolicy && time.Since(m.Published) < g.check.Grace() {
+			return nil, retriedAfter(g.pendingDelay(m), ReasonTriggerPending, "the trigger is not stored yet"), false
+		}
+		// (Drift and policy items name a trigger seen in the cluster: one
+		// not found is gone.)
+		return nil, skipped(ReasonTriggerNotFound, "the trigger does not exist"), false
 	case err != nil:
 		return nil, retried(ReasonAPIError, fmt.Errorf("read the trigger: %w", err)), false
 	case string(obj.GetUID()) != ref.UID:
 		return nil, skipped(ReasonTriggerUIDMismatch, "the trigger's name belongs to an object with another uid"), false
+	case verify.Newer(ref.ResourceVersion, obj.GetResourceVersion()):
+		return nil, skipped(ReasonTriggerFuture, "the item claims a trigger version the object has not reached"), false
 	case obj.GetDeletionTimestamp() != nil:
 		return nil, skipped(ReasonTriggerDeleting, "the trigger is being deleted"), false
 	}
 	return obj, result{}, true
 }
 
+// firstRetry is how soon a trigger not stored yet (or not deleted yet)
+// is asked about again on the item's first delivery: the webhook's answer
+// and the API server's write are usually milliseconds apart.
+const firstRetry = 150 * time.Millisecond
+
+// pendingDelay is when to ask again about a trigger not stored (or not
+// deleted) yet: soon after the first delivery, then as the checker says
+// (the delays double with the item's age, so the grace period is spanned
+// in a few attempts).
+func (g *Generator) pendingDelay(m *queue.Msg) time.Duration {
+	if m.Delivery <= 1 {
+		return firstRetry
+	}
+	return g.check.RetryIn(m.Published)
+}
+
 // policy reads the item's policy from the API and compiles its current
 // spec. A policy deleted, or replaced by another of the same name, ends
 // the item.
-func (g *Generator) policy(ctx context.Context, ref events.PolicyRef) (*engine.Policy, result, bool) {
-	ns, name, namespaced := strings.Cut(ref.Key, "/")
-	var ri dynamic.ResourceInterface = g.dyn.Resource(policycache.ClusterPolicies)
-	if namespaced {
-		ri = g.dyn.Resource(policycache.Policies).Namespace(ns)
-	} else {
-		name = ns
+//
+// The policy cache follows the API's watch: a policy it holds with the
+// item's uid, at the item's version or a later one, is current. Otherwise
+// (not there yet, replaced, gone, or invalid) the API says; it always
+// does with fresh set, for items that race with a policy's deletion
+// (drift: a downstream deleted because its policy was).
+func (g *Generator) policy(ctx context.Context, ref events.PolicyRef, fresh bool) (*engine.Policy, result, bool) {
+	if p := g.pc.Policy(ref.Key); !fresh && p != nil && (ref.UID == "" || p.Raw.Metadata.UID == ref.UID) &&
+		!verify.Newer(ref.ResourceVersion, p.Raw.Metadata.ResourceVersion) {
+		return p, result{}, true
 	}
-	if name == "" || (namespaced && ns == "") {
-		return nil, poisoned(ReasonInvalidItem, fmt.Sprintf("policy key %q", ref.Key)), false
+	ri, name, err := g.policyClient(ref.Key)
+	if err != nil {
+		return nil, poisoned(ReasonInvalidItem, err.Error()), false
 	}
 	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -481,6 +503,9 @@ func (g *Generator) policy(ctx context.Context, ref events.PolicyRef) (*engine.P
 // served). One that does not parse is left out, as the webhook leaves it
 // out.
 func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error) {
+	if set, err := g.pc.Set(ctx); err == nil {
+		return set.Exceptions, nil
+	}
 	list, err := g.dyn.Resource(policycache.PolicyExceptions).List(ctx, metav1.ListOptions{})
 	switch {
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
@@ -510,13 +535,30 @@ func (g *Generator) request(ctx context.Context, item events.WorkItem, trigger *
 	}
 	req := &engine.Request{Operation: op, Object: trigger.Object, Name: trigger.GetName(), UserInfo: item.UserInfo}
 	if ns := trigger.GetNamespace(); ns != "" && trigger.GetKind() != "Namespace" {
-		nsObj, err := g.dyn.Resource(namespaces).Get(ctx, ns, metav1.GetOptions{})
+		l, err := g.namespaceLabels(ctx, ns)
 		if err != nil {
-			return nil, fmt.Errorf("labels of namespace %s: %w", ns, err)
+			return nil, err
 		}
-		req.NamespaceLabels = nsObj.GetLabels()
+		req.NamespaceLabels = l
 	}
 	return req, nil
+}
+
+// namespaceLabels are the labels of a namespace: from the policy cache's
+// watch when it has the namespace, from the API otherwise (one created a
+// moment ago).
+func (g *Generator) namespaceLabels(ctx context.Context, ns string) (map[string]string, error) {
+	if l, err := g.pc.NamespaceLabels(ctx, ns); err == nil && l != nil {
+		return l, nil
+	}
+	nsObj, err := g.dyn.Resource(namespaces).Get(ctx, ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("labels of namespace %s: %w", ns, err)
+	}
+	return nsObj.GetLabels(), nil
 }
 
 // write is one generated object, ready to apply.

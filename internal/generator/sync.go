@@ -80,11 +80,11 @@ func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item event
 	case obj.GetDeletionTimestamp() != nil:
 		// On its way out (finalizers): its downstream goes now.
 	case time.Since(m.Published) < g.check.Grace():
-		return retriedAfter(g.check.RetryIn(m.Published), ReasonTriggerNotDeleted, "the trigger is not deleted yet")
+		return retriedAfter(g.pendingDelay(m), ReasonTriggerNotDeleted, "the trigger is not deleted yet")
 	default:
 		return skipped(ReasonTriggerNotDeleted, "the trigger was not deleted (its delete was refused)")
 	}
-	pol, res, ok := g.policy(ctx, item.Policy)
+	pol, res, ok := g.policy(ctx, item.Policy, true)
 	if !ok {
 		return res
 	}
@@ -212,7 +212,7 @@ func (g *Generator) policyClient(key string) (dynamic.ResourceInterface, string,
 // have deterministic ids: a redelivered fan-out, or every replica making
 // the same one, queues each once.
 func (g *Generator) policyChanged(ctx context.Context, item events.WorkItem) result {
-	pol, res, ok := g.policy(ctx, item.Policy)
+	pol, res, ok := g.policy(ctx, item.Policy, true)
 	if !ok {
 		return res
 	}

@@ -48,7 +48,7 @@ type Watcher struct {
 	m      *Metrics
 	log    zerolog.Logger
 
-	policies   dynamicinformer.DynamicSharedInformerFactory
+	pc         *policycache.Cache
 	downstream dynamicinformer.DynamicSharedInformerFactory
 
 	mu      sync.Mutex
@@ -66,34 +66,26 @@ func (g *Generator) NewWatcher() *Watcher {
 	}
 	return &Watcher{
 		conn: g.conn, dyn: g.dyn, mapper: g.mapper, m: g.m, log: g.o.log,
-		policies:   dynamicinformer.NewDynamicSharedInformerFactory(g.dyn, 0),
+		pc:         g.pc,
 		downstream: dynamicinformer.NewFilteredDynamicSharedInformerFactory(g.dyn, 0, metav1.NamespaceAll, managed),
 		watched:    map[schema.GroupVersionResource]bool{},
 		wake:       make(chan struct{}, 1),
 	}
 }
 
-// Run watches until ctx ends. It returns once the policy watches have
-// synced (or ctx ended) and keeps working in the background.
+// Run watches until ctx ends: policy changes come through the policy
+// cache's watches (started by the caller), generated resources through
+// watches of their own.
 func (w *Watcher) Run(ctx context.Context) error {
 	w.stop = ctx.Done()
-	for _, gvr := range []schema.GroupVersionResource{policycache.ClusterPolicies, policycache.Policies} {
-		inf := w.policies.ForResource(gvr).Informer()
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { w.policyEvent(nil, o) },
-			UpdateFunc: w.policyEvent,
-			DeleteFunc: w.policyGone,
-		}); err != nil {
-			return fmt.Errorf("watch policies: %w", err)
-		}
+	if err := w.pc.OnPolicyChange(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.policyEvent(nil, o) },
+		UpdateFunc: w.policyEvent,
+		DeleteFunc: w.policyGone,
+	}); err != nil {
+		return fmt.Errorf("watch policies: %w", err)
 	}
 	go w.publish(ctx)
-	w.policies.Start(w.stop)
-	for gvr, ok := range w.policies.WaitForCacheSync(w.stop) {
-		if !ok {
-			return fmt.Errorf("watch %s: not synced: %w", gvr.Resource, ctx.Err())
-		}
-	}
 	return nil
 }
 

@@ -143,7 +143,19 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err := conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
-	g, err := generator.New(conn, dyn, mapper, kubeutil.NewListableKinds(kc.Discovery, 30*time.Second), check, eng,
+	// The policy cache: compiled policies, exceptions and namespace
+	// labels from the API's watches (an item whose policy it does not
+	// hold yet reads the API). It syncs in the background.
+	pc := policycache.New(eng, dyn, kube, log)
+	go func() {
+		if err := pc.Start(ctx); err != nil && ctx.Err() == nil {
+			log.Error().Err(err).Msg("policyCacheNotStarted")
+		}
+	}()
+	g, err := generator.New(generator.Deps{
+		Conn: conn, Dynamic: dyn, Mapper: mapper, Kinds: kubeutil.NewListableKinds(kc.Discovery, 30*time.Second),
+		Policies: pc, Check: check, Engine: eng,
+	},
 		generator.WithConcurrency(cfg.Concurrency),
 		generator.WithAttempts(cfg.Attempts),
 		generator.WithRetryDelays(cfg.RetryMin, cfg.RetryMax),

@@ -137,7 +137,7 @@ spec:
         data: {from: team}
 `
 
-func unstr(t *testing.T, y string) *unstructured.Unstructured {
+func unstr(t testing.TB, y string) *unstructured.Unstructured {
 	t.Helper()
 	v, err := document.Decode([]byte(y))
 	if err != nil {
@@ -146,7 +146,7 @@ func unstr(t *testing.T, y string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: v.(map[string]any)}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -157,7 +157,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // start runs fn until the test ends and checks it stops cleanly.
-func start(t *testing.T, what string, fn func(ctx context.Context) error) {
+func start(t testing.TB, what string, fn func(ctx context.Context) error) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- fn(ctx) }()
@@ -253,7 +253,7 @@ func startStack(t *testing.T, cp *controlplane.ControlPlane) (*embedded.Server, 
 }
 
 // startNATS starts an embedded JetStream on a free port for the test.
-func startNATS(t *testing.T) *embedded.Server {
+func startNATS(t testing.TB) *embedded.Server {
 	t.Helper()
 	nats, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir()})
 	if err != nil {
@@ -265,7 +265,7 @@ func startNATS(t *testing.T) *embedded.Server {
 
 // startWebhook runs the real webhook (one replica, leader: it registers
 // itself) until the test ends.
-func startWebhook(t *testing.T, cp *controlplane.ControlPlane, natsURL string) {
+func startWebhook(t testing.TB, cp *controlplane.ControlPlane, natsURL string) {
 	t.Helper()
 	webhookAddr := freeAddr(t)
 	wcfg := webhookapp.DefaultConfig()

@@ -149,13 +149,17 @@ func TestE2ESynchronize(t *testing.T) {
 	_, probe := startStack(t, cp)
 
 	ns, cm := firstGenerated(t, kube, "sync", "settings")
-	np, err := kube.NetworkingV1().NetworkPolicies(ns.Name).Get(ctx, "default-deny", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("no NetworkPolicy with the ConfigMap: %v", err)
-	}
-	if len(np.Spec.PolicyTypes) != 2 || np.Labels[generator.LabelTriggerUID] != string(ns.UID) {
-		t.Fatalf("NetworkPolicy %+v", np)
-	}
+	// The other rule's item is worked on its own.
+	eventually(t, 15*time.Second, "the NetworkPolicy", func() error {
+		np, err := kube.NetworkingV1().NetworkPolicies(ns.Name).Get(ctx, "default-deny", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(np.Spec.PolicyTypes) != 2 || np.Labels[generator.LabelTriggerUID] != string(ns.UID) {
+			t.Fatalf("NetworkPolicy %+v", np)
+		}
+		return nil
+	})
 	settings := func(want string) func() error {
 		return func() error {
 			got, err := kube.CoreV1().ConfigMaps(ns.Name).Get(ctx, "settings", metav1.GetOptions{})

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,8 @@ type Problem struct {
 type snapshot struct {
 	set      *engine.Set
 	problems []Problem
+	// byKey indexes set.Policies by Key.
+	byKey map[string]*engine.Policy
 }
 
 // Cache is the informer-backed policy set.
@@ -86,6 +89,7 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 		compiled: map[string]compiledEntry{},
 	}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 10*time.Minute)
+	// In this order: Policy and OnPolicyChange index c.informers.
 	for _, gvr := range []schema.GroupVersionResource{ClusterPolicies, Policies, PolicyExceptions} {
 		inf := df.ForResource(gvr).Informer()
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -212,7 +216,11 @@ func (c *Cache) rebuild() {
 	sort.Slice(excs, func(i, j int) bool {
 		return excs[i].Metadata.Namespace+"/"+excs[i].Metadata.Name < excs[j].Metadata.Namespace+"/"+excs[j].Metadata.Name
 	})
-	c.snap.Store(&snapshot{set: &engine.Set{Policies: pols, Exceptions: excs}, problems: problems})
+	byKey := make(map[string]*engine.Policy, len(pols))
+	for _, p := range pols {
+		byKey[p.Raw.Key()] = p
+	}
+	c.snap.Store(&snapshot{set: &engine.Set{Policies: pols, Exceptions: excs}, problems: problems, byKey: byKey})
 	select {
 	case c.changed <- struct{}{}:
 	default:
@@ -235,6 +243,49 @@ func (c *Cache) Policies() []*engine.Policy {
 		return nil
 	}
 	return s.set.Policies
+}
+
+// Policy is the compiled policy of key ("name" for a ClusterPolicy,
+// "namespace/name" for a Policy) as the cache holds it, or nil (not
+// synced, no such policy, or one that does not compile).
+//
+// The compiled set is rebuilt a moment after the watch delivers a change;
+// the policy is returned only while the watch's store still holds it at
+// the compiled version, so a policy deleted or changed is not served
+// from the set in between.
+func (c *Cache) Policy(key string) *engine.Policy {
+	s := c.snap.Load()
+	if s == nil || !c.synced.Load() {
+		return nil
+	}
+	p := s.byKey[key]
+	if p == nil {
+		return nil
+	}
+	inf := c.informers[0] // ClusterPolicies
+	if strings.Contains(key, "/") {
+		inf = c.informers[1] // Policies
+	}
+	obj, ok, err := inf.GetStore().GetByKey(key)
+	if err != nil || !ok {
+		return nil
+	}
+	if u, isU := obj.(*unstructured.Unstructured); !isU || u.GetResourceVersion() != p.Raw.Metadata.ResourceVersion {
+		return nil
+	}
+	return p
+}
+
+// OnPolicyChange registers h on the watches of ClusterPolicies and
+// Policies (before or after Start: a handler added later first sees every
+// stored policy as added).
+func (c *Cache) OnPolicyChange(h cache.ResourceEventHandler) error {
+	for _, inf := range c.informers[:2] {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Changed is signalled after each rebuild (registrar.PolicySource).

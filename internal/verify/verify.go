@@ -195,7 +195,7 @@ func (c *Checker) Check(ctx context.Context, ref events.ResourceRef, stored time
 		return Invalid, nil
 	}
 	id := identity{group: gv.Group, kind: ref.Kind, namespace: ref.Namespace, name: ref.Name}
-	if rv, ok := c.recall(ref.UID, id); ok && !after(ref.ResourceVersion, rv) {
+	if rv, ok := c.recall(ref.UID, id); ok && !Newer(ref.ResourceVersion, rv) {
 		return Verified, nil
 	}
 	f, invalid, err := c.lookup(ctx, ref, gv, id)
@@ -211,7 +211,7 @@ func (c *Checker) Check(ctx context.Context, ref events.ResourceRef, stored time
 			return Pending, nil
 		}
 		return NotFound, nil
-	case after(ref.ResourceVersion, f.rv):
+	case Newer(ref.ResourceVersion, f.rv):
 		return Future, nil
 	}
 	return Verified, nil
@@ -263,7 +263,7 @@ func (c *Checker) remember(uid string, id identity, rv string) {
 	if c.o.cacheSize == 0 {
 		return
 	}
-	if e, ok := c.known[uid]; ok && e.id == id && after(e.rv, rv) {
+	if e, ok := c.known[uid]; ok && e.id == id && Newer(e.rv, rv) {
 		rv = e.rv // keep the later version
 	}
 	if _, ok := c.known[uid]; !ok && len(c.known) >= c.o.cacheSize {
@@ -360,11 +360,11 @@ func path(ref events.ResourceRef) string {
 	return ref.Namespace + "/" + ref.Name
 }
 
-// after reports whether resourceVersion a is later than b: both unsigned
+// Newer reports whether resourceVersion a is later than b: both unsigned
 // integers (Kubernetes documents the versions of one resource as
 // comparable from 1.35), a greater. Anything else cannot be told apart:
 // false.
-func after(a, b string) bool {
+func Newer(a, b string) bool {
 	x, errA := strconv.ParseUint(a, 10, 64)
 	y, errB := strconv.ParseUint(b, 10, 64)
 	return errA == nil && errB == nil && x > y
