@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
@@ -424,7 +425,10 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkI
 	// reference (the name has the item's uid, at the item's version or a
 	// later one; a CREATE is published before the object is stored, so
 	// one not found yet is asked about again within the grace period).
-	obj, err := g.resource(mapping, ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	obj, err := g.cachedTrigger(ref)
+	if obj == nil {
+		obj, err = g.resource(mapping, ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		if item.Cause != events.CauseDrift && item.Cause != events.CausePolicy && time.Since(m.Published) < g.check.Grace() {
@@ -445,10 +449,32 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkI
 	return obj, result{}, true
 }
 
+// cachedTrigger is a Namespace trigger as the policy cache's watch of
+// Namespaces holds it, when it holds it with the item's uid at the item's
+// version or a later one (nil otherwise: the API is asked). Namespaces are
+// the most common trigger of generate rules.
+func (g *Generator) cachedTrigger(ref events.ResourceRef) (*unstructured.Unstructured, error) {
+	if ref.Kind != "Namespace" || ref.APIVersion != "v1" {
+		return nil, nil
+	}
+	ns, ok := g.pc.Namespace(ref.Name)
+	if !ok || string(ns.UID) != ref.UID || verify.Newer(ref.ResourceVersion, ns.ResourceVersion) {
+		return nil, nil
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
+	if err != nil {
+		return nil, nil
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion("v1")
+	u.SetKind("Namespace")
+	return u, nil
+}
+
 // firstRetry is how soon a trigger not stored yet (or not deleted yet)
 // is asked about again on the item's first delivery: the webhook's answer
 // and the API server's write are usually milliseconds apart.
-const firstRetry = 150 * time.Millisecond
+const firstRetry = 50 * time.Millisecond
 
 // pendingDelay is when to ask again about a trigger not stored (or not
 // deleted) yet: soon after the first delivery, then as the checker says

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/verdict-dev/verdict/internal/cli"
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/internal/generator"
@@ -459,20 +460,26 @@ func TestE2EGenerate(t *testing.T) {
 			}
 			return nil
 		})
+		// The handler counts the outcome; the runner then stores the dead
+		// letter.
 		var dead []queue.DeadLetter
-		if _, err := conn.Replay(ctx, queue.StreamDead, func(m queue.ReplayMsg) error {
-			d, err := queue.ParseDeadLetter(m.Header, m.Data)
-			if err != nil {
+		eventually(t, 10*time.Second, "one dead letter", func() error {
+			dead = dead[:0]
+			if _, err := conn.Replay(ctx, queue.StreamDead, func(m queue.ReplayMsg) error {
+				d, err := queue.ParseDeadLetter(m.Header, m.Data)
+				if err != nil {
+					return err
+				}
+				dead = append(dead, d)
+				return nil
+			}); err != nil {
 				return err
 			}
-			dead = append(dead, d)
+			if len(dead) != 1 {
+				return fmt.Errorf("%d dead letters: %+v", len(dead), dead)
+			}
 			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if len(dead) != 1 {
-			t.Fatalf("%d dead letters, want 1: %+v", len(dead), dead)
-		}
+		})
 		d := dead[0]
 		if !strings.Contains(d.Reason, generator.ReasonNamespaceForbidden) || !strings.Contains(d.Reason, "only into namespace team, not other") ||
 			d.Consumer != queue.ConsumerGenerator || d.Stream != queue.StreamWork {
@@ -500,5 +507,48 @@ func TestE2EGenerate(t *testing.T) {
 			}
 			return fmt.Errorf("events %+v", evs.Items)
 		})
+
+		// The operator sees it with `verdict work list --dead`, fixes the
+		// policy, re-queues it with `verdict work retry`, and it succeeds.
+		work := func(args ...string) string {
+			t.Helper()
+			var out, errOut bytes.Buffer
+			if code := cli.Main(ctx, append(append([]string{"work"}, args...), "--nats-url", nats.ClientURL()), strings.NewReader(""), &out, &errOut); code != 0 {
+				t.Fatalf("verdict work %v: exit %d: %s", args, code, errOut.String())
+			}
+			return out.String()
+		}
+		if out := work("list", "--dead"); !strings.Contains(out, generator.ReasonNamespaceForbidden) || !strings.Contains(out, "generate") {
+			t.Fatalf("verdict work list --dead does not show the dead letter and its reason:\n%s", out)
+		}
+		pols := dyn.Resource(policycache.Policies).Namespace("team")
+		pol, err := pols.Get(ctx, "escape", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, _, _ := unstructured.NestedSlice(pol.Object, "spec", "rules")
+		if err := unstructured.SetNestedField(rules[0].(map[string]any), "team", "generate", "namespace"); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedSlice(pol.Object, rules, "spec", "rules"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pols.Update(ctx, pol, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		work("retry", "--all")
+		eventually(t, 15*time.Second, "the re-queued item worked", func() error {
+			cm, err := kube.CoreV1().ConfigMaps("team").Get(ctx, "escaped", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cm.Labels[generator.LabelTriggerUID] != string(trig.UID) {
+				return fmt.Errorf("labels %v", cm.Labels)
+			}
+			return nil
+		})
+		if out := work("list", "--dead", "-o", "json"); strings.Contains(out, generator.ReasonNamespaceForbidden) {
+			t.Fatalf("the dead letter is still there after the retry:\n%s", out)
+		}
 	})
 }

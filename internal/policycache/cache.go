@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -298,6 +299,19 @@ func (c *Cache) Problems() []Problem {
 		return nil
 	}
 	return s.problems
+}
+
+// Namespace returns a Namespace as the watch holds it (false when it
+// does not, or the cache has not synced).
+func (c *Cache) Namespace(name string) (*corev1.Namespace, bool) {
+	if !c.synced.Load() {
+		return nil, false
+	}
+	ns, err := c.nsLister.Get(name)
+	if err != nil {
+		return nil, false
+	}
+	return ns, true
 }
 
 // NamespaceLabels returns a namespace's labels from the informer.
