@@ -13,9 +13,9 @@ all: build
 build:
 	$(GO) build $(GOFLAGS) -o $(BIN)/verdict ./cmd/verdict
 
-## services: compile the services (webhook, reporter, generator) into bin/
+## services: compile the services (webhook, reporter, generator, cleaner) into bin/
 services:
-	$(GO) build $(GOFLAGS) -o $(BIN)/ ./services/webhook ./services/reporter ./services/generator
+	$(GO) build $(GOFLAGS) -o $(BIN)/ ./services/webhook ./services/reporter ./services/generator ./services/cleaner
 
 # The local control plane's binaries (built once, cached in .cache/).
 CONTROLPLANE_BIN = $$(./hack/controlplane.sh)
@@ -29,7 +29,7 @@ unit:
 	$(GO) test $(GOFLAGS) -count=1 -short $(PKGS)
 
 # Packages whose tests run against the real control plane.
-E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/generatorapp/... ./internal/demo/...
+E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/generatorapp/... ./internal/cleanerapp/... ./internal/demo/...
 
 ## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane first
 e2e: controlplane

@@ -11,7 +11,8 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
-// validatePolicy admits a ClusterPolicy, Policy or PolicyException of the
+// validatePolicy admits a ClusterPolicy, Policy, PolicyException,
+// ClusterCleanupPolicy or CleanupPolicy of the
 // kyverno.io or verdict.dev groups only when the engine can load and
 // compile it; the denial names the path of every bad field. Deletes and
 // objects of other kinds are admitted.
@@ -33,6 +34,15 @@ func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, erro
 		if _, err := s.engine.Compile(p); err != nil {
 			logFrom(ctx).Info().Err(err).Msg("policy does not compile, rejected")
 			return denyInvalid(err.Error(), policyCauses(obj)), nil
+		}
+	case policy.KindClusterCleanupPolicy, policy.KindCleanupPolicy:
+		p, err := policy.CleanupPolicyFromObject(obj)
+		if err == nil {
+			_, err = s.engine.CompileCleanup(p)
+		}
+		if err != nil {
+			logFrom(ctx).Info().Err(err).Msg("invalid cleanup policy rejected")
+			return denyInvalid(err.Error(), cleanupCauses(obj)), nil
 		}
 	case policy.KindPolicyException:
 		if _, err := policy.ExceptionFromObject(obj); err != nil {
@@ -56,6 +66,24 @@ func policyCauses(obj map[string]any) []metav1.StatusCause {
 	}
 	var causes []metav1.StatusCause
 	for _, fe := range policy.Validate(&p) {
+		causes = append(causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueInvalid, Field: fe.Path, Message: fe.Msg})
+	}
+	return causes
+}
+
+// cleanupCauses lists the field errors policy.ValidateCleanup finds, as
+// status causes.
+func cleanupCauses(obj map[string]any) []metav1.StatusCause {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil
+	}
+	var p policy.CleanupPolicy
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil
+	}
+	var causes []metav1.StatusCause
+	for _, fe := range policy.ValidateCleanup(&p) {
 		causes = append(causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueInvalid, Field: fe.Path, Message: fe.Msg})
 	}
 	return causes

@@ -133,6 +133,21 @@ metadata: {name: empty, namespace: default}
 spec:
   match: {any: [{resources: {kinds: [Pod]}}]}
 `, paths: []string{"spec.exceptions"}},
+		"valid cleanup policy": {object: `apiVersion: verdict.dev/v1
+kind: ClusterCleanupPolicy
+metadata: {name: old-pods}
+spec:
+  schedule: "0 3 * * *"
+  match: {any: [{resources: {kinds: [Pod]}}]}
+  conditions: {all: [{key: "{{ target.status.phase }}", operator: Equals, value: Succeeded}]}
+`, allowed: true},
+		"invalid cleanup policy": {object: `apiVersion: verdict.dev/v1
+kind: CleanupPolicy
+metadata: {name: broken, namespace: team}
+spec:
+  schedule: "every day"
+  match: {any: [{resources: {kinds: [Pod], namespaces: [other]}, roles: [admin]}]}
+`, paths: []string{"spec.schedule", "spec.match.any[0].resources.namespaces", "spec.match.any[0].roles"}},
 		"not a policy": {object: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default}\n", allowed: true},
 	}
 	for name, tc := range cases {

@@ -83,6 +83,18 @@
 // cannot take its limits in place: Provision says so (and provisions the
 // rest); drain it, delete it, and provision again.
 //
+// Schedules whose ticks are work of a kind, one per key (a cleanup
+// policy's), are kept with Conn.PutSchedule, GetSchedule, DeleteSchedule
+// and Schedules (schedule.go), on ScheduleSubjectOf(kind, key). A put
+// compares before it writes (an equal schedule is not written again, so
+// its next tick stays) and writes with the stored message's sequence as
+// the subject's expected last sequence: any number of writers at once
+// end with one schedule, and a guard lets the caller keep a newer one. A
+// delete removes the message it read, by sequence, never one another
+// writer put since. The server reads the spec ("@every 1m", six-field
+// cron with seconds first, @hourly, ...; a time zone for cron) and
+// refuses one it cannot (ErrPublishRejected).
+//
 // # Keys
 //
 // Subject tokens come from EncodeToken: ASCII letters, digits, '-' and '_'

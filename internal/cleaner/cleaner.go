@@ -1,0 +1,650 @@
+package cleaner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// Component is the cleaner's name in Events (reportingController) and
+// its user agent.
+const Component = "verdict-cleaner"
+
+// PolicyTTL is the policy label of deletions made for the TTL label (no
+// policy has this name: "@" is not allowed in names).
+const PolicyTTL = "@ttl"
+
+// listPageSize bounds one list call; lists are read page by page.
+const listPageSize = 500
+
+// ErrInvalidOption is wrapped by the errors of bad options.
+var ErrInvalidOption = errors.New("cleaner: invalid option")
+
+// Option configures New.
+type Option func(*options) error
+
+type options struct {
+	concurrency  int
+	attempts     int
+	retryMin     time.Duration
+	retryMax     time.Duration
+	drainTimeout time.Duration
+	ttlInterval  time.Duration
+	resync       time.Duration
+	identity     string
+	now          func() time.Time
+	reg          prometheus.Registerer
+	log          zerolog.Logger
+}
+
+// WithConcurrency sets how many ticks one replica works on at once.
+// Default 4.
+func WithConcurrency(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: concurrency %d", ErrInvalidOption, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// WithAttempts bounds the deliveries of a tick that keeps failing
+// transiently before it is dead-lettered. Default 10.
+func WithAttempts(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: attempts %d", ErrInvalidOption, n)
+		}
+		o.attempts = n
+		return nil
+	}
+}
+
+// WithRetryDelays sets the backoff of transient failures: min for the
+// first redelivery, doubling up to max. Default 1s to 1m.
+func WithRetryDelays(minDelay, maxDelay time.Duration) Option {
+	return func(o *options) error {
+		if minDelay <= 0 || maxDelay < minDelay {
+			return fmt.Errorf("%w: retry delays %s..%s", ErrInvalidOption, minDelay, maxDelay)
+		}
+		o.retryMin, o.retryMax = minDelay, maxDelay
+		return nil
+	}
+}
+
+// WithDrainTimeout bounds the wait for ticks in flight at shutdown.
+// Default 30s.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: drain timeout %s", ErrInvalidOption, d)
+		}
+		o.drainTimeout = d
+		return nil
+	}
+}
+
+// WithTTLInterval sets how often the TTL sweep runs (its schedule,
+// shared by every replica: give them all the same). Default 1m.
+func WithTTLInterval(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: TTL interval %s: at least 1s", ErrInvalidOption, d)
+		}
+		o.ttlInterval = d
+		return nil
+	}
+}
+
+// WithResync sets how often every cleanup policy's schedule is checked
+// again (a schedule lost with its stream comes back). Default 10m.
+func WithResync(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: resync %s", ErrInvalidOption, d)
+		}
+		o.resync = d
+		return nil
+	}
+}
+
+// WithIdentity names this replica in the Events it records
+// (reportingInstance). Default: the host name.
+func WithIdentity(id string) Option {
+	return func(o *options) error {
+		if id == "" {
+			return fmt.Errorf("%w: empty identity", ErrInvalidOption)
+		}
+		o.identity = id
+		return nil
+	}
+}
+
+// WithClock sets the clock TTLs are judged by (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+		}
+		o.now = now
+		return nil
+	}
+}
+
+// WithRegisterer sets where the metrics are registered (default: a
+// registry of their own).
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil registerer", ErrInvalidOption)
+		}
+		o.reg = reg
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: none).
+func WithLogger(log zerolog.Logger) Option {
+	return func(o *options) error { o.log = log; return nil }
+}
+
+// Clients are the Kubernetes clients the cleaner uses.
+type Clients struct {
+	// Dynamic reads policies and lists and deletes what they match.
+	Dynamic dynamic.Interface
+	// Metadata lists and deletes TTL-labelled resources (metadata only)
+	// and reads namespaces' labels.
+	Metadata metadata.Interface
+	// Discovery says which kinds are served, listable and deletable.
+	Discovery discovery.DiscoveryInterface
+	// Kube records Events.
+	Kube kubernetes.Interface
+}
+
+// Cleaner runs cleanup policies on their schedules and the TTL sweep.
+type Cleaner struct {
+	conn *queue.Conn
+	dyn  dynamic.Interface
+	meta metadata.Interface
+	disc discovery.DiscoveryInterface
+	kube kubernetes.Interface
+	eng  *engine.Engine
+	m    *Metrics
+	o    options
+}
+
+// New prepares a cleaner: ticks come from conn (the cleaner's durable
+// consumer), policies are evaluated with eng.
+func New(conn *queue.Conn, kc Clients, eng *engine.Engine, opts ...Option) (*Cleaner, error) {
+	if conn == nil || kc.Dynamic == nil || kc.Metadata == nil || kc.Discovery == nil || kc.Kube == nil || eng == nil {
+		return nil, fmt.Errorf("%w: a cleaner needs a connection, the dynamic, metadata, discovery and typed clients, and an engine", ErrInvalidOption)
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = Component
+	}
+	o := options{
+		concurrency: 4, attempts: 10, retryMin: time.Second, retryMax: time.Minute, drainTimeout: 30 * time.Second,
+		ttlInterval: time.Minute, resync: 10 * time.Minute, identity: host, now: time.Now, log: zerolog.Nop(),
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.reg == nil {
+		o.reg = prometheus.NewRegistry()
+	}
+	m, err := NewMetrics(o.reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Cleaner{conn: conn, dyn: kc.Dynamic, meta: kc.Metadata, disc: kc.Discovery, kube: kc.Kube, eng: eng, m: m, o: o}, nil
+}
+
+// Run keeps the schedules of the cleanup policies (and the TTL sweep's)
+// and works ticks until ctx ends, then drains (see queue.Runner.Run).
+func (c *Cleaner) Run(ctx context.Context) error {
+	r, err := c.conn.NewRunner(queue.StreamWork, queue.ConsumerCleaner, c.handle,
+		queue.WithConcurrency(c.o.concurrency),
+		queue.WithMaxDeliver(c.o.attempts),
+		queue.WithRetryDelays(c.o.retryMin, c.o.retryMax),
+		queue.WithDrainTimeout(c.o.drainTimeout),
+		queue.WithMaxWorkTime(30*time.Minute),
+	)
+	if err != nil {
+		return err
+	}
+	ctx = c.o.log.WithContext(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		c.keepTTLSchedule(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.keepSchedules(ctx)
+	}()
+	err = r.Run(ctx)
+	wg.Wait()
+	return err
+}
+
+// result is what became of one tick: the runner's outcome and the
+// metric's outcome and reason.
+type result struct {
+	out     queue.Outcome
+	outcome string
+	reason  string
+	detail  string
+}
+
+func processed() result {
+	return result{out: queue.Done(), outcome: OutcomeProcessed, reason: ReasonDone}
+}
+
+func skipped(reason, detail string) result {
+	return result{out: queue.Done(), outcome: OutcomeSkipped, reason: reason, detail: detail}
+}
+
+func retried(reason string, err error) result {
+	return result{out: queue.Retry().Because(err), outcome: OutcomeRetried, reason: reason, detail: err.Error()}
+}
+
+func poisoned(reason, detail string) result {
+	return result{out: queue.Poison(reason + ": " + detail), outcome: OutcomeDeadLettered, reason: reason, detail: detail}
+}
+
+// Log keys.
+const (
+	logKeySubject  = "subject"
+	logKeyDelivery = "delivery"
+	logKeyOutcome  = "outcome"
+	logKeyReason   = "reason"
+	logKeyDetail   = "detail"
+	logKeyPolicy   = "policy"
+	logKeyKind     = "kind"
+	logKeyResource = "resource"
+	logKeyChange   = "change"
+)
+
+// handle works one tick and counts what became of it. A retry on the
+// last attempt is counted as dead-lettered: the runner sends it to
+// VERDICT_DEAD.
+func (c *Cleaner) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
+	start := time.Now()
+	tick, err := DecodeTick(m.Data)
+	var res result
+	var ref *PolicyRef
+	if err == nil && tick.Action == TickPolicy {
+		ref = tick.Policy
+	}
+	switch {
+	case err != nil:
+		res = poisoned(ReasonUndecodable, err.Error())
+	case c.coalesced(ctx, m):
+		res = skipped(ReasonCoalesced, "a newer tick of the same schedule is queued")
+	case tick.Action == TickTTL:
+		res = c.sweepTTL(ctx)
+	default:
+		res = c.runPolicy(ctx, *ref)
+	}
+	if res.outcome == OutcomeRetried && m.Delivery >= uint64(c.o.attempts) {
+		res.outcome = OutcomeDeadLettered
+	}
+	typ, pol := string(tick.Action), PolicyTTL
+	switch {
+	case err != nil:
+		typ, pol = "unknown", ""
+	case ref != nil:
+		pol = ref.String()
+	}
+	c.m.ticks.WithLabelValues(typ, pol, res.outcome, res.reason).Inc()
+	c.m.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
+	ev := c.o.log.Debug()
+	switch res.outcome {
+	case OutcomeProcessed, OutcomeRetried:
+		ev = c.o.log.Info()
+	case OutcomeDeadLettered:
+		ev = c.o.log.Warn()
+	}
+	ev.Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Str(logKeyOutcome, res.outcome).
+		Str(logKeyReason, res.reason).Str(logKeyDetail, res.detail).Msg("tickHandled")
+	if res.outcome == OutcomeDeadLettered && ref != nil && res.reason != ReasonPolicyGone {
+		c.recordEvent(ctx, *ref, nil, fmt.Errorf("cleanup tick dead-lettered (%s): %s", res.reason, res.detail))
+	}
+	return res.out
+}
+
+// coalesced reports whether a newer tick of the same schedule waits in
+// VERDICT_WORK: after an outage the ticks that piled up are worked once,
+// not once each.
+func (c *Cleaner) coalesced(ctx context.Context, m *queue.Msg) bool {
+	last, err := c.conn.LastMsg(ctx, queue.StreamWork, m.Subject)
+	return err == nil && last.Sequence > m.Sequence
+}
+
+// runPolicy is a policy tick: the policy is read from the API (the tick
+// only names it) and run as it is now.
+func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) result {
+	var ri dynamic.ResourceInterface = c.dyn.Resource(ref.GVR())
+	if ref.Namespace != "" {
+		ri = c.dyn.Resource(ref.GVR()).Namespace(ref.Namespace)
+	}
+	obj, err := ri.Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		c.removeSchedule(ctx, ref)
+		return skipped(ReasonPolicyGone, fmt.Sprintf("%s %s is gone; its schedule is removed", ref.Kind, ref))
+	case err != nil:
+		return retried(ReasonAPIError, fmt.Errorf("read %s %s: %w", ref.Kind, ref, err))
+	case ref.UID != "" && string(obj.GetUID()) != ref.UID:
+		c.removeSchedule(ctx, ref)
+		return skipped(ReasonPolicyReplaced, fmt.Sprintf("%s %s was deleted and created again", ref.Kind, ref))
+	case obj.GetDeletionTimestamp() != nil:
+		return skipped(ReasonPolicyGone, fmt.Sprintf("%s %s is being deleted", ref.Kind, ref))
+	}
+	raw, err := policy.CleanupPolicyFromObject(obj.Object)
+	if err != nil {
+		return poisoned(ReasonPolicyInvalid, err.Error())
+	}
+	if raw.Spec.Schedule != ref.Schedule {
+		// The policy's schedule changed since this tick was scheduled:
+		// the schedule is being replaced; this tick is not one of the
+		// new schedule's.
+		return skipped(ReasonScheduleChanged, fmt.Sprintf("schedule %q is now %q", ref.Schedule, raw.Spec.Schedule))
+	}
+	cp, err := c.eng.CompileCleanup(raw)
+	if err != nil {
+		return poisoned(ReasonPolicyInvalid, err.Error())
+	}
+	run, err := c.eng.StartCleanup(ctx, cp)
+	if err != nil {
+		return retried(ReasonEvaluationError, err)
+	}
+	targets, err := c.deletableKinds(ctx)
+	if err != nil {
+		return retried(ReasonAPIError, err)
+	}
+	w := &policyRun{c: c, ref: RefOf(raw), raw: raw, run: run, nsLabels: map[string]map[string]string{}}
+	if dp := raw.Spec.DeletionPropagationPolicy; dp != nil {
+		p := metav1.DeletionPropagation(*dp)
+		w.propagation = &p
+	}
+	var transient []error
+	for _, sel := range cp.Kinds() {
+		matched := false
+		for _, t := range targets {
+			if !sel.Selects(engine.GroupVersionKind{Group: t.gvk.Group, Version: t.gvk.Version, Kind: t.gvk.Kind}) {
+				continue
+			}
+			matched = true
+			if raw.Namespaced() && !t.namespaced {
+				c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, t.gvk.Kind).Msg("clusterScopedKindInNamespacedPolicy")
+				continue
+			}
+			if err := w.kind(ctx, t); err != nil {
+				transient = append(transient, err)
+			}
+		}
+		if !matched {
+			c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, sel.Kind).Msg("kindNotServed")
+		}
+	}
+	if len(transient) > 0 {
+		return retried(ReasonAPIError, errors.Join(transient...))
+	}
+	c.recordExecution(ctx, ri, ref.Name, string(obj.GetUID()))
+	return processed()
+}
+
+// recordExecution writes the policy's status.lastExecutionTime, as
+// Kyverno's cleanup controller does after a run, with the policy's uid as
+// a precondition. Best effort: a failure is logged.
+func (c *Cleaner) recordExecution(ctx context.Context, ri dynamic.ResourceInterface, name, uid string) {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": uid},
+		"status":   map[string]any{"lastExecutionTime": c.o.now().UTC().Format(time.RFC3339)},
+	})
+	if err == nil {
+		_, err = ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component}, "status")
+	}
+	if err != nil {
+		c.o.log.Info().Err(err).Str(logKeyPolicy, name).Msg("lastExecutionTimeNotRecorded")
+	}
+}
+
+// target is one served kind that can be listed and deleted.
+type target struct {
+	gvr        schema.GroupVersionResource
+	gvk        schema.GroupVersionKind
+	namespaced bool
+}
+
+// deletableKinds are the kinds the API server serves, at their preferred
+// versions, that can be listed and deleted (subresources left out). A
+// group whose discovery failed is left out (and logged).
+func (c *Cleaner) deletableKinds(ctx context.Context) ([]target, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lists, err := c.disc.ServerPreferredResources()
+	if err != nil {
+		var failed *discovery.ErrGroupDiscoveryFailed
+		if !errors.As(err, &failed) {
+			return nil, fmt.Errorf("discover the served kinds: %w", err)
+		}
+		for gv, gerr := range failed.Groups {
+			c.o.log.Warn().Err(gerr).Str("groupVersion", gv.String()).Msg("groupDiscoveryFailed")
+		}
+	}
+	var out []target
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if containsSlash(r.Name) || !hasVerbs(r.Verbs, "list", "delete") {
+				continue
+			}
+			g, v := gv.Group, gv.Version
+			if r.Group != "" {
+				g = r.Group
+			}
+			if r.Version != "" {
+				v = r.Version
+			}
+			out = append(out, target{
+				gvr:        schema.GroupVersionResource{Group: g, Version: v, Resource: r.Name},
+				gvk:        schema.GroupVersionKind{Group: g, Version: v, Kind: r.Kind},
+				namespaced: r.Namespaced,
+			})
+		}
+	}
+	return out, nil
+}
+
+func containsSlash(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return true
+		}
+	}
+	return false
+}
+
+func hasVerbs(have metav1.Verbs, want ...string) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if h == w {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// policyRun is one tick of one policy.
+type policyRun struct {
+	c           *Cleaner
+	ref         PolicyRef
+	raw         *policy.CleanupPolicy
+	run         *engine.Cleanup
+	propagation *metav1.DeletionPropagation
+	// nsLabels are the labels of the namespaces seen, read once a tick.
+	nsLabels map[string]map[string]string
+}
+
+// kind lists one kind (in the policy's namespace for a CleanupPolicy)
+// and deletes what the policy selects. It returns a transient error
+// (the tick is retried after it has gone through every kind); what can
+// never succeed is counted, reported and left.
+func (w *policyRun) kind(ctx context.Context, t target) error {
+	c := w.c
+	ri := c.dyn.Resource(t.gvr)
+	var list dynamic.ResourceInterface = ri
+	if w.raw.Namespaced() {
+		list = ri.Namespace(w.raw.Metadata.Namespace)
+	}
+	var transient []error
+	opts := metav1.ListOptions{Limit: listPageSize}
+	for {
+		page, err := list.List(ctx, opts)
+		if err != nil {
+			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+				c.m.deletions.WithLabelValues(w.ref.String(), t.gvk.Kind, DeletionFailed).Inc()
+				c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.gvk.Kind).Msg("cleanupListRefused")
+				return nil
+			}
+			return fmt.Errorf("list %s: %w", t.gvr.Resource, err)
+		}
+		for i := range page.Items {
+			if err := w.resource(ctx, t, &page.Items[i]); err != nil {
+				transient = append(transient, err)
+			}
+		}
+		if opts.Continue = page.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	return errors.Join(transient...)
+}
+
+// resource judges one listed resource and deletes it when the policy
+// selects it.
+func (w *policyRun) resource(ctx context.Context, t target, u *unstructured.Unstructured) error {
+	c := w.c
+	if u.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	labels, err := w.namespaceLabels(ctx, u.GetNamespace())
+	if err != nil {
+		return err
+	}
+	d, err := w.run.Decide(ctx, u.Object, labels)
+	if err != nil {
+		c.m.evalErrors.WithLabelValues(w.ref.String()).Inc()
+		c.o.log.Info().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupConditionsFailed")
+		return nil
+	}
+	if !d.Delete {
+		return nil
+	}
+	uid := u.GetUID()
+	ri := c.dyn.Resource(t.gvr)
+	var del dynamic.ResourceInterface = ri
+	if t.namespaced {
+		del = ri.Namespace(u.GetNamespace())
+	}
+	err = del.Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: w.propagation})
+	out := deletionOutcome(err)
+	c.m.deletions.WithLabelValues(w.ref.String(), t.gvk.Kind, out).Inc()
+	switch out {
+	case DeletionDeleted:
+		c.o.log.Info().Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("resourceCleanedUp")
+		c.recordEvent(ctx, w.ref, u, nil)
+	case DeletionFailed:
+		c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupDeleteFailed")
+		c.recordEvent(ctx, w.ref, u, err)
+		if !permanent(err) {
+			return fmt.Errorf("delete %s %s: %w", t.gvk.Kind, path(u.GetNamespace(), u.GetName()), err)
+		}
+	}
+	return nil
+}
+
+// namespaceLabels are the labels of a namespace ("": none), read once a
+// tick.
+func (w *policyRun) namespaceLabels(ctx context.Context, ns string) (map[string]string, error) {
+	if ns == "" {
+		return nil, nil
+	}
+	if l, ok := w.nsLabels[ns]; ok {
+		return l, nil
+	}
+	obj, err := w.c.meta.Resource(namespaces).Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("labels of namespace %s: %w", ns, err)
+	}
+	w.nsLabels[ns] = obj.Labels
+	return obj.Labels, nil
+}
+
+var namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// deletionOutcome names what a delete with a UID precondition did:
+// deleted; notFound (already gone: done); replaced (the name now belongs
+// to another object, which is left alone); failed.
+func deletionOutcome(err error) string {
+	switch {
+	case err == nil:
+		return DeletionDeleted
+	case apierrors.IsNotFound(err):
+		return DeletionNotFound
+	case apierrors.IsConflict(err):
+		return DeletionReplaced
+	}
+	return DeletionFailed
+}
+
+// permanent reports whether the API server's refusal will not change by
+// trying again (forbidden, invalid, not allowed).
+func permanent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsNotAcceptable(err)
+}
+
+func path(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
