@@ -36,20 +36,9 @@ type Config struct {
 	// may still be missing (the webhook publishes before the object is
 	// stored) before the item is skipped as triggerNotFound.
 	VerifyGrace time.Duration
-	// Concurrency is how many work items a replica works on at once.
-	Concurrency int
-	// AckWait is how long a replica may hold an item without a sign of
-	// life before JetStream gives it to another.
-	AckWait time.Duration
-	// Attempts bounds the deliveries of an item that keeps failing
-	// transiently before it is dead-lettered.
-	Attempts int
-	// RetryMin and RetryMax are the backoff of retries: RetryMin first,
-	// doubling up to RetryMax.
-	RetryMin time.Duration
-	RetryMax time.Duration
-	// ShutdownTimeout bounds the wait for items in flight at SIGTERM.
-	ShutdownTimeout time.Duration
+	// Worker is how the replica takes items from its consumer
+	// (concurrency, ack wait, attempts, retries, shutdown).
+	Worker service.WorkerConfig
 
 	// ProbeAddress serves /metrics, /healthz and /readyz over plain HTTP
 	// (empty: none).
@@ -60,17 +49,12 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Kube:            service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
-		NATS:            service.DefaultNATSConfig(),
-		VerifyGrace:     30 * time.Second,
-		Concurrency:     8,
-		AckWait:         30 * time.Second,
-		Attempts:        10,
-		RetryMin:        time.Second,
-		RetryMax:        time.Minute,
-		ShutdownTimeout: 30 * time.Second,
-		ProbeAddress:    ":8080",
-		Log:             service.DefaultLogConfig(),
+		Kube:         service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
+		NATS:         service.DefaultNATSConfig(),
+		VerifyGrace:  30 * time.Second,
+		Worker:       service.DefaultWorkerConfig(),
+		ProbeAddress: ":8080",
+		Log:          service.DefaultLogConfig(),
 	}
 }
 
@@ -78,28 +62,13 @@ func DefaultConfig() Config {
 // ErrInvalidConfig.
 func (c *Config) Validate() error {
 	var errs []error
-	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Log.Validate()} {
+	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Worker.Validate(), c.Log.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if c.VerifyGrace < time.Second {
 		errs = append(errs, fmt.Errorf("verify grace %s: at least 1s", c.VerifyGrace))
-	}
-	if c.Concurrency < 1 || c.Concurrency > 500 {
-		errs = append(errs, fmt.Errorf("concurrency %d: 1 to 500", c.Concurrency))
-	}
-	if c.AckWait < 3*time.Second {
-		errs = append(errs, fmt.Errorf("ack wait %s: at least 3s", c.AckWait))
-	}
-	if c.Attempts < 1 {
-		errs = append(errs, fmt.Errorf("attempts %d must be positive", c.Attempts))
-	}
-	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
-		errs = append(errs, fmt.Errorf("retry delays %s to %s: positive, the first no longer than the last", c.RetryMin, c.RetryMax))
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("shutdown timeout %s must be positive", c.ShutdownTimeout))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
@@ -156,10 +125,10 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		Conn: conn, Dynamic: dyn, Mapper: mapper, Kinds: kubeutil.NewListableKinds(kc.Discovery, 30*time.Second),
 		Policies: pc, Check: check, Engine: eng,
 	},
-		generator.WithConcurrency(cfg.Concurrency),
-		generator.WithAttempts(cfg.Attempts),
-		generator.WithRetryDelays(cfg.RetryMin, cfg.RetryMax),
-		generator.WithDrainTimeout(cfg.ShutdownTimeout),
+		generator.WithConcurrency(cfg.Worker.Concurrency),
+		generator.WithAttempts(cfg.Worker.Attempts),
+		generator.WithRetryDelays(cfg.Worker.RetryMin, cfg.Worker.RetryMax),
+		generator.WithDrainTimeout(cfg.Worker.ShutdownTimeout),
 		generator.WithRegisterer(reg),
 		generator.WithLogger(log),
 	)
@@ -183,6 +152,6 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 // provisions.
 func provisionOptions(cfg Config) []queue.ProvisionOption {
 	spec, _ := queue.DefaultConsumer(queue.ConsumerGenerator)
-	spec.AckWait = cfg.AckWait
+	spec.AckWait = cfg.Worker.AckWait
 	return append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(spec))
 }

@@ -222,8 +222,8 @@ func BenchmarkGenerate(b *testing.B) {
 			cfg.Kube.QPS, cfg.Kube.Burst = 5000, 10000
 			cfg.NATS.URLs = []string{nats.ClientURL()}
 			cfg.ProbeAddress = ""
-			cfg.RetryMin, cfg.RetryMax = 100*time.Millisecond, time.Second
-			cfg.ShutdownTimeout = 5 * time.Second
+			cfg.Worker.RetryMin, cfg.Worker.RetryMax = 100*time.Millisecond, time.Second
+			cfg.Worker.ShutdownTimeout = 5 * time.Second
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

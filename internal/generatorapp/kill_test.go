@@ -65,8 +65,8 @@ func generatorChild() int {
 	cfg.NATS.URLs = []string{os.Getenv(envChildNATS)}
 	cfg.ProbeAddress = ""
 	cfg.Kube.QPS, cfg.Kube.Burst = 1000, 2000
-	cfg.AckWait = killAckWait
-	cfg.RetryMin, cfg.RetryMax = 100*time.Millisecond, 2*time.Second
+	cfg.Worker.AckWait = killAckWait
+	cfg.Worker.RetryMin, cfg.Worker.RetryMax = 100*time.Millisecond, 2*time.Second
 	log, err := cfg.Log.Logger(os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

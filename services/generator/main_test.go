@@ -33,8 +33,11 @@ func TestFlags(t *testing.T) {
 	want := generatorapp.Config{
 		Kube:        service.KubeConfig{Kubeconfig: "/k/config", QPS: 20, Burst: 40, Timeout: 10 * time.Second},
 		NATS:        service.NATSConfig{Config: natsconn.Config{URLs: []string{"nats://a:4222", "nats://b:4222"}, Credentials: "/n/creds"}, StreamReplicas: 3, Streams: limits},
-		VerifyGrace: time.Minute, Concurrency: 16, AckWait: 12 * time.Second, Attempts: 3,
-		RetryMin: 2 * time.Second, RetryMax: 30 * time.Second, ShutdownTimeout: 5 * time.Second,
+		VerifyGrace: time.Minute,
+		Worker: service.WorkerConfig{
+			Concurrency: 16, AckWait: 12 * time.Second, Attempts: 3,
+			RetryMin: 2 * time.Second, RetryMax: 30 * time.Second, ShutdownTimeout: 5 * time.Second,
+		},
 		ProbeAddress: ":9090", Log: service.LogConfig{Level: "debug", Format: "console"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
