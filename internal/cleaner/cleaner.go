@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -187,7 +188,7 @@ type Cleaner struct {
 	conn *queue.Conn
 	dyn  dynamic.Interface
 	meta metadata.Interface
-	disc discovery.DiscoveryInterface
+	kinds *kube.ListableKinds
 	kube kubernetes.Interface
 	eng  *engine.Engine
 	m    *Metrics
@@ -220,7 +221,7 @@ func New(conn *queue.Conn, kc Clients, eng *engine.Engine, opts ...Option) (*Cle
 	if err != nil {
 		return nil, err
 	}
-	return &Cleaner{conn: conn, dyn: kc.Dynamic, meta: kc.Metadata, disc: kc.Discovery, kube: kc.Kube, eng: eng, m: m, o: o}, nil
+	return &Cleaner{conn: conn, dyn: kc.Dynamic, meta: kc.Metadata, kinds: kube.NewListableKinds(kc.Discovery, 30*time.Second), kube: kc.Kube, eng: eng, m: m, o: o}, nil
 }
 
 // Run keeps the schedules of the cleanup policies (and the TTL sweep's)
@@ -397,12 +398,12 @@ func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) result {
 	for _, sel := range cp.Kinds() {
 		matched := false
 		for _, t := range targets {
-			if !sel.Selects(engine.GroupVersionKind{Group: t.gvk.Group, Version: t.gvk.Version, Kind: t.gvk.Kind}) {
+			if !sel.Selects(engine.GroupVersionKind{Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind}) {
 				continue
 			}
 			matched = true
-			if raw.Namespaced() && !t.namespaced {
-				c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, t.gvk.Kind).Msg("clusterScopedKindInNamespacedPolicy")
+			if raw.Namespaced() && !t.Namespaced {
+				c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, t.GVK.Kind).Msg("clusterScopedKindInNamespacedPolicy")
 				continue
 			}
 			if err := w.kind(ctx, t); err != nil {
@@ -437,79 +438,22 @@ func (c *Cleaner) recordExecution(ctx context.Context, ri dynamic.ResourceInterf
 }
 
 // target is one served kind that can be listed and deleted.
-type target struct {
-	gvr        schema.GroupVersionResource
-	gvk        schema.GroupVersionKind
-	namespaced bool
-}
-
 // deletableKinds are the kinds the API server serves, at their preferred
-// versions, that can be listed and deleted (subresources left out). A
-// group whose discovery failed is left out (and logged).
-func (c *Cleaner) deletableKinds(ctx context.Context) ([]target, error) {
-	if err := ctx.Err(); err != nil {
+// versions, that can be listed and deleted (subresources left out; a
+// group whose discovery failed is left out and logged), read through
+// discovery at most every 30 s.
+func (c *Cleaner) deletableKinds(ctx context.Context) ([]kube.Kind, error) {
+	all, err := c.kinds.List(c.o.log.WithContext(ctx))
+	if err != nil {
 		return nil, err
 	}
-	lists, err := c.disc.ServerPreferredResources()
-	if err != nil {
-		var failed *discovery.ErrGroupDiscoveryFailed
-		if !errors.As(err, &failed) {
-			return nil, fmt.Errorf("discover the served kinds: %w", err)
-		}
-		for gv, gerr := range failed.Groups {
-			c.o.log.Warn().Err(gerr).Str("groupVersion", gv.String()).Msg("groupDiscoveryFailed")
-		}
-	}
-	var out []target
-	for _, l := range lists {
-		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		if err != nil {
-			continue
-		}
-		for _, r := range l.APIResources {
-			if containsSlash(r.Name) || !hasVerbs(r.Verbs, "list", "delete") {
-				continue
-			}
-			g, v := gv.Group, gv.Version
-			if r.Group != "" {
-				g = r.Group
-			}
-			if r.Version != "" {
-				v = r.Version
-			}
-			out = append(out, target{
-				gvr:        schema.GroupVersionResource{Group: g, Version: v, Resource: r.Name},
-				gvk:        schema.GroupVersionKind{Group: g, Version: v, Kind: r.Kind},
-				namespaced: r.Namespaced,
-			})
+	out := make([]kube.Kind, 0, len(all))
+	for _, k := range all {
+		if k.Deletable {
+			out = append(out, k)
 		}
 	}
 	return out, nil
-}
-
-func containsSlash(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return true
-		}
-	}
-	return false
-}
-
-func hasVerbs(have metav1.Verbs, want ...string) bool {
-	for _, w := range want {
-		found := false
-		for _, h := range have {
-			if h == w {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 // policyRun is one tick of one policy.
@@ -527,9 +471,9 @@ type policyRun struct {
 // and deletes what the policy selects. It returns a transient error
 // (the tick is retried after it has gone through every kind); what can
 // never succeed is counted, reported and left.
-func (w *policyRun) kind(ctx context.Context, t target) error {
+func (w *policyRun) kind(ctx context.Context, t kube.Kind) error {
 	c := w.c
-	ri := c.dyn.Resource(t.gvr)
+	ri := c.dyn.Resource(t.GVR)
 	var list dynamic.ResourceInterface = ri
 	if w.raw.Namespaced() {
 		list = ri.Namespace(w.raw.Metadata.Namespace)
@@ -540,11 +484,11 @@ func (w *policyRun) kind(ctx context.Context, t target) error {
 		page, err := list.List(ctx, opts)
 		if err != nil {
 			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
-				c.m.deletions.WithLabelValues(w.ref.String(), t.gvk.Kind, DeletionFailed).Inc()
-				c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.gvk.Kind).Msg("cleanupListRefused")
+				c.m.deletions.WithLabelValues(w.ref.String(), t.GVK.Kind, DeletionFailed).Inc()
+				c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Msg("cleanupListRefused")
 				return nil
 			}
-			return fmt.Errorf("list %s: %w", t.gvr.Resource, err)
+			return fmt.Errorf("list %s: %w", t.GVR.Resource, err)
 		}
 		for i := range page.Items {
 			if err := w.resource(ctx, t, &page.Items[i]); err != nil {
@@ -560,7 +504,7 @@ func (w *policyRun) kind(ctx context.Context, t target) error {
 
 // resource judges one listed resource and deletes it when the policy
 // selects it.
-func (w *policyRun) resource(ctx context.Context, t target, u *unstructured.Unstructured) error {
+func (w *policyRun) resource(ctx context.Context, t kube.Kind, u *unstructured.Unstructured) error {
 	c := w.c
 	if u.GetDeletionTimestamp() != nil {
 		return nil
@@ -572,30 +516,30 @@ func (w *policyRun) resource(ctx context.Context, t target, u *unstructured.Unst
 	d, err := w.run.Decide(ctx, u.Object, labels)
 	if err != nil {
 		c.m.evalErrors.WithLabelValues(w.ref.String()).Inc()
-		c.o.log.Info().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupConditionsFailed")
+		c.o.log.Info().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupConditionsFailed")
 		return nil
 	}
 	if !d.Delete {
 		return nil
 	}
 	uid := u.GetUID()
-	ri := c.dyn.Resource(t.gvr)
+	ri := c.dyn.Resource(t.GVR)
 	var del dynamic.ResourceInterface = ri
-	if t.namespaced {
+	if t.Namespaced {
 		del = ri.Namespace(u.GetNamespace())
 	}
 	err = del.Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: w.propagation})
 	out := deletionOutcome(err)
-	c.m.deletions.WithLabelValues(w.ref.String(), t.gvk.Kind, out).Inc()
+	c.m.deletions.WithLabelValues(w.ref.String(), t.GVK.Kind, out).Inc()
 	switch out {
 	case DeletionDeleted:
-		c.o.log.Info().Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("resourceCleanedUp")
+		c.o.log.Info().Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("resourceCleanedUp")
 		c.recordEvent(ctx, w.ref, u, nil)
 	case DeletionFailed:
-		c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupDeleteFailed")
+		c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupDeleteFailed")
 		c.recordEvent(ctx, w.ref, u, err)
 		if !permanent(err) {
-			return fmt.Errorf("delete %s %s: %w", t.gvk.Kind, path(u.GetNamespace(), u.GetName()), err)
+			return fmt.Errorf("delete %s %s: %w", t.GVK.Kind, path(u.GetNamespace(), u.GetName()), err)
 		}
 	}
 	return nil

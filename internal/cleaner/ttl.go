@@ -80,12 +80,12 @@ func (c *Cleaner) sweepTTL(ctx context.Context) result {
 	for _, t := range targets {
 		opts := metav1.ListOptions{LabelSelector: LabelTTL, Limit: listPageSize}
 		for {
-			list, err := c.meta.Resource(t.gvr).List(ctx, opts)
+			list, err := c.meta.Resource(t.GVR).List(ctx, opts)
 			if err != nil {
 				if !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) && !apierrors.IsMethodNotSupported(err) {
 					failed++
 				}
-				c.o.log.Debug().Err(err).Str(logKeyKind, t.gvk.Kind).Msg("ttlListFailed")
+				c.o.log.Debug().Err(err).Str(logKeyKind, t.GVK.Kind).Msg("ttlListFailed")
 				break
 			}
 			for i := range list.Items {
@@ -96,24 +96,24 @@ func (c *Cleaner) sweepTTL(ctx context.Context) result {
 				due, err := DueTime(item.Labels[LabelTTL], item.CreationTimestamp.Time)
 				if err != nil {
 					c.m.ttlInvalid.Inc()
-					c.o.log.Debug().Err(err).Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Msg("ttlLabelInvalid")
+					c.o.log.Debug().Err(err).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Msg("ttlLabelInvalid")
 					continue
 				}
 				if now.Before(due) {
 					continue
 				}
 				uid := item.UID
-				err = c.meta.Resource(t.gvr).Namespace(item.Namespace).Delete(ctx, item.Name, metav1.DeleteOptions{
+				err = c.meta.Resource(t.GVR).Namespace(item.Namespace).Delete(ctx, item.Name, metav1.DeleteOptions{
 					Preconditions:     &metav1.Preconditions{UID: &uid},
 					PropagationPolicy: propagationOf(item.Annotations),
 				})
 				out := deletionOutcome(err)
-				c.m.deletions.WithLabelValues(PolicyTTL, t.gvk.Kind, out).Inc()
+				c.m.deletions.WithLabelValues(PolicyTTL, t.GVK.Kind, out).Inc()
 				if out == DeletionFailed {
 					failed++
-					c.o.log.Warn().Err(err).Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Msg("ttlDeleteFailed")
+					c.o.log.Warn().Err(err).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Msg("ttlDeleteFailed")
 				} else {
-					c.o.log.Debug().Str(logKeyKind, t.gvk.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Str(logKeyOutcome, out).Msg("ttlDeleted")
+					c.o.log.Debug().Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Str(logKeyOutcome, out).Msg("ttlDeleted")
 				}
 			}
 			if opts.Continue = list.Continue; opts.Continue == "" {

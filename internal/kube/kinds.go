@@ -19,6 +19,8 @@ type Kind struct {
 	GVR        schema.GroupVersionResource
 	GVK        schema.GroupVersionKind
 	Namespaced bool
+	// Deletable: the resource serves delete.
+	Deletable bool
 }
 
 // ListableKinds reads, through discovery, the resources that can be
@@ -64,7 +66,14 @@ func (l *ListableKinds) List(ctx context.Context) ([]Kind, error) {
 			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
 				continue
 			}
-			out = append(out, Kind{GVR: gv.WithResource(r.Name), GVK: gv.WithKind(r.Kind), Namespaced: r.Namespaced})
+			g := gv
+			if r.Group != "" {
+				g.Group = r.Group
+			}
+			if r.Version != "" {
+				g.Version = r.Version
+			}
+			out = append(out, Kind{GVR: g.WithResource(r.Name), GVK: g.WithKind(r.Kind), Namespaced: r.Namespaced, Deletable: slices.Contains(r.Verbs, "delete")})
 		}
 	}
 	l.kinds, l.at = out, time.Now()
