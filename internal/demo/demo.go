@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +30,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/verdict-dev/verdict/deploy/samples"
+	"github.com/verdict-dev/verdict/internal/cleaner"
+	"github.com/verdict-dev/verdict/internal/cleanerapp"
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/generator"
 	"github.com/verdict-dev/verdict/internal/generatorapp"
@@ -36,6 +39,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
@@ -151,6 +155,18 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}()
 
+	say("==> starting the cleaner")
+	go func() {
+		ccfg := cleanerapp.DefaultConfig()
+		ccfg.Kube.Kubeconfig = cp.KubeconfigPath()
+		ccfg.NATS.URLs = []string{nats.ClientURL()}
+		ccfg.ProbeAddress = ""
+		ccfg.TTLInterval = 5 * time.Second
+		if err := cleanerapp.Run(svcCtx, ccfg, opts.Log); err != nil && !errors.Is(err, context.Canceled) {
+			say("    cleaner stopped: %v", err)
+		}
+	}()
+
 	say("==> installing the sample policies")
 	if err := installSamples(ctx, dyn, say); err != nil {
 		return err
@@ -197,6 +213,11 @@ func Run(ctx context.Context, opts Options) error {
 
 	say("==> creating Namespace %s (a generate policy gives every team Namespace a default-deny NetworkPolicy)", TeamNamespace)
 	if err := showGenerated(ctx, kube, say); err != nil {
+		return err
+	}
+
+	say("==> cleaning up (a ClusterCleanupPolicy ticking every 10s; the cleanup.kyverno.io/ttl label)")
+	if err := showCleanup(ctx, kube, say); err != nil {
 		return err
 	}
 
@@ -254,6 +275,68 @@ func showGenerated(ctx context.Context, kube kubernetes.Interface, say func(stri
 	}
 }
 
+// showCleanup creates two finished one-off Pods, one still running, and a
+// ConfigMap labelled cleanup.kyverno.io/ttl=5s, and waits for the cleaner
+// to delete exactly the finished Pods and, when due, the ConfigMap.
+func showCleanup(ctx context.Context, kube kubernetes.Interface, say func(string, ...any)) error {
+	start := time.Now()
+	for _, p := range []struct {
+		name     string
+		finished bool
+	}{{"report-1", true}, {"report-2", true}, {"report-3", false}} {
+		pd := pod(p.name, true, "busybox:1.36", nil)
+		pd.Labels["lifecycle"] = "one-off"
+		if p.finished {
+			pd.Annotations = map[string]string{"demo.verdict.dev/finished": "true"}
+		}
+		if _, err := kube.CoreV1().Pods(Namespace).Create(ctx, pd, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("pod %s: %w", p.name, err)
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scratch", Namespace: Namespace, Labels: map[string]string{cleaner.LabelTTL: "5s"}}}
+	if _, err := kube.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("configmap scratch: %w", err)
+	}
+	say("    created Pods report-1, report-2 (finished), report-3 (running), all lifecycle=one-off; ConfigMap scratch with %s=5s", cleaner.LabelTTL)
+	gone := map[string]bool{}
+	deadline := time.Now().Add(90 * time.Second)
+	for len(gone) < 3 {
+		for _, name := range []string{"report-1", "report-2"} {
+			if _, err := kube.CoreV1().Pods(Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) && !gone[name] {
+				gone[name] = true
+				say("    Pod %s deleted by the cleanup policy after %.0fs", name, time.Since(start).Seconds())
+			}
+		}
+		if _, err := kube.CoreV1().ConfigMaps(Namespace).Get(ctx, "scratch", metav1.GetOptions{}); apierrors.IsNotFound(err) && !gone["scratch"] {
+			gone["scratch"] = true
+			say("    ConfigMap scratch deleted when its TTL was due, after %.0fs", time.Since(start).Seconds())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the cleaner did not delete %v within 90s", missing(gone, "report-1", "report-2", "scratch"))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if _, err := kube.CoreV1().Pods(Namespace).Get(ctx, "report-3", metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("the running Pod report-3 should stay: %w", err)
+	}
+	say("    Pod report-3 (not finished) stays")
+	return nil
+}
+
+func missing(gone map[string]bool, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if !gone[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -279,7 +362,11 @@ func installSamples(ctx context.Context, dyn dynamic.Interface, say func(string,
 		}
 		for _, d := range docs {
 			u := &unstructured.Unstructured{Object: d.Object}
-			if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			gvr := policycache.ClusterPolicies
+			if u.GetKind() == policy.KindClusterCleanupPolicy {
+				gvr = cleaner.ClusterCleanupPolicies
+			}
+			if _, err := dyn.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("policy %s: %w", u.GetName(), err)
 			}
 			say("    %-26s %s", u.GetName(), policyAction(u))
@@ -291,6 +378,10 @@ func installSamples(ctx context.Context, dyn dynamic.Interface, say func(string,
 // policyAction says what a sample policy does: its failure action for a
 // validate policy, else the kinds of its rules.
 func policyAction(u *unstructured.Unstructured) string {
+	if u.GetKind() == policy.KindClusterCleanupPolicy {
+		sched, _, _ := unstructured.NestedString(u.Object, "spec", "schedule")
+		return "cleanup, " + sched
+	}
 	if a, _, _ := unstructured.NestedString(u.Object, "spec", "validationFailureAction"); a != "" {
 		return a
 	}

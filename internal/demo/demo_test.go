@@ -7,8 +7,10 @@ import (
 )
 
 // TestDemoOnce runs the demo as `DEMO_ONCE=1 make demo` does and checks
-// its story: the enforced policies deny, the reports are printed with the
-// audit failures counted.
+// its story: the enforced policies deny, a generate rule writes a
+// NetworkPolicy, the cleaner deletes what a cleanup policy selects and
+// what a TTL label makes due, the reports are printed with the audit
+// failures counted.
 func TestDemoOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real control plane; skipped under -short")
@@ -24,6 +26,10 @@ func TestDemoOnce(t *testing.T) {
 		"web              admitted",
 		"$ kubectl get policyreport -A -o wide",
 		"generated NetworkPolicy team-payments/default-deny (policy add-networkpolicy, rule default-deny, field manager verdict-generator)",
+		"Pod report-1 deleted by the cleanup policy",
+		"Pod report-2 deleted by the cleanup policy",
+		"ConfigMap scratch deleted when its TTL was due",
+		"Pod report-3 (not finished) stays",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output misses %q:\n%s", want, s)
