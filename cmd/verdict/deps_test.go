@@ -7,8 +7,10 @@ import (
 )
 
 // The pipeline CLI stays lean: it links no NATS server, no control-plane
-// harness and no Kubernetes client (informers, REST clients). Those belong
-// to the services and to cmd/verdict-dev.
+// harness, no Kubernetes client (informers, REST clients) and no
+// prometheus client (with its protobuf runtime: pkg/queue records metrics
+// through its own interfaces, pkg/queue/queueprom is the services'). Those
+// belong to the services and to cmd/verdict-dev.
 func TestLeanDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
@@ -19,6 +21,8 @@ func TestLeanDependencies(t *testing.T) {
 		"github.com/verdict-dev/verdict/internal/controlplane",
 		"github.com/verdict-dev/verdict/internal/demo",
 		"k8s.io/client-go",
+		"github.com/prometheus/",
+		"google.golang.org/protobuf",
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

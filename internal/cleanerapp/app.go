@@ -103,7 +103,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	reg := service.NewRegistry()
-	conn, err := queue.Connect(ctx, cfg.NATS.ConnOptions(cleaner.Component, log, reg)...)
+	connOpts, err := cfg.NATS.ConnOptions(cleaner.Component, log, reg)
+	if err != nil {
+		return err
+	}
+	conn, err := queue.Connect(ctx, connOpts...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS: %w", err)
 	}

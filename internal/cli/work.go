@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -351,7 +350,7 @@ func (o *workOptions) connect(ctx context.Context) (*queue.Conn, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	opts := append(o.NATS.ConnOptions("verdict-cli", zerolog.Nop(), prometheus.NewRegistry()),
+	opts := append(o.NATS.ConnOptions("verdict-cli", zerolog.Nop()),
 		queue.WithAPITimeout(o.Timeout), queue.WithReconnectBackoff(50*time.Millisecond, time.Second))
 	c, err := queue.Connect(cctx, opts...)
 	switch {

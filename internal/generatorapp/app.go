@@ -102,7 +102,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	reg := service.NewRegistry()
-	conn, err := queue.Connect(ctx, cfg.NATS.ConnOptions("verdict-generator", log, reg)...)
+	connOpts, err := cfg.NATS.ConnOptions("verdict-generator", log, reg)
+	if err != nil {
+		return err
+	}
+	conn, err := queue.Connect(ctx, connOpts...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS: %w", err)
 	}

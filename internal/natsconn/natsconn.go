@@ -3,7 +3,9 @@
 // kebab-case flags and the queue.Connect options they make. The services
 // (internal/service.NATSConfig adds the streams' replicas and limits) and
 // the pipeline CLI (`verdict work`) share it, so both take the same flags
-// with one implementation; it links no Kubernetes client.
+// with one implementation; it links no Kubernetes client and no
+// prometheus client (a service adds the queue's metrics:
+// service.NATSConfig.ConnOptions).
 package natsconn
 
 import (
@@ -12,7 +14,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/cliflag"
@@ -59,9 +60,10 @@ func (c Config) Validate() error {
 }
 
 // ConnOptions are the options of queue.Connect for a connection named
-// name, logging to log and registering its metrics on reg.
-func (c Config) ConnOptions(name string, log zerolog.Logger, reg prometheus.Registerer) []queue.ConnOption {
-	opts := []queue.ConnOption{queue.WithURL(c.URLs...), queue.WithName(name), queue.WithLogger(log), queue.WithRegisterer(reg)}
+// name, logging to log. They give no metrics: the connection records none
+// unless queue.WithMetrics is added.
+func (c Config) ConnOptions(name string, log zerolog.Logger) []queue.ConnOption {
+	opts := []queue.ConnOption{queue.WithURL(c.URLs...), queue.WithName(name), queue.WithLogger(log)}
 	if c.Credentials != "" {
 		opts = append(opts, queue.WithCredentialsFile(c.Credentials))
 	}

@@ -177,7 +177,11 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, err
 	}
-	conn, err := queue.Connect(ctx, cfg.NATS.ConnOptions(name, log, reg)...)
+	connOpts, err := cfg.NATS.ConnOptions(name, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := queue.Connect(ctx, connOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}

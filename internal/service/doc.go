@@ -8,7 +8,8 @@
 //   - NATSConfig: the JetStream connection (natsconn.Config: URLs,
 //     credentials file, NKey seed, TLS CA and client certificate, shared
 //     with the pipeline CLI's `verdict work`) and the streams' replicas and
-//     size limits, the same on every service;
+//     size limits, the same on every service; its ConnOptions add the
+//     queue's metrics (pkg/queue/queueprom) on the service's registry;
 //   - NewRegistry: a metrics registry with the Go and process collectors.
 //
 // Each has defaults, a Validate that returns every problem, and a Bind

@@ -5,10 +5,13 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/verdict-dev/verdict/internal/natsconn"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/queueprom"
 )
 
 // NATSConfig is how a service reaches JetStream (natsconn.Config, shared
@@ -52,6 +55,19 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// ConnOptions are the options of queue.Connect for a service's connection
+// named name, logging to log: natsconn's (servers, credentials, TLS), and
+// the queue's metrics (verdict_queue_*) registered on reg, the registry the
+// service serves on /metrics. A registry takes them once: one connection
+// per registry.
+func (c NATSConfig) ConnOptions(name string, log zerolog.Logger, reg prometheus.Registerer) ([]queue.ConnOption, error) {
+	m, err := queueprom.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return append(c.Config.ConnOptions(name, log), queue.WithMetrics(m)), nil
 }
 
 // ProvisionOptions are the streams' replicas and limits as options of

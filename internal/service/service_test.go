@@ -125,7 +125,11 @@ func TestNATSCredentialsAreUsed(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	if c, err := queue.Connect(ctx, cfg.ConnOptions("anonymous", zerolog.Nop(), prometheus.NewRegistry())...); err == nil {
+	opts, err := cfg.ConnOptions("anonymous", zerolog.Nop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := queue.Connect(ctx, opts...); err == nil {
 		c.Close()
 		t.Fatal("connected without the NKey")
 	}
@@ -133,7 +137,11 @@ func TestNATSCredentialsAreUsed(t *testing.T) {
 	cfg.NKeyFile = seedFile
 	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	c, err := queue.Connect(ctx, cfg.ConnOptions("with-nkey", zerolog.Nop(), prometheus.NewRegistry())...)
+	opts, err = cfg.ConnOptions("with-nkey", zerolog.Nop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := queue.Connect(ctx, opts...)
 	if err != nil {
 		t.Fatalf("connect with the NKey: %v", err)
 	}

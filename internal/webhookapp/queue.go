@@ -41,8 +41,11 @@ type jetStream struct {
 // Config.OnWorkPublishFailure decides. Streams are provisioned in the
 // background, retried until they are.
 func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry, log zerolog.Logger) (*jetStream, error) {
-	opts := append(qs.nats.ConnOptions("verdict-webhook-"+qs.identity, log, reg), queue.WithBackgroundConnect())
-	conn, err := queue.Connect(ctx, opts...)
+	opts, err := qs.nats.ConnOptions("verdict-webhook-"+qs.identity, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := queue.Connect(ctx, append(opts, queue.WithBackgroundConnect())...)
 	if err != nil {
 		return nil, fmt.Errorf("nats client: %w", err)
 	}

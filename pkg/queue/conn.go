@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -43,7 +42,6 @@ type connOptions struct {
 	background   bool
 	logger       *zerolog.Logger
 	metrics      *Metrics
-	registerer   prometheus.Registerer
 }
 
 // WithURL connects to external NATS servers (nats:// or tls:// URLs; more
@@ -155,24 +153,15 @@ func WithLogger(l zerolog.Logger) ConnOption {
 	return func(o *connOptions) error { o.logger = &l; return nil }
 }
 
-// WithMetrics shares one Metrics between connections.
+// WithMetrics records the connection's metrics, and those of everything
+// made from it, in m (queueprom.NewMetrics makes one on a prometheus
+// registerer); connections may share one. Without it nothing is recorded.
 func WithMetrics(m *Metrics) ConnOption {
 	return func(o *connOptions) error {
 		if m == nil {
 			return fmt.Errorf("%w: nil metrics", ErrInvalidOption)
 		}
 		o.metrics = m
-		return nil
-	}
-}
-
-// WithRegisterer registers a new Metrics on reg (default: a fresh registry).
-func WithRegisterer(reg prometheus.Registerer) ConnOption {
-	return func(o *connOptions) error {
-		if reg == nil {
-			return fmt.Errorf("%w: nil registerer", ErrInvalidOption)
-		}
-		o.registerer = reg
 		return nil
 	}
 }
@@ -199,10 +188,7 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 	log = log.With().Str(logKeyComponent, "queue").Logger()
 	m := o.metrics
 	if m == nil {
-		var err error
-		if m, err = NewMetrics(o.registerer); err != nil {
-			return nil, err
-		}
+		m = MetricsFrom(nil)
 	}
 	c := &Conn{log: log, metrics: m, opts: o}
 
@@ -336,7 +322,8 @@ func (c *Conn) NATS() *nats.Conn { return c.nc }
 // JetStream is the JetStream context of the connection.
 func (c *Conn) JetStream() jetstream.JetStream { return c.js }
 
-// Metrics are the collectors this connection reports to.
+// Metrics are the metrics this connection records in (ones that record
+// nothing without WithMetrics).
 func (c *Conn) Metrics() *Metrics { return c.metrics }
 
 // Logger is the connection's logger.

@@ -14,9 +14,8 @@
 // backoff and jitter (WithReconnectBackoff, default 100ms to 5s) and logs each
 // state change once: natsDisconnected, natsReconnected, natsClosed. The
 // logger is the one in Connect's context (zerolog.Ctx) unless WithLogger
-// gives one; the metrics are registered on a fresh registry unless
-// WithRegisterer or WithMetrics says otherwise, so the package has no global
-// state.
+// gives one; the metrics are those WithMetrics gives (none are recorded
+// without it), so the package has no global state.
 //
 // Package embedded (pkg/queue/embedded) runs a nats-server with JetStream
 // and a file store in the process: embedded.Run on a chosen port, a free
@@ -130,8 +129,8 @@
 // stream (ErrStreamFull) are dropped at once. Flush waits for everything taken; Close
 // stops taking, flushes, and reports what it had to drop. Stats returns the
 // counters published, duplicates, retried, dropped and pending; the same are
-// prometheus metrics (dropped by reason: full, expired, rejected,
-// streamFull, closed).
+// metrics (dropped by reason: full, expired, rejected, streamFull,
+// closed).
 //
 // # Consuming
 //
@@ -217,5 +216,17 @@
 //
 // Errors wrap the sentinels of errors.go (ErrInvalidOption, ErrBufferFull,
 // ErrPublishTimeout, ...); test them with errors.Is. Logs use constant
-// messages and the keys of log.go. Metrics are under verdict_queue_*.
+// messages and the keys of log.go.
+//
+// Metrics are under verdict_queue_*, each defined once in metrics.go
+// (MetricsFrom: name, help, labels, buckets) and recorded through the
+// package's own interfaces (Counter, Gauge, Observer), so that linking the
+// package links no metrics library. A service makes them as prometheus
+// collectors on the registry it serves and shares them between its
+// connections:
+//
+//	m, err := queueprom.NewMetrics(reg) // pkg/queue/queueprom
+//	conn, err := queue.Connect(ctx, queue.WithURL(url), queue.WithMetrics(m))
+//
+// A Conn without WithMetrics records nothing, and works the same.
 package queue

@@ -1,39 +1,97 @@
 package queue
 
-import (
-	"errors"
-	"fmt"
+// The package's metrics go through the small interfaces below, not a
+// metrics library: a program that links the queue and serves no metrics
+// (the pipeline CLI) links none. Package queueprom
+// (pkg/queue/queueprom) implements them with prometheus collectors.
 
-	"github.com/prometheus/client_golang/prometheus"
-)
-
-// Metrics holds the package's prometheus collectors. One Metrics is
-// registered once on a registerer and shared by every connection, publisher
-// and runner that uses it (labels tell them apart). Connect creates one on a
-// fresh registry unless WithMetrics gives one, so tests never collide.
-type Metrics struct {
-	connEvents *prometheus.CounterVec
-
-	published   *prometheus.CounterVec
-	duplicates  *prometheus.CounterVec
-	retried     *prometheus.CounterVec
-	dropped     *prometheus.CounterVec
-	pending     *prometheus.GaugeVec
-	syncPublish *prometheus.HistogramVec
-
-	handled       *prometheus.CounterVec
-	handleTime    *prometheus.HistogramVec
-	inFlight      *prometheus.GaugeVec
-	ackErrors     *prometheus.CounterVec
-	deadLettered  *prometheus.CounterVec
-	deadErrors    *prometheus.CounterVec
-	backlog       *prometheus.GaugeVec
-	oldestPending *prometheus.GaugeVec
-
-	replayed *prometheus.CounterVec
+// Counter is a metric that only goes up.
+type Counter interface {
+	Inc()
+	Add(float64)
 }
 
-// Label values of the metrics.
+// Gauge is a metric that is set, or goes up and down.
+type Gauge interface {
+	Set(float64)
+	Inc()
+	Dec()
+}
+
+// Observer records observations, such as durations, in a distribution.
+type Observer interface {
+	Observe(float64)
+}
+
+// CounterVec is a family of counters with the labels of its MetricSpec:
+// WithLabelValues returns the one with the given values, in the spec's
+// order of labels.
+type CounterVec interface {
+	WithLabelValues(values ...string) Counter
+}
+
+// GaugeVec is a family of gauges (see CounterVec).
+type GaugeVec interface {
+	WithLabelValues(values ...string) Gauge
+}
+
+// ObserverVec is a family of observers (see CounterVec).
+type ObserverVec interface {
+	WithLabelValues(values ...string) Observer
+}
+
+// MetricSpec describes one metric of the package: the one definition of
+// its name, help, labels and (for a histogram) buckets, which a
+// MetricsFactory turns into a metric.
+type MetricSpec struct {
+	// Name is the full name, such as verdict_queue_published_total.
+	Name string
+	// Help says what the metric counts.
+	Help string
+	// Labels are the label names, in the order WithLabelValues takes
+	// their values.
+	Labels []string
+	// Buckets are the upper bounds of a histogram's buckets (empty for
+	// counters and gauges).
+	Buckets []float64
+}
+
+// MetricsFactory makes the metrics of MetricSpecs. A factory is asked once
+// for each metric of the package, by MetricsFrom.
+type MetricsFactory interface {
+	CounterVec(MetricSpec) CounterVec
+	GaugeVec(MetricSpec) GaugeVec
+	HistogramVec(MetricSpec) ObserverVec
+}
+
+// Metrics holds the package's metrics. One Metrics is shared by every
+// connection, publisher and runner that uses it (labels tell them apart):
+// make it once (queueprom.NewMetrics on the registry a service serves) and
+// give it to each Connect with WithMetrics. A Conn without WithMetrics
+// records nothing.
+type Metrics struct {
+	connEvents CounterVec
+
+	published   CounterVec
+	duplicates  CounterVec
+	retried     CounterVec
+	dropped     CounterVec
+	pending     GaugeVec
+	syncPublish ObserverVec
+
+	handled       CounterVec
+	handleTime    ObserverVec
+	inFlight      GaugeVec
+	ackErrors     CounterVec
+	deadLettered  CounterVec
+	deadErrors    CounterVec
+	backlog       GaugeVec
+	oldestPending GaugeVec
+
+	replayed CounterVec
+}
+
+// Label names of the metrics.
 const (
 	labelPublisher = "publisher"
 	labelConsumer  = "consumer"
@@ -45,27 +103,33 @@ const (
 	labelResult    = "result"
 )
 
-// NewMetrics creates the collectors and registers them on reg. A nil reg
-// means a fresh prometheus.NewRegistry(). Registering twice on the same
-// registerer fails: create one Metrics per registry and share it.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	if reg == nil {
-		reg = prometheus.NewRegistry()
+// metricPrefix starts the name of every metric of the package.
+const metricPrefix = "verdict_queue_"
+
+// latencyBuckets are the buckets of the package's histograms, in seconds.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// MetricsFrom makes the package's metrics (verdict_queue_*) with f, each
+// defined here once. A nil f makes metrics that record nothing.
+func MetricsFrom(f MetricsFactory) *Metrics {
+	if f == nil {
+		f = nopFactory{}
 	}
-	const ns, sub = "verdict", "queue"
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
+	spec := func(name, help string, labels ...string) MetricSpec {
+		return MetricSpec{Name: metricPrefix + name, Help: help, Labels: labels}
 	}
-	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
+	counter := func(name, help string, labels ...string) CounterVec {
+		return f.CounterVec(spec(name, help, labels...))
 	}
-	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: name, Help: help,
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, labels)
+	gauge := func(name, help string, labels ...string) GaugeVec {
+		return f.GaugeVec(spec(name, help, labels...))
 	}
-	m := &Metrics{
+	hist := func(name, help string, labels ...string) ObserverVec {
+		s := spec(name, help, labels...)
+		s.Buckets = latencyBuckets
+		return f.HistogramVec(s)
+	}
+	return &Metrics{
 		connEvents: counter("connection_events_total", "Connection state changes (disconnected, reconnected, closed, error).", labelEvent),
 
 		published:   counter("published_total", "Messages acknowledged by JetStream as newly stored.", labelPublisher),
@@ -86,17 +150,31 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 		replayed: counter("replayed_total", "Messages read by replay.", labelStream),
 	}
-	for _, c := range []prometheus.Collector{
-		m.connEvents, m.published, m.duplicates, m.retried, m.dropped, m.pending, m.syncPublish,
-		m.handled, m.handleTime, m.inFlight, m.ackErrors, m.deadLettered, m.deadErrors, m.backlog, m.oldestPending, m.replayed,
-	} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("%w: metrics already registered on this registerer: share one Metrics", ErrInvalidOption)
-			}
-			return nil, fmt.Errorf("register queue metrics: %w", err)
-		}
-	}
-	return m, nil
 }
+
+// nopFactory makes metrics that record nothing: the default of a Conn
+// without WithMetrics.
+type nopFactory struct{}
+
+func (nopFactory) CounterVec(MetricSpec) CounterVec    { return nopCounterVec{} }
+func (nopFactory) GaugeVec(MetricSpec) GaugeVec        { return nopGaugeVec{} }
+func (nopFactory) HistogramVec(MetricSpec) ObserverVec { return nopObserverVec{} }
+
+// nopMetric is a Counter, a Gauge and an Observer that records nothing.
+type nopMetric struct{}
+
+func (nopMetric) Inc()            {}
+func (nopMetric) Dec()            {}
+func (nopMetric) Add(float64)     {}
+func (nopMetric) Set(float64)     {}
+func (nopMetric) Observe(float64) {}
+
+type (
+	nopCounterVec  struct{}
+	nopGaugeVec    struct{}
+	nopObserverVec struct{}
+)
+
+func (nopCounterVec) WithLabelValues(...string) Counter   { return nopMetric{} }
+func (nopGaugeVec) WithLabelValues(...string) Gauge       { return nopMetric{} }
+func (nopObserverVec) WithLabelValues(...string) Observer { return nopMetric{} }

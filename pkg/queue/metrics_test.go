@@ -10,8 +10,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// counterValue reads one counter series from a registry.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
+// NewPromMetrics is queueprom.NewMetrics, set by prom_test.go (package
+// queue_test): this package's tests read their metrics through
+// prometheus, as the services serve them, but cannot import queueprom
+// themselves (it imports this package).
+var NewPromMetrics func(prometheus.Registerer) (*Metrics, error)
+
+// promMetrics makes the package's metrics on a fresh prometheus registry.
+func promMetrics(t testing.TB) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := NewPromMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+// metricValue reads one counter or gauge series from a registry.
+func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -28,6 +45,9 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 					continue series
 				}
 			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue(), true
+			}
 			return m.GetCounter().GetValue(), true
 		}
 	}
@@ -36,10 +56,10 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 
 func TestMetricsOnCallerRegistry(t *testing.T) {
 	e := runServer(t)
-	reg := prometheus.NewRegistry()
+	metrics, reg := promMetrics(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, WithURL(e.ClientURL()), WithRegisterer(reg), WithLogger(testLogger(t)))
+	c, err := Connect(ctx, WithURL(e.ClientURL()), WithMetrics(metrics), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,21 +72,55 @@ func TestMetricsOnCallerRegistry(t *testing.T) {
 		}
 	}
 	sync := map[string]string{"publisher": "sync"}
-	if got, ok := counterValue(t, reg, "verdict_queue_published_total", sync); !ok || got != 1 {
+	if got, ok := metricValue(t, reg, "verdict_queue_published_total", sync); !ok || got != 1 {
 		t.Errorf("published_total = %v (%v), want 1", got, ok)
 	}
-	if got, ok := counterValue(t, reg, "verdict_queue_publish_duplicates_total", sync); !ok || got != 1 {
+	if got, ok := metricValue(t, reg, "verdict_queue_publish_duplicates_total", sync); !ok || got != 1 {
 		t.Errorf("publish_duplicates_total = %v (%v), want 1", got, ok)
 	}
-	if _, err := NewMetrics(reg); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("second registration: %v", err)
-	}
 	// Two connections sharing one Metrics.
-	c2, err := Connect(ctx, WithURL(e.ClientURL()), WithMetrics(c.Metrics()))
+	c2, err := Connect(ctx, WithURL(e.ClientURL()), WithMetrics(c.Metrics()), WithName("second"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c2.PublishSync(ctx, workMsg(t, WorkScan, "y")); err != nil {
+		t.Fatal(err)
+	}
 	c2.Close()
+	if got, _ := metricValue(t, reg, "verdict_queue_published_total", sync); got != 2 {
+		t.Errorf("published_total after the second connection's publish = %v, want 2", got)
+	}
+	// The client reports the close asynchronously.
+	waitFor(t, 5*time.Second, "connection_events_total{event=closed} 1", func() bool {
+		got, _ := metricValue(t, reg, "verdict_queue_connection_events_total", map[string]string{"event": "closed"})
+		return got == 1
+	})
+}
+
+// TestNoMetrics: without WithMetrics a Conn records nothing, and
+// everything made from it works: the metrics that record nothing take
+// every call.
+func TestNoMetrics(t *testing.T) {
+	m := MetricsFrom(nil)
+	for _, v := range []CounterVec{m.connEvents, m.published, m.duplicates, m.retried, m.dropped, m.handled, m.ackErrors, m.deadLettered, m.deadErrors, m.replayed} {
+		c := v.WithLabelValues("a", "b")
+		c.Inc()
+		c.Add(2)
+	}
+	for _, v := range []GaugeVec{m.pending, m.inFlight, m.backlog, m.oldestPending} {
+		g := v.WithLabelValues("a")
+		g.Set(1)
+		g.Inc()
+		g.Dec()
+	}
+	for _, v := range []ObserverVec{m.syncPublish, m.handleTime} {
+		v.WithLabelValues("a").Observe(1)
+	}
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	if c.Metrics() == nil {
+		t.Fatal("a Conn without WithMetrics has nil Metrics")
+	}
 }
 
 func TestConnectOptions(t *testing.T) {
@@ -82,7 +136,6 @@ func TestConnectOptions(t *testing.T) {
 		"nil metrics":     {WithURL("nats://x"), WithMetrics(nil)},
 		"missing nkey":    {WithURL("nats://x"), WithNKeyFile("/nonexistent/seed.nk")},
 		"api timeout":     {WithURL("nats://x"), WithAPITimeout(0)},
-		"nil registerer":  {WithURL("nats://x"), WithRegisterer(nil)},
 		"nil embedded":    {WithEmbedded(nil)},
 		"negative window": {WithURL("nats://x"), WithReconnectBackoff(-1, time.Second)},
 	} {

@@ -11,7 +11,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -282,9 +281,9 @@ type AsyncPublisher struct {
 
 	published, duplicates, retried, dropped atomic.Uint64
 
-	mPublished, mDuplicates, mRetried prometheus.Counter
-	mDropped                          map[string]prometheus.Counter
-	mPending                          prometheus.Gauge
+	mPublished, mDuplicates, mRetried Counter
+	mDropped                          map[string]Counter
+	mPending                          Gauge
 }
 
 type pubEntry struct {
@@ -319,7 +318,7 @@ func (c *Conn) NewAsyncPublisher(opts ...PublisherOption) (*AsyncPublisher, erro
 		mDuplicates: c.metrics.duplicates.WithLabelValues(o.name),
 		mRetried:    c.metrics.retried.WithLabelValues(o.name),
 		mPending:    c.metrics.pending.WithLabelValues(o.name),
-		mDropped:    map[string]prometheus.Counter{},
+		mDropped:    map[string]Counter{},
 	}
 	for _, r := range []string{dropFull, dropExpired, dropRejected, dropClosed, dropStreamFull} {
 		p.mDropped[r] = c.metrics.dropped.WithLabelValues(o.name, r)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -248,14 +247,14 @@ type Runner struct {
 	log     zerolog.Logger
 	dead    jetstream.JetStream
 
-	mHandled    map[string]prometheus.Counter
-	mAckErr     map[string]prometheus.Counter
-	mTime       prometheus.Observer
-	mInFlight   prometheus.Gauge
-	mDead       prometheus.Counter
-	mDeadErrors prometheus.Counter
-	mBacklog    prometheus.Gauge
-	mOldest     prometheus.Gauge
+	mHandled    map[string]Counter
+	mAckErr     map[string]Counter
+	mTime       Observer
+	mInFlight   Gauge
+	mDead       Counter
+	mDeadErrors Counter
+	mBacklog    Gauge
+	mOldest     Gauge
 }
 
 // Outcome labels of the handled metric.
@@ -289,8 +288,8 @@ func (c *Conn) NewRunner(stream, durable string, h Handler, opts ...RunnerOption
 	r := &Runner{
 		c: c, stream: stream, durable: durable, h: h, opts: o, dead: c.js,
 		log:         c.log.With().Str(logKeyStream, stream).Str(logKeyConsumer, durable).Logger(),
-		mHandled:    map[string]prometheus.Counter{},
-		mAckErr:     map[string]prometheus.Counter{},
+		mHandled:    map[string]Counter{},
+		mAckErr:     map[string]Counter{},
 		mTime:       m.handleTime.WithLabelValues(durable),
 		mInFlight:   m.inFlight.WithLabelValues(durable),
 		mDead:       m.deadLettered.WithLabelValues(durable),

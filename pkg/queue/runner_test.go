@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // sink records what handlers saw.
@@ -518,13 +518,26 @@ func TestRunnerHandlerContext(t *testing.T) {
 	}
 }
 
+// backlogMetric reads a gauge of the consumer "backlog" (0 before the
+// first read sets it).
+func backlogMetric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	v, _ := metricValue(t, reg, name, map[string]string{labelConsumer: "backlog"})
+	return v
+}
+
 // TestRunnerBacklog: a runner reports its consumer's backlog (waiting and
 // in flight) and the age of the oldest message not yet done, and both go
 // to zero once the work is done. Other work kinds on the stream (outside
 // the consumer's filter) are not counted.
 func TestRunnerBacklog(t *testing.T) {
 	e := runServer(t)
-	c := connect(t, e.ClientURL())
+	metrics, reg := promMetrics(t)
+	c, err := Connect(t.Context(), WithURL(e.ClientURL()), WithMetrics(metrics), WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
 	provision(t, c, WithConsumers(ConsumerSpec{Stream: StreamWork, Durable: "backlog", FilterSubjects: []string{WorkFilter(WorkScan)}, AckWait: 20 * time.Second}))
 	publishWork(t, c, WorkGenerate, keys("other", 3)...)
 	publishWork(t, c, WorkScan, keys("b", 6)...)
@@ -550,11 +563,11 @@ func TestRunnerBacklog(t *testing.T) {
 		}
 	}()
 	waitFor(t, 5*time.Second, "backlog of 6, oldest over a second", func() bool {
-		return testutil.ToFloat64(r.mBacklog) == 6 && testutil.ToFloat64(r.mOldest) >= 1
+		return backlogMetric(t, reg, "verdict_queue_backlog") == 6 && backlogMetric(t, reg, "verdict_queue_oldest_pending_age_seconds") >= 1
 	})
 	close(release)
 	waitFor(t, 5*time.Second, "backlog drained", func() bool {
-		return testutil.ToFloat64(r.mBacklog) == 0 && testutil.ToFloat64(r.mOldest) == 0
+		return backlogMetric(t, reg, "verdict_queue_backlog") == 0 && backlogMetric(t, reg, "verdict_queue_oldest_pending_age_seconds") == 0
 	})
 	if err := WithBacklogInterval(0)(&runnerOptions{}); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("interval 0: %v", err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Provisioning is idempotent and safe from several replicas at once.
@@ -162,10 +161,10 @@ func TestFullStreamTexts(t *testing.T) {
 
 func TestStreamLimits(t *testing.T) {
 	e := runServer(t)
-	reg := prometheus.NewRegistry()
+	metrics, reg := promMetrics(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, WithURL(e.ClientURL()), WithRegisterer(reg), WithLogger(testLogger(t)))
+	c, err := Connect(ctx, WithURL(e.ClientURL()), WithMetrics(metrics), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +189,7 @@ func TestStreamLimits(t *testing.T) {
 	if n := streamMsgs(t, c, StreamWork); n != 3 {
 		t.Errorf("work queue holds %d messages, want the 3 it took", n)
 	}
-	if got, _ := counterValue(t, reg, "verdict_queue_publish_dropped_total", map[string]string{"publisher": "sync", "reason": "streamFull"}); got != 1 {
+	if got, _ := metricValue(t, reg, "verdict_queue_publish_dropped_total", map[string]string{"publisher": "sync", "reason": "streamFull"}); got != 1 {
 		t.Errorf("sync drops for streamFull = %v, want 1", got)
 	}
 
@@ -220,7 +219,7 @@ func TestStreamLimits(t *testing.T) {
 	if st := p.Stats(); st.Dropped != 1 || st.Published != 0 {
 		t.Errorf("async stats %+v, want one drop", st)
 	}
-	if got, _ := counterValue(t, reg, "verdict_queue_publish_dropped_total", map[string]string{"publisher": "results", "reason": "streamFull"}); got != 1 {
+	if got, _ := metricValue(t, reg, "verdict_queue_publish_dropped_total", map[string]string{"publisher": "results", "reason": "streamFull"}); got != 1 {
 		t.Errorf("async drops for streamFull = %v, want 1", got)
 	}
 
