@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -185,14 +186,14 @@ type Clients struct {
 
 // Cleaner runs cleanup policies on their schedules and the TTL sweep.
 type Cleaner struct {
-	conn *queue.Conn
-	dyn  dynamic.Interface
-	meta metadata.Interface
+	conn  *queue.Conn
+	dyn   dynamic.Interface
+	meta  metadata.Interface
 	kinds *kube.ListableKinds
-	kube kubernetes.Interface
-	eng  *engine.Engine
-	m    *Metrics
-	o    options
+	kube  kubernetes.Interface
+	eng   *engine.Engine
+	m     *Metrics
+	o     options
 }
 
 // New prepares a cleaner: ticks come from conn (the cleaner's durable
@@ -414,6 +415,7 @@ func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) result {
 			c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, sel.Kind).Msg("kindNotServed")
 		}
 	}
+	w.summarize(ctx)
 	if len(transient) > 0 {
 		return retried(ReasonAPIError, errors.Join(transient...))
 	}
@@ -464,8 +466,50 @@ type policyRun struct {
 	run         *engine.Cleanup
 	propagation *metav1.DeletionPropagation
 	// nsLabels are the labels of the namespaces seen, read once a tick.
+	nsMu     sync.Mutex
 	nsLabels map[string]map[string]string
+	// events counts the per-resource Events recorded in this tick
+	// (deleted, failed); past maxEventsPerTick the rest are counted in
+	// unreported and summed up in one Event at the end of the tick.
+	events     [2]atomic.Int64
+	unreported [2]atomic.Int64
 }
+
+// maxEventsPerTick bounds the per-resource Events of one kind (deleted,
+// failed) a tick records: an Event is a write to the API server as
+// costly as the delete, so a tick that deletes thousands would spend
+// half its time on Events. What is left over is summed up in one Event.
+const maxEventsPerTick = 50
+
+// event records the per-resource Event of a deletion (err nil) or a
+// failure, or counts it once the tick has recorded maxEventsPerTick of
+// that kind.
+func (w *policyRun) event(ctx context.Context, u *unstructured.Unstructured, err error) {
+	k := 0
+	if err != nil {
+		k = 1
+	}
+	if w.events[k].Add(1) > maxEventsPerTick {
+		w.unreported[k].Add(1)
+		return
+	}
+	w.c.recordEvent(ctx, w.ref, u, err)
+}
+
+// summarize records one Event for the deletions and failures of the tick
+// that had no Event of their own.
+func (w *policyRun) summarize(ctx context.Context) {
+	if n := w.unreported[0].Load(); n > 0 {
+		w.c.recordSummary(ctx, w.ref, fmt.Sprintf("successfully cleaned up %d more resources (Events per tick are limited to %d; verdict_cleaner_deletions_total counts every one)", n, maxEventsPerTick), false)
+	}
+	if n := w.unreported[1].Load(); n > 0 {
+		w.c.recordSummary(ctx, w.ref, fmt.Sprintf("failed to clean up %d more resources (Events per tick are limited to %d; the cleaner's log names each)", n, maxEventsPerTick), true)
+	}
+}
+
+// deleteWorkers bounds the resources of one page judged and deleted at
+// once in a tick.
+const deleteWorkers = 16
 
 // kind lists one kind (in the policy's namespace for a CleanupPolicy)
 // and deletes what the policy selects. It returns a transient error
@@ -490,11 +534,29 @@ func (w *policyRun) kind(ctx context.Context, t kube.Kind) error {
 			}
 			return fmt.Errorf("list %s: %w", t.GVR.Resource, err)
 		}
-		for i := range page.Items {
-			if err := w.resource(ctx, t, &page.Items[i]); err != nil {
-				transient = append(transient, err)
-			}
+		// The page's resources are judged and deleted deleteWorkers at a
+		// time: each delete is one round trip to the API server.
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		next := make(chan *unstructured.Unstructured)
+		for range min(deleteWorkers, len(page.Items)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for u := range next {
+					if err := w.resource(ctx, t, u); err != nil {
+						mu.Lock()
+						transient = append(transient, err)
+						mu.Unlock()
+					}
+				}
+			}()
 		}
+		for i := range page.Items {
+			next <- &page.Items[i]
+		}
+		close(next)
+		wg.Wait()
 		if opts.Continue = page.GetContinue(); opts.Continue == "" {
 			break
 		}
@@ -534,10 +596,10 @@ func (w *policyRun) resource(ctx context.Context, t kube.Kind, u *unstructured.U
 	switch out {
 	case DeletionDeleted:
 		c.o.log.Info().Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("resourceCleanedUp")
-		c.recordEvent(ctx, w.ref, u, nil)
+		w.event(ctx, u, nil)
 	case DeletionFailed:
 		c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupDeleteFailed")
-		c.recordEvent(ctx, w.ref, u, err)
+		w.event(ctx, u, err)
 		if !permanent(err) {
 			return fmt.Errorf("delete %s %s: %w", t.GVK.Kind, path(u.GetNamespace(), u.GetName()), err)
 		}
@@ -551,14 +613,19 @@ func (w *policyRun) namespaceLabels(ctx context.Context, ns string) (map[string]
 	if ns == "" {
 		return nil, nil
 	}
-	if l, ok := w.nsLabels[ns]; ok {
+	w.nsMu.Lock()
+	l, ok := w.nsLabels[ns]
+	w.nsMu.Unlock()
+	if ok {
 		return l, nil
 	}
 	obj, err := w.c.meta.Resource(namespaces).Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("labels of namespace %s: %w", ns, err)
 	}
+	w.nsMu.Lock()
 	w.nsLabels[ns] = obj.Labels
+	w.nsMu.Unlock()
 	return obj.Labels, nil
 }
 

@@ -29,25 +29,7 @@ const maxNote = 1000
 // err otherwise; resource, when given, is the related object. Best
 // effort: a failure is logged.
 func (c *Cleaner) recordEvent(ctx context.Context, ref PolicyRef, resource *unstructured.Unstructured, err error) {
-	ns := ref.Namespace
-	if ns == "" {
-		// Events about cluster-scoped objects live in "default".
-		ns = metav1.NamespaceDefault
-	}
-	now := c.o.now()
-	ev := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: ns},
-		EventTime:  metav1.NewMicroTime(now),
-		Regarding: corev1.ObjectReference{
-			APIVersion: ref.GVR().GroupVersion().String(), Kind: ref.Kind,
-			Namespace: ref.Namespace, Name: ref.Name, UID: types.UID(ref.UID),
-		},
-		ReportingController: Component,
-		ReportingInstance:   c.o.identity,
-		Type:                corev1.EventTypeNormal,
-		Reason:              EventReasonApplied,
-		Action:              EventActionCleaned,
-	}
+	ev := c.newEvent(ref)
 	what := ""
 	if resource != nil {
 		ev.Related = &corev1.ObjectReference{
@@ -66,6 +48,47 @@ func (c *Cleaner) recordEvent(ctx context.Context, ref PolicyRef, resource *unst
 	default:
 		ev.Note = "successfully cleaned up the target resource " + what
 	}
+	c.createEvent(ctx, ref, ev)
+}
+
+// recordSummary records an Event about the policy with note: Normal
+// (PolicyApplied) or, for failures, Warning (PolicyError).
+func (c *Cleaner) recordSummary(ctx context.Context, ref PolicyRef, note string, failed bool) {
+	ev := c.newEvent(ref)
+	ev.Note = note
+	if failed {
+		ev.Type, ev.Reason, ev.Action = corev1.EventTypeWarning, EventReasonError, EventActionNone
+	}
+	c.createEvent(ctx, ref, ev)
+}
+
+// newEvent is a Normal PolicyApplied Event about the policy, now.
+func (c *Cleaner) newEvent(ref PolicyRef) *eventsv1.Event {
+	ns := ref.Namespace
+	if ns == "" {
+		// Events about cluster-scoped objects live in "default".
+		ns = metav1.NamespaceDefault
+	}
+	now := c.o.now()
+	return &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: ns},
+		EventTime:  metav1.NewMicroTime(now),
+		Regarding: corev1.ObjectReference{
+			APIVersion: ref.GVR().GroupVersion().String(), Kind: ref.Kind,
+			Namespace: ref.Namespace, Name: ref.Name, UID: types.UID(ref.UID),
+		},
+		ReportingController: Component,
+		ReportingInstance:   c.o.identity,
+		Type:                corev1.EventTypeNormal,
+		Reason:              EventReasonApplied,
+		Action:              EventActionCleaned,
+	}
+}
+
+// createEvent writes ev in its namespace, its note cut to what the API
+// server takes. Best effort: a failure is logged.
+func (c *Cleaner) createEvent(ctx context.Context, ref PolicyRef, ev *eventsv1.Event) {
+	ns := ev.Namespace
 	if len(ev.Note) > maxNote {
 		ev.Note = ev.Note[:maxNote]
 	}

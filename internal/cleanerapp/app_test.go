@@ -410,6 +410,44 @@ func TestE2ECleanup(t *testing.T) {
 				}
 				return nil
 			})
+			// 60 at once: a tick records an Event per deletion up to 50,
+			// then one Event for the rest; together they count every one.
+			for i := range 60 {
+				configMap("scratch", fmt.Sprintf("fast-bulk-%02d", i), "", map[string]string{"fast": "true"})
+			}
+			eventually(t, 20*time.Second, "the 60 deleted", func() error {
+				l, err := kube.CoreV1().ConfigMaps("scratch").List(ctx, metav1.ListOptions{LabelSelector: "fast=true"})
+				if err != nil {
+					return err
+				}
+				if len(l.Items) != 0 {
+					return fmt.Errorf("%d left", len(l.Items))
+				}
+				return nil
+			})
+			eventually(t, 10*time.Second, "an Event for each of the 61, some summed up", func() error {
+				evs, err := kube.EventsV1().Events("scratch").List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return err
+				}
+				one, summed, summaries := 0, 0, 0
+				for _, ev := range evs.Items {
+					if ev.Regarding.Name != "fast" || ev.Reason != cleaner.EventReasonApplied {
+						continue
+					}
+					var n, limit int
+					if _, err := fmt.Sscanf(ev.Note, "successfully cleaned up %d more resources (Events per tick are limited to %d", &n, &limit); err == nil {
+						summed += n
+						summaries++
+						continue
+					}
+					one++
+				}
+				if one+summed != 61 || summaries == 0 || one > 50*(summaries+1) {
+					return fmt.Errorf("%d per-resource Events and %d in %d summaries, want 61 in all with at least one summary", one, summed, summaries)
+				}
+				return nil
+			})
 			if err := dyn.Resource(cleaner.CleanupPolicies).Namespace("scratch").Delete(ctx, "fast", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}

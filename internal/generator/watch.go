@@ -342,7 +342,6 @@ func (w *Watcher) publish(ctx context.Context) {
 			// Refused for good (too big, a bad subject): trying again changes nothing.
 			w.m.watch.WithLabelValues("publish", "rejected").Inc()
 			w.log.Error().Err(err).Str(logKeySubject, next.Subject).Msg("watchItemRejected")
-			err = nil
 		} else if err != nil {
 			w.log.Warn().Err(err).Str(logKeySubject, next.Subject).Dur("retryIn", delay).Msg("watchItemNotPublished")
 			select {

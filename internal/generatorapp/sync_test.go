@@ -234,7 +234,7 @@ func TestE2ESynchronize(t *testing.T) {
 		}
 		eventually(t, 15*time.Second, "the Secret gone with its ConfigMap", func() error {
 			if _, err := kube.CoreV1().Secrets("apps").Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("secret still there: %v", err)
+				return fmt.Errorf("secret still there: %w", err)
 			}
 			return nil
 		})
@@ -245,10 +245,10 @@ func TestE2ESynchronize(t *testing.T) {
 		}
 		eventually(t, 15*time.Second, "the Namespace's downstream removed", func() error {
 			if _, err := kube.NetworkingV1().NetworkPolicies(ns.Name).Get(ctx, "default-deny", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("NetworkPolicy: %v", err)
+				return fmt.Errorf("NetworkPolicy: %w", err)
 			}
 			if _, err := kube.CoreV1().ConfigMaps(ns.Name).Get(ctx, "settings", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("ConfigMap: %v", err)
+				return fmt.Errorf("ConfigMap: %w", err)
 			}
 			return nil
 		})
@@ -275,7 +275,7 @@ func TestE2ESynchronize(t *testing.T) {
 		}
 		eventually(t, 15*time.Second, "the Secret gone with its policy", func() error {
 			if _, err := kube.CoreV1().Secrets("apps").Get(ctx, "cart", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("secret still there: %v", err)
+				return fmt.Errorf("secret still there: %w", err)
 			}
 			return nil
 		})
