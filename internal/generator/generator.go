@@ -229,7 +229,11 @@ func (g *Generator) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 	if res.outcome == OutcomeRetried && m.Delivery >= uint64(g.o.attempts) {
 		res.outcome = OutcomeDeadLettered
 	}
-	g.m.count(res.outcome, res.reason)
+	kind, _, err := queue.ParseWorkSubject(m.Subject)
+	if err != nil {
+		kind = "unknown"
+	}
+	g.m.count(string(kind), res.outcome, res.reason)
 	g.m.duration.Observe(time.Since(start).Seconds())
 	ev := g.o.log.Debug()
 	switch res.outcome {

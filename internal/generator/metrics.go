@@ -64,8 +64,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		items: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdict_generator_work_items_total",
-			Help: "Generate work items by outcome (processed, skipped, retried, deadLettered) and reason.",
-		}, []string{"outcome", "reason"}),
+			Help: "Work items by kind (generate, mutate), outcome (processed, skipped, retried, deadLettered) and reason.",
+		}, []string{"kind", "outcome", "reason"}),
 		resources: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdict_generator_resources_applied_total",
 			Help: "Generated resources written with server-side apply, by kind.",
@@ -96,4 +96,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) count(outcome, reason string) { m.items.WithLabelValues(outcome, reason).Inc() }
+func (m *Metrics) count(kind, outcome, reason string) {
+	m.items.WithLabelValues(kind, outcome, reason).Inc()
+}

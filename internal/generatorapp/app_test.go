@@ -287,7 +287,7 @@ func startWebhook(t testing.TB, cp *controlplane.ControlPlane, natsURL string) {
 }
 
 func items(outcome, reason string) string {
-	return fmt.Sprintf(`verdict_generator_work_items_total{outcome=%q,reason=%q}`, outcome, reason)
+	return fmt.Sprintf(`verdict_generator_work_items_total{kind="generate",outcome=%q,reason=%q}`, outcome, reason)
 }
 
 // TestE2EGenerate runs the real webhook and the generator service (its
