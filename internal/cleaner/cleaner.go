@@ -46,65 +46,13 @@ var ErrInvalidOption = errors.New("cleaner: invalid option")
 type Option func(*options) error
 
 type options struct {
-	concurrency  int
-	attempts     int
-	retryMin     time.Duration
-	retryMax     time.Duration
-	drainTimeout time.Duration
-	ttlInterval  time.Duration
-	resync       time.Duration
-	identity     string
-	now          func() time.Time
-	reg          prometheus.Registerer
-	log          zerolog.Logger
-}
-
-// WithConcurrency sets how many ticks one replica works on at once.
-// Default 4.
-func WithConcurrency(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("%w: concurrency %d", ErrInvalidOption, n)
-		}
-		o.concurrency = n
-		return nil
-	}
-}
-
-// WithAttempts bounds the deliveries of a tick that keeps failing
-// transiently before it is dead-lettered. Default 10.
-func WithAttempts(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("%w: attempts %d", ErrInvalidOption, n)
-		}
-		o.attempts = n
-		return nil
-	}
-}
-
-// WithRetryDelays sets the backoff of transient failures: min for the
-// first redelivery, doubling up to max. Default 1s to 1m.
-func WithRetryDelays(minDelay, maxDelay time.Duration) Option {
-	return func(o *options) error {
-		if minDelay <= 0 || maxDelay < minDelay {
-			return fmt.Errorf("%w: retry delays %s..%s", ErrInvalidOption, minDelay, maxDelay)
-		}
-		o.retryMin, o.retryMax = minDelay, maxDelay
-		return nil
-	}
-}
-
-// WithDrainTimeout bounds the wait for ticks in flight at shutdown.
-// Default 30s.
-func WithDrainTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: drain timeout %s", ErrInvalidOption, d)
-		}
-		o.drainTimeout = d
-		return nil
-	}
+	runner      []queue.RunnerOption
+	ttlInterval time.Duration
+	resync      time.Duration
+	identity    string
+	now         func() time.Time
+	reg         prometheus.Registerer
+	log         zerolog.Logger
 }
 
 // WithTTLInterval sets how often the TTL sweep runs (its schedule,
@@ -152,6 +100,13 @@ func WithClock(now func() time.Time) Option {
 		o.now = now
 		return nil
 	}
+}
+
+// WithRunnerOptions sets how the replica takes ticks from its consumer
+// (concurrency, attempts, retry delays, the drain at shutdown: see
+// service.WorkerConfig.RunnerOptions); default the queue runner's.
+func WithRunnerOptions(opts ...queue.RunnerOption) Option {
+	return func(o *options) error { o.runner = append(o.runner, opts...); return nil }
 }
 
 // WithRegisterer sets where the metrics are registered (default: a
@@ -207,7 +162,6 @@ func New(conn *queue.Conn, kc Clients, eng *engine.Engine, opts ...Option) (*Cle
 		host = Component
 	}
 	o := options{
-		concurrency: 4, attempts: 10, retryMin: time.Second, retryMax: time.Minute, drainTimeout: 30 * time.Second,
 		ttlInterval: time.Minute, resync: 10 * time.Minute, identity: host, now: time.Now, log: zerolog.Nop(),
 	}
 	for _, opt := range opts {
@@ -229,12 +183,7 @@ func New(conn *queue.Conn, kc Clients, eng *engine.Engine, opts ...Option) (*Cle
 // and works ticks until ctx ends, then drains (see queue.Runner.Run).
 func (c *Cleaner) Run(ctx context.Context) error {
 	r, err := c.conn.NewRunner(queue.StreamWork, queue.ConsumerCleaner, c.handle,
-		queue.WithConcurrency(c.o.concurrency),
-		queue.WithMaxDeliver(c.o.attempts),
-		queue.WithRetryDelays(c.o.retryMin, c.o.retryMax),
-		queue.WithDrainTimeout(c.o.drainTimeout),
-		queue.WithMaxWorkTime(30*time.Minute),
-	)
+		append(append([]queue.RunnerOption{}, c.o.runner...), queue.WithMaxWorkTime(30*time.Minute))...)
 	if err != nil {
 		return err
 	}
@@ -313,7 +262,7 @@ func (c *Cleaner) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 	default:
 		res = c.runPolicy(ctx, *ref)
 	}
-	if res.outcome == OutcomeRetried && m.Delivery >= uint64(c.o.attempts) {
+	if res.outcome == OutcomeRetried && m.LastAttempt() {
 		res.outcome = OutcomeDeadLettered
 	}
 	typ, pol := string(tick.Action), PolicyTTL

@@ -118,10 +118,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
 	opts := []cleaner.Option{
-		cleaner.WithConcurrency(cfg.Worker.Concurrency),
-		cleaner.WithAttempts(cfg.Worker.Attempts),
-		cleaner.WithRetryDelays(cfg.Worker.RetryMin, cfg.Worker.RetryMax),
-		cleaner.WithDrainTimeout(cfg.Worker.ShutdownTimeout),
+		cleaner.WithRunnerOptions(cfg.Worker.RunnerOptions()...),
 		cleaner.WithTTLInterval(cfg.TTLInterval),
 		cleaner.WithResync(cfg.Resync),
 		cleaner.WithRegisterer(reg),

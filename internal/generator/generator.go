@@ -39,63 +39,16 @@ var namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespace
 type Option func(*options) error
 
 type options struct {
-	concurrency  int
-	attempts     int
-	retryMin     time.Duration
-	retryMax     time.Duration
-	drainTimeout time.Duration
-	reg          prometheus.Registerer
-	log          zerolog.Logger
+	runner []queue.RunnerOption
+	reg    prometheus.Registerer
+	log    zerolog.Logger
 }
 
-// WithConcurrency sets how many work items one replica works on at once.
-// Default 4.
-func WithConcurrency(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("%w: concurrency %d", ErrInvalidOption, n)
-		}
-		o.concurrency = n
-		return nil
-	}
-}
-
-// WithAttempts bounds the deliveries of an item that keeps failing
-// transiently before it is dead-lettered. Default 10 (a trigger not yet
-// stored is asked about again within the checker's grace period, each
-// time an attempt).
-func WithAttempts(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("%w: attempts %d", ErrInvalidOption, n)
-		}
-		o.attempts = n
-		return nil
-	}
-}
-
-// WithRetryDelays sets the backoff of transient failures: min for the
-// first redelivery, doubling up to max. Default 1s to 1m.
-func WithRetryDelays(minDelay, maxDelay time.Duration) Option {
-	return func(o *options) error {
-		if minDelay <= 0 || maxDelay < minDelay {
-			return fmt.Errorf("%w: retry delays %s..%s", ErrInvalidOption, minDelay, maxDelay)
-		}
-		o.retryMin, o.retryMax = minDelay, maxDelay
-		return nil
-	}
-}
-
-// WithDrainTimeout bounds the wait for items in flight at shutdown.
-// Default 30s.
-func WithDrainTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: drain timeout %s", ErrInvalidOption, d)
-		}
-		o.drainTimeout = d
-		return nil
-	}
+// WithRunnerOptions sets how the replica takes items from its consumer
+// (concurrency, attempts, retry delays, the drain at shutdown: see
+// service.WorkerConfig.RunnerOptions); default the queue runner's.
+func WithRunnerOptions(opts ...queue.RunnerOption) Option {
+	return func(o *options) error { o.runner = append(o.runner, opts...); return nil }
 }
 
 // WithRegisterer sets where the metrics are registered (default: a
@@ -153,7 +106,7 @@ func New(d Deps, opts ...Option) (*Generator, error) {
 	if d.Conn == nil || d.Dynamic == nil || d.Mapper == nil || d.Kinds == nil || d.Policies == nil || d.Check == nil || d.Engine == nil {
 		return nil, fmt.Errorf("%w: a generator needs a connection, a dynamic client, a REST mapper, the listable kinds, the policy cache, a checker and an engine", ErrInvalidOption)
 	}
-	o := options{concurrency: 4, attempts: 10, retryMin: time.Second, retryMax: time.Minute, drainTimeout: 30 * time.Second, log: zerolog.Nop()}
+	o := options{log: zerolog.Nop()}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -171,13 +124,7 @@ func New(d Deps, opts ...Option) (*Generator, error) {
 
 // Run works items until ctx ends, then drains (see queue.Runner.Run).
 func (g *Generator) Run(ctx context.Context) error {
-	r, err := g.conn.NewRunner(queue.StreamWork, queue.ConsumerGenerator, g.handle,
-		queue.WithConcurrency(g.o.concurrency),
-		queue.WithMaxDeliver(g.o.attempts),
-		queue.WithRetryDelays(g.o.retryMin, g.o.retryMax),
-		queue.WithDrainTimeout(g.o.drainTimeout),
-		queue.WithPrefetch(2*g.o.concurrency),
-	)
+	r, err := g.conn.NewRunner(queue.StreamWork, queue.ConsumerGenerator, g.handle, g.o.runner...)
 	if err != nil {
 		return err
 	}
@@ -226,7 +173,7 @@ func poisoned(reason, detail string) result {
 func (g *Generator) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 	start := time.Now()
 	res := g.work(ctx, m)
-	if res.outcome == OutcomeRetried && m.Delivery >= uint64(g.o.attempts) {
+	if res.outcome == OutcomeRetried && m.LastAttempt() {
 		res.outcome = OutcomeDeadLettered
 	}
 	kind, _, err := queue.ParseWorkSubject(m.Subject)

@@ -129,10 +129,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		Conn: conn, Dynamic: dyn, Mapper: mapper, Kinds: kubeutil.NewListableKinds(kc.Discovery, 30*time.Second),
 		Policies: pc, Check: check, Engine: eng,
 	},
-		generator.WithConcurrency(cfg.Worker.Concurrency),
-		generator.WithAttempts(cfg.Worker.Attempts),
-		generator.WithRetryDelays(cfg.Worker.RetryMin, cfg.Worker.RetryMax),
-		generator.WithDrainTimeout(cfg.Worker.ShutdownTimeout),
+		generator.WithRunnerOptions(cfg.Worker.RunnerOptions()...),
 		generator.WithRegisterer(reg),
 		generator.WithLogger(log),
 	)

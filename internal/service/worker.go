@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // WorkerConfig is how a worker service takes items from its durable
@@ -59,6 +61,19 @@ func (c WorkerConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: shutdown timeout %s must be positive", ErrInvalidConfig, c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// RunnerOptions are the config as options of the worker's queue runner
+// (concurrency, attempts, retry delays, the drain at shutdown, and a
+// prefetch of twice the concurrency).
+func (c WorkerConfig) RunnerOptions() []queue.RunnerOption {
+	return []queue.RunnerOption{
+		queue.WithConcurrency(c.Concurrency),
+		queue.WithMaxDeliver(c.Attempts),
+		queue.WithRetryDelays(c.RetryMin, c.RetryMax),
+		queue.WithDrainTimeout(c.ShutdownTimeout),
+		queue.WithPrefetch(2 * c.Concurrency),
+	}
 }
 
 // BindWorkerFlags binds --concurrency, --ack-wait, --attempts,

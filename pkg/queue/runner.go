@@ -37,6 +37,12 @@ type Msg struct {
 	r            *Runner
 }
 
+// LastAttempt reports whether this is the last delivery the runner
+// allows (WithMaxDeliver): a Retry now dead-letters the message.
+func (m *Msg) LastAttempt() bool {
+	return m.r != nil && m.Delivery >= uint64(m.r.opts.maxDeliver)
+}
+
 // InProgress tells the server the message is still being worked on,
 // resetting its AckWait. The runner already does this on its own every
 // AckWait/3 until MaxWorkTime; call it for finer control.
@@ -673,7 +679,7 @@ func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 		if ok {
 			r.mHandled[handledRetry].Inc()
 		}
-		if m.Delivery >= uint64(r.opts.maxDeliver) {
+		if m.LastAttempt() {
 			reason := out.reason
 			if reason == "" {
 				reason = "retries exhausted"

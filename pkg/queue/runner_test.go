@@ -22,8 +22,9 @@ type sink struct {
 }
 
 type delivery struct {
-	n  uint64
-	at time.Time
+	n    uint64
+	at   time.Time
+	last bool // Msg.LastAttempt
 }
 
 func newSink() *sink {
@@ -34,7 +35,7 @@ func (s *sink) saw(m *Msg) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := string(m.Data)
-	s.seen[k] = append(s.seen[k], delivery{n: m.Delivery, at: time.Now()})
+	s.seen[k] = append(s.seen[k], delivery{n: m.Delivery, at: time.Now(), last: m.LastAttempt()})
 }
 
 func (s *sink) finished(m *Msg) {
@@ -304,6 +305,11 @@ func TestRunnerPoisonAndRetries(t *testing.T) {
 	flaky := s.deliveries("flaky")
 	if len(flaky) != 3 {
 		t.Fatalf("flaky delivered %d times, want MaxDeliver=3", len(flaky))
+	}
+	for i, d := range flaky {
+		if d.last != (i == 2) {
+			t.Errorf("delivery %d of 3: LastAttempt %v", d.n, d.last)
+		}
 	}
 	for _, d := range [][]delivery{flaky, s.deliveries("slow-ok")} {
 		for i := 1; i < len(d); i++ {
