@@ -3,14 +3,11 @@ package scanner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,8 +37,13 @@ type PolicySource interface {
 	NamespaceLabels(ctx context.Context, name string) (map[string]string, error)
 }
 
-// ScheduleKey names the JetStream message schedule of the periodic scan.
-const ScheduleKey = "background-scan"
+// ScheduleKey is the key of the periodic scan's JetStream message
+// schedule (queue.PutSchedule, kind scan) and of its ticks' work subject.
+const ScheduleKey = string(events.ScanAll)
+
+// legacyScheduleSubject is where versions before pkg/queue's schedules
+// kept the periodic scan's schedule.
+const legacyScheduleSubject = "verdict.schedule.background-scan"
 
 // Reasons of scan items.
 const (
@@ -278,38 +280,25 @@ func (s *Scanner) keepSchedule(ctx context.Context) {
 }
 
 func (s *Scanner) ensureSchedule(ctx context.Context) error {
-	subject := queue.ScheduleSubject(ScheduleKey)
-	want := "@every " + s.o.interval.String()
-	cur, err := s.conn.LastMsg(ctx, queue.StreamSchedules, subject)
-	switch {
-	case err == nil && cur.Header.Get(jetstream.ScheduleHeader) == want:
-		return nil
-	case err == nil:
-		// Another interval: replace the schedule, not add a second one.
-		if _, err := s.conn.Purge(ctx, queue.StreamSchedules, subject); err != nil {
-			return err
-		}
-	case !errors.Is(err, queue.ErrNoMessage):
-		return err
-	}
 	// The tick lands in VERDICT_SCHEDULES; VERDICT_WORK sources it as
 	// WorkSubject(WorkScan, "all"), where the scanner consumer takes it.
-	target, err := queue.ScheduleTarget(queue.WorkScan, string(events.ScanAll))
-	if err != nil {
-		return err
-	}
 	data, err := json.Marshal(events.ScanItem{Action: events.ScanAll, Reason: ReasonInterval})
 	if err != nil {
 		return err
 	}
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	_, err = s.conn.JetStream().PublishMsg(ctx, msg, jetstream.WithScheduleEvery(s.o.interval),
-		jetstream.WithScheduleTarget(target), jetstream.WithMsgID(queue.MsgID("schedule", ScheduleKey, want)))
+	spec := "@every " + s.o.interval.String()
+	change, err := s.conn.PutSchedule(ctx, queue.Schedule{Kind: queue.WorkScan, Key: ScheduleKey, Spec: spec, Data: data}, nil)
 	if err != nil {
-		return fmt.Errorf("publish the scan schedule: %w", err)
+		return fmt.Errorf("set the scan schedule: %w", err)
 	}
-	s.log.Info().Str("schedule", want).Msg("scanScheduleSet")
+	// Versions before the schedules of pkg/queue kept it on a subject of
+	// its own: one schedule, not two.
+	if _, err := s.conn.Purge(ctx, queue.StreamSchedules, legacyScheduleSubject); err != nil {
+		s.log.Debug().Err(err).Msg("legacyScanScheduleNotPurged")
+	}
+	if change != queue.ScheduleUnchanged {
+		s.log.Info().Str("schedule", spec).Str("change", string(change)).Msg("scanScheduleSet")
+	}
 	return nil
 }
 

@@ -74,7 +74,7 @@
 //
 // JetStream message schedules (nats-server 2.12+) cannot live in a stream
 // that discards new messages, so they have their own stream: a schedule
-// lives on ScheduleSubject(key) in VERDICT_SCHEDULES and fires into its
+// lives on ScheduleSubjectOf(kind, key) in VERDICT_SCHEDULES and fires into its
 // target, a ScheduleTarget(kind, key) in the same stream, which VERDICT_WORK
 // sources (with a subject transform) as WorkSubject(kind, key): a tick is
 // work like any other. The server refuses to turn schedules off once on. A

@@ -232,14 +232,6 @@ func ParseWorkSubject(subject string) (WorkKind, string, error) {
 	return kind, key, nil
 }
 
-// ScheduleSubject is where a JetStream message schedule for one key lives in
-// VERDICT_SCHEDULES (verdict.schedule.<key>). Its target must be a
-// ScheduleTarget: each tick fires a message there, which VERDICT_WORK
-// sources as work.
-func ScheduleSubject(key string) string {
-	return schedulePrefix + EncodeToken(key)
-}
-
 // ScheduleTarget is the target of a message schedule whose ticks are work
 // of kind on key: the tick is stored in VERDICT_SCHEDULES on
 // verdict.tick.<kind>.<key>, and VERDICT_WORK sources it as

@@ -87,8 +87,8 @@ func TestSubjects(t *testing.T) {
 	if _, err := ScheduleTarget("bogus", "k"); !errors.Is(err, ErrInvalidKind) {
 		t.Fatalf("ScheduleTarget(bogus) err = %v", err)
 	}
-	if s := ScheduleSubject("ns/c.p"); s != "verdict.schedule.ns%2Fc~p" {
-		t.Fatalf("ScheduleSubject = %q", s)
+	if s, err := ScheduleSubjectOf(WorkCleanup, "ns/c.p"); err != nil || s != "verdict.schedule.cleanup.ns%2Fc~p" {
+		t.Fatalf("ScheduleSubjectOf = %q, %v", s, err)
 	}
 	if d := DeadSubject(w); d != "verdict.dead.work.generate.default%2Fmy~configmap" {
 		t.Fatalf("DeadSubject = %q", d)

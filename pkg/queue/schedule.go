@@ -64,8 +64,7 @@ const (
 
 // ScheduleSubjectOf is where the schedule of work of kind on key lives in
 // VERDICT_SCHEDULES: verdict.schedule.<kind>.<key>, the key encoded. It
-// fails with ErrInvalidKind for an unknown kind. (ScheduleSubject is the
-// one-token form for schedules that are not per kind.)
+// fails with ErrInvalidKind for an unknown kind.
 func ScheduleSubjectOf(kind WorkKind, key string) (string, error) {
 	if !kind.Valid() {
 		return "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)

@@ -109,7 +109,7 @@ func TestProvisionIdempotentConcurrent(t *testing.T) {
 }
 
 // Message schedules live in VERDICT_SCHEDULES: a schedule stored under
-// ScheduleSubject fires ticks on its ScheduleTarget, which VERDICT_WORK
+// ScheduleSubjectOf fires ticks on its ScheduleTarget, which VERDICT_WORK
 // sources as cleanup work that the cleaner consumer receives; the schedule
 // itself is not taken as work.
 func TestWorkStreamMessageSchedules(t *testing.T) {
@@ -118,7 +118,8 @@ func TestWorkStreamMessageSchedules(t *testing.T) {
 	provision(t, c)
 	target, _ := WorkSubject(WorkCleanup, "ns/cleanup.policy")
 	tick, _ := ScheduleTarget(WorkCleanup, "ns/cleanup.policy")
-	_, err := c.JetStream().PublishMsg(context.Background(), workMsgNats(ScheduleSubject("ns/cleanup.policy"), "tick"),
+	subject, _ := ScheduleSubjectOf(WorkCleanup, "ns/cleanup.policy")
+	_, err := c.JetStream().PublishMsg(context.Background(), workMsgNats(subject, "tick"),
 		jetstream.WithScheduleEvery(time.Second), jetstream.WithScheduleTarget(tick), jetstream.WithMsgID("sched-1"))
 	if err != nil {
 		t.Fatalf("publish schedule: %v", err)
