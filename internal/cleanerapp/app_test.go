@@ -1,18 +1,12 @@
 package cleanerapp_test
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +21,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	"github.com/verdict-dev/verdict/internal/cleanerapp"
 	"github.com/verdict-dev/verdict/internal/controlplane"
+	"github.com/verdict-dev/verdict/internal/testproc"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
@@ -122,57 +117,6 @@ type built struct {
 	err error
 }
 
-// buildCleaner builds services/cleaner into dir (a few seconds with the
-// build cache warm).
-func buildCleaner(ctx context.Context, dir string) built {
-	bin := filepath.Join(dir, "cleaner")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/verdict-dev/verdict/services/cleaner").CombinedOutput()
-	if err != nil {
-		return built{err: fmt.Errorf("go build services/cleaner: %w: %s", err, out)}
-	}
-	return built{bin: bin}
-}
-
-// startProcess runs a cleaner replica until the test ends, then sends it
-// SIGTERM: it must drain and exit 0.
-func startProcess(t *testing.T, name, bin string, logs *syncBuffer, args ...string) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	out := &prefixWriter{prefix: name + " ", w: logs}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s after SIGTERM: %v", name, err)
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("%s did not stop on SIGTERM", name)
-		}
-	})
-}
-
-// prefixWriter writes what a process logs, each write (a log line)
-// prefixed with its name.
-type prefixWriter struct {
-	prefix string
-	w      io.Writer
-}
-
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	if _, err := p.w.Write(append([]byte(p.prefix), b...)); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
 // metric sums, over the replicas' /metrics, the samples whose series
 // starts with prefix (0 when absent).
 func metric(probes []string, prefix string) float64 {
@@ -210,24 +154,6 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	t.Fatalf("%s: not within %s: %v", what, d, err)
 }
 
-// syncBuffer is a buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestE2ECleanup runs three cleaner replicas (services/cleaner, built and
 // started as three processes) against a real kube-apiserver and
 // JetStream, and stops them with SIGTERM at the end (each must exit 0):
@@ -249,7 +175,10 @@ func TestE2ECleanup(t *testing.T) {
 	// built while the control plane starts.
 	build := make(chan built, 1)
 	dir := t.TempDir()
-	go func() { build <- buildCleaner(t.Context(), dir) }()
+	go func() {
+		bin, err := testproc.Build(t.Context(), "github.com/verdict-dev/verdict/services/cleaner", dir)
+		build <- built{bin: bin, err: err}
+	}()
 	cp := controlplane.StartForTest(t)
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
@@ -294,12 +223,6 @@ func TestE2ECleanup(t *testing.T) {
 	}
 	t.Cleanup(nats.Shutdown)
 	var probes []string
-	var logs syncBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("cleaner logs:\n%s", logs.String())
-		}
-	})
 	b := <-build
 	if b.err != nil {
 		t.Fatal(b.err)
@@ -307,9 +230,11 @@ func TestE2ECleanup(t *testing.T) {
 	for i := range 3 {
 		id, probe := fmt.Sprintf("cleaner-%d", i), freeAddr(t)
 		probes = append(probes, probe)
-		startProcess(t, id, b.bin, &logs,
-			"--kubeconfig="+cp.KubeconfigPath(), "--nats-url="+nats.ClientURL(), "--probe-address="+probe,
-			"--ttl-interval=2s", "--identity="+id, "--retry-min=100ms", "--retry-max=1s", "--shutdown-timeout=5s")
+		// Each replica drains and exits 0 on SIGTERM when the test ends.
+		testproc.StartForTest(t, testproc.Spec{Name: id, Path: b.bin, LogDir: dir, Args: []string{
+			"--kubeconfig=" + cp.KubeconfigPath(), "--nats-url=" + nats.ClientURL(), "--probe-address=" + probe,
+			"--ttl-interval=2s", "--identity=" + id, "--retry-min=100ms", "--retry-max=1s", "--shutdown-timeout=5s",
+		}}, true)
 	}
 	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {

@@ -1,15 +1,10 @@
 package generatorapp_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,6 +21,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/generatorapp"
 	"github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -91,90 +87,15 @@ func generatorChild() int {
 	return 0
 }
 
-// replica is one generator child process.
-type replica struct {
-	cmd    *exec.Cmd
-	log    string
-	ready  chan struct{} // closed at its runner's "runnerStarted"
-	exited chan struct{} // closed once reaped
-}
-
-// startReplica re-executes the test binary as a generator replica.
-func startReplica(t *testing.T, i int, kubeconfig, natsURL string) *replica {
+// startReplica re-executes the test binary as a generator replica,
+// ready once its runner consumes, killed when the test ends.
+func startReplica(t *testing.T, i int, kubeconfig, natsURL string) *testproc.Proc {
 	t.Helper()
-	r := &replica{log: filepath.Join(t.TempDir(), fmt.Sprintf("replica-%d.log", i)), ready: make(chan struct{}), exited: make(chan struct{})}
-	f, err := os.Create(r.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	r.cmd.Env = append(os.Environ(), envChild+"=1", envChildKubeconfig+"="+kubeconfig, envChildNATS+"="+natsURL)
-	r.cmd.Stderr = &lineWatch{w: f, match: []byte(`"runnerStarted"`), hit: r.ready}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = r.cmd.Wait()
-		_ = f.Close()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Signal(syscall.SIGKILL)
-		<-r.exited
-		if t.Failed() {
-			b, _ := os.ReadFile(r.log)
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("replica %d log (tail):\n%s", i, b)
-		}
-	})
-	return r
-}
-
-// kill sends SIGKILL and reports whether that is what ended the replica.
-func (r *replica) kill() (bool, error) {
-	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return false, err
-	}
-	select {
-	case <-r.exited:
-	case <-time.After(10 * time.Second):
-		return false, errors.New("not reaped 10s after SIGKILL")
-	}
-	ws, ok := r.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, nil
-}
-
-// lineWatch copies a log and closes hit at the first line holding match.
-type lineWatch struct {
-	w     io.Writer
-	match []byte
-	hit   chan struct{}
-	once  sync.Once
-	line  []byte
-}
-
-func (l *lineWatch) Write(p []byte) (int, error) {
-	if !closed(l.hit) {
-		l.line = append(l.line, p...)
-		if bytes.Contains(l.line, l.match) {
-			l.once.Do(func() { close(l.hit) })
-			l.line = nil
-		} else if i := bytes.LastIndexByte(l.line, '\n'); i >= 0 {
-			l.line = append(l.line[:0], l.line[i+1:]...)
-		}
-	}
-	return l.w.Write(p)
-}
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return testproc.StartForTest(t, testproc.Spec{
+		Name: fmt.Sprintf("replica-%d", i), Path: os.Args[0], Args: []string{"-test.run=^$"},
+		Env:    append(os.Environ(), envChild+"=1", envChildKubeconfig+"="+kubeconfig, envChildNATS+"="+natsURL),
+		LogDir: t.TempDir(), Ready: `"runnerStarted"`,
+	}, false)
 }
 
 // loadDefaults gives each Namespace named load-* a ConfigMap and a
@@ -222,13 +143,13 @@ func TestE2EKillGenerator(t *testing.T) {
 	}
 	nats := startNATS(t)
 	startWebhook(t, cp, nats.ClientURL())
-	replicas := make([]*replica, killReplicas)
+	replicas := make([]*testproc.Proc, killReplicas)
 	for i := range replicas {
 		replicas[i] = startReplica(t, i, cp.KubeconfigPath(), nats.ClientURL())
 	}
 	for i, r := range replicas {
 		select {
-		case <-r.ready:
+		case <-r.Ready():
 		case <-time.After(60 * time.Second):
 			t.Fatalf("replica %d not consuming within 60s", i)
 		}
@@ -303,7 +224,7 @@ func TestE2EKillGenerator(t *testing.T) {
 		}
 		return nil
 	})
-	sigkilled, err := replicas[0].kill()
+	sigkilled, err := replicas[0].Kill()
 	if err != nil || !sigkilled {
 		t.Fatalf("kill replica 0: SIGKILL %v, %v", sigkilled, err)
 	}

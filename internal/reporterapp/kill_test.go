@@ -1,14 +1,10 @@
 package reporterapp_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -24,6 +20,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reporterapp"
+	"github.com/verdict-dev/verdict/internal/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -99,17 +96,11 @@ func reporterConsumer(t *testing.T, d time.Duration) queue.ConsumerSpec {
 }
 
 // child is one run of a replica: the test binary re-executed as the
-// reporter service.
+// reporter service, ready once its runner consumes.
 type child struct {
-	slot, pid int
-	cmd       *exec.Cmd
-	started   time.Time
-	ready     chan struct{} // closed when its runner consumes
-	exited    chan struct{} // closed once reaped
+	slot int
+	*testproc.Proc
 }
-
-func (c *child) isReady() bool { return closed(c.ready) }
-func (c *child) gone() bool    { return closed(c.exited) }
 
 func closed(ch <-chan struct{}) bool {
 	select {
@@ -118,42 +109,6 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// kill sends SIGKILL and reaps the child; it reports whether SIGKILL is
-// what ended it.
-func (c *child) kill() (bool, error) {
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return false, fmt.Errorf("kill replica %d (pid %d): %w", c.slot, c.pid, err)
-	}
-	select {
-	case <-c.exited:
-	case <-time.After(10 * time.Second):
-		return false, fmt.Errorf("replica %d (pid %d) not reaped 10s after SIGKILL", c.slot, c.pid)
-	}
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, nil
-}
-
-// readyWriter copies a child's log and closes ready at the line that says
-// its runner started.
-type readyWriter struct {
-	w     io.Writer
-	ready chan struct{}
-	line  []byte // the start of a line split between writes
-}
-
-func (r *readyWriter) Write(p []byte) (int, error) {
-	if !closed(r.ready) {
-		r.line = append(r.line, p...)
-		if bytes.Contains(r.line, []byte(`"runnerStarted"`)) {
-			close(r.ready)
-			r.line = nil
-		} else if i := bytes.LastIndexByte(r.line, '\n'); i >= 0 {
-			r.line = append(r.line[:0], r.line[i+1:]...)
-		}
-	}
-	return r.w.Write(p)
 }
 
 // killStep is one planned kill: once at most remaining results are
@@ -242,27 +197,14 @@ func (f *fleet) halt() {
 
 func (f *fleet) spawn(slot int) (*child, error) {
 	f.starts++
-	path := filepath.Join(f.dir, fmt.Sprintf("%03d-replica-%d.log", f.starts, slot))
-	file, err := os.Create(path)
+	p, err := testproc.Start(testproc.Spec{
+		Name: fmt.Sprintf("%03d-replica-%d", f.starts, slot), Path: os.Args[0],
+		Env: f.env, LogDir: f.dir, Ready: `"runnerStarted"`,
+	})
 	if err != nil {
-		return nil, err
-	}
-	c := &child{slot: slot, ready: make(chan struct{}), exited: make(chan struct{})}
-	w := &readyWriter{w: file, ready: c.ready}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = f.env
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		_ = file.Close()
 		return nil, fmt.Errorf("start replica %d: %w", slot, err)
 	}
-	c.cmd, c.pid, c.started = cmd, cmd.Process.Pid, time.Now()
-	go func() {
-		_ = cmd.Wait() // the outcome is in cmd.ProcessState
-		_ = file.Close()
-		close(c.exited)
-	}()
-	return c, nil
+	return &child{slot: slot, Proc: p}, nil
 }
 
 // supervise owns the children until stop: it restarts the killed ones
@@ -279,11 +221,11 @@ func (f *fleet) supervise() {
 			if c == nil {
 				continue
 			}
-			if c.gone() {
-				f.errs = append(f.errs, fmt.Errorf("replica %d (pid %d) exited on its own: %v", c.slot, c.pid, c.cmd.ProcessState))
+			if c.Gone() {
+				f.errs = append(f.errs, fmt.Errorf("replica %d (pid %d) exited on its own: %v", c.slot, c.Pid(), c.State()))
 				continue
 			}
-			if _, err := c.kill(); err != nil {
+			if _, err := c.Kill(); err != nil {
 				f.errs = append(f.errs, err)
 			}
 		}
@@ -297,8 +239,8 @@ func (f *fleet) supervise() {
 	for {
 		now := time.Now()
 		for i, c := range slots {
-			if c != nil && c.gone() {
-				f.errs = append(f.errs, fmt.Errorf("replica %d (pid %d) exited on its own after %v: %v", i, c.pid, now.Sub(c.started).Round(time.Millisecond), c.cmd.ProcessState))
+			if c != nil && c.Gone() {
+				f.errs = append(f.errs, fmt.Errorf("replica %d (pid %d) exited on its own after %v: %v", i, c.Pid(), now.Sub(c.Started).Round(time.Millisecond), c.State()))
 				slots[i], restartAt[i] = nil, now
 			}
 			if slots[i] == nil && !now.Before(restartAt[i]) {
@@ -311,7 +253,7 @@ func (f *fleet) supervise() {
 				slots[i] = c
 			}
 		}
-		if !closed(f.ready) && !slices.ContainsFunc(slots[:], func(c *child) bool { return c == nil || !c.isReady() }) {
+		if !closed(f.ready) && !slices.ContainsFunc(slots[:], func(c *child) bool { return c == nil || !c.IsReady() }) {
 			close(f.ready)
 		}
 
@@ -328,7 +270,7 @@ func (f *fleet) supervise() {
 				for i, c := range slots {
 					if c != nil {
 						running = append(running, i)
-						if c.isReady() {
+						if c.IsReady() {
 							consuming = append(consuming, i)
 						}
 					}
@@ -337,9 +279,9 @@ func (f *fleet) supervise() {
 					step := f.plan[next]
 					i := consuming[step.pick%len(consuming)]
 					c := slots[i]
-					rec := killRecord{at: time.Since(begin), slot: i, pid: c.pid, uptime: time.Since(c.started), outstanding: outstanding, running: len(running) - 1}
+					rec := killRecord{at: time.Since(begin), slot: i, pid: c.Pid(), uptime: time.Since(c.Started), outstanding: outstanding, running: len(running) - 1}
 					var err error
-					if rec.sigkilled, err = c.kill(); err != nil {
+					if rec.sigkilled, err = c.Kill(); err != nil {
 						f.errs = append(f.errs, err)
 					}
 					f.kills = append(f.kills, rec)
