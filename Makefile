@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 LINT_VER  := v2.15.0
 
-.PHONY: all build services images test unit e2e controlplane conformance bench lint fmt vet demo clean verify crds verify-crds
+.PHONY: all build services images test unit e2e controlplane helm chart-crds conformance bench lint fmt vet demo clean verify crds verify-crds
 
 all: build
 
@@ -36,9 +36,12 @@ images:
 # The local control plane's binaries (built once, cached in .cache/).
 CONTROLPLANE_BIN = $$(./hack/controlplane.sh)
 
-## test: every test: unit, conformance corpus, queue (embedded NATS), end-to-end (real kube-apiserver)
-test: vet controlplane
-	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(PKGS)
+# helm, built from its Go module (hack/tools/helm) once, cached in .cache.
+HELM_BIN = $$(./hack/helm.sh)
+
+## test: every test: unit, conformance corpus, queue (embedded NATS), end-to-end (real kube-apiserver), the Helm chart
+test: vet controlplane helm
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(PKGS)
 
 ## unit: fast tests only (no corpus run, no control plane)
 unit:
@@ -47,13 +50,22 @@ unit:
 # Packages whose tests run against the real control plane.
 E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/generatorapp/... ./internal/cleanerapp/... ./internal/demo/...
 
-## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane first
-e2e: controlplane
-	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(E2E_PKGS)
+## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane and helm first
+e2e: controlplane helm
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(E2E_PKGS)
 
 ## controlplane: build etcd, kube-apiserver and kube-controller-manager into .cache (cached)
 controlplane:
 	./hack/controlplane.sh >/dev/null
+
+## helm: build helm from its Go module into .cache/helm (cached; the first build takes a few minutes, and says how long)
+helm:
+	./hack/helm.sh >/dev/null
+
+## chart-crds: copy deploy/crds into the chart's crds/ (a test fails while they differ)
+chart-crds:
+	rm -f deploy/helm/verdict/crds/*.yaml
+	cp deploy/crds/*.yaml deploy/helm/verdict/crds/
 
 ## conformance: run verdict test on the classic policies of ../shared/conformance
 conformance: build
@@ -76,9 +88,10 @@ lint: $(BIN)/golangci-lint
 $(BIN)/golangci-lint:
 	GOBIN=$(abspath $(BIN)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
 
-## crds: regenerate deploy/crds/{clusterpolicies,policies,policyexceptions}.yaml from pkg/engine/policy (hack/crdgen)
+## crds: regenerate deploy/crds/{clusterpolicies,policies,policyexceptions}.yaml from pkg/engine/policy (hack/crdgen), and the chart's copy
 crds:
 	$(GO) run ./hack/crdgen
+	$(MAKE) chart-crds
 
 ## verify-crds: fail if the checked-in CRDs differ from what hack/crdgen generates
 verify-crds:

@@ -156,21 +156,29 @@ func wrap(op, name string, err error) error {
 	return fmt.Errorf("%s webhook configuration %s: %w", op, name, err)
 }
 
+// labelsHold reports whether every label the registrar sets is present.
+// A value someone else gave one of them is kept: the Helm chart owns the
+// two configurations (so that uninstall deletes them) and helm labels them
+// app.kubernetes.io/managed-by=Helm; insisting on the registrar's value
+// would make every helm upgrade (server-side apply) conflict with the
+// registrar over that label.
 func labelsHold(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
+	for k := range want {
+		if _, ok := have[k]; !ok {
 			return false
 		}
 	}
 	return true
 }
 
+// mergeLabels adds the registrar's labels that are missing, keeping the
+// values already there (see labelsHold).
 func mergeLabels(have, want map[string]string) map[string]string {
 	out := make(map[string]string, len(have)+len(want))
-	for k, v := range have {
+	for k, v := range want {
 		out[k] = v
 	}
-	for k, v := range want {
+	for k, v := range have {
 		out[k] = v
 	}
 	return out

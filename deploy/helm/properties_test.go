@@ -1,0 +1,559 @@
+package helm_test
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
+)
+
+var services = []string{"webhook", "reporter", "generator", "cleaner"}
+
+// manifest is a rendered chart, decoded into typed objects (strictly: a
+// field the Go types do not know fails the test).
+type manifest struct {
+	deployments  map[string]*appsv1.Deployment // by service
+	pdbs         map[string]*policyv1.PodDisruptionBudget
+	clusterRoles map[string]*rbacv1.ClusterRole // by name
+	roles        map[string]*rbacv1.Role
+	crbs         []*rbacv1.ClusterRoleBinding
+	rbs          []*rbacv1.RoleBinding
+	accounts     map[string]*corev1.ServiceAccount
+	services     map[string]*corev1.Service
+	all          []*unstructured.Unstructured
+}
+
+func typed(t *testing.T, u *unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+func parse(t *testing.T, out []byte) manifest {
+	t.Helper()
+	m := manifest{
+		deployments: map[string]*appsv1.Deployment{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
+		clusterRoles: map[string]*rbacv1.ClusterRole{}, roles: map[string]*rbacv1.Role{},
+		accounts: map[string]*corev1.ServiceAccount{}, services: map[string]*corev1.Service{},
+	}
+	m.all = decode(t, out)
+	for _, u := range m.all {
+		component := u.GetLabels()["app.kubernetes.io/component"]
+		switch u.GetKind() {
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			typed(t, u, d)
+			m.deployments[component] = d
+		case "PodDisruptionBudget":
+			p := &policyv1.PodDisruptionBudget{}
+			typed(t, u, p)
+			m.pdbs[component] = p
+		case "ClusterRole":
+			r := &rbacv1.ClusterRole{}
+			typed(t, u, r)
+			m.clusterRoles[r.Name] = r
+		case "Role":
+			r := &rbacv1.Role{}
+			typed(t, u, r)
+			m.roles[r.Name] = r
+		case "ClusterRoleBinding":
+			b := &rbacv1.ClusterRoleBinding{}
+			typed(t, u, b)
+			m.crbs = append(m.crbs, b)
+		case "RoleBinding":
+			b := &rbacv1.RoleBinding{}
+			typed(t, u, b)
+			m.rbs = append(m.rbs, b)
+		case "ServiceAccount":
+			a := &corev1.ServiceAccount{}
+			typed(t, u, a)
+			m.accounts[a.Name] = a
+		case "Service":
+			s := &corev1.Service{}
+			typed(t, u, s)
+			m.services[s.Name] = s
+		}
+	}
+	return m
+}
+
+// arg returns the value of --name=value in args.
+func arg(args []string, name string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// TestHAProperties checks, on the rendered objects, what makes the install
+// highly available and safe, for the default and the HA values.
+func TestHAProperties(t *testing.T) {
+	wantReplicas := map[string]map[string]int32{
+		"default": {"webhook": 3, "reporter": 2, "generator": 2, "cleaner": 2},
+		"ha":      {"webhook": 3, "reporter": 3, "generator": 3, "cleaner": 3},
+	}
+	for name, args := range renders {
+		t.Run(name, func(t *testing.T) {
+			m := parse(t, render(t, args...))
+			if got := slices.Sorted(maps.Keys(m.deployments)); !slices.Equal(got, []string{"cleaner", "generator", "reporter", "webhook"}) {
+				t.Fatalf("deployments of %v", got)
+			}
+			for _, svc := range services {
+				t.Run(svc, func(t *testing.T) {
+					d := m.deployments[svc]
+					checkDeployment(t, svc, d, wantReplicas[name][svc])
+					checkPDB(t, m.pdbs[svc], d)
+					checkScheduling(t, d)
+					checkProbes(t, svc, d)
+					checkGrace(t, svc, d)
+					checkAccount(t, m, d)
+				})
+			}
+			checkNamespaceExclusion(t, m, name)
+			checkWebhookService(t, m)
+		})
+	}
+}
+
+func checkDeployment(t *testing.T, svc string, d *appsv1.Deployment, replicas int32) {
+	t.Helper()
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+		t.Errorf("replicas %v, want %d", d.Spec.Replicas, replicas)
+	}
+	if d.Namespace != namespace {
+		t.Errorf("namespace %q", d.Namespace)
+	}
+	sel, err := metaSelector(d)
+	if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("selector %v does not select the pod template's labels %v (%v)", d.Spec.Selector, d.Spec.Template.Labels, err)
+	}
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.String() != "0" {
+		t.Errorf("rollout %+v: want RollingUpdate with maxUnavailable 0", d.Spec.Strategy)
+	}
+	if svc == "webhook" && (ru == nil || ru.MaxSurge == nil || ru.MaxSurge.String() != "100%") {
+		t.Errorf("webhook rollout maxSurge %v, want 100%%", ru.MaxSurge)
+	}
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("%d containers", len(d.Spec.Template.Spec.Containers))
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if want := "ghcr.io/verdict-dev/verdict-" + svc + ":v0.1.0"; c.Image != want {
+		t.Errorf("image %q, want %q (docs/images.md)", c.Image, want)
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[r]; !ok {
+			t.Errorf("no %s request", r)
+		}
+	}
+	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+		t.Error("no memory limit")
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("container security context %+v", sc)
+	}
+	psc := d.Spec.Template.Spec.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 65532 {
+		t.Errorf("pod security context %+v: want non-root 65532 (the images' user)", psc)
+	}
+	if ns, ok := arg(c.Args, "stream-replicas"); !ok || ns == "" {
+		t.Error("no --stream-replicas")
+	}
+	if u, ok := arg(c.Args, "nats-url"); !ok || u == "" {
+		t.Error("no --nats-url")
+	}
+}
+
+func metaSelector(d *appsv1.Deployment) (labels.Selector, error) {
+	return labels.ValidatedSelectorFromSet(d.Spec.Selector.MatchLabels)
+}
+
+func checkPDB(t *testing.T, p *policyv1.PodDisruptionBudget, d *appsv1.Deployment) {
+	t.Helper()
+	if p == nil {
+		t.Fatal("no PodDisruptionBudget")
+	}
+	if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 || p.Spec.MinAvailable != nil {
+		t.Errorf("PDB maxUnavailable %v minAvailable %v: want maxUnavailable 1", p.Spec.MaxUnavailable, p.Spec.MinAvailable)
+	}
+	sel := labels.SelectorFromSet(p.Spec.Selector.MatchLabels)
+	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("PDB selector %v does not select the pods %v", p.Spec.Selector, d.Spec.Template.Labels)
+	}
+	if p.Namespace != d.Namespace {
+		t.Errorf("PDB in %q, pods in %q", p.Namespace, d.Namespace)
+	}
+}
+
+func checkScheduling(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	pod := d.Spec.Template.Spec
+	podLabels := labels.Set(d.Spec.Template.Labels)
+	var zone bool
+	for _, c := range pod.TopologySpreadConstraints {
+		if c.TopologyKey != "topology.kubernetes.io/zone" {
+			continue
+		}
+		zone = true
+		if c.WhenUnsatisfiable != corev1.ScheduleAnyway || c.MaxSkew != 1 {
+			t.Errorf("zone spread %+v: want maxSkew 1, ScheduleAnyway", c)
+		}
+		if !slices.Contains(c.MatchLabelKeys, "pod-template-hash") {
+			t.Errorf("zone spread matchLabelKeys %v: want pod-template-hash", c.MatchLabelKeys)
+		}
+		if c.LabelSelector == nil || !labels.SelectorFromSet(c.LabelSelector.MatchLabels).Matches(podLabels) {
+			t.Errorf("zone spread selector %v does not select the pods", c.LabelSelector)
+		}
+	}
+	if !zone {
+		t.Error("no topology spread across zones")
+	}
+	var node bool
+	if a := pod.Affinity; a != nil && a.PodAntiAffinity != nil {
+		if len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			t.Error("required anti-affinity: a cluster with fewer nodes than replicas could not schedule")
+		}
+		for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			if w.PodAffinityTerm.TopologyKey == "kubernetes.io/hostname" && w.PodAffinityTerm.LabelSelector != nil &&
+				labels.SelectorFromSet(w.PodAffinityTerm.LabelSelector.MatchLabels).Matches(podLabels) {
+				node = true
+			}
+		}
+	}
+	if !node {
+		t.Error("no preferred anti-affinity across nodes")
+	}
+}
+
+func checkProbes(t *testing.T, svc string, d *appsv1.Deployment) {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	addr, ok := arg(c.Args, "probe-address")
+	if !ok {
+		t.Fatal("no --probe-address: the probes would have nothing to call")
+	}
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(p)
+	var named int32
+	for _, cp := range c.Ports {
+		if cp.Name == "probes" {
+			named = cp.ContainerPort
+		}
+	}
+	if named == 0 || int(named) != port {
+		t.Errorf("port probes %d, --probe-address %s", named, addr)
+	}
+	for what, pr := range map[string]*corev1.Probe{"/readyz": c.ReadinessProbe, "/healthz": c.LivenessProbe} {
+		if pr == nil || pr.HTTPGet == nil {
+			t.Errorf("no HTTP probe on %s", what)
+			continue
+		}
+		if pr.HTTPGet.Path != what || pr.HTTPGet.Port.String() != "probes" || (pr.HTTPGet.Scheme != "" && pr.HTTPGet.Scheme != corev1.URISchemeHTTP) {
+			t.Errorf("probe %+v, want %s on the plain-HTTP probe port", pr.HTTPGet, what)
+		}
+	}
+	if svc == "webhook" {
+		if a, _ := arg(c.Args, "address"); a == "" || a == addr {
+			t.Errorf("--address %q: the admission port must differ from the probe port", a)
+		}
+	}
+}
+
+func checkGrace(t *testing.T, svc string, d *appsv1.Deployment) {
+	t.Helper()
+	flag := "shutdown-timeout"
+	if svc == "webhook" {
+		flag = "shutdown-budget"
+	}
+	v, ok := arg(d.Spec.Template.Spec.Containers[0].Args, flag)
+	if !ok {
+		t.Fatalf("no --%s", flag)
+	}
+	bound, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := d.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if g == nil || time.Duration(*g)*time.Second <= bound+5*time.Second {
+		t.Errorf("terminationGracePeriodSeconds %v: want over --%s %s with a margin", g, flag, bound)
+	}
+}
+
+func checkAccount(t *testing.T, m manifest, d *appsv1.Deployment) {
+	t.Helper()
+	sa := d.Spec.Template.Spec.ServiceAccountName
+	if m.accounts[sa] == nil {
+		t.Errorf("service account %q not rendered", sa)
+	}
+	for _, other := range m.deployments {
+		if other != d && other.Spec.Template.Spec.ServiceAccountName == sa {
+			t.Errorf("service account %q shared with %s", sa, other.Name)
+		}
+	}
+}
+
+// checkNamespaceExclusion: the webhook is told the release namespace and
+// the NATS namespace, and the filter it builds from them (the one the
+// registrar writes into the configurations) skips those and kube-system.
+func checkNamespaceExclusion(t *testing.T, m manifest, values string) {
+	t.Helper()
+	args := m.deployments["webhook"].Spec.Template.Spec.Containers[0].Args
+	ns, _ := arg(args, "namespace")
+	if ns != namespace {
+		t.Errorf("--namespace=%q, want the release namespace %q", ns, namespace)
+	}
+	excluded, _ := arg(args, "excluded-namespaces")
+	list := append(strings.Split(excluded, ","), ns)
+	f := admissionfilter.New(list, nil)
+	skip := []string{"kube-system", "kube-public", "kube-node-lease", namespace, "nats"}
+	if values == "ha" {
+		skip = append(skip, "cert-manager", "monitoring")
+	}
+	for _, s := range skip {
+		if !f.SkipsNamespace(s) {
+			t.Errorf("the webhooks do not skip namespace %s (args %v)", s, args)
+		}
+	}
+	if f.SkipsNamespace("default") {
+		t.Error("the webhooks skip namespace default")
+	}
+	// The configurations are the release's (uninstall deletes them) and
+	// empty: the registrar fills them in.
+	for _, u := range m.all {
+		if k := u.GetKind(); k == "MutatingWebhookConfiguration" || k == "ValidatingWebhookConfiguration" {
+			if _, has := u.Object["webhooks"]; has {
+				t.Errorf("%s %s renders webhooks: the registrar's field, which an upgrade would reset", k, u.GetName())
+			}
+			if n := u.GetName(); n != "verdict-mutating" && n != "verdict-validating" {
+				t.Errorf("%s %s: the registrar writes verdict-mutating and verdict-validating", k, n)
+			}
+		}
+	}
+}
+
+func checkWebhookService(t *testing.T, m manifest) {
+	t.Helper()
+	d := m.deployments["webhook"]
+	args := d.Spec.Template.Spec.Containers[0].Args
+	name, _ := arg(args, "service-name")
+	s := m.services[name]
+	if s == nil {
+		t.Fatalf("--service-name=%s: no such Service rendered", name)
+	}
+	if !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("Service %s does not select the webhook pods", name)
+	}
+	port, _ := arg(args, "service-port")
+	var ok bool
+	for _, p := range s.Spec.Ports {
+		if strconv.Itoa(int(p.Port)) == port && p.TargetPort.String() == "https" {
+			ok = true
+		}
+	}
+	if !ok {
+		t.Errorf("Service ports %+v: none is --service-port=%s to https", s.Spec.Ports, port)
+	}
+}
+
+// grants flattens rules into "group/resource[/name...]: verbs" lines.
+func grants(scope string, rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		verbs := slices.Clone(r.Verbs)
+		sort.Strings(verbs)
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				key := scope + " " + g + "/" + res
+				if len(r.ResourceNames) > 0 {
+					names := slices.Clone(r.ResourceNames)
+					sort.Strings(names)
+					key += "[" + strings.Join(names, ",") + "]"
+				}
+				out = append(out, key+": "+strings.Join(verbs, ","))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRBAC: each service's ServiceAccount is bound to exactly the verbs its
+// code uses (the default values' open-ended rules included), and nothing
+// else is bound to it.
+func TestRBAC(t *testing.T) {
+	readAll := "cluster */*: get,list,watch"
+	want := map[string][]string{
+		"webhook": {
+			"cluster verdict.dev/clusterpolicies: list,watch",
+			"cluster verdict.dev/policies: list,watch",
+			"cluster verdict.dev/policyexceptions: list,watch",
+			"cluster verdict.dev/clusterpolicies/status: update",
+			"cluster verdict.dev/policies/status: update",
+			"cluster /namespaces: list,watch",
+			"cluster rbac.authorization.k8s.io/rolebindings: list,watch",
+			"cluster rbac.authorization.k8s.io/clusterrolebindings: list,watch",
+			"cluster /configmaps: get",
+			"cluster admissionregistration.k8s.io/mutatingwebhookconfigurations[verdict-mutating]: get,list,update,watch",
+			"cluster admissionregistration.k8s.io/validatingwebhookconfigurations[verdict-validating]: get,list,update,watch",
+			"verdict /secrets[verdict-webhook-ca,verdict-webhook-tls]: get,list,update,watch",
+			"verdict /secrets: create",
+			"verdict coordination.k8s.io/leases[verdict-webhook]: get,update",
+			"verdict coordination.k8s.io/leases: create",
+		},
+		"reporter": {
+			"cluster verdict.dev/clusterpolicies: get,list,watch",
+			"cluster verdict.dev/policies: get,list,watch",
+			"cluster verdict.dev/policyexceptions: get,list,watch",
+			"cluster /namespaces: get,list,watch",
+			"cluster /configmaps: get",
+			"cluster wgpolicyk8s.io/policyreports: create,delete,get,list,patch,watch",
+			"cluster wgpolicyk8s.io/clusterpolicyreports: create,delete,get,list,patch,watch",
+			readAll,
+		},
+		"generator": {
+			"cluster verdict.dev/clusterpolicies: get,list,watch",
+			"cluster verdict.dev/policies: get,list,watch",
+			"cluster verdict.dev/policyexceptions: get,list,watch",
+			"cluster /namespaces: get,list,watch",
+			"cluster /configmaps: get",
+			"cluster /events: create",
+			readAll,
+			"cluster /configmaps: create,delete,get,list,patch,update,watch",
+			"cluster /limitranges: create,delete,get,list,patch,update,watch",
+			"cluster /resourcequotas: create,delete,get,list,patch,update,watch",
+			"cluster networking.k8s.io/networkpolicies: create,delete,get,list,patch,update,watch",
+		},
+		"cleaner": {
+			"cluster verdict.dev/clustercleanuppolicies: get,list,watch",
+			"cluster verdict.dev/cleanuppolicies: get,list,watch",
+			"cluster verdict.dev/clustercleanuppolicies/status: patch",
+			"cluster verdict.dev/cleanuppolicies/status: patch",
+			"cluster /namespaces: get",
+			"cluster events.k8s.io/events: create",
+			"cluster /pods: delete,get,list,watch",
+			"cluster /configmaps: delete,get,list,watch",
+			"cluster batch/jobs: delete,get,list,watch",
+		},
+	}
+	m := parse(t, render(t))
+	for _, svc := range services {
+		t.Run(svc, func(t *testing.T) {
+			sa := m.deployments[svc].Spec.Template.Spec.ServiceAccountName
+			var got []string
+			for _, b := range m.crbs {
+				if bound(b.Subjects, sa) {
+					r := m.clusterRoles[b.RoleRef.Name]
+					if b.RoleRef.Kind != "ClusterRole" || r == nil {
+						t.Fatalf("binding %s to %s %s, not rendered", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+					}
+					got = append(got, grants("cluster", r.Rules)...)
+				}
+			}
+			for _, b := range m.rbs {
+				if bound(b.Subjects, sa) {
+					r := m.roles[b.RoleRef.Name]
+					if b.RoleRef.Kind != "Role" || r == nil {
+						t.Fatalf("binding %s to %s %s, not rendered", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+					}
+					got = append(got, grants(b.Namespace, r.Rules)...)
+				}
+			}
+			sort.Strings(got)
+			w := slices.Clone(want[svc])
+			sort.Strings(w)
+			if !slices.Equal(got, w) {
+				t.Errorf("grants of %s:\n%s\nwant:\n%s", sa, strings.Join(got, "\n"), strings.Join(w, "\n"))
+			}
+			for _, g := range got {
+				_, verbs, _ := strings.Cut(g, ": ")
+				for _, v := range strings.Split(verbs, ",") {
+					if v == "*" || v == "escalate" || v == "bind" || v == "impersonate" {
+						t.Errorf("dangerous grant %q", g)
+					}
+				}
+			}
+		})
+	}
+	// Only the webhook may touch webhook configurations, and nobody may
+	// create them (uninstall deletes them for good).
+	for name, r := range m.clusterRoles {
+		for _, g := range grants("cluster", r.Rules) {
+			if strings.Contains(g, "webhookconfigurations") && (name != "verdict-webhook" || strings.Contains(g, "create")) {
+				t.Errorf("%s grants %q", name, g)
+			}
+		}
+	}
+}
+
+func bound(subjects []rbacv1.Subject, sa string) bool {
+	for _, s := range subjects {
+		if s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// TestValuesReachTheFlags: values a user sets end up as the flags the
+// services read.
+func TestValuesReachTheFlags(t *testing.T) {
+	m := parse(t, render(t, "-f", haValues, "--set", "log.level=debug", "--set", "generator.log.level=warn",
+		"--set", "webhook.image.digest=sha256:"+strings.Repeat("ab", 32), "--set", "image.tag=v9"))
+	for svc, want := range map[string]map[string]string{
+		"webhook": {
+			"stream-replicas": "3", "nats-url": "tls://nats.nats.svc:4222",
+			"nats-credentials": "/etc/verdict/nats/credentials/nats.creds", "nats-ca-file": "/etc/verdict/nats/ca/ca.crt",
+			"results-max-bytes": "8Gi", "work-max-bytes": "2Gi", "log-level": "debug",
+			"client-ca-file": "/etc/verdict/client-ca/ca.crt", "excluded-namespaces": "cert-manager,monitoring,nats",
+		},
+		"generator": {"stream-replicas": "3", "log-level": "warn", "nats-credentials": "/etc/verdict/nats/credentials/nats.creds"},
+		"cleaner":   {"identity": "$(POD_NAME)", "log-level": "debug"},
+	} {
+		c := m.deployments[svc].Spec.Template.Spec.Containers[0]
+		for flag, v := range want {
+			if got, _ := arg(c.Args, flag); got != v {
+				t.Errorf("%s --%s=%q, want %q", svc, flag, got, v)
+			}
+		}
+	}
+	if img := m.deployments["webhook"].Spec.Template.Spec.Containers[0].Image; img != fmt.Sprintf("ghcr.io/verdict-dev/verdict-webhook:v9@sha256:%s", strings.Repeat("ab", 32)) {
+		t.Errorf("webhook image %s", img)
+	}
+	if img := m.deployments["reporter"].Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/verdict-dev/verdict-reporter:v9" {
+		t.Errorf("reporter image %s", img)
+	}
+	if pc := m.deployments["webhook"].Spec.Template.Spec.PriorityClassName; pc != "system-cluster-critical" {
+		t.Errorf("webhook priorityClassName %q", pc)
+	}
+	// hostNetwork: the node's network, DNS still the cluster's.
+	h := parse(t, render(t, "--set", "webhook.hostNetwork=true", "--set", "webhook.port=10250"))
+	spec := h.deployments["webhook"].Spec.Template.Spec
+	if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("hostNetwork %v dnsPolicy %q", spec.HostNetwork, spec.DNSPolicy)
+	}
+	if a, _ := arg(spec.Containers[0].Args, "address"); a != ":10250" {
+		t.Errorf("--address=%s", a)
+	}
+}

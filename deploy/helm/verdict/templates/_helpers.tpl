@@ -1,0 +1,244 @@
+{{/* The prefix of every object's name. */}}
+{{- define "verdict.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else if contains "verdict" .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-verdict" .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The name of one service's objects: (dict "root" $ "svc" "webhook"). */}}
+{{- define "verdict.name" -}}
+{{- printf "%s-%s" (include "verdict.fullname" .root) .svc -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "verdict.labels" -}}
+app.kubernetes.io/name: verdict
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* A service's selector: (dict "root" $ "svc" "webhook"). */}}
+{{- define "verdict.selectorLabels" -}}
+app.kubernetes.io/name: verdict
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .svc }}
+{{- end -}}
+
+{{/* A service's labels: (dict "root" $ "svc" "webhook"). */}}
+{{- define "verdict.componentLabels" -}}
+{{ include "verdict.labels" .root }}
+app.kubernetes.io/component: {{ .svc }}
+{{- end -}}
+
+{{/* A service's image, docs/images.md: <registry>/verdict-<svc>:<tag>[@digest]. */}}
+{{- define "verdict.image" -}}
+{{- $v := index .root.Values .svc -}}
+{{- $registry := $v.image.registry | default .root.Values.image.registry -}}
+{{- $tag := $v.image.tag | default .root.Values.image.tag | default .root.Chart.AppVersion -}}
+{{- if $v.image.digest -}}
+{{- printf "%s/verdict-%s:%s@%s" $registry .svc $tag $v.image.digest -}}
+{{- else -}}
+{{- printf "%s/verdict-%s:%s" $registry .svc $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The logging flags: (dict "root" $ "svc" "webhook"). */}}
+{{- define "verdict.logArgs" -}}
+{{- $log := merge (dict) (index .root.Values .svc).log .root.Values.log -}}
+- --log-level={{ $log.level }}
+- --log-format={{ $log.format }}
+{{- end -}}
+
+{{/* Where the NATS Secrets are mounted. */}}
+{{- define "verdict.natsDir" -}}/etc/verdict/nats{{- end -}}
+
+{{/* The NATS and stream flags every service takes (internal/service). */}}
+{{- define "verdict.natsArgs" -}}
+{{- $n := .Values.nats -}}
+- --nats-url={{ join "," $n.urls }}
+- --stream-replicas={{ $n.streamReplicas }}
+{{- if $n.credentials.secretName }}
+- --nats-credentials={{ include "verdict.natsDir" . }}/credentials/{{ $n.credentials.key }}
+{{- end }}
+{{- if $n.nkey.secretName }}
+- --nats-nkey-file={{ include "verdict.natsDir" . }}/nkey/{{ $n.nkey.key }}
+{{- end }}
+{{- if or $n.tls.caSecretName $n.tls.caConfigMapName }}
+- --nats-ca-file={{ include "verdict.natsDir" . }}/ca/{{ $n.tls.caKey }}
+{{- end }}
+{{- if $n.tls.clientCertSecretName }}
+- --nats-cert-file={{ include "verdict.natsDir" . }}/client/tls.crt
+- --nats-key-file={{ include "verdict.natsDir" . }}/client/tls.key
+{{- end }}
+{{- with $n.streams }}
+{{- if not (kindIs "invalid" .resultHistory) }}
+- --result-history={{ .resultHistory }}
+{{- end }}
+{{- if .resultsMaxBytes }}
+- --results-max-bytes={{ .resultsMaxBytes }}
+{{- end }}
+{{- if not (kindIs "invalid" .workMaxMessages) }}
+- --work-max-messages={{ .workMaxMessages | int64 }}
+{{- end }}
+{{- if .workMaxBytes }}
+- --work-max-bytes={{ .workMaxBytes }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The NATS volume mounts. */}}
+{{- define "verdict.natsMounts" -}}
+{{- $n := .Values.nats }}
+{{- if $n.credentials.secretName }}
+- name: nats-credentials
+  mountPath: {{ include "verdict.natsDir" . }}/credentials
+  readOnly: true
+{{- end }}
+{{- if $n.nkey.secretName }}
+- name: nats-nkey
+  mountPath: {{ include "verdict.natsDir" . }}/nkey
+  readOnly: true
+{{- end }}
+{{- if or $n.tls.caSecretName $n.tls.caConfigMapName }}
+- name: nats-ca
+  mountPath: {{ include "verdict.natsDir" . }}/ca
+  readOnly: true
+{{- end }}
+{{- if $n.tls.clientCertSecretName }}
+- name: nats-client
+  mountPath: {{ include "verdict.natsDir" . }}/client
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The NATS volumes. */}}
+{{- define "verdict.natsVolumes" -}}
+{{- $n := .Values.nats }}
+{{- if $n.credentials.secretName }}
+- name: nats-credentials
+  secret:
+    secretName: {{ $n.credentials.secretName }}
+    items:
+      - key: {{ $n.credentials.key }}
+        path: {{ $n.credentials.key }}
+{{- end }}
+{{- if $n.nkey.secretName }}
+- name: nats-nkey
+  secret:
+    secretName: {{ $n.nkey.secretName }}
+    items:
+      - key: {{ $n.nkey.key }}
+        path: {{ $n.nkey.key }}
+{{- end }}
+{{- if $n.tls.caSecretName }}
+- name: nats-ca
+  secret:
+    secretName: {{ $n.tls.caSecretName }}
+    items:
+      - key: {{ $n.tls.caKey }}
+        path: {{ $n.tls.caKey }}
+{{- else if $n.tls.caConfigMapName }}
+- name: nats-ca
+  configMap:
+    name: {{ $n.tls.caConfigMapName }}
+    items:
+      - key: {{ $n.tls.caKey }}
+        path: {{ $n.tls.caKey }}
+{{- end }}
+{{- if $n.tls.clientCertSecretName }}
+- name: nats-client
+  secret:
+    secretName: {{ $n.tls.clientCertSecretName }}
+{{- end }}
+{{- end -}}
+
+{{/* Environment every service gets: its pod name, and the Go runtime's
+memory limit just under the container's. */}}
+{{- define "verdict.env" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: GOMEMLIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
+      divisor: "1"
+{{- end -}}
+
+{{/* The pod's scheduling: (dict "root" $ "svc" "webhook"). Zone spread
+(ScheduleAnyway, pod-template-hash among the matched keys) and preferred
+anti-affinity across nodes, unless replaced. */}}
+{{- define "verdict.scheduling" -}}
+{{- $svc := (index .root.Values .svc).scheduling | default (dict) -}}
+{{- $s := dict -}}
+{{- range $k, $v := .root.Values.scheduling -}}
+{{- $_ := set $s $k (ternary (index $svc $k) $v (hasKey $svc $k)) -}}
+{{- end -}}
+{{- with $s.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $s.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $s.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if $s.affinity }}
+affinity:
+  {{- toYaml $s.affinity | nindent 2 }}
+{{- else if $s.nodeAntiAffinity }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "verdict.selectorLabels" . | nindent 14 }}
+{{- end }}
+{{- if $s.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml $s.topologySpreadConstraints | nindent 2 }}
+{{- else if $s.zoneSpread }}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    matchLabelKeys: [pod-template-hash]
+    labelSelector:
+      matchLabels:
+        {{- include "verdict.selectorLabels" . | nindent 8 }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod's common spec after the containers: (dict "root" $ "svc" "webhook"). */}}
+{{- define "verdict.podCommon" -}}
+serviceAccountName: {{ include "verdict.name" . }}
+automountServiceAccountToken: true
+enableServiceLinks: false
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .root.Values.podSecurityContext | nindent 2 }}
+{{- include "verdict.scheduling" . }}
+{{- end -}}
+
+{{/* A grace period longer than the service's own shutdown bound:
+(dict "what" "webhook.shutdownBudgetSeconds" "bound" 25 "grace" 40). */}}
+{{- define "verdict.checkGrace" -}}
+{{- if le (int .grace) (int .bound) -}}
+{{- fail (printf "terminationGracePeriodSeconds %d must be longer than %s (%d): the kubelet would kill the service before it drains" (int .grace) .what (int .bound)) -}}
+{{- end -}}
+{{- end -}}
