@@ -345,6 +345,13 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 		}
 		s.metrics.workFailures.WithLabelValues(reason).Inc()
 		logFrom(ctx).Error().Err(err).Str(keyPolicy, it.Policy.Key).Str(keyRule, it.Rule).Str(keyReason, reason).Msg("generate work not published")
+		if it.Action == evt.WorkDeleteDownstream {
+			// A delete is never refused for its downstream's sake: with
+			// JetStream down, Namespaces must still go (the cluster heals
+			// through deletes). What the rule made for the trigger stays.
+			v.warnings = append(v.warnings, fmt.Sprintf("policy %s.%s: the removal of what it generated for this object could not be queued; it stays", it.Policy.Key, it.Rule))
+			continue
+		}
 		if s.cfg.OnWorkPublishFailure == WorkFailureDeny {
 			v.denial = fmt.Sprintf("generate rule %s of policy %s could not be queued: %v", it.Rule, it.Policy.Key, err)
 			return v, nil

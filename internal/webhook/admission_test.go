@@ -12,6 +12,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	evt "github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -405,6 +406,38 @@ func TestGenerateWorkFailure(t *testing.T) {
 				t.Fatalf("failures counted %v", got)
 			}
 		})
+	}
+}
+
+// A DELETE of a trigger of a synchronized rule queues the removal of its
+// downstream; when JetStream cannot take it, the delete is still allowed
+// (with a warning), whatever OnWorkPublishFailure says: deletes are how a
+// cluster heals, and a Namespace must go with JetStream down.
+func TestDeleteDownstreamNeverDenies(t *testing.T) {
+	cfg := testConfig(func(c *Config) {
+		c.OnWorkPublishFailure = WorkFailureDeny
+		c.WorkPublishTimeout = 50 * time.Millisecond
+	})
+	sink := &MemoryWorkSink{Fail: errors.New("jetstream: no responders")}
+	h := newHarness(t, staticSource(t, generateNetpol), cfg, WithWorkSink(sink))
+	ns := namespaceObj("team-gone")
+	resp := h.admit(PathValidate, reviewOf(t, admissionv1.Delete, ns))
+	if !resp.Allowed {
+		t.Fatalf("a delete was denied because its downstream's removal could not be queued: %+v", resp.Result)
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "could not be queued; it stays") {
+		t.Fatalf("warnings %q", resp.Warnings)
+	}
+	// With JetStream up, the removal is queued for the synchronized rule
+	// only, as a deleteDownstream item naming the deleted object.
+	ok := &MemoryWorkSink{}
+	h = newHarness(t, staticSource(t, generateNetpol), cfg, WithWorkSink(ok))
+	if resp := h.admit(PathValidate, reviewOf(t, admissionv1.Delete, ns)); !resp.Allowed {
+		t.Fatalf("delete denied: %+v", resp.Result)
+	}
+	items := ok.Items()
+	if len(items) != 1 || items[0].Action != evt.WorkDeleteDownstream || items[0].Rule != "netpol" || items[0].Trigger.UID != "ns-uid-team-gone" {
+		t.Fatalf("items %+v", items)
 	}
 }
 
