@@ -55,7 +55,6 @@ type Watcher struct {
 	watched map[schema.GroupVersionResource]bool
 	pending []queue.Message
 	wake    chan struct{}
-	synced  []cache.InformerSynced
 	stop    <-chan struct{}
 }
 
@@ -87,18 +86,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	go w.publish(ctx)
 	return nil
-}
-
-// Synced reports whether every watch has listed what exists.
-func (w *Watcher) Synced() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
 }
 
 // policyEvent handles a policy created (old nil) or updated.
@@ -226,7 +213,6 @@ func (w *Watcher) watch(gvr schema.GroupVersionResource) {
 		w.log.Error().Err(err).Str("resource", gvr.String()).Msg("downstreamNotWatched")
 		return
 	}
-	w.synced = append(w.synced, inf.HasSynced)
 	w.downstream.Start(w.stop)
 }
 
