@@ -103,20 +103,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	reg := service.NewRegistry()
-	connOpts, err := cfg.NATS.ConnOptions(cleaner.Component, log, reg)
+	conn, err := service.ConnectWorker(ctx, cleaner.Component, cfg.NATS, cfg.Worker, queue.ConsumerCleaner, reg, log)
 	if err != nil {
 		return err
 	}
-	conn, err := queue.Connect(ctx, connOpts...)
-	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
-	}
 	defer conn.Close()
-	// Every replica provisions the streams and its consumer (idempotent);
-	// the runner waits for the consumer if this fails now.
-	if err := conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
-		log.Warn().Err(err).Msg("streamsNotProvisioned")
-	}
 	opts := []cleaner.Option{
 		cleaner.WithRunnerOptions(cfg.Worker.RunnerOptions()...),
 		cleaner.WithTTLInterval(cfg.TTLInterval),
@@ -150,12 +141,4 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	err = cl.Run(ctx)
 	log.Info().Err(err).Msg("cleanerStopped")
 	return err
-}
-
-// provisionOptions are the streams and the consumer the cleaner
-// provisions.
-func provisionOptions(cfg Config) []queue.ProvisionOption {
-	spec, _ := queue.DefaultConsumer(queue.ConsumerCleaner)
-	spec.AckWait = cfg.Worker.AckWait
-	return append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(spec))
 }

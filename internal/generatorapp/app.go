@@ -102,20 +102,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	reg := service.NewRegistry()
-	connOpts, err := cfg.NATS.ConnOptions("verdict-generator", log, reg)
+	conn, err := service.ConnectWorker(ctx, "verdict-generator", cfg.NATS, cfg.Worker, queue.ConsumerGenerator, reg, log)
 	if err != nil {
 		return err
 	}
-	conn, err := queue.Connect(ctx, connOpts...)
-	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
-	}
 	defer conn.Close()
-	// Every replica provisions the streams and its consumer (idempotent);
-	// the runner waits for the consumer if this fails now.
-	if err := conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
-		log.Warn().Err(err).Msg("streamsNotProvisioned")
-	}
 	// The policy cache: compiled policies, exceptions and namespace
 	// labels from the API's watches (an item whose policy it does not
 	// hold yet reads the API). It syncs in the background.
@@ -147,12 +138,4 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	err = g.Run(ctx)
 	log.Info().Err(err).Msg("generatorStopped")
 	return err
-}
-
-// provisionOptions are the streams and the consumer the generator
-// provisions.
-func provisionOptions(cfg Config) []queue.ProvisionOption {
-	spec, _ := queue.DefaultConsumer(queue.ConsumerGenerator)
-	spec.AckWait = cfg.Worker.AckWait
-	return append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(spec))
 }

@@ -1,10 +1,14 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -74,6 +78,31 @@ func (c WorkerConfig) RunnerOptions() []queue.RunnerOption {
 		queue.WithDrainTimeout(c.ShutdownTimeout),
 		queue.WithPrefetch(2 * c.Concurrency),
 	}
+}
+
+// ConnectWorker connects a worker service named name to JetStream (its
+// queue metrics on reg) and provisions the streams and the worker's
+// durable consumer, with the config's AckWait. Every replica provisions
+// (idempotent); when that fails now, it is logged and the runner waits
+// for the consumer.
+func ConnectWorker(ctx context.Context, name string, nats NATSConfig, w WorkerConfig, consumer string, reg prometheus.Registerer, log zerolog.Logger) (*queue.Conn, error) {
+	spec, ok := queue.DefaultConsumer(consumer)
+	if !ok {
+		return nil, fmt.Errorf("%w: no consumer %q", ErrInvalidConfig, consumer)
+	}
+	spec.AckWait = w.AckWait
+	connOpts, err := nats.ConnOptions(name, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := queue.Connect(ctx, connOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	if err := conn.Provision(ctx, append(nats.ProvisionOptions(), queue.WithConsumers(spec))...); err != nil {
+		log.Warn().Err(err).Msg("streamsNotProvisioned")
+	}
+	return conn, nil
 }
 
 // BindWorkerFlags binds --concurrency, --ack-wait, --attempts,
