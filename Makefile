@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 LINT_VER  := v2.15.0
 
-.PHONY: all build services images test unit e2e controlplane helm chart-crds conformance bench lint fmt vet demo clean verify crds verify-crds
+.PHONY: all build services images test unit e2e topology controlplane helm chart-crds conformance bench lint fmt vet demo clean verify crds verify-crds
 
 all: build
 
@@ -53,6 +53,10 @@ E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./
 ## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane and helm first
 e2e: controlplane helm
 	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(E2E_PKGS)
+
+## topology: the chart's HA topology run as processes against the local control plane and a three-server JetStream (deploy/helm TestE2ETopology): enforce, audit, generate, cleanup, one replica of each service and the stream leader killed
+topology: controlplane helm
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 10m -run '^TestE2ETopology$$' -v ./deploy/helm
 
 ## controlplane: build etcd, kube-apiserver and kube-controller-manager into .cache (cached)
 controlplane:

@@ -7,6 +7,13 @@
 // server-side dry-run apply of every rendered object and the RBAC checked
 // with SubjectAccessReviews.
 //
+// TestE2ETopology (make topology) runs the chart's HA topology as
+// processes: every Deployment's replicas are its service's binary with
+// the container's rendered args and env, each authenticating as its
+// ServiceAccount, next to a three-server JetStream on loopback; a scenario
+// enforces, audits, generates and cleans up while replicas and the stream
+// leader are killed.
+//
 // The chart's crds/ is a copy of deploy/crds (`make chart-crds`); a test
 // fails while the two differ.
 package helm
