@@ -44,7 +44,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // The scenario's policies: an Enforce and an Audit policy on Pods, a
@@ -123,11 +122,13 @@ var topoServices = []string{"webhook", "reporter", "generator", "cleaner"}
 // Namespaces and cleanup deletes what it selects; then, while a client
 // keeps creating Pods, Namespaces and ConfigMaps, one replica of every
 // service is killed with SIGKILL (the webhook's between two requests: see
-// the kill loop) and the JetStream server leading VERDICT_WORK is shut
-// down (an in-process server: no SIGKILL) and restarted: no admission
-// fails, every Namespace gets its ConfigMap, every selected ConfigMap
-// goes, nothing is dead-lettered, no service is refused anything by the
-// API server, and every report equals the fold of VERDICT_RESULTS.
+// the kill loop) and started again, then the nats-server process leading
+// VERDICT_WORK and the one leading VERDICT_RESULTS are killed with
+// SIGKILL and started again: no admission fails, every Namespace gets its
+// ConfigMap, every selected ConfigMap goes, every admitted Pod's audit
+// result is in its report, nothing is dead-lettered, no service is
+// refused anything by the API server, and every report equals the fold
+// of VERDICT_RESULTS.
 func TestE2ETopology(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the chart's topology on a real control plane; skipped under -short")
@@ -146,20 +147,16 @@ func TestE2ETopology(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(admin)
 	dyn := dynamic.NewForConfigOrDie(admin)
 
-	// JetStream: three servers on loopback, as docs/install.md's NATS
-	// chart runs them.
-	nats, err := embedded.RunCluster(ctx, 3, t.TempDir(), quietLogger())
-	if err != nil {
-		t.Fatal(err)
+	// JetStream: three nats-server processes on loopback (built from the
+	// module go.mod requires), as docs/install.md's NATS chart runs them.
+	b := <-bins
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	t.Cleanup(func() {
-		for _, s := range nats {
-			s.Shutdown()
-		}
-	})
+	nats := testproc.StartNATSCluster(t, filepath.Join(b.dir, "nats-server"), 3, t.TempDir())
 	var urls []string
 	for _, s := range nats {
-		urls = append(urls, s.ClientURL())
+		urls = append(urls, s.ClientURL)
 	}
 
 	// The Service stand-in: the API server reaches the webhook replicas
@@ -189,8 +186,8 @@ func TestE2ETopology(t *testing.T) {
 	}
 
 	// The HA values, and what a loopback install needs on top: the NATS
-	// cluster's URLs (plain nats://, no credentials or CA: the embedded
-	// servers ask for none), and the webhook's URL and certificate
+	// cluster's URLs (plain nats://, no credentials or CA: the servers
+	// ask for none), and the webhook's URL and certificate
 	// address (the flags cluster mode has for an API server that cannot
 	// reach a Service: --webhook-url, --certificate-ips), through the
 	// chart's own extraArgs.
@@ -224,10 +221,6 @@ func TestE2ETopology(t *testing.T) {
 		t.FailNow()
 	}
 
-	b := <-bins
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
 	t.Logf("chart applied, services built: %v", time.Since(begin).Round(time.Millisecond))
 	topo := &topology{t: t, cp: cp, kube: kube, bins: b.dir, lb: lb, replicas: map[string][]*topoReplica{}}
 	for _, svc := range topoServices {
@@ -274,17 +267,7 @@ func TestE2ETopology(t *testing.T) {
 	}
 	// Audit: the compliant Pod lacks the team label, which its report says.
 	topoEventually(t, 60*time.Second, "the Audit result in a PolicyReport", func() error {
-		r, err := dyn.Resource(reporter.PolicyReports).Namespace(topoNamespace).Get(ctx, string(good.UID), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		results, _, _ := unstructured.NestedSlice(r.Object, "results")
-		for _, x := range results {
-			if m, ok := x.(map[string]any); ok && m["policy"] == "require-team-label" && m["result"] == "fail" {
-				return nil
-			}
-		}
-		return fmt.Errorf("results %v", results)
+		return auditFailed(ctx, dyn, good)
 	})
 	// Generate and cleanup.
 	createNamespace(t, kube, "gen-first")
@@ -322,13 +305,45 @@ func TestE2ETopology(t *testing.T) {
 		t.Logf("killed %s", r.name)
 		time.Sleep(time.Second)
 	}
-	leader := streamLeader(t, nats, queue.StreamWork)
-	t.Logf("killing the JetStream server leading %s: %s", queue.StreamWork, nats[leader].Name())
-	cfg := nats[leader].Config()
-	nats[leader].Shutdown()
-	time.Sleep(3 * time.Second)
-	if nats[leader], err = embedded.Run(ctx, cfg); err != nil {
-		t.Fatalf("restart %s: %v", cfg.Name, err)
+	// The killed replicas come back, as their ReplicaSets would start
+	// new pods (the webhook's is back behind the Service once ready).
+	for _, svc := range topoServices {
+		topo.restart(topo.replicas[svc][0])
+	}
+	// Then the JetStream servers: the one leading VERDICT_WORK, then the
+	// one leading VERDICT_RESULTS, each killed with SIGKILL while the
+	// client keeps writing, and started again on its store once the
+	// stream has a new leader; the next kill waits until the restarted
+	// server has caught up, so the stream keeps a quorum.
+	conn, err := queue.Connect(ctx, queue.WithURL(urls...), queue.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, stream := range []string{queue.StreamWork, queue.StreamResults} {
+		leader, err := testproc.StreamLeader(ctx, conn.JetStream(), nats, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("SIGKILL to the JetStream server leading %s: %s", stream, leader.Name)
+		killed := time.Now()
+		leader.Kill()
+		next, err := testproc.StreamLeader(ctx, conn.JetStream(), nats, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for next == leader { // the stream info still names the dead server
+			time.Sleep(200 * time.Millisecond)
+			if next, err = testproc.StreamLeader(ctx, conn.JetStream(), nats, stream); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s led by %s after %v; restarting %s", stream, next.Name, time.Since(killed).Round(100*time.Millisecond), leader.Name)
+		time.Sleep(2 * time.Second) // writes go on without it
+		leader.Restart(ctx)
+		if err := testproc.StreamCurrent(ctx, conn.JetStream(), stream, 3); err != nil {
+			t.Fatal(err)
+		}
 	}
 	time.Sleep(2 * time.Second)
 	tr.finish(t)
@@ -350,14 +365,19 @@ func TestE2ETopology(t *testing.T) {
 		}
 		return nil
 	})
-	conn, err := queue.Connect(ctx, queue.WithURL(urls...), queue.WithLogger(zerolog.Nop()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	meta := metadata.NewForConfigOrDie(admin)
 	topoEventually(t, 90*time.Second, "every report equal to the fold of the stream", func() error {
 		return reportsMatchStream(ctx, conn, dyn, meta, kube)
+	})
+	// No audit result lost: every compliant Pod admitted during the kills
+	// has its report, with the Audit policy's failure.
+	topoEventually(t, 30*time.Second, "every admitted Pod's report", func() error {
+		for _, p := range tr.admitted() {
+			if err := auditFailed(ctx, dyn, p); err != nil {
+				return fmt.Errorf("Pod %s: %w", p.Name, err)
+			}
+		}
+		return nil
 	})
 	dead := 0
 	if _, err := conn.Replay(ctx, queue.StreamDead, func(m queue.ReplayMsg) error {
@@ -380,9 +400,9 @@ type topoBuild struct {
 	err error
 }
 
-// buildServices builds the four services with one go build (one command
-// for the four: they share most of their packages), the binaries under
-// dir, named for their service.
+// buildServices builds the four services and nats-server with one go
+// build (they share most of their packages), the binaries under dir,
+// named for their service (and nats-server).
 func buildServices(ctx context.Context, dir string) topoBuild {
 	root, err := helmbin.RepoRoot()
 	if err != nil {
@@ -392,6 +412,7 @@ func buildServices(ctx context.Context, dir string) topoBuild {
 	for _, svc := range topoServices {
 		pkgs = append(pkgs, "./services/"+svc)
 	}
+	pkgs = append(pkgs, testproc.NATSModule)
 	cmd := exec.CommandContext(ctx, "go", pkgs...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -412,8 +433,10 @@ type topology struct {
 
 // topoReplica is one process standing for one pod.
 type topoReplica struct {
-	name  string // the pod's name: <deployment>-<i>
-	proc  *testproc.Proc
+	name  string           // the pod's name: <deployment>-<i>
+	proc  *testproc.Proc   // the running process (the latest, after a restart)
+	procs []*testproc.Proc // every process it has had, for their logs
+	spec  testproc.Spec
 	ready string // readiness URL (the rendered readinessProbe, on the rewritten probe port)
 	serve string // the webhook's rewritten HTTPS address ("" for workers)
 }
@@ -493,9 +516,9 @@ func (tp *topology) startDeployment(d *appsv1.Deployment) {
 		}
 		r.ready = "http://" + probe + c.ReadinessProbe.HTTPGet.Path
 		args = append(args, "--kubeconfig="+kubeconfig)
-		r.proc = testproc.StartForTest(t, testproc.Spec{
-			Name: r.name, Path: filepath.Join(tp.bins, c.Name), Args: args, Env: env, LogDir: logs,
-		}, false)
+		r.spec = testproc.Spec{Name: r.name, Path: filepath.Join(tp.bins, c.Name), Args: args, Env: env, LogDir: logs}
+		r.proc = testproc.StartForTest(t, r.spec, false)
+		r.procs = append(r.procs, r.proc)
 		tp.replicas[c.Name] = append(tp.replicas[c.Name], r)
 		if r.serve != "" {
 			tp.lb.add(r)
@@ -620,10 +643,34 @@ func (tp *topology) waitReady(d time.Duration) {
 	})
 }
 
-// checkAlive: every replica not killed on purpose still runs.
+// restart starts a killed replica again with the same args, env and
+// addresses, as its ReplicaSet would start a new pod (its log in a new
+// file), and waits until it is ready.
+func (tp *topology) restart(r *topoReplica) {
+	tp.t.Helper()
+	if !r.proc.Gone() {
+		tp.t.Fatalf("restart %s: still running", r.name)
+	}
+	spec := r.spec
+	spec.Name = fmt.Sprintf("%s-restart-%d", r.name, len(r.procs))
+	r.proc = testproc.StartForTest(tp.t, spec, false)
+	r.procs = append(r.procs, r.proc)
+	topoEventually(tp.t, 60*time.Second, r.name+" ready again", func() error {
+		if r.proc.Gone() {
+			tp.t.Fatalf("%s exited: %v\n%s", spec.Name, r.proc.State(), r.proc.Tail(30))
+		}
+		if !probeOK(r.ready) {
+			return errors.New("not ready")
+		}
+		return nil
+	})
+	tp.t.Logf("%s started again and ready", r.name)
+}
+
+// checkAlive: every replica runs (the killed ones were restarted).
 func (tp *topology) checkAlive() {
 	for _, svc := range topoServices {
-		for _, r := range tp.replicas[svc][1:] {
+		for _, r := range tp.replicas[svc] {
 			if r.proc.Gone() {
 				tp.t.Errorf("%s exited on its own: %v\n%s", r.name, r.proc.State(), r.proc.Tail(30))
 			}
@@ -638,15 +685,17 @@ func (tp *topology) checkAlive() {
 func (tp *topology) checkForbidden() {
 	for _, svc := range topoServices {
 		for _, r := range tp.replicas[svc] {
-			b, err := os.ReadFile(r.proc.LogPath)
-			if err != nil {
-				tp.t.Error(err)
-				continue
-			}
-			for _, line := range strings.Split(string(b), "\n") {
-				if strings.Contains(line, "is forbidden") {
-					tp.t.Errorf("%s was refused by the API server (a rule missing from the chart's RBAC?): %s", r.name, line)
-					break
+			for _, p := range r.procs {
+				b, err := os.ReadFile(p.LogPath)
+				if err != nil {
+					tp.t.Error(err)
+					continue
+				}
+				for _, line := range strings.Split(string(b), "\n") {
+					if strings.Contains(line, "is forbidden") {
+						tp.t.Errorf("%s was refused by the API server (a rule missing from the chart's RBAC?): %s", p.Spec.Name, line)
+						break
+					}
 				}
 			}
 		}
@@ -753,6 +802,7 @@ type topoTraffic struct {
 	gate     sync.Mutex
 	mu       sync.Mutex
 	nss, cms []string
+	pods     []*corev1.Pod // the compliant Pods admitted
 }
 
 func startTopoTraffic(t *testing.T, kube kubernetes.Interface) *topoTraffic {
@@ -771,8 +821,12 @@ func startTopoTraffic(t *testing.T, kube kubernetes.Interface) *topoTraffic {
 			}
 			tr.gate.Lock()
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			if _, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod(fmt.Sprintf("ok-%d", i), false), metav1.CreateOptions{}); err != nil {
+			if p, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod(fmt.Sprintf("ok-%d", i), false), metav1.CreateOptions{}); err != nil {
 				wrong("compliant Pod refused: %v", err)
+			} else {
+				tr.mu.Lock()
+				tr.pods = append(tr.pods, p)
+				tr.mu.Unlock()
 			}
 			if _, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod(fmt.Sprintf("bad-%d", i), true), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "Privileged mode is disallowed") {
 				wrong("privileged Pod not denied by the policy: %v", err)
@@ -818,22 +872,16 @@ func (tr *topoTraffic) namespaces() []string {
 	return append([]string(nil), tr.nss...)
 }
 
+func (tr *topoTraffic) admitted() []*corev1.Pod {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]*corev1.Pod(nil), tr.pods...)
+}
+
 func (tr *topoTraffic) tmps() []string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return append([]string(nil), tr.cms...)
-}
-
-// streamLeader is the index of the server leading stream.
-func streamLeader(t *testing.T, servers []*embedded.Server, stream string) int {
-	t.Helper()
-	for i, s := range servers {
-		if s.Server().JetStreamIsStreamLeader("$G", stream) {
-			return i
-		}
-	}
-	t.Fatalf("no server leads %s", stream)
-	return -1
 }
 
 // reportsMatchStream: every report of Verdict's equals the fold of the
@@ -904,6 +952,21 @@ func reportsMatchStream(ctx context.Context, conn *queue.Conn, dyn dynamic.Inter
 }
 
 // createPolicy creates the policy y of gvr (in ns when namespaced).
+// auditFailed: p's PolicyReport holds the Audit policy's failure.
+func auditFailed(ctx context.Context, dyn dynamic.Interface, p *corev1.Pod) error {
+	r, err := dyn.Resource(reporter.PolicyReports).Namespace(p.Namespace).Get(ctx, string(p.UID), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	results, _, _ := unstructured.NestedSlice(r.Object, "results")
+	for _, x := range results {
+		if m, ok := x.(map[string]any); ok && m["policy"] == "require-team-label" && m["result"] == "fail" {
+			return nil
+		}
+	}
+	return fmt.Errorf("results %v", results)
+}
+
 func createPolicy(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns, y string) {
 	t.Helper()
 	v, err := document.Decode([]byte(y))
@@ -985,9 +1048,4 @@ func topoEventually(t *testing.T, d time.Duration, what string, cond func() erro
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("%s: not within %s: %v", what, d, err)
-}
-
-func quietLogger() *zerolog.Logger {
-	l := zerolog.Nop()
-	return &l
 }

@@ -328,7 +328,10 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 	if len(items) == 0 {
 		return v, nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.WorkPublishTimeout)
+	// The evaluation is done: waiting for the acknowledgements takes no
+	// CPU, and may take seconds while a stream elects a new leader.
+	releaseSlot(ctx)
+	pctx, cancel := context.WithTimeout(ctx, workPublishBudget(ctx, s.cfg.WorkPublishTimeout))
 	defer cancel()
 	for _, it := range items {
 		err := s.work.Publish(pctx, it)
@@ -359,6 +362,25 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 		v.warnings = append(v.warnings, fmt.Sprintf("policy %s.%s: generate work could not be queued; background reconciliation will apply it", it.Policy.Key, it.Rule))
 	}
 	return v, nil
+}
+
+// answerMargin is the time kept, out of a request's deadline, for the
+// answer to reach the API server after the generate work is published
+// (or given up on): the API server's own clock started before ours.
+const answerMargin = time.Second
+
+// workPublishBudget is how long the generate work of a request may wait
+// for JetStream: max, cut so that the answer (a denial, under
+// OnWorkPublishFailure deny) still reaches the API server before the
+// request's deadline rather than the API server giving up and applying
+// the failurePolicy.
+func workPublishBudget(ctx context.Context, max time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl) - answerMargin; left < max {
+			return left
+		}
+	}
+	return max
 }
 
 func policyRef(p *engine.Policy) PolicyRef { return evt.PolicyRefOf(p) }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -406,6 +407,64 @@ func TestGenerateWorkFailure(t *testing.T) {
 				t.Fatalf("failures counted %v", got)
 			}
 		})
+	}
+}
+
+// A request waiting for JetStream to take its generate work (seconds
+// while a stream elects a leader) has given its evaluation slot back: with
+// one slot, a Pod is admitted meanwhile instead of answered 429.
+func TestWorkWaitGivesSlotBack(t *testing.T) {
+	sink := &MemoryWorkSink{Delay: time.Second}
+	h := newHarness(t, staticSource(t, generateNetpol), testConfig(func(c *Config) {
+		c.MaxConcurrentEvaluations = 1
+		c.EvaluationQueueTimeout = 100 * time.Millisecond
+		c.WorkPublishTimeout = 10 * time.Second
+	}), WithWorkSink(sink))
+	trigger := mustJSON(t, reviewOf(t, admissionv1.Create, namespaceObj("team-c")))
+	done := make(chan int, 1)
+	go func() {
+		resp, err := h.client.Post(h.url+PathValidate, "application/json", bytes.NewReader(trigger))
+		if err != nil {
+			done <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	waitFor(t, "the trigger waiting on its work", func() bool { return sink.Waiting.Load() == 1 })
+	if resp := h.admit(PathValidate, reviewOf(t, admissionv1.Create, pod("meanwhile"))); !resp.Allowed {
+		t.Fatalf("Pod during the wait: %+v", resp.Result)
+	}
+	if got := counter(t, h.reg, "verdict_webhook_overload_rejections_total", nil); got != 0 {
+		t.Fatalf("%v requests answered overloaded during the wait", got)
+	}
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("trigger: status %d", code)
+	}
+	if n := len(sink.Items()); n != 2 { // the policy's two generate rules
+		t.Fatalf("%d work items, want 2", n)
+	}
+}
+
+// The wait for JetStream ends a second before the request's deadline (the
+// API server's ?timeout=), whatever WorkPublishTimeout says, so the API
+// server gets the webhook's answer instead of timing out.
+func TestWorkWaitWithinRequestDeadline(t *testing.T) {
+	h := newHarness(t, staticSource(t, generateNetpol), testConfig(func(c *Config) {
+		c.WorkPublishTimeout = time.Minute
+		c.OnWorkPublishFailure = WorkFailureDeny
+	}), WithWorkSink(&MemoryWorkSink{Delay: time.Minute}))
+	start := time.Now()
+	resp := h.admit(PathValidate+"?timeout=3s", reviewOf(t, admissionv1.Create, namespaceObj("team-d")))
+	took := time.Since(start)
+	if took >= 3*time.Second {
+		t.Fatalf("answered after %s, past the request's 3s deadline", took)
+	}
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "could not be queued") {
+		t.Fatalf("want the work-failure denial, got %+v", resp.Result)
+	}
+	if got := counter(t, h.reg, "verdict_webhook_work_publish_failures_total", map[string]string{"reason": reasonTimeout}); got != 1 {
+		t.Fatalf("timeouts counted %v", got)
 	}
 }
 

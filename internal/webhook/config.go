@@ -69,7 +69,9 @@ type Config struct {
 	EvaluationQueueTimeout   time.Duration
 
 	// WorkPublishTimeout is how long the webhook waits for generate work to
-	// be acknowledged before answering.
+	// be acknowledged before answering, at most: the request's deadline
+	// less a second bounds it too. The request's evaluation slot is
+	// given back while it waits.
 	WorkPublishTimeout time.Duration
 	// OnWorkPublishFailure decides the answer when it is not.
 	OnWorkPublishFailure WorkFailureMode
@@ -120,13 +122,16 @@ func DefaultConfig() Config {
 		// while one waits on a context loader.
 		MaxConcurrentEvaluations: max(8, 4*runtime.GOMAXPROCS(0)),
 		EvaluationQueueTimeout:   time.Second,
-		WorkPublishTimeout:       2 * time.Second,
-		OnWorkPublishFailure:     WorkFailureDeny,
-		ShutdownDelay:            5 * time.Second,
-		ShutdownGracePeriod:      15 * time.Second,
-		FlushTimeout:             4 * time.Second,
-		ShutdownBudget:           25 * time.Second,
-		Log:                      service.DefaultLogConfig(),
+		// Long enough to ride out a stream leader election (JetStream's
+		// Raft elects within 4 to 9 s of losing a leader); the request's
+		// own deadline cuts it further (workPublishBudget).
+		WorkPublishTimeout:   9 * time.Second,
+		OnWorkPublishFailure: WorkFailureDeny,
+		ShutdownDelay:        5 * time.Second,
+		ShutdownGracePeriod:  15 * time.Second,
+		FlushTimeout:         4 * time.Second,
+		ShutdownBudget:       25 * time.Second,
+		Log:                  service.DefaultLogConfig(),
 	}
 }
 

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +52,8 @@ func (s *MemoryResultSink) Flushes() int {
 type MemoryWorkSink struct {
 	Fail  error
 	Delay time.Duration
+	// Waiting counts the calls of Publish under way.
+	Waiting atomic.Int64
 
 	mu    sync.Mutex
 	items []WorkItem
@@ -58,6 +61,8 @@ type MemoryWorkSink struct {
 
 // Publish stores the item unless Fail is set or ctx ends first.
 func (s *MemoryWorkSink) Publish(ctx context.Context, item WorkItem) error {
+	s.Waiting.Add(1)
+	defer s.Waiting.Add(-1)
 	if s.Delay > 0 {
 		t := time.NewTimer(s.Delay)
 		defer t.Stop()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -160,12 +161,32 @@ func withConcurrencyLimit(slots chan struct{}, queueTimeout time.Duration, m *me
 				}
 			}
 			m.inFlight.Inc()
-			defer func() {
-				m.inFlight.Dec()
-				<-slots
-			}()
-			return next(ctx, r)
+			var once sync.Once
+			release := func() {
+				once.Do(func() {
+					m.inFlight.Dec()
+					<-slots
+				})
+			}
+			defer release()
+			return next(context.WithValue(ctx, slotKey{}, release), r)
 		}
+	}
+}
+
+// slotKey holds, in a request's context, the function that gives its
+// evaluation slot back.
+type slotKey struct{}
+
+// releaseSlot gives the request's evaluation slot back before the
+// request is answered: for a request whose evaluation is done and which
+// only waits on I/O (JetStream acknowledging its generate work, seconds
+// during a stream leader election), so that the wait does not starve the
+// evaluations of other requests, Pods included. It may be called more
+// than once, and on a context without a slot.
+func releaseSlot(ctx context.Context) {
+	if release, ok := ctx.Value(slotKey{}).(func()); ok {
+		release()
 	}
 }
 
