@@ -36,12 +36,14 @@ images:
 # The local control plane's binaries (built once, cached in .cache/).
 CONTROLPLANE_BIN = $$(./hack/controlplane.sh)
 
-# helm, built from its Go module (hack/tools/helm) once, cached in .cache.
+# helm v4, and v3 the chart must also work with, built from their Go
+# modules (hack/tools/helm, hack/tools/helm3) once, cached in .cache.
 HELM_BIN = $$(./hack/helm.sh)
+HELM3_BIN = $$(./hack/helm.sh 3)
 
 ## test: every test: unit, conformance corpus, queue (embedded NATS), end-to-end (real kube-apiserver), the Helm chart
 test: vet controlplane helm
-	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(PKGS)
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) VERDICT_HELM3=$(HELM3_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(PKGS)
 
 ## unit: fast tests only (no corpus run, no control plane)
 unit:
@@ -52,9 +54,9 @@ E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./
 
 ## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane and helm first
 e2e: controlplane helm
-	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(E2E_PKGS)
+	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) VERDICT_HELM3=$(HELM3_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 30m $(E2E_PKGS)
 
-## topology: the chart's HA topology run as processes against the local control plane and a three-server JetStream (deploy/helm TestE2ETopology): enforce, audit, generate, cleanup, one replica of each service and the stream leader killed
+## topology: the chart's HA topology run as processes against the local control plane and a three-server JetStream (deploy/helm TestE2ETopology): enforce, audit, generate, cleanup, one replica of each service and the stream leaders killed with SIGKILL
 topology: controlplane helm
 	VERDICT_CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) VERDICT_HELM=$(HELM_BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 10m -run '^TestE2ETopology$$' -v ./deploy/helm
 
@@ -62,9 +64,10 @@ topology: controlplane helm
 controlplane:
 	./hack/controlplane.sh >/dev/null
 
-## helm: build helm from its Go module into .cache/helm (cached; the first build takes a few minutes, and says how long)
+## helm: build helm v4 and v3 from their Go modules into .cache/helm and .cache/helm3 (cached; the first build takes a few minutes, and says how long)
 helm:
 	./hack/helm.sh >/dev/null
+	./hack/helm.sh 3 >/dev/null
 
 ## chart-crds: copy deploy/crds into the chart's crds/ (a test fails while they differ)
 chart-crds:

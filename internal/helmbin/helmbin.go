@@ -1,12 +1,14 @@
-// Package helmbin finds the helm command line the repository builds from
-// its Go module (hack/helm.sh, pinned in hack/tools/helm/go.mod) and runs
-// it, for the chart's tests under deploy/helm and the harnesses that render
-// the chart.
+// Package helmbin finds the helm command lines the repository builds from
+// their Go modules (hack/helm.sh; helm v4 pinned in hack/tools/helm/go.mod,
+// helm v3 in hack/tools/helm3/go.mod) and runs them, for the chart's tests
+// under deploy/helm and the harnesses that render the chart. v4 is the
+// helm the chart is written for; v3 checks it still lints and renders
+// there.
 //
-// The binary is found, in order: the VERDICT_HELM environment variable
-// (`make test` sets it), else the output of hack/helm.sh, which builds helm
-// when its cache is cold (a few minutes on two cores) and otherwise only
-// checks a stamp.
+// A binary is found, in order: its environment variable (VERDICT_HELM,
+// VERDICT_HELM3; `make test` sets them), else the output of hack/helm.sh,
+// which builds helm when its cache is cold (a few minutes on two cores)
+// and otherwise only checks a stamp.
 package helmbin
 
 import (
@@ -17,12 +19,35 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 )
 
-// Env names the helm binary to use instead of building one.
-const Env = "VERDICT_HELM"
+// Major is a major version of helm the repository builds.
+type Major int
+
+const (
+	V4 Major = 4
+	V3 Major = 3
+)
+
+// Env is the environment variable naming the binary to use instead of
+// building one: VERDICT_HELM for v4, VERDICT_HELM3 for v3.
+func (m Major) Env() string {
+	if m == V3 {
+		return "VERDICT_HELM3"
+	}
+	return "VERDICT_HELM"
+}
+
+// cacheDir is the folder under the cache hack/helm.sh builds into.
+func (m Major) cacheDir() string {
+	if m == V3 {
+		return "helm3"
+	}
+	return "helm"
+}
 
 // ErrNotFound is wrapped when helm can be neither found nor built.
 var ErrNotFound = errors.New("helmbin: helm not found")
@@ -34,29 +59,30 @@ const (
 
 var (
 	mu    sync.Mutex
-	built string
+	built = map[Major]string{}
 )
 
-// Path returns the helm binary: $VERDICT_HELM, else what hack/helm.sh
-// prints (building it once per cold cache).
-func Path(ctx context.Context) (string, error) {
-	if p := os.Getenv(Env); p != "" {
+// Path returns the helm binary of major version m: its environment
+// variable, else what hack/helm.sh prints (building it once per cold
+// cache).
+func Path(ctx context.Context, m Major) (string, error) {
+	if p := os.Getenv(m.Env()); p != "" {
 		if err := executable(p); err != nil {
-			return "", fmt.Errorf("%w (from %s): %w", ErrNotFound, Env, err)
+			return "", fmt.Errorf("%w (from %s): %w", ErrNotFound, m.Env(), err)
 		}
 		return p, nil
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if built != "" {
-		return built, nil
+	if p := built[m]; p != "" {
+		return p, nil
 	}
 	root, err := RepoRoot()
 	if err != nil {
-		return "", fmt.Errorf("%w: set %s or run from the repository: %w", ErrNotFound, Env, err)
+		return "", fmt.Errorf("%w: set %s or run from the repository: %w", ErrNotFound, m.Env(), err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(root, buildScript))
+	cmd := exec.CommandContext(ctx, filepath.Join(root, buildScript), strconv.Itoa(int(m)))
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -66,15 +92,16 @@ func Path(ctx context.Context) (string, error) {
 	if err := executable(p); err != nil {
 		return "", fmt.Errorf("%w: after %s: %w", ErrNotFound, buildScript, err)
 	}
-	built = p
+	built[m] = p
 	return p, nil
 }
 
-// Cached returns the helm binary when it needs no build: $VERDICT_HELM, or
-// the one hack/helm.sh left in the repository's cache (possibly built from
-// an older pin). ok is false when neither exists.
-func Cached() (path string, ok bool) {
-	if p := os.Getenv(Env); p != "" {
+// Cached returns the helm binary of major version m when it needs no
+// build: its environment variable's, or the one hack/helm.sh left in the
+// repository's cache (possibly built from an older pin). ok is false when
+// neither exists.
+func Cached(m Major) (path string, ok bool) {
+	if p := os.Getenv(m.Env()); p != "" {
 		return p, executable(p) == nil
 	}
 	root, err := RepoRoot()
@@ -85,7 +112,7 @@ func Cached() (path string, ok bool) {
 	if cache == "" {
 		cache = filepath.Join(root, ".cache")
 	}
-	p := filepath.Join(cache, "helm", "bin", "helm")
+	p := filepath.Join(cache, m.cacheDir(), "bin", "helm")
 	return p, executable(p) == nil
 }
 

@@ -26,20 +26,24 @@ func TestIsModule(t *testing.T) {
 }
 
 func TestCachedFromEnv(t *testing.T) {
-	dir := t.TempDir()
-	exe := filepath.Join(dir, "helm")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(Env, exe)
-	if p, ok := Cached(); !ok || p != exe {
-		t.Errorf("Cached() = %q, %v", p, ok)
-	}
-	t.Setenv(Env, filepath.Join(dir, "missing"))
-	if _, ok := Cached(); ok {
-		t.Error("a missing $VERDICT_HELM is cached")
-	}
-	if _, err := Path(t.Context()); err == nil {
-		t.Error("Path accepted a missing $VERDICT_HELM")
+	for _, m := range []Major{V4, V3} {
+		t.Run(m.Env(), func(t *testing.T) {
+			dir := t.TempDir()
+			exe := filepath.Join(dir, "helm")
+			if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv(m.Env(), exe)
+			if p, ok := Cached(m); !ok || p != exe {
+				t.Errorf("Cached(%d) = %q, %v", m, p, ok)
+			}
+			t.Setenv(m.Env(), filepath.Join(dir, "missing"))
+			if _, ok := Cached(m); ok {
+				t.Errorf("a missing $%s is cached", m.Env())
+			}
+			if _, err := Path(t.Context(), m); err == nil {
+				t.Errorf("Path accepted a missing $%s", m.Env())
+			}
+		})
 	}
 }
