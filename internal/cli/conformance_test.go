@@ -61,6 +61,44 @@ func TestConformanceClassic(t *testing.T) {
 	t.Logf("%d passed, %d failed", sum.Passed, sum.Failed)
 }
 
+// celDirs returns the corpus folders whose name ends in suffix (-cel:
+// ClusterPolicies validating with validate.cel).
+func celDirs(t *testing.T, suffix string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(corpus)
+	if err != nil {
+		t.Skipf("conformance corpus not found at %s: %v", corpus, err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasSuffix(e.Name(), suffix) {
+			dirs = append(dirs, filepath.Join(corpus, e.Name()))
+		}
+	}
+	return dirs
+}
+
+// TestConformanceValidateCEL runs `verdict test` on the -cel folders of
+// the policy library: ClusterPolicies whose rules validate with
+// validate.cel (and their autogen rules for Pod controllers). Every one
+// of their 1,377 assertions passes.
+func TestConformanceValidateCEL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance corpus run skipped in -short mode")
+	}
+	var out bytes.Buffer
+	sum, err := RunTests(t.Context(), TestOptions{Dirs: celDirs(t, "-cel")}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Errors) > 0 {
+		t.Errorf("test files that could not be run: %v", sum.Errors)
+	}
+	if sum.Passed < 1377 || sum.Failed != 0 || sum.Unsupported != 0 {
+		t.Errorf("-cel folders: %d passed, %d failed, %d unsupported; want 1377, 0, 0:\n%s", sum.Passed, sum.Failed, sum.Unsupported, out.String())
+	}
+}
+
 // TestConformanceCELCountedApart checks that results about CEL policy
 // kinds are counted as unsupported, never as passed.
 func TestConformanceCELCountedApart(t *testing.T) {

@@ -174,7 +174,7 @@ func autogenRules(p *policy.Policy) ([]policy.Rule, error) {
 			ctrlRule = wrapRule(r, autogenName("autogen", r.Name), "template", ctrlKinds, true)
 		}
 		if ctrlRule != nil && len(plain) > 0 {
-			conv, err := convertRule(ctrlRule, podReplacements)
+			conv, err := convertRule(ctrlRule, replacementsFor(ctrlRule, podReplacements, podCELReplacements))
 			if err != nil {
 				return nil, err
 			}
@@ -183,7 +183,7 @@ func autogenRules(p *policy.Policy) ([]policy.Rule, error) {
 		if withCronJob && ctrlRule != nil {
 			cj := wrapRule(ctrlRule, autogenName("autogen-cronjob", r.Name), "jobTemplate", []string{cronJob}, false)
 			if cj != nil {
-				conv, err := convertRule(cj, cronJobReplacements)
+				conv, err := convertRule(cj, replacementsFor(cj, cronJobReplacements, cronJobCELReplacements))
 				if err != nil {
 					return nil, err
 				}
@@ -325,6 +325,32 @@ var (
 		{"request.oldObject.metadata", "request.oldObject.spec.jobTemplate.spec.template.metadata"},
 	}
 )
+
+// CEL rules name the objects without "request." (object, oldObject), so
+// theirs are rewritten with these, as Kyverno's autogen does.
+var (
+	podCELReplacements = [][2]string{
+		{"object.spec", "object.spec.template.spec"},
+		{"oldObject.spec", "oldObject.spec.template.spec"},
+		{"object.metadata", "object.spec.template.metadata"},
+		{"oldObject.metadata", "oldObject.spec.template.metadata"},
+	}
+	cronJobCELReplacements = [][2]string{
+		{"object.spec", "object.spec.jobTemplate.spec.template.spec"},
+		{"oldObject.spec", "oldObject.spec.jobTemplate.spec.template.spec"},
+		{"object.metadata", "object.spec.jobTemplate.spec.template.metadata"},
+		{"oldObject.metadata", "oldObject.spec.jobTemplate.spec.template.metadata"},
+	}
+)
+
+// replacementsFor is the rewrite of r: the CEL one for a validate.cel
+// rule.
+func replacementsFor(r *policy.Rule, classic, cel [][2]string) [][2]string {
+	if r.Validation != nil && r.Validation.CEL != nil {
+		return cel
+	}
+	return classic
+}
 
 // convertRule rewrites variable paths of a Pod rule to the controller's pod
 // template, in the same textual way Kyverno does.

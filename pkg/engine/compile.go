@@ -63,6 +63,8 @@ type Rule struct {
 	anyPattern []*pattern.Pattern
 	// podSecurity is the prepared podSecurity check, if the rule has one.
 	podSecurity *podSecurity
+	// cel is the compiled validate.cel, if the rule has one.
+	cel *celRule
 }
 
 // Compile checks a policy and prepares it for evaluation.
@@ -81,10 +83,18 @@ func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
 		return nil, fmt.Errorf("policy %s: autogen: %w", p.Key(), err)
 	}
 	for i := range p.Spec.Rules {
-		cp.Rules = append(cp.Rules, newRule(p.Spec.Rules[i], false))
+		r, err := newRule(p.Spec.Rules[i], false)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: spec.rules[%d] (%s): %w", p.Key(), i, p.Spec.Rules[i].Name, err)
+		}
+		cp.Rules = append(cp.Rules, r)
 	}
 	for i := range rules {
-		cp.Rules = append(cp.Rules, newRule(rules[i], true))
+		r, err := newRule(rules[i], true)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: autogen rule %s: %w", p.Key(), rules[i].Name, err)
+		}
+		cp.Rules = append(cp.Rules, r)
 	}
 	return cp, nil
 }
@@ -96,7 +106,7 @@ func (e *Engine) checkExpression(expr string) error {
 	return err
 }
 
-func newRule(r policy.Rule, autogen bool) *Rule {
+func newRule(r policy.Rule, autogen bool) (*Rule, error) {
 	cr := &Rule{
 		Rule:           r,
 		Autogen:        autogen,
@@ -122,7 +132,11 @@ func newRule(r policy.Rule, autogen bool) *Rule {
 		}
 	}
 	cr.usesImages, cr.usesServiceAccount = namesVariables(r)
-	return cr
+	var err error
+	if cr.cel, err = compileCEL(&cr.Rule); err != nil {
+		return nil, err
+	}
+	return cr, nil
 }
 
 // namesVariables reports whether the rule's text names the images and the

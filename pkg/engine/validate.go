@@ -28,9 +28,11 @@ func (run *ruleRun) validate(rr RuleResponse) RuleResponse {
 		return run.validateForEach(rr, v.ForEach, v.Message)
 	case v.PodSecurity != nil:
 		return run.validatePodSecurity(rr, v.PodSecurity)
-	case v.CEL != nil, v.Assert != nil, v.Manifests != nil:
+	case v.CEL != nil:
+		return run.validateCEL(rr)
+	case v.Assert != nil, v.Manifests != nil:
 		rr.Status, rr.Unsupported = StatusSkip, true
-		rr.Message = "validate.cel, assert and manifests are not evaluated by this engine yet"
+		rr.Message = "validate.assert and validate.manifests are not evaluated by this engine yet"
 		return rr
 	}
 	return run.errorf(rr, "rule %s has no validation", run.rule.Name)

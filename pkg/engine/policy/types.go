@@ -151,8 +151,9 @@ type Rule struct {
 	// RawAnyAllConditions must hold for the rule to apply: an object with
 	// any and all condition lists, or a bare list (read as all).
 	RawAnyAllConditions *Conditions `json:"preconditions,omitempty"`
-	// CELPreconditions are Kyverno's CEL match conditions, kept as written.
-	CELPreconditions []any `json:"celPreconditions,omitempty"`
+	// CELPreconditions are CEL conditions that must all hold for the
+	// rule to apply (admission match conditions).
+	CELPreconditions []MatchCondition `json:"celPreconditions,omitempty"`
 	// Mutation makes this a mutate rule.
 	Mutation *Mutation `json:"mutate,omitempty"`
 	// Validation makes this a validate rule.
@@ -366,12 +367,83 @@ type Validation struct {
 	ForEach []ForEachValidation `json:"foreach,omitempty"`
 	// PodSecurity checks Pods against a Pod Security Standard level.
 	PodSecurity *PodSecurity `json:"podSecurity,omitempty"`
-	// CEL holds Kyverno's CEL expressions, kept as written.
-	CEL any `json:"cel,omitempty"`
+	// CEL validates with CEL expressions, as a ValidatingAdmissionPolicy
+	// does.
+	CEL *CEL `json:"cel,omitempty"`
 	// Manifests holds Kyverno's signed-manifest checks, kept as written.
 	Manifests any `json:"manifests,omitempty"`
 	// Assert holds a Kyverno assertion tree, kept as written.
 	Assert any `json:"assert,omitempty"`
+}
+
+// CEL is a validation written in CEL: each expression must hold.
+type CEL struct {
+	// Expressions must each evaluate to true.
+	Expressions []CELExpression `json:"expressions,omitempty"`
+	// ParamKind and ParamRef name the resources the expressions read as
+	// params.
+	ParamKind *ParamKind `json:"paramKind,omitempty"`
+	ParamRef  *ParamRef  `json:"paramRef,omitempty"`
+	// AuditAnnotations are annotations added to the audit event.
+	AuditAnnotations []AuditAnnotation `json:"auditAnnotations,omitempty"`
+	// Variables are named expressions the others read as variables.<name>.
+	Variables []NamedExpression `json:"variables,omitempty"`
+}
+
+// CELExpression is one CEL validation expression.
+type CELExpression struct {
+	// Expression must evaluate to true.
+	Expression string `json:"expression"`
+	// Message is shown when it does not.
+	Message string `json:"message,omitempty"`
+	// MessageExpression builds the message; Message is the fallback.
+	MessageExpression string `json:"messageExpression,omitempty"`
+	// Reason is the status reason of a denial.
+	Reason *string `json:"reason,omitempty"`
+}
+
+// ParamKind is the kind of the params resources.
+type ParamKind struct {
+	// APIVersion is the group/version of the params resources.
+	APIVersion string `json:"apiVersion,omitempty"`
+	// Kind is their kind.
+	Kind string `json:"kind,omitempty"`
+}
+
+// ParamRef selects the params resources.
+type ParamRef struct {
+	// Name is the params resource's name.
+	Name string `json:"name,omitempty"`
+	// Namespace is its namespace (cluster-scoped kinds: none).
+	Namespace string `json:"namespace,omitempty"`
+	// Selector selects params resources by label instead of by name.
+	Selector map[string]any `json:"selector,omitempty"`
+	// ParameterNotFoundAction is Allow or Deny: what no params means.
+	ParameterNotFoundAction *string `json:"parameterNotFoundAction,omitempty"`
+}
+
+// AuditAnnotation is an annotation of the audit event, computed by CEL.
+type AuditAnnotation struct {
+	// Key is the annotation's key (prefixed with the policy's name).
+	Key string `json:"key"`
+	// ValueExpression computes its value: a string, or null for none.
+	ValueExpression string `json:"valueExpression"`
+}
+
+// NamedExpression is a CEL expression with a name (a variable).
+type NamedExpression struct {
+	// Name is how other expressions read it: variables.<name>.
+	Name string `json:"name"`
+	// Expression computes its value.
+	Expression string `json:"expression"`
+}
+
+// MatchCondition is a named CEL condition.
+type MatchCondition struct {
+	// Name names the condition.
+	Name string `json:"name"`
+	// Expression must evaluate to true.
+	Expression string `json:"expression"`
 }
 
 // Deny fails the rule when its conditions hold.

@@ -1,0 +1,294 @@
+// Package celeval compiles and evaluates the CEL expressions of policies:
+// validate.cel and celPreconditions of a ClusterPolicy rule, and the
+// expressions of the policies.kyverno.io kinds.
+//
+// The environment is Kubernetes' own (k8s.io/apiserver's base
+// environment: the standard CEL library with optional types, strings,
+// sets, lists and two-variable comprehensions, and the Kubernetes
+// libraries for lists, regular expressions, URLs, quantities, IP
+// addresses and CIDRs, formats, semantic versions and authorization),
+// with the variables of an admission expression (object, oldObject,
+// request, params, namespaceObject, variables). It is built once per
+// process; a policy's
+// expressions are compiled once, when the policy is, into Programs.
+//
+// Every evaluation is bounded: a Program stops at Kubernetes' per-call
+// cost limit (about a tenth of a second of work), an Evaluation at the
+// per-policy budget (about a second), and both at the context's end.
+// Hitting a bound is an error naming it, never a stalled request.
+package celeval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+	"k8s.io/apimachinery/pkg/util/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/apiserver/pkg/cel/lazy"
+)
+
+// The variables an expression sees.
+const (
+	VarObject          = "object"
+	VarOldObject       = "oldObject"
+	VarRequest         = "request"
+	VarParams          = "params"
+	VarNamespaceObject = "namespaceObject"
+	VarVariables       = "variables"
+)
+
+// Bounds of evaluation, Kubernetes' (k8s.io/apiserver/pkg/apis/cel).
+const (
+	// PerCallLimit is the cost one evaluation of one expression may
+	// reach.
+	PerCallLimit = celconfig.PerCallLimit
+	// Budget is the cost all the expressions of one policy (or rule)
+	// may reach for one resource.
+	Budget = celconfig.RuntimeCELCostBudget
+	// maxMessageBytes bounds a message built by a messageExpression.
+	maxMessageBytes = celconfig.MaxEvaluatedMessageExpressionSizeBytes
+)
+
+// ErrCompile marks an expression that does not compile; ErrBudget an
+// evaluation stopped by a cost bound.
+var (
+	ErrCompile = errors.New("CEL compilation failed")
+	ErrBudget  = errors.New("CEL cost budget exceeded")
+)
+
+// Result is the type an expression must evaluate to.
+type Result int
+
+const (
+	// Any value.
+	Any Result = iota
+	// Bool: validations and conditions.
+	Bool
+	// String: messageExpression.
+	String
+	// StringOrNull: audit annotation values.
+	StringOrNull
+)
+
+var (
+	envOnce sync.Once
+	envErr  error
+	baseEnv *cel.Env
+)
+
+// env is the one environment every expression compiles in.
+func env() (*cel.Env, error) {
+	envOnce.Do(func() {
+		set, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
+			IntroducedVersion: version.MajorMinor(1, 0),
+			EnvOptions: []cel.EnvOption{
+				cel.Variable(VarObject, cel.DynType),
+				cel.Variable(VarOldObject, cel.DynType),
+				cel.Variable(VarRequest, cel.DynType),
+				cel.Variable(VarParams, cel.DynType),
+				cel.Variable(VarNamespaceObject, cel.DynType),
+				cel.Variable(VarVariables, cel.DynType),
+			},
+		})
+		if err != nil {
+			envErr = fmt.Errorf("celeval: building the CEL environment: %w", err)
+			return
+		}
+		// Stored expressions: every library, whatever version introduced
+		// it (a policy is not refused for a function the API server of
+		// the day lacks).
+		baseEnv, envErr = set.Env(environment.StoredExpressions)
+	})
+	return baseEnv, envErr
+}
+
+// Program is one compiled expression.
+type Program struct {
+	// Expression is the source, as written.
+	Expression string
+	prog       cel.Program
+}
+
+// Compile compiles expr, which must evaluate to want. The error wraps
+// ErrCompile and says what is wrong, in CEL's words.
+func Compile(expr string, want Result) (*Program, error) {
+	e, err := env()
+	if err != nil {
+		return nil, err
+	}
+	ast, issues := e.Compile(expr)
+	if issues != nil && issues.Err() != nil {
+		return nil, fmt.Errorf("%w: %s", ErrCompile, strings.TrimSpace(issues.String()))
+	}
+	out := ast.OutputType()
+	ok := true
+	switch want {
+	case Bool:
+		ok = out.IsExactType(cel.BoolType) || out.IsExactType(cel.DynType)
+	case String:
+		ok = out.IsExactType(cel.StringType) || out.IsExactType(cel.DynType)
+	case StringOrNull:
+		ok = out.IsExactType(cel.StringType) || out.IsExactType(cel.NullType) || out.IsExactType(cel.DynType)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: must evaluate to %s but got %s", ErrCompile, want, out)
+	}
+	prog, err := e.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	return &Program{Expression: expr, prog: prog}, nil
+}
+
+func (r Result) String() string {
+	switch r {
+	case Bool:
+		return "bool"
+	case String:
+		return "string"
+	case StringOrNull:
+		return "string or null"
+	}
+	return "any"
+}
+
+// Variable is a named, compiled expression whose value is computed the
+// first time an expression reads variables.<Name>.
+type Variable struct {
+	Name    string
+	Program *Program
+}
+
+// Input is what the expressions of one evaluation see: the objects as
+// the engine holds them (JSON values: map[string]any, []any, string,
+// float64, bool, nil). A nil map is CEL's null.
+type Input struct {
+	Object, OldObject map[string]any
+	Request           map[string]any
+	Params            map[string]any
+	Namespace         map[string]any
+}
+
+// Evaluation evaluates the expressions of one policy (or rule) against
+// one input, sharing the variables' values and the cost budget.
+type Evaluation struct {
+	ctx       context.Context
+	vars      map[string]any // the activation
+	variables *lazy.MapValue
+	remaining int64
+	err       error // the first budget error: every later evaluation fails with it
+}
+
+var variablesType = types.NewObjectType("kyverno.variables")
+
+// NewEvaluation prepares the evaluation of in's expressions, with
+// variables (in order: a variable may read the ones before it) and a
+// budget (Budget when 0).
+func NewEvaluation(ctx context.Context, in Input, variables []Variable, budget int64) *Evaluation {
+	if budget <= 0 {
+		budget = Budget
+	}
+	ev := &Evaluation{ctx: ctx, remaining: budget, variables: lazy.NewMapValue(variablesType)}
+	ev.vars = map[string]any{
+		VarObject:          toVal(in.Object),
+		VarOldObject:       toVal(in.OldObject),
+		VarRequest:         toVal(in.Request),
+		VarParams:          toVal(in.Params),
+		VarNamespaceObject: toVal(in.Namespace),
+		VarVariables:       ev.variables,
+	}
+	for _, v := range variables {
+		p := v.Program
+		ev.variables.Append(v.Name, func(*lazy.MapValue) ref.Val {
+			val, err := ev.Eval(p)
+			if err != nil {
+				return types.WrapErr(err)
+			}
+			return val
+		})
+	}
+	return ev
+}
+
+// Eval evaluates p. The error says which expression failed and why, as
+// the API server's admission policies say it ("expression '...' resulted
+// in error: ..."); a cost bound wraps ErrBudget.
+func (ev *Evaluation) Eval(p *Program) (ref.Val, error) {
+	if ev.err != nil {
+		return nil, ev.err
+	}
+	if err := ev.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("expression '%s' not evaluated: %w", p.Expression, err)
+	}
+	val, details, err := p.prog.ContextEval(ev.ctx, activation(ev.vars))
+	if details != nil {
+		if cost := details.ActualCost(); cost != nil {
+			if *cost > math.MaxInt64 || int64(*cost) > ev.remaining {
+				ev.err = fmt.Errorf("%w: validation failed due to running out of cost budget, no further validation rules will be run", ErrBudget)
+				return nil, ev.err
+			}
+			ev.remaining -= int64(*cost)
+		}
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "operation cancelled: actual cost limit exceeded") {
+			return nil, fmt.Errorf("%w: expression '%s' exceeded the cost limit of one evaluation (%d)", ErrBudget, p.Expression, PerCallLimit)
+		}
+		if errors.Is(err, ErrBudget) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("expression '%s' resulted in error: %w", p.Expression, err)
+	}
+	return val, nil
+}
+
+// Bool evaluates a Bool program: true, false, or an error.
+func (ev *Evaluation) Bool(p *Program) (bool, error) {
+	val, err := ev.Eval(p)
+	if err != nil {
+		return false, err
+	}
+	b, ok := val.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("expression '%s' resulted in %s, not a bool", p.Expression, val.Type().TypeName())
+	}
+	return bool(b), nil
+}
+
+// Message evaluates a messageExpression as the API server does: its
+// trimmed string, or "" when it fails, is not a string, spans lines or
+// is longer than 5 KiB (the caller falls back to the static message).
+func (ev *Evaluation) Message(p *Program) string {
+	val, err := ev.Eval(p)
+	if err != nil {
+		return ""
+	}
+	s, ok := val.Value().(string)
+	if !ok {
+		return ""
+	}
+	s = strings.TrimSpace(s)
+	if len(s) > maxMessageBytes || strings.Contains(s, "\n") {
+		return ""
+	}
+	return s
+}
+
+// activation resolves the variables from a map without copying it.
+type activation map[string]any
+
+func (a activation) ResolveName(name string) (any, bool) {
+	v, ok := a[name]
+	return v, ok
+}
+
+func (a activation) Parent() interpreter.Activation { return nil }

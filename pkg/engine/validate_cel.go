@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/celeval"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// celRule is a rule's validate.cel and celPreconditions, compiled once
+// with the policy.
+type celRule struct {
+	preconditions []*celeval.Program
+	variables     []celeval.Variable
+	validations   []celCheck
+}
+
+// celCheck is one validation expression with its message.
+type celCheck struct {
+	expr *celeval.Program
+	// message is the static message (the rule's when the expression has
+	// none); messageExpr builds one, falling back to message.
+	message     string
+	messageExpr *celeval.Program
+}
+
+// compileCEL compiles the rule's CEL. Errors name the expression's path
+// in the rule (validate.cel.expressions[1].expression: ...).
+func compileCEL(r *policy.Rule) (*celRule, error) {
+	v := r.Validation
+	if v == nil || v.CEL == nil {
+		return nil, nil
+	}
+	var errs []error
+	compile := func(path, expr string, want celeval.Result) *celeval.Program {
+		p, err := celeval.Compile(expr, want)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+		}
+		return p
+	}
+	cr := &celRule{}
+	for i, c := range r.CELPreconditions {
+		cr.preconditions = append(cr.preconditions, compile(fmt.Sprintf("celPreconditions[%d].expression", i), c.Expression, celeval.Bool))
+	}
+	for i, nv := range v.CEL.Variables {
+		cr.variables = append(cr.variables, celeval.Variable{Name: nv.Name, Program: compile(fmt.Sprintf("validate.cel.variables[%d].expression", i), nv.Expression, celeval.Any)})
+	}
+	for i, e := range v.CEL.Expressions {
+		c := celCheck{expr: compile(fmt.Sprintf("validate.cel.expressions[%d].expression", i), e.Expression, celeval.Bool), message: e.Message}
+		if c.message == "" {
+			c.message = v.Message
+		}
+		if e.MessageExpression != "" {
+			c.messageExpr = compile(fmt.Sprintf("validate.cel.expressions[%d].messageExpression", i), e.MessageExpression, celeval.String)
+		}
+		cr.validations = append(cr.validations, c)
+	}
+	for i, a := range v.CEL.AuditAnnotations {
+		// Checked, not evaluated: audit annotations go to the API
+		// server's audit log, which an engine outside it does not write.
+		compile(fmt.Sprintf("validate.cel.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)
+	}
+	if v.CEL.ParamKind != nil || v.CEL.ParamRef != nil {
+		errs = append(errs, errors.New("validate.cel.paramKind: params are not supported yet; read the resource with a context entry"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cr, nil
+}
+
+// validateCEL evaluates the rule's validate.cel as Kyverno does (through
+// the API server's ValidatingAdmissionPolicy validator, failure policy
+// Fail): celPreconditions that do not all hold skip the rule; the first
+// expression that is not true fails it, with its message, or with the
+// error an expression ended in.
+func (run *ruleRun) validateCEL(rr RuleResponse) RuleResponse {
+	cr := run.rule.cel
+	ev := celeval.NewEvaluation(run.m.ctx, run.celInput(), cr.variables, 0)
+	// As the API server's match conditions: one that is false skips
+	// the rule, whatever errors others end in; an error otherwise fails
+	// it (failure policy Fail).
+	var precondErrs []string
+	for _, p := range cr.preconditions {
+		ok, err := ev.Bool(p)
+		switch {
+		case err != nil:
+			precondErrs = append(precondErrs, err.Error())
+		case !ok:
+			rr.Status, rr.Message = StatusSkip, "cel preconditions not met"
+			return rr
+		}
+	}
+	if len(precondErrs) > 0 {
+		rr.Status, rr.Message = StatusFail, strings.Join(precondErrs, "; ")
+		return rr
+	}
+	for _, c := range cr.validations {
+		ok, err := ev.Bool(c.expr)
+		if err != nil {
+			rr.Status, rr.Message = StatusFail, err.Error()
+			return rr
+		}
+		if ok {
+			continue
+		}
+		msg := ""
+		if c.messageExpr != nil {
+			msg = ev.Message(c.messageExpr)
+		}
+		if msg == "" {
+			msg = strings.TrimSpace(c.message)
+		}
+		if msg == "" {
+			msg = "failed expression: " + strings.TrimSpace(c.expr.Expression)
+		}
+		rr.Status, rr.Message = StatusFail, msg
+		return rr
+	}
+	rr.Status, rr.Message = StatusPass, run.rule.pssPassMessage
+	return rr
+}
+
+// celInput is what a rule's CEL sees: the object (null for a DELETE),
+// the old object, the admission request's fields, and the namespace as
+// the engine knows it (its name and labels).
+func (run *ruleRun) celInput() celeval.Input {
+	req := run.req
+	in := celeval.Input{OldObject: req.OldObject}
+	if req.Operation != OpDelete {
+		in.Object = run.obj
+	}
+	obj := req.resource()
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	group, version, found := strings.Cut(apiVersion, "/")
+	if !found {
+		group, version = "", apiVersion
+	}
+	ns := req.Namespace
+	meta, _ := obj["metadata"].(map[string]any)
+	if ns == "" && meta != nil {
+		ns, _ = meta["namespace"].(string)
+	}
+	name := req.Name
+	if name == "" && meta != nil {
+		name, _ = meta["name"].(string)
+	}
+	op := req.Operation
+	if op == "" {
+		op = OpCreate // a background scan: the resource as if created
+	}
+	user := map[string]any{"username": req.UserInfo.Username, "uid": req.UserInfo.UID}
+	if len(req.UserInfo.Groups) > 0 {
+		groups := make([]any, len(req.UserInfo.Groups))
+		for i, g := range req.UserInfo.Groups {
+			groups[i] = g
+		}
+		user["groups"] = groups
+	}
+	kindMap := map[string]any{"group": group, "version": version, "kind": kind}
+	in.Request = map[string]any{
+		"operation":   op,
+		"name":        name,
+		"namespace":   ns,
+		"kind":        kindMap,
+		"requestKind": kindMap,
+		"subResource": req.SubResource,
+		"userInfo":    user,
+		"dryRun":      req.DryRun,
+	}
+	if ns != "" && (kind != "Namespace" || group != "") {
+		nsMeta := map[string]any{"name": ns}
+		if len(req.NamespaceLabels) > 0 {
+			labels := make(map[string]any, len(req.NamespaceLabels))
+			for k, v := range req.NamespaceLabels {
+				labels[k] = v
+			}
+			nsMeta["labels"] = labels
+		}
+		in.Namespace = map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": nsMeta}
+	}
+	return in
+}
