@@ -90,9 +90,10 @@ func (r *testResult) patched() string {
 	return r.PatchedResource
 }
 
-// celKind reports whether the result is about a CEL policy kind.
+// celKind reports whether the result is about a CEL policy kind the
+// engine does not evaluate yet (it evaluates ValidatingPolicy).
 func (r *testResult) celKind() bool {
-	return r.IsValidatingPolicy || r.IsMutatingPolicy || r.IsMUtatingPolicy || r.IsGeneratingPolicy ||
+	return r.IsMutatingPolicy || r.IsMUtatingPolicy || r.IsGeneratingPolicy ||
 		r.IsImageValidatingPolicy || r.IsDeletingPolicy || r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
 }
 

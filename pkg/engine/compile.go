@@ -65,10 +65,16 @@ type Rule struct {
 	podSecurity *podSecurity
 	// cel is the compiled validate.cel, if the rule has one.
 	cel *celRule
+	// celMatch, for the rules of a ValidatingPolicy, is its compiled
+	// matchConstraints, which select instead of match and exclude.
+	celMatch *celMatch
 }
 
 // Compile checks a policy and prepares it for evaluation.
 func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
+	if p.VPol != nil {
+		return e.compileVPol(p)
+	}
 	if errs := policy.ValidateWith(p, e.checkExpression); len(errs) > 0 {
 		return nil, fmt.Errorf("policy %s: %w", p.Key(), errs.ToAggregate())
 	}

@@ -177,7 +177,11 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 		if !selects(r, t) {
 			continue
 		}
-		if !r.match.matches(in) || (r.exclude != nil && r.exclude.matches(in)) {
+		if r.celMatch != nil {
+			if !r.celMatch.matches(in, req) {
+				continue
+			}
+		} else if !r.match.matches(in) || (r.exclude != nil && r.exclude.matches(in)) {
 			continue
 		}
 		if base == nil {

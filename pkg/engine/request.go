@@ -42,6 +42,10 @@ type Request struct {
 	OldObject map[string]any
 	// SubResource names a subresource ("status", "scale", "exec"), if any.
 	SubResource string
+	// Resource is the plural resource of the request (pods,
+	// deployments), when known: CEL policies select by it. When empty
+	// it is guessed from the object's kind.
+	Resource string
 	// ParentKind is, for a request on a subresource, the kind of the
 	// resource the subresource belongs to (Pod for pods/exec, apps/v1
 	// Deployment for deployments/scale), which kind selectors such as

@@ -15,6 +15,12 @@ type celRule struct {
 	preconditions []*celeval.Program
 	variables     []celeval.Variable
 	validations   []celCheck
+	// vpol is set for a ValidatingPolicy, whose results Kyverno words
+	// differently from a validate.cel rule's (validateVPol).
+	vpol bool
+	// ignoreMatchErrors is a ValidatingPolicy's failurePolicy Ignore: a
+	// match condition that ends in an error does not match.
+	ignoreMatchErrors bool
 }
 
 // celCheck is one validation expression with its message.
@@ -80,6 +86,9 @@ func compileCEL(r *policy.Rule) (*celRule, error) {
 func (run *ruleRun) validateCEL(rr RuleResponse) RuleResponse {
 	cr := run.rule.cel
 	ev := celeval.NewEvaluation(run.m.ctx, run.celInput(), cr.variables, 0)
+	if cr.vpol {
+		return run.validateVPol(rr, cr, ev)
+	}
 	// As the API server's match conditions: one that is false skips
 	// the rule, whatever errors others end in; an error otherwise fails
 	// it (failure policy Fail).
@@ -184,4 +193,59 @@ func (run *ruleRun) celInput() celeval.Input {
 		in.Namespace = map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": nsMeta}
 	}
 	return in
+}
+
+// validateVPol evaluates a ValidatingPolicy as Kyverno's engine does: a
+// match condition that is false skips the policy; one that ends in an
+// error is an error (failurePolicy Fail) or skips it (Ignore); the first
+// validation that is not true fails it, with its messageExpression, its
+// message or "CEL expression validation failed at index N"; one that ends
+// in an error is an error, with CEL's words.
+func (run *ruleRun) validateVPol(rr RuleResponse, cr *celRule, ev *celeval.Evaluation) RuleResponse {
+	var matchErrs []string
+	for _, p := range cr.preconditions {
+		ok, err := ev.Bool(p)
+		switch {
+		case err != nil:
+			matchErrs = append(matchErrs, celeval.Cause(err).Error())
+		case !ok:
+			rr.Status, rr.Message = StatusSkip, "skip"
+			return rr
+		}
+	}
+	if len(matchErrs) > 0 {
+		if cr.ignoreMatchErrors {
+			rr.Status, rr.Message = StatusSkip, "skip"
+			return rr
+		}
+		rr.Name, rr.Status, rr.Message = "evaluation", StatusError, "failed to load context: "+strings.Join(matchErrs, "; ")
+		return rr
+	}
+	for i, c := range cr.validations {
+		ok, err := ev.Bool(c.expr)
+		if err != nil {
+			rr.Status, rr.Message = StatusError, "error: "+celeval.Cause(err).Error()
+			return rr
+		}
+		if ok {
+			continue
+		}
+		msg := c.message
+		if c.messageExpr != nil {
+			if v, err := ev.Eval(c.messageExpr); err != nil {
+				msg = "failed to evaluate message expression: " + celeval.Cause(err).Error()
+			} else if s, isString := v.Value().(string); isString {
+				msg = s
+			} else {
+				msg = fmt.Sprintf("failed to convert message expression to string: %s is not a string", v.Type().TypeName())
+			}
+		}
+		if msg == "" {
+			msg = fmt.Sprintf("CEL expression validation failed at index %d", i)
+		}
+		rr.Status, rr.Message = StatusFail, msg
+		return rr
+	}
+	rr.Status, rr.Message = StatusPass, "success"
+	return rr
 }

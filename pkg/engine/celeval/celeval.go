@@ -246,9 +246,32 @@ func (ev *Evaluation) Eval(p *Program) (ref.Val, error) {
 		if errors.Is(err, ErrBudget) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("expression '%s' resulted in error: %w", p.Expression, err)
+		return nil, &EvalError{Expression: p.Expression, Err: err}
 	}
 	return val, nil
+}
+
+// EvalError is an expression that ended in an error. Its message is the
+// API server's ("expression '...' resulted in error: ..."); Err is CEL's
+// own error, which Kyverno's CEL policy kinds report as it is.
+type EvalError struct {
+	Expression string
+	Err        error
+}
+
+func (e *EvalError) Error() string {
+	return fmt.Sprintf("expression '%s' resulted in error: %v", e.Expression, e.Err)
+}
+
+func (e *EvalError) Unwrap() error { return e.Err }
+
+// Cause is CEL's own error behind err (an *EvalError's Err), or err.
+func Cause(err error) error {
+	var ee *EvalError
+	if errors.As(err, &ee) {
+		return ee.Err
+	}
+	return err
 }
 
 // Bool evaluates a Bool program: true, false, or an error.

@@ -55,10 +55,16 @@ type Policy struct {
 	Metadata   ObjectMeta `json:"metadata"`
 	Spec       Spec       `json:"spec"`
 	Status     *Status    `json:"status,omitempty"`
+	// VPol is the spec of a ValidatingPolicy (or its namespaced kind),
+	// whose document has no Spec of the classic kinds.
+	VPol *ValidatingPolicySpec `json:"-"`
 }
 
-// Namespaced reports whether the policy is a namespaced Policy.
-func (p *Policy) Namespaced() bool { return p.Kind == KindPolicy }
+// Namespaced reports whether the policy is a namespaced kind (Policy,
+// NamespacedValidatingPolicy).
+func (p *Policy) Namespaced() bool {
+	return p.Kind == KindPolicy || p.Kind == KindNamespacedValidatingPolicy
+}
 
 // Key identifies the policy: "name" for a ClusterPolicy, "namespace/name" for a Policy.
 func (p *Policy) Key() string {

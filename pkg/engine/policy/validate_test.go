@@ -257,8 +257,15 @@ spec:
   match: {any: [{resources: {kinds: [Pod]}}]}
 ---
 apiVersion: policies.kyverno.io/v1alpha1
+kind: MutatingPolicy
+metadata: {name: m}
+---
+apiVersion: policies.kyverno.io/v1
 kind: ValidatingPolicy
 metadata: {name: v}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "true"}]
 ---
 apiVersion: v1
 kind: Pod
@@ -267,12 +274,32 @@ metadata: {name: x}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(docs.Policies) != 1 || len(docs.Exceptions) != 1 || len(docs.Unsupported) != 1 || len(docs.Others) != 1 {
+	if len(docs.Policies) != 2 || len(docs.Exceptions) != 1 || len(docs.Unsupported) != 1 || len(docs.Others) != 1 {
 		t.Fatalf("got %d policies, %d exceptions, %d unsupported, %d others",
 			len(docs.Policies), len(docs.Exceptions), len(docs.Unsupported), len(docs.Others))
 	}
 	if docs.Policies[0].APIVersion != "verdict.dev/v1" {
 		t.Fatalf("apiVersion %s", docs.Policies[0].APIVersion)
+	}
+	if v := docs.Policies[1]; v.Kind != KindValidatingPolicy || v.VPol == nil || len(v.VPol.Validations) != 1 {
+		t.Fatalf("ValidatingPolicy: %+v", v)
+	}
+}
+
+// A ValidatingPolicy without what it cannot do without is refused with
+// every problem named.
+func TestValidatingPolicyInvalid(t *testing.T) {
+	_, err := Parse([]byte(`apiVersion: policies.kyverno.io/v1alpha1
+kind: NamespacedValidatingPolicy
+metadata: {name: v}
+spec:
+  validationActions: [Block]
+  failurePolicy: Maybe
+`), "v.yaml")
+	for _, want := range []string{"metadata.namespace", "spec.matchConstraints.resourceRules", "spec.validations", `"Block" is not Deny, Audit or Warn`, `"Maybe" is not Fail or Ignore`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
 	}
 }
 

@@ -1,0 +1,168 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The CEL policy kinds of policies.kyverno.io (v1alpha1, v1beta1 and v1
+// share these fields).
+const (
+	GroupPolicies                  = "policies.kyverno.io"
+	KindValidatingPolicy           = "ValidatingPolicy"
+	KindNamespacedValidatingPolicy = "NamespacedValidatingPolicy"
+)
+
+// ValidatingPolicySpec is the spec of a ValidatingPolicy: CEL validations
+// of the requests matchConstraints select, as a ValidatingAdmissionPolicy
+// with its binding.
+type ValidatingPolicySpec struct {
+	// MatchConstraints select the requests by resource and operation,
+	// namespace and object labels.
+	MatchConstraints *MatchConstraints `json:"matchConstraints,omitempty"`
+	// MatchConditions must all hold for the policy to apply.
+	MatchConditions []MatchCondition `json:"matchConditions,omitempty"`
+	// Variables are named expressions the others read as variables.<name>.
+	Variables []NamedExpression `json:"variables,omitempty"`
+	// Validations must each evaluate to true.
+	Validations []CELExpression `json:"validations,omitempty"`
+	// ValidationActions are Deny, Audit and Warn.
+	ValidationActions []string `json:"validationActions,omitempty"`
+	// AuditAnnotations are annotations added to the audit event.
+	AuditAnnotations []AuditAnnotation `json:"auditAnnotations,omitempty"`
+	// FailurePolicy is Fail (the default) or Ignore: what an error in a
+	// match condition does.
+	FailurePolicy string `json:"failurePolicy,omitempty"`
+	// Autogen says for which Pod controllers the policy is also applied
+	// to the pod template.
+	Autogen *AutogenConfiguration `json:"autogen,omitempty"`
+	// Evaluation says where the policy applies: admission, background.
+	Evaluation *EvaluationConfiguration `json:"evaluation,omitempty"`
+	// ParamKind and ParamRef name the params resources.
+	ParamKind *ParamKind `json:"paramKind,omitempty"`
+	ParamRef  *ParamRef  `json:"paramRef,omitempty"`
+	// WebhookConfiguration tunes the webhook (timeoutSeconds).
+	WebhookConfiguration map[string]any `json:"webhookConfiguration,omitempty"`
+}
+
+// MatchConstraints is a ValidatingAdmissionPolicy's matchConstraints.
+type MatchConstraints struct {
+	// NamespaceSelector selects by the labels of the resource's namespace
+	// (of the Namespace itself for a Namespace).
+	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
+	// ObjectSelector selects by the object's labels.
+	ObjectSelector *LabelSelector `json:"objectSelector,omitempty"`
+	// ResourceRules select requests; ExcludeResourceRules leave some out.
+	ResourceRules        []ResourceRule `json:"resourceRules,omitempty"`
+	ExcludeResourceRules []ResourceRule `json:"excludeResourceRules,omitempty"`
+	// MatchPolicy is Exact or Equivalent.
+	MatchPolicy string `json:"matchPolicy,omitempty"`
+}
+
+// ResourceRule selects requests by operation and resource.
+type ResourceRule struct {
+	// ResourceNames, when set, limit the rule to these names.
+	ResourceNames []string `json:"resourceNames,omitempty"`
+	// Operations are CREATE, UPDATE, DELETE, CONNECT or *.
+	Operations []string `json:"operations,omitempty"`
+	// APIGroups, APIVersions and Resources ("pods", "pods/status", "*",
+	// "*/*") name the resources.
+	APIGroups   []string `json:"apiGroups,omitempty"`
+	APIVersions []string `json:"apiVersions,omitempty"`
+	Resources   []string `json:"resources,omitempty"`
+	// Scope is Cluster, Namespaced or *.
+	Scope string `json:"scope,omitempty"`
+}
+
+// AutogenConfiguration is a CEL policy's autogen setting.
+type AutogenConfiguration struct {
+	PodControllers *PodControllers `json:"podControllers,omitempty"`
+}
+
+// PodControllers lists the controllers autogen covers (deployments,
+// cronjobs, ...): absent means all of them, an empty list none.
+type PodControllers struct {
+	Controllers *[]string `json:"controllers,omitempty"`
+}
+
+// EvaluationConfiguration says where a CEL policy applies.
+type EvaluationConfiguration struct {
+	// Mode is Kubernetes (the default) or JSON.
+	Mode       string  `json:"mode,omitempty"`
+	Admission  *Toggle `json:"admission,omitempty"`
+	Background *Toggle `json:"background,omitempty"`
+}
+
+// Toggle is an enabled flag (default true).
+type Toggle struct {
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+func (t *Toggle) on() bool { return t == nil || t.Enabled == nil || *t.Enabled }
+
+// ValidatingPolicyFromObject converts an untyped ValidatingPolicy or
+// NamespacedValidatingPolicy into a Policy whose VPol holds its spec;
+// its Spec carries what the rest of Verdict reads of any policy: the
+// failure action (Enforce when validationActions hold Deny), admission
+// and background.
+func ValidatingPolicyFromObject(obj map[string]any) (*Policy, error) {
+	var doc struct {
+		APIVersion string               `json:"apiVersion"`
+		Kind       string               `json:"kind"`
+		Metadata   ObjectMeta           `json:"metadata"`
+		Spec       ValidatingPolicySpec `json:"spec"`
+	}
+	if err := fromUntyped(obj, &doc); err != nil {
+		return nil, err
+	}
+	p := &Policy{APIVersion: doc.APIVersion, Kind: doc.Kind, Metadata: doc.Metadata, VPol: &doc.Spec}
+	if errs := validateVPol(p); len(errs) > 0 {
+		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Metadata.Name, errs.ToAggregate())
+	}
+	s := &doc.Spec
+	p.Spec.ValidationFailureAction = Audit
+	if slices.Contains(s.ValidationActions, "Deny") {
+		p.Spec.ValidationFailureAction = Enforce
+	}
+	if e := s.Evaluation; e != nil {
+		admission, background := e.Admission.on(), e.Background.on()
+		p.Spec.Admission, p.Spec.Background = &admission, &background
+	}
+	return p, nil
+}
+
+// validateVPol finds what makes a ValidatingPolicy unusable. CEL
+// expressions are compiled (and their errors reported) by the engine.
+func validateVPol(p *Policy) FieldErrors {
+	var errs FieldErrors
+	if p.Metadata.Name == "" {
+		errs.add("metadata.name", "a policy needs a name")
+	}
+	if p.Kind == KindNamespacedValidatingPolicy && p.Metadata.Namespace == "" {
+		errs.add("metadata.namespace", "a %s needs a namespace", p.Kind)
+	}
+	s := p.VPol
+	if s.MatchConstraints == nil || len(s.MatchConstraints.ResourceRules) == 0 {
+		errs.add("spec.matchConstraints.resourceRules", "at least one resource rule is required")
+	}
+	if len(s.Validations) == 0 {
+		errs.add("spec.validations", "at least one validation is required")
+	}
+	for i, a := range s.ValidationActions {
+		switch a {
+		case "Deny", "Audit", "Warn":
+		default:
+			errs.add(fmt.Sprintf("spec.validationActions[%d]", i), "%q is not Deny, Audit or Warn", a)
+		}
+	}
+	switch s.FailurePolicy {
+	case "", "Fail", "Ignore":
+	default:
+		errs.add("spec.failurePolicy", "%q is not Fail or Ignore", s.FailurePolicy)
+	}
+	if e := s.Evaluation; e != nil && e.Mode != "" && !strings.EqualFold(e.Mode, "Kubernetes") {
+		errs.add("spec.evaluation.mode", "mode %s is not supported yet (Kubernetes is)", e.Mode)
+	}
+	return errs
+}

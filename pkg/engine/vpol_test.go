@@ -1,0 +1,155 @@
+package engine_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+const vpolYAML = `apiVersion: policies.kyverno.io/v1alpha1
+kind: ValidatingPolicy
+metadata: {name: vp}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    namespaceSelector:
+      matchExpressions: [{key: skip, operator: DoesNotExist}]
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [pods]
+  matchConditions:
+  - name: not-system
+    expression: "object.metadata.namespace != 'kube-system'"
+  variables:
+  - name: images
+    expression: "object.spec.containers.map(c, c.image)"
+  validations:
+  - expression: "variables.images.all(i, !i.endsWith(':latest'))"
+    messageExpression: "'latest: ' + variables.images.filter(i, i.endsWith(':latest')).join(', ')"
+  - expression: "has(object.metadata.labels) && 'app' in object.metadata.labels"
+    message: "label app is required"
+  - expression: "object.spec.containers.all(c, c.securityContext.privileged == false)"
+  - expression: "size(object.spec.containers) < 3"
+`
+
+func vpolResult(t *testing.T, eng *engine.Engine, p *engine.Policy, req *engine.Request) (engine.RuleResponse, bool) {
+	t.Helper()
+	resps, _ := eng.Apply(t.Context(), req, &engine.Set{Policies: []*engine.Policy{p}})
+	for _, r := range resps {
+		if len(r.Rules) > 0 {
+			return r.Rules[0], true
+		}
+	}
+	return engine.RuleResponse{}, false
+}
+
+func TestValidatingPolicy(t *testing.T) {
+	eng := newEngine(t)
+	p := compile(t, eng, vpolYAML)
+	if p.Raw.Spec.ValidationFailureAction != "Enforce" {
+		t.Fatalf("validationActions Deny: failure action %q", p.Raw.Spec.ValidationFailureAction)
+	}
+	tests := map[string]struct {
+		obj     string
+		op      string
+		nsLabel map[string]string
+		status  engine.Status
+		msg     string // "" with status "": no result (not selected)
+	}{
+		"passes": {obj: `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x, labels: {app: a}}, spec: {containers: [{name: c, image: "nginx:1", securityContext: {privileged: false}}]}}`,
+			status: engine.StatusPass, msg: "success"},
+		"messageExpression": {obj: `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x, labels: {app: a}}, spec: {containers: [{name: c, image: "nginx:latest"}, {name: d, image: "redis:latest"}]}}`,
+			status: engine.StatusFail, msg: "latest: nginx:latest, redis:latest"},
+		"message": {obj: `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x}, spec: {containers: [{name: c, image: "nginx:1"}]}}`,
+			status: engine.StatusFail, msg: "label app is required"},
+		"an error is an error, in CEL's words": {obj: `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x, labels: {app: a}}, spec: {containers: [{name: c, image: "nginx:1"}]}}`,
+			status: engine.StatusError, msg: "error: no such key: securityContext"},
+		"no message": {obj: `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x, labels: {app: a}}, spec: {containers: [{name: a, image: "a:1", securityContext: {privileged: false}}, {name: b, image: "b:1", securityContext: {privileged: false}}, {name: c, image: "c:1", securityContext: {privileged: false}}]}}`,
+			status: engine.StatusFail, msg: "CEL expression validation failed at index 3"},
+		"matchConditions false: skip": {obj: `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: kube-system}, spec: {containers: [{name: c, image: "nginx:latest"}]}}`,
+			status: engine.StatusSkip, msg: "skip"},
+		"operation not selected": {obj: `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x}, spec: {containers: [{name: c, image: "nginx:latest"}]}}`,
+			op: engine.OpDelete},
+		"namespace selector": {obj: `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x}, spec: {containers: [{name: c, image: "nginx:latest"}]}}`,
+			nsLabel: map[string]string{"skip": "yes"}},
+		"other resource": {obj: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: x}}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			req := &engine.Request{Operation: tc.op, Object: obj(t, tc.obj), NamespaceLabels: tc.nsLabel}
+			if tc.op == engine.OpDelete {
+				req.Object, req.OldObject = nil, obj(t, tc.obj)
+			}
+			rr, ok := vpolResult(t, eng, p, req)
+			if tc.status == "" {
+				if ok {
+					t.Fatalf("not selected, but %s %q", rr.Status, rr.Message)
+				}
+				return
+			}
+			if !ok || rr.Status != tc.status || rr.Message != tc.msg || rr.Name != "" {
+				t.Fatalf("%q %s %q, want %s %q", rr.Name, rr.Status, rr.Message, tc.status, tc.msg)
+			}
+		})
+	}
+}
+
+// A match condition that ends in an error is an error under
+// failurePolicy Fail, a skip under Ignore.
+func TestValidatingPolicyMatchErrors(t *testing.T) {
+	eng := newEngine(t)
+	y := strings.Replace(vpolYAML, `"object.metadata.namespace != 'kube-system'"`, `"object.metadata.missing == 1"`, 1)
+	pod := `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x}, spec: {containers: [{name: c, image: "nginx:1"}]}}`
+	rr, _ := vpolResult(t, eng, compile(t, eng, y), &engine.Request{Object: obj(t, pod)})
+	if rr.Status != engine.StatusError || rr.Name != "evaluation" || !strings.Contains(rr.Message, "no such key: missing") {
+		t.Fatalf("Fail: %q %s %q", rr.Name, rr.Status, rr.Message)
+	}
+	y = strings.Replace(y, "validationActions: [Deny]", "validationActions: [Audit]\n  failurePolicy: Ignore", 1)
+	p := compile(t, eng, y)
+	if p.Raw.Spec.ValidationFailureAction != "Audit" {
+		t.Fatalf("failure action %q", p.Raw.Spec.ValidationFailureAction)
+	}
+	if rr, _ := vpolResult(t, eng, p, &engine.Request{Object: obj(t, pod)}); rr.Status != engine.StatusSkip {
+		t.Fatalf("Ignore: %s %q", rr.Status, rr.Message)
+	}
+}
+
+// A policy on Pods applies to the pod templates of controllers, with
+// object.spec and object.metadata rewritten (object.metadata.namespace
+// kept: a template has none), as Kyverno's CEL autogen does; a listed
+// set of controllers limits it, an empty list turns it off.
+func TestValidatingPolicyAutogen(t *testing.T) {
+	eng := newEngine(t)
+	y := vpolYAML
+	p := compile(t, eng, y)
+	if len(p.Rules) != 3 {
+		t.Fatalf("%d rules, want the policy and two autogen variants", len(p.Rules))
+	}
+	deploy := `{apiVersion: apps/v1, kind: Deployment, metadata: {name: d, namespace: x}, spec: {template: {metadata: {labels: {app: a}}, spec: {containers: [{name: c, image: "nginx:latest"}]}}}}`
+	if rr, _ := vpolResult(t, eng, p, &engine.Request{Object: obj(t, deploy)}); rr.Status != engine.StatusFail || rr.Message != "latest: nginx:latest" {
+		t.Fatalf("deployment: %s %q", rr.Status, rr.Message)
+	}
+	// object.metadata.namespace is still the controller's.
+	inSystem := strings.Replace(deploy, "namespace: x", "namespace: kube-system", 1)
+	if rr, _ := vpolResult(t, eng, p, &engine.Request{Object: obj(t, inSystem)}); rr.Status != engine.StatusSkip {
+		t.Fatalf("deployment in kube-system: %s %q", rr.Status, rr.Message)
+	}
+	cron := `{apiVersion: batch/v1, kind: CronJob, metadata: {name: c, namespace: x}, spec: {jobTemplate: {spec: {template: {metadata: {labels: {app: a}}, spec: {containers: [{name: c, image: "nginx:1", securityContext: {privileged: false}}]}}}}}}`
+	if rr, _ := vpolResult(t, eng, p, &engine.Request{Object: obj(t, cron)}); rr.Status != engine.StatusPass {
+		t.Fatalf("cronjob: %s %q", rr.Status, rr.Message)
+	}
+	only := compile(t, eng, strings.Replace(y, "  validationActions:", "  autogen: {podControllers: {controllers: [cronjobs]}}\n  validationActions:", 1))
+	if _, ok := vpolResult(t, eng, only, &engine.Request{Object: obj(t, deploy)}); ok {
+		t.Fatal("controllers [cronjobs]: a Deployment is checked")
+	}
+	if rr, _ := vpolResult(t, eng, only, &engine.Request{Object: obj(t, cron)}); rr.Status != engine.StatusPass {
+		t.Fatalf("controllers [cronjobs]: cronjob %s %q", rr.Status, rr.Message)
+	}
+	none := compile(t, eng, strings.Replace(y, "  validationActions:", "  autogen: {podControllers: {controllers: []}}\n  validationActions:", 1))
+	if len(none.Rules) != 1 {
+		t.Fatalf("controllers []: %d rules", len(none.Rules))
+	}
+}
