@@ -14,6 +14,12 @@ const benchDir = "../../../shared/bench"
 
 // loadBench compiles the 22 Pod Security policies and reads the 1,000 pods.
 func loadBench(tb testing.TB) (*engine.Engine, *engine.Set, []map[string]any) {
+	return loadWorkload(tb, "pss-classic")
+}
+
+// loadWorkload compiles the policies of a workload folder of
+// ../shared/bench and reads the 1,000 pods.
+func loadWorkload(tb testing.TB, dir string) (*engine.Engine, *engine.Set, []map[string]any) {
 	tb.Helper()
 	if _, err := os.Stat(benchDir); err != nil {
 		tb.Skipf("benchmark workloads not found at %s", benchDir)
@@ -22,7 +28,7 @@ func loadBench(tb testing.TB) (*engine.Engine, *engine.Set, []map[string]any) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(benchDir, "pss-classic", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(benchDir, dir, "*.yaml"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -68,6 +74,44 @@ func BenchmarkPodAgainstPSS(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		req := &engine.Request{Operation: engine.OpCreate, Object: pods[i%len(pods)]}
 		eng.Apply(b.Context(), req, set)
+	}
+}
+
+// BenchmarkPodAgainstVPol measures the marginal cost of one pod against
+// the 16 ValidatingPolicies of pss-vpol; BenchmarkPodAgainstCEL against
+// the validate.cel ClusterPolicies of pss-cel. One op is one pod.
+func BenchmarkPodAgainstVPol(b *testing.B) { benchPods(b, "pss-vpol") }
+
+func BenchmarkPodAgainstCEL(b *testing.B) { benchPods(b, "pss-cel") }
+
+func benchPods(b *testing.B, dir string) {
+	eng, set, pods := loadWorkload(b, dir)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req := &engine.Request{Operation: engine.OpCreate, Object: pods[i%len(pods)]}
+		eng.Apply(b.Context(), req, set)
+	}
+}
+
+// TestCELWorkloads checks the reference CLI's counts on the CEL
+// workloads: pss-vpol 14,955 pass and 1,045 fail, pss-cel 17,905 and
+// 1,095.
+func TestCELWorkloads(t *testing.T) {
+	for dir, want := range map[string]engine.Counts{"pss-vpol": {Pass: 14955, Fail: 1045}, "pss-cel": {Pass: 17905, Fail: 1095}} {
+		eng, set, pods := loadWorkload(t, dir)
+		var c engine.Counts
+		for _, pod := range pods {
+			resps, _ := eng.Apply(t.Context(), &engine.Request{Object: pod}, set)
+			for _, r := range resps {
+				for _, rr := range r.Rules {
+					c.Add(rr.Status)
+				}
+			}
+		}
+		if c != want {
+			t.Errorf("%s: counts %+v, want %+v", dir, c, want)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/verdict-dev/verdict/pkg/engine/celeval"
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,10 @@ type evalCache struct {
 	match    *matchInput
 	matchObj uintptr
 	budget   *budget
+	// celIn is what CEL expressions see of the request, built from the
+	// object at celObj.
+	celIn  *celeval.Input
+	celObj uintptr
 }
 
 func (r *Request) scratch() *evalCache {

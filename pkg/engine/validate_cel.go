@@ -137,6 +137,15 @@ func (run *ruleRun) validateCEL(rr RuleResponse) RuleResponse {
 // the old object, the admission request's fields, and the namespace as
 // the engine knows it (its name and labels).
 func (run *ruleRun) celInput() celeval.Input {
+	c := run.req.scratch()
+	if id := identity(run.obj); c.celIn == nil || c.celObj != id {
+		in := run.buildCELInput()
+		c.celIn, c.celObj = &in, id
+	}
+	return *c.celIn
+}
+
+func (run *ruleRun) buildCELInput() celeval.Input {
 	req := run.req
 	in := celeval.Input{OldObject: req.OldObject}
 	if req.Operation != OpDelete {

@@ -182,7 +182,7 @@ type Input struct {
 // one input, sharing the variables' values and the cost budget.
 type Evaluation struct {
 	ctx       context.Context
-	vars      map[string]any // the activation
+	act       activation
 	variables *lazy.MapValue
 	remaining int64
 	err       error // the first budget error: every later evaluation fails with it
@@ -198,13 +198,13 @@ func NewEvaluation(ctx context.Context, in Input, variables []Variable, budget i
 		budget = Budget
 	}
 	ev := &Evaluation{ctx: ctx, remaining: budget, variables: lazy.NewMapValue(variablesType)}
-	ev.vars = map[string]any{
-		VarObject:          toVal(in.Object),
-		VarOldObject:       toVal(in.OldObject),
-		VarRequest:         toVal(in.Request),
-		VarParams:          toVal(in.Params),
-		VarNamespaceObject: toVal(in.Namespace),
-		VarVariables:       ev.variables,
+	ev.act = activation{
+		object:    toVal(in.Object),
+		oldObject: toVal(in.OldObject),
+		request:   toVal(in.Request),
+		params:    toVal(in.Params),
+		namespace: toVal(in.Namespace),
+		variables: ev.variables,
 	}
 	for _, v := range variables {
 		p := v.Program
@@ -229,7 +229,7 @@ func (ev *Evaluation) Eval(p *Program) (ref.Val, error) {
 	if err := ev.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("expression '%s' not evaluated: %w", p.Expression, err)
 	}
-	val, details, err := p.prog.ContextEval(ev.ctx, activation(ev.vars))
+	val, details, err := p.prog.ContextEval(ev.ctx, &ev.act)
 	if details != nil {
 		if cost := details.ActualCost(); cost != nil {
 			if *cost > math.MaxInt64 || int64(*cost) > ev.remaining {
@@ -306,12 +306,28 @@ func (ev *Evaluation) Message(p *Program) string {
 	return s
 }
 
-// activation resolves the variables from a map without copying it.
-type activation map[string]any
-
-func (a activation) ResolveName(name string) (any, bool) {
-	v, ok := a[name]
-	return v, ok
+// activation holds the variables of an evaluation.
+type activation struct {
+	object, oldObject, request, params, namespace ref.Val
+	variables                                     *lazy.MapValue
 }
 
-func (a activation) Parent() interpreter.Activation { return nil }
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case VarObject:
+		return a.object, true
+	case VarOldObject:
+		return a.oldObject, true
+	case VarRequest:
+		return a.request, true
+	case VarParams:
+		return a.params, true
+	case VarNamespaceObject:
+		return a.namespace, true
+	case VarVariables:
+		return a.variables, true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
