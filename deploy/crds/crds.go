@@ -3,10 +3,12 @@
 // shipped under deploy/crds.
 //
 // verdict.dev/v1: ClusterPolicy (cpol), Policy (pol), PolicyException (polex),
-// ClusterCleanupPolicy (ccleanpol), CleanupPolicy (cleanpol).
+// ClusterCleanupPolicy (ccleanpol), CleanupPolicy (cleanpol),
+// ValidatingPolicy (vpol), NamespacedValidatingPolicy (nvpol).
 // wgpolicyk8s.io/v1alpha2: PolicyReport (polr), ClusterPolicyReport (cpolr).
 //
-// clusterpolicies.yaml, policies.yaml and policyexceptions.yaml are
+// clusterpolicies.yaml, policies.yaml, policyexceptions.yaml,
+// validatingpolicies.yaml and namespacedvalidatingpolicies.yaml are
 // generated from the types of pkg/engine/policy (`make crds`, see
 // internal/crdgen) and must not be edited; the others are hand-written.
 package crds

@@ -51,11 +51,13 @@ func TestManifests(t *testing.T) {
 		status                             bool
 		columns                            []string
 	}{
-		"clusterpolicies.verdict.dev":        {"verdict.dev", "v1", "ClusterPolicy", "cpol", "Cluster", true, policyColumns},
-		"policies.verdict.dev":               {"verdict.dev", "v1", "Policy", "pol", "Namespaced", true, policyColumns},
-		"policyexceptions.verdict.dev":       {"verdict.dev", "v1", "PolicyException", "polex", "Namespaced", false, []string{"Age"}},
-		"clustercleanuppolicies.verdict.dev": {"verdict.dev", "v1", "ClusterCleanupPolicy", "ccleanpol", "Cluster", true, nil},
-		"cleanuppolicies.verdict.dev":        {"verdict.dev", "v1", "CleanupPolicy", "cleanpol", "Namespaced", true, nil},
+		"clusterpolicies.verdict.dev":              {"verdict.dev", "v1", "ClusterPolicy", "cpol", "Cluster", true, policyColumns},
+		"policies.verdict.dev":                     {"verdict.dev", "v1", "Policy", "pol", "Namespaced", true, policyColumns},
+		"policyexceptions.verdict.dev":             {"verdict.dev", "v1", "PolicyException", "polex", "Namespaced", false, []string{"Age"}},
+		"clustercleanuppolicies.verdict.dev":       {"verdict.dev", "v1", "ClusterCleanupPolicy", "ccleanpol", "Cluster", true, nil},
+		"cleanuppolicies.verdict.dev":              {"verdict.dev", "v1", "CleanupPolicy", "cleanpol", "Namespaced", true, nil},
+		"validatingpolicies.verdict.dev":           {"verdict.dev", "v1", "ValidatingPolicy", "vpol", "Cluster", false, []string{"AGE", "ACTIONS"}},
+		"namespacedvalidatingpolicies.verdict.dev": {"verdict.dev", "v1", "NamespacedValidatingPolicy", "nvpol", "Namespaced", false, []string{"AGE", "ACTIONS"}},
 		"policyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "PolicyReport", "polr", "Namespaced", false,
 			[]string{"Kind", "Name", "Pass", "Fail", "Warn", "Error", "Skip", "Age"}},
 		"clusterpolicyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "ClusterPolicyReport", "cpolr", "Cluster", false,

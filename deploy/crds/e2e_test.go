@@ -25,9 +25,10 @@ import (
 )
 
 var (
-	clusterPolicies  = schema.GroupVersionResource{Group: "verdict.dev", Version: "v1", Resource: "clusterpolicies"}
-	policies         = schema.GroupVersionResource{Group: "verdict.dev", Version: "v1", Resource: "policies"}
-	policyExceptions = schema.GroupVersionResource{Group: "verdict.dev", Version: "v1", Resource: "policyexceptions"}
+	clusterPolicies    = schema.GroupVersionResource{Group: "verdict.dev", Version: "v1", Resource: "clusterpolicies"}
+	policies           = schema.GroupVersionResource{Group: "verdict.dev", Version: "v1", Resource: "policies"}
+	policyExceptions   = schema.GroupVersionResource{Group: "verdict.dev", Version: "v1", Resource: "policyexceptions"}
+	validatingPolicies = schema.GroupVersionResource{Group: "verdict.dev", Version: "v1", Resource: "validatingpolicies"}
 )
 
 // object reads a manifest written in YAML.
@@ -377,8 +378,8 @@ const corpusDir = "../../../shared/conformance/kyverno-policies"
 
 var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
 
-// testCorpus creates (dry run) every classic policy and exception of the
-// kyverno/policies library and the demo's samples as verdict.dev/v1
+// testCorpus creates (dry run) every classic policy, ValidatingPolicy
+// and exception of the kyverno/policies library and the demo's samples as verdict.dev/v1
 // objects: none is refused, and everything each says is read back (the
 // API server's defaults may add fields, never remove one).
 func testCorpus(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface) {
@@ -392,7 +393,8 @@ func testCorpus(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	resources := map[string]schema.GroupVersionResource{"ClusterPolicy": clusterPolicies, "Policy": policies, "PolicyException": policyExceptions}
+	resources := map[string]schema.GroupVersionResource{"ClusterPolicy": clusterPolicies, "Policy": policies, "PolicyException": policyExceptions,
+		"ValidatingPolicy": validatingPolicies}
 	n := 0
 	for _, root := range roots {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -416,7 +418,7 @@ func testCorpus(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface) 
 				}
 				gvr, ok := resources[u.GetKind()]
 				if _, hasSpec := u.Object["spec"]; !ok || !hasSpec ||
-					!strings.HasPrefix(u.GetAPIVersion(), "kyverno.io/") && u.GetAPIVersion() != "verdict.dev/v1" {
+					!strings.HasPrefix(u.GetAPIVersion(), "kyverno.io/") && !strings.HasPrefix(u.GetAPIVersion(), "policies.kyverno.io/") && u.GetAPIVersion() != "verdict.dev/v1" {
 					continue
 				}
 				n++
@@ -426,7 +428,7 @@ func testCorpus(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface) 
 				r := dyn.Resource(gvr)
 				var got *unstructured.Unstructured
 				var err error
-				if gvr == clusterPolicies {
+				if gvr == clusterPolicies || gvr == validatingPolicies {
 					got, err = r.Create(t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 				} else {
 					got, err = r.Namespace(ns.Name).Create(t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

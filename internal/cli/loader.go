@@ -93,6 +93,22 @@ func (l *fileLoader) APICall(_ context.Context, call *policy.APICall) (any, erro
 	return l.serveFromObjects(call.URLPath)
 }
 
+var _ engine.HTTPResponder = (*fileLoader)(nil)
+
+// HTTP answers CEL's http.Get and http.Post from the test file's
+// apiCallResponses, in the reference CLI's form: {body, statusCode}.
+func (l *fileLoader) HTTP(_ context.Context, method, url string, _ any, _ map[string]string) (any, error) {
+	a, ok := lookupAPICallMock(l.mocks, method, url)
+	if !ok {
+		return nil, fmt.Errorf("%w: no apiCallResponses entry for %s %s", engine.ErrNotAvailable, method, url)
+	}
+	body := a.body
+	if m, isMap := body.(map[string]any); isMap {
+		body = document.DeepCopyMap(m)
+	}
+	return map[string]any{"body": body, "statusCode": float64(a.status)}, nil
+}
+
 // serveFromObjects answers GET /api/v1/... and /apis/<group>/<version>/...
 // paths for lists and single objects from the supplied objects.
 func (l *fileLoader) serveFromObjects(urlPath string) (any, error) {
@@ -179,7 +195,22 @@ func (l *fileLoader) ImageData(_ context.Context, reference string) (any, error)
 	return nil, engine.ErrNotAvailable
 }
 
-var _ engine.ResourceLister = (*fileLoader)(nil)
+var (
+	_ engine.ResourceLister = (*fileLoader)(nil)
+	_ engine.KindResolver   = (*fileLoader)(nil)
+)
+
+// KindFor is the kind of the supplied objects of apiVersion whose plural
+// is resource (CEL's resource.Get and resource.List name resources).
+func (l *fileLoader) KindFor(_ context.Context, apiVersion, resource string) (string, error) {
+	for _, o := range l.objects {
+		kind := document.String(o, "kind")
+		if document.String(o, "apiVersion") == apiVersion && plural(kind) == resource {
+			return kind, nil
+		}
+	}
+	return "", fmt.Errorf("%w: no supplied resource is one of %s %s", engine.ErrNotFound, apiVersion, resource)
+}
 
 // GetResource finds a supplied object by kind, namespace and name (and
 // apiVersion when given).

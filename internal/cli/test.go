@@ -274,7 +274,9 @@ func (run *testRun) load() error {
 		for _, o := range c.Spec.Resources {
 			loader.objects = append(loader.objects, defaultNamespace(o))
 		}
-		loader.images = c.Spec.Images
+		if loader.images, err = c.imagesByReference(); err != nil {
+			return fmt.Errorf("context: %w", err)
+		}
 	}
 	for _, r := range t.Results {
 		if r.CloneSourceResource == "" {

@@ -294,12 +294,27 @@ func readUserInfo(path string) (*userInfoFile, error) {
 }
 
 // contextFile is a Kyverno CLI context file (kind Context): objects an
-// apiCall or configMap entry may read, and image data by reference.
+// apiCall, configMap entry or CEL resource.Get may read, and image data
+// (the reference CLI's list of entries, each naming its image).
 type contextFile struct {
 	Spec struct {
 		Resources []map[string]any `json:"resources"`
-		Images    map[string]any   `json:"images"`
+		Images    []map[string]any `json:"images"`
 	} `json:"spec"`
+}
+
+// imagesByReference indexes the context file's image data by the image
+// each entry names.
+func (c *contextFile) imagesByReference() (map[string]any, error) {
+	out := map[string]any{}
+	for i, img := range c.Spec.Images {
+		ref, _ := img["image"].(string)
+		if ref == "" {
+			return nil, fmt.Errorf("spec.images[%d]: no image", i)
+		}
+		out[ref] = img
+	}
+	return out, nil
 }
 
 func readContext(path string) (*contextFile, error) {

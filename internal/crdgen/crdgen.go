@@ -127,7 +127,33 @@ var Kinds = []Kind{
 			"Fields these types do not know are kept (x-kubernetes-preserve-unknown-fields).",
 		Columns: []Column{{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"}},
 	},
+	{
+		File: "validatingpolicies.yaml", Kind: policy.KindValidatingPolicy, ListKind: "ValidatingPolicyList",
+		Plural: "validatingpolicies", Singular: "validatingpolicy", ShortNames: []string{"vpol"},
+		Description: "ValidatingPolicy validates the requests it selects with CEL expressions, in\n" +
+			"every namespace (Kyverno's policies.kyverno.io kind, in Verdict's group).",
+		Spec: reflect.TypeOf(policy.ValidatingPolicySpec{}), SpecDescription: vpolSpecDescription,
+		Columns: vpolColumns,
+	},
+	{
+		File: "namespacedvalidatingpolicies.yaml", Kind: policy.KindNamespacedValidatingPolicy, ListKind: "NamespacedValidatingPolicyList",
+		Plural: "namespacedvalidatingpolicies", Singular: "namespacedvalidatingpolicy", ShortNames: []string{"nvpol"}, Namespaced: true,
+		Description: "NamespacedValidatingPolicy validates the requests it selects in its own\n" +
+			"namespace with CEL expressions.",
+		Spec: reflect.TypeOf(policy.ValidatingPolicySpec{}), SpecDescription: vpolSpecDescription,
+		Columns: vpolColumns,
+	},
 }
+
+// vpolColumns are Kyverno's columns for the ValidatingPolicy kinds that
+// Verdict can fill (it writes no status for them yet).
+var vpolColumns = []Column{
+	{Name: "AGE", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+	{Name: "ACTIONS", Type: "string", JSONPath: ".spec.validationActions", Priority: 1},
+}
+
+const vpolSpecDescription = "The policy: CEL validations of the requests matchConstraints select (the policies.kyverno.io schema); the Verdict webhook compiles it with the engine.\n" +
+	"Fields these types do not know are kept (x-kubernetes-preserve-unknown-fields)."
 
 // Defaults are the values the API server fills in for absent fields:
 // those of Kyverno's CRDs, kept only where Verdict reads absence as that

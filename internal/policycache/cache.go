@@ -39,7 +39,14 @@ var (
 	ClusterPolicies  = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "clusterpolicies"}
 	Policies         = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "policies"}
 	PolicyExceptions = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "policyexceptions"}
+	// The CEL policy kinds: watched when the API server serves them (a
+	// cluster whose CRDs predate them runs without).
+	ValidatingPolicies           = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "validatingpolicies"}
+	NamespacedValidatingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedvalidatingpolicies"}
 )
+
+// optionalKinds are watched only when served.
+var optionalKinds = []schema.GroupVersionResource{ValidatingPolicies, NamespacedValidatingPolicies}
 
 // Problem is a policy or exception left out of the set, and why.
 type Problem struct {
@@ -69,6 +76,9 @@ type Cache struct {
 	dirty          chan struct{}
 	changed        chan struct{}
 	startFactories func(stop <-chan struct{})
+	// addOptional adds the informers of the optional kinds the API server
+	// serves (before startFactories).
+	addOptional func()
 
 	mu       sync.Mutex
 	compiled map[string]compiledEntry // by kind/key, reused while resourceVersion holds
@@ -90,8 +100,7 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 		compiled: map[string]compiledEntry{},
 	}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 10*time.Minute)
-	// In this order: Policy and OnPolicyChange index c.informers.
-	for _, gvr := range []schema.GroupVersionResource{ClusterPolicies, Policies, PolicyExceptions} {
+	watch := func(gvr schema.GroupVersionResource) {
 		inf := df.ForResource(gvr).Informer()
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { c.markDirty() },
@@ -99,6 +108,15 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 			DeleteFunc: func(any) { c.markDirty() },
 		})
 		c.informers = append(c.informers, inf)
+	}
+	// In this order: Policy and OnPolicyChange index c.informers.
+	for _, gvr := range []schema.GroupVersionResource{ClusterPolicies, Policies, PolicyExceptions} {
+		watch(gvr)
+	}
+	c.addOptional = func() {
+		for _, gvr := range servedOptional(kube, log) {
+			watch(gvr)
+		}
 	}
 	kf := informers.NewSharedInformerFactory(kube, 10*time.Minute)
 	nsInf := kf.Core().V1().Namespaces()
@@ -109,6 +127,31 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 		kf.Start(stop)
 	}
 	return c
+}
+
+// servedOptional returns the optional kinds the API server serves. When
+// it cannot tell (discovery fails), every one is returned: the cache then
+// waits for them as for the others, rather than start without policies
+// that may exist.
+func servedOptional(kube kubernetes.Interface, log zerolog.Logger) []schema.GroupVersionResource {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(policy.GroupVerdict + "/v1")
+	if err != nil {
+		log.Warn().Err(err).Msg("discovery of the policy kinds failed: waiting for every kind")
+		return optionalKinds
+	}
+	served := map[string]bool{}
+	for _, r := range list.APIResources {
+		served[r.Name] = true
+	}
+	var out []schema.GroupVersionResource
+	for _, gvr := range optionalKinds {
+		if served[gvr.Resource] {
+			out = append(out, gvr)
+		} else {
+			log.Warn().Str("resource", gvr.Resource).Msg("policy kind not served (CRD not installed): not watched; install the CRDs of this version and restart")
+		}
+	}
+	return out
 }
 
 func (c *Cache) markDirty() {
@@ -122,6 +165,7 @@ func (c *Cache) markDirty() {
 // once the first lists are in and the first set is built, or with ctx's
 // error.
 func (c *Cache) Start(ctx context.Context) error {
+	c.addOptional()
 	c.startFactories(ctx.Done())
 	syncs := []cache.InformerSynced{c.nsSynced}
 	for _, inf := range c.informers {
@@ -190,7 +234,7 @@ func (c *Cache) rebuild() {
 			entry, ok := c.compiled[id]
 			if !ok || entry.rv != u.GetResourceVersion() {
 				entry = compiledEntry{rv: u.GetResourceVersion()}
-				p, err := policy.PolicyFromObject(u.Object)
+				p, err := policyFromObject(u.Object)
 				if err == nil {
 					entry.pol, err = c.eng.Compile(p)
 				}
@@ -330,3 +374,12 @@ func (c *Cache) NamespaceLabels(_ context.Context, name string) (map[string]stri
 }
 
 const logKeyPolicy = "policy"
+
+// policyFromObject converts a stored policy of any kind the cache watches.
+func policyFromObject(obj map[string]any) (*policy.Policy, error) {
+	switch kind, _ := obj["kind"].(string); kind {
+	case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy:
+		return policy.ValidatingPolicyFromObject(obj)
+	}
+	return policy.PolicyFromObject(obj)
+}

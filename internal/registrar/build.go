@@ -126,6 +126,10 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 			if t := p.Raw.Spec.WebhookTimeoutSeconds; t != nil && *t > a.timeout {
 				a.timeout = *t
 			}
+			if rr, ok := rule.ResourceRules(); ok {
+				addResourceRules(a, rr)
+				continue
+			}
 			ops := admissionOps
 			if mutate {
 				ops = mutationOps
@@ -181,6 +185,9 @@ func Unresolved(p *engine.Policy, r Resolver) ([]string, error) {
 	for _, rule := range p.Rules {
 		if _, ok := webhookOf(rule); !ok {
 			continue
+		}
+		if _, ok := rule.ResourceRules(); ok {
+			continue // resources named as the API server names them
 		}
 		for _, k := range matchKinds(&rule.MatchResources) {
 			res, err := r.Resolve(k)
@@ -266,6 +273,23 @@ func addRule(a *accum, m *policy.MatchResources, defaultOps []string, r Resolver
 		}
 	}
 	return nil
+}
+
+// addResourceRules records a ValidatingPolicy's resource rules as they
+// are written (their excludes, names and selectors are checked by the
+// engine on what the webhook receives). Unlike a kind selector on Pods,
+// "pods" does not take in pods/ephemeralcontainers: a ValidatingPolicy
+// selects subresources by name, as the API server's policies do.
+func addResourceRules(a *accum, rules []policy.ResourceRule) {
+	for _, rr := range rules {
+		for _, g := range rr.APIGroups {
+			for _, v := range rr.APIVersions {
+				for _, res := range rr.Resources {
+					a.add(ruleKey{group: g, version: v, resource: res}, rr.Operations)
+				}
+			}
+		}
+	}
 }
 
 // add records that the webhook receives ops on a resource.
@@ -433,7 +457,7 @@ func policyWebhook(o Options) admissionregistrationv1.ValidatingWebhook {
 			Rule: admissionregistrationv1.Rule{
 				APIGroups:   []string{policy.GroupVerdict},
 				APIVersions: []string{"v1"},
-				Resources:   []string{"clusterpolicies", "policies", "policyexceptions", "clustercleanuppolicies", "cleanuppolicies"},
+				Resources:   []string{"clusterpolicies", "policies", "policyexceptions", "clustercleanuppolicies", "cleanuppolicies", "validatingpolicies", "namespacedvalidatingpolicies"},
 				Scope:       &scope,
 			},
 		}},

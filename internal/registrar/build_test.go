@@ -1,6 +1,7 @@
 package registrar
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -210,4 +211,53 @@ func vnames(w []admissionregistrationv1.ValidatingWebhook) []string {
 		out = append(out, h.Name)
 	}
 	return out
+}
+
+// A ValidatingPolicy's webhook rules are its matchConstraints' resource
+// rules, and its autogen variants' (the Pod controllers), as written: no
+// kind to resolve; failurePolicy and webhook timeout carry over.
+func TestBuildValidatingPolicy(t *testing.T) {
+	pols := compileAll(t, `apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata: {name: vp}
+spec:
+  validationActions: [Deny]
+  failurePolicy: Ignore
+  webhookConfiguration: {timeoutSeconds: 15}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [pods]
+  validations: [{expression: "true"}]
+`)
+	_, val, err := Build(pols, table, Options{URL: "https://127.0.0.1:9443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range val.Webhooks {
+		if w.Name == "policy.verdict.dev" {
+			continue
+		}
+		if *w.FailurePolicy != "Ignore" || *w.TimeoutSeconds != 15 {
+			t.Errorf("webhook %s: failurePolicy %s, timeout %d", w.Name, *w.FailurePolicy, *w.TimeoutSeconds)
+		}
+		for _, r := range w.Rules {
+			got = append(got, fmt.Sprintf("%v %v %v %v", r.APIGroups, r.APIVersions, r.Resources, r.Operations))
+		}
+	}
+	want := []string{
+		"[] [v1] [pods] [CREATE UPDATE]",
+		"[apps] [v1] [daemonsets] [CREATE UPDATE]",
+		"[apps] [v1] [deployments] [CREATE UPDATE]",
+		"[apps] [v1] [replicasets] [CREATE UPDATE]",
+		"[apps] [v1] [statefulsets] [CREATE UPDATE]",
+		"[batch] [v1] [cronjobs] [CREATE UPDATE]",
+		"[batch] [v1] [jobs] [CREATE UPDATE]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

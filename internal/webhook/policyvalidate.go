@@ -12,9 +12,9 @@ import (
 )
 
 // validatePolicy admits a ClusterPolicy, Policy, PolicyException,
-// ClusterCleanupPolicy or CleanupPolicy of the
-// kyverno.io or verdict.dev groups only when the engine can load and
-// compile it; the denial names the path of every bad field. Deletes and
+// ClusterCleanupPolicy, CleanupPolicy, ValidatingPolicy or
+// NamespacedValidatingPolicy of the kyverno.io or verdict.dev groups only
+// when the engine can load and compile it (CEL expressions included); the denial names the path of every bad field. Deletes and
 // objects of other kinds are admitted.
 func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, error) {
 	if rv.req.Operation == admissionv1.Delete || rv.object == nil {
@@ -34,6 +34,15 @@ func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, erro
 		if _, err := s.engine.Compile(p); err != nil {
 			logFrom(ctx).Info().Err(err).Msg("policy does not compile, rejected")
 			return denyInvalid(err.Error(), policyCauses(obj)), nil
+		}
+	case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy:
+		p, err := policy.ValidatingPolicyFromObject(obj)
+		if err == nil {
+			_, err = s.engine.Compile(p)
+		}
+		if err != nil {
+			logFrom(ctx).Info().Err(err).Msg("invalid validating policy rejected")
+			return denyInvalid(err.Error(), nil), nil
 		}
 	case policy.KindClusterCleanupPolicy, policy.KindCleanupPolicy:
 		p, err := policy.CleanupPolicyFromObject(obj)

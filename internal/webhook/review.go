@@ -285,6 +285,7 @@ func engineRequest(rv *review, nsLabels map[string]string) *engine.Request {
 		Object:      rv.object,
 		OldObject:   rv.oldObject,
 		SubResource: rv.req.SubResource,
+		Resource:    rv.req.Resource.Resource,
 		UserInfo: engine.UserInfo{
 			Username: ui.Username,
 			UID:      ui.UID,

@@ -72,8 +72,8 @@ func NewStaticSource(eng *engine.Engine, policies []*policy.Policy, exceptions [
 	return s
 }
 
-// LoadStaticSource reads ClusterPolicies, Policies and PolicyExceptions
-// from files and directories (walked recursively for .yaml, .yml and
+// LoadStaticSource reads ClusterPolicies, Policies, ValidatingPolicies
+// (and their namespaced kind) and PolicyExceptions from files and directories (walked recursively for .yaml, .yml and
 // .json, in name order). A document that is not a valid policy is logged,
 // listed by Invalid and left out; a path that cannot be read is an error.
 func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger) (*StaticSource, error) {
@@ -107,6 +107,13 @@ func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger) (*
 			switch kind {
 			case policy.KindClusterPolicy, policy.KindPolicy:
 				p, err := policy.PolicyFromObject(obj)
+				if err != nil {
+					invalid = append(invalid, PolicyError{Source: src, Kind: kind, Key: key, Err: err})
+					continue
+				}
+				policies = append(policies, p)
+			case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy:
+				p, err := policy.ValidatingPolicyFromObject(obj)
 				if err != nil {
 					invalid = append(invalid, PolicyError{Source: src, Kind: kind, Key: key, Err: err})
 					continue

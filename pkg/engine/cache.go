@@ -27,8 +27,8 @@ type evalCache struct {
 	matchObj uintptr
 	budget   *budget
 	// celIn is what CEL expressions see of the request, built from the
-	// object at celObj.
-	celIn  *celeval.Input
+	// object at celObj; it keeps the CEL values expressions have read.
+	celIn  *celeval.Prepared
 	celObj uintptr
 }
 

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/verdict-dev/verdict/pkg/engine/policy"
+
 // KindMatch is how a policy's rules select one kind of resource.
 type KindMatch int
 
@@ -39,6 +41,9 @@ func (p *Policy) SelectsKind(t RuleType, group, version, kind string) KindMatch 
 // SelectsKind says whether the rule's match block selects the kind by
 // name, only by a kind wildcard, or not at all.
 func (r *Rule) SelectsKind(group, version, kind string) KindMatch {
+	if r.celMatch != nil {
+		return r.celMatch.selectsKind(group, version, kind)
+	}
 	if r.match == nil {
 		return KindNotSelected
 	}
@@ -57,6 +62,17 @@ func (r *Rule) SelectsKind(group, version, kind string) KindMatch {
 		}
 	}
 	return best
+}
+
+// ResourceRules are the resource rules of a rule of a ValidatingPolicy
+// (its matchConstraints, or an autogen variant's), which name API
+// resources and operations as a webhook rule does; ok is false for the
+// rules of the classic kinds, which match kinds.
+func (r *Rule) ResourceRules() (rules []policy.ResourceRule, ok bool) {
+	if r.celMatch == nil {
+		return nil, false
+	}
+	return r.celMatch.rules, true
 }
 
 // filters lists every filter of the block.

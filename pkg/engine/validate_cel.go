@@ -85,7 +85,7 @@ func compileCEL(r *policy.Rule) (*celRule, error) {
 // error an expression ended in.
 func (run *ruleRun) validateCEL(rr RuleResponse) RuleResponse {
 	cr := run.rule.cel
-	ev := celeval.NewEvaluation(run.m.ctx, run.celInput(), cr.variables, 0)
+	ev := run.celInput().NewEvaluation(run.m.ctx, cr.variables, 0)
 	if cr.vpol {
 		return run.validateVPol(rr, cr, ev)
 	}
@@ -135,19 +135,19 @@ func (run *ruleRun) validateCEL(rr RuleResponse) RuleResponse {
 
 // celInput is what a rule's CEL sees: the object (null for a DELETE),
 // the old object, the admission request's fields, and the namespace as
-// the engine knows it (its name and labels).
-func (run *ruleRun) celInput() celeval.Input {
+// the engine knows it (its name and labels), prepared once per resource
+// for the CEL of every policy.
+func (run *ruleRun) celInput() *celeval.Prepared {
 	c := run.req.scratch()
 	if id := identity(run.obj); c.celIn == nil || c.celObj != id {
-		in := run.buildCELInput()
-		c.celIn, c.celObj = &in, id
+		c.celIn, c.celObj = celeval.Prepare(run.buildCELInput()), id
 	}
-	return *c.celIn
+	return c.celIn
 }
 
 func (run *ruleRun) buildCELInput() celeval.Input {
 	req := run.req
-	in := celeval.Input{OldObject: req.OldObject}
+	in := celeval.Input{OldObject: req.OldObject, Context: celContext{e: run.e}}
 	if req.Operation != OpDelete {
 		in.Object = run.obj
 	}

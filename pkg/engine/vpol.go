@@ -148,6 +148,28 @@ func (m *celMatch) matches(in *matchInput, req *Request) bool {
 	return true
 }
 
+// selectsKind says whether a resource rule selects the kind's resource
+// (its plural guessed from the kind: a background scan names kinds), by
+// name or only through "*".
+func (m *celMatch) selectsKind(group, version, kind string) KindMatch {
+	resource := guessResource(gvk{group: group, version: version, kind: kind})
+	best := KindNotSelected
+	for _, r := range m.rules {
+		if !listHas(r.APIGroups, group) || !listHas(r.APIVersions, version) {
+			continue
+		}
+		for _, want := range r.Resources {
+			switch want {
+			case resource:
+				return KindNamed
+			case "*", "*/*":
+				best = KindByWildcard
+			}
+		}
+	}
+	return best
+}
+
 func resourceRuleMatches(r *policy.ResourceRule, op string, in *matchInput, resource string) bool {
 	if !listHas(r.Operations, op) || !listHas(r.APIGroups, in.gvk.group) || !listHas(r.APIVersions, in.gvk.version) {
 		return false

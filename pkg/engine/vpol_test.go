@@ -153,3 +153,28 @@ func TestValidatingPolicyAutogen(t *testing.T) {
 		t.Fatalf("controllers []: %d rules", len(none.Rules))
 	}
 }
+
+// A background scan asks which kinds a policy selects: a ValidatingPolicy
+// answers from its matchConstraints (and autogen variants).
+func TestValidatingPolicySelectsKind(t *testing.T) {
+	eng := newEngine(t)
+	p := compile(t, eng, vpolYAML)
+	for _, tc := range []struct {
+		group, version, kind string
+		want                 engine.KindMatch
+	}{
+		{"", "v1", "Pod", engine.KindNamed},
+		{"apps", "v1", "Deployment", engine.KindNamed},
+		{"batch", "v1", "CronJob", engine.KindNamed},
+		{"", "v1", "ConfigMap", engine.KindNotSelected},
+		{"apps", "v1beta1", "Deployment", engine.KindNotSelected},
+	} {
+		if got := p.SelectsKind(engine.TypeValidation, tc.group, tc.version, tc.kind); got != tc.want {
+			t.Errorf("%s/%s %s: %v, want %v", tc.group, tc.version, tc.kind, got, tc.want)
+		}
+	}
+	all := compile(t, eng, strings.Replace(vpolYAML, "resources: [pods]", `resources: ["*"]`, 1))
+	if got := all.SelectsKind(engine.TypeValidation, "", "v1", "ConfigMap"); got != engine.KindByWildcard {
+		t.Errorf("resources *: %v", got)
+	}
+}

@@ -8,8 +8,8 @@
 // libraries for lists, regular expressions, URLs, quantities, IP
 // addresses and CIDRs, formats, semantic versions and authorization),
 // with the variables of an admission expression (object, oldObject,
-// request, params, namespaceObject, variables). It is built once per
-// process; a policy's
+// request, params, namespaceObject, variables) and Kyverno's functions
+// (kyverno.go). It is built once per process; a policy's
 // expressions are compiled once, when the policy is, into Programs.
 //
 // Every evaluation is bounded: a Program stops at Kubernetes' per-call
@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
-	"k8s.io/apiserver/pkg/cel/lazy"
 )
 
 // The variables an expression sees.
@@ -90,14 +89,14 @@ func env() (*cel.Env, error) {
 	envOnce.Do(func() {
 		set, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
 			IntroducedVersion: version.MajorMinor(1, 0),
-			EnvOptions: []cel.EnvOption{
+			EnvOptions: append([]cel.EnvOption{
 				cel.Variable(VarObject, cel.DynType),
 				cel.Variable(VarOldObject, cel.DynType),
 				cel.Variable(VarRequest, cel.DynType),
 				cel.Variable(VarParams, cel.DynType),
 				cel.Variable(VarNamespaceObject, cel.DynType),
 				cel.Variable(VarVariables, cel.DynType),
-			},
+			}, kyvernoEnv()...),
 		})
 		if err != nil {
 			envErr = fmt.Errorf("celeval: building the CEL environment: %w", err)
@@ -176,6 +175,9 @@ type Input struct {
 	Request           map[string]any
 	Params            map[string]any
 	Namespace         map[string]any
+	// Context serves the Kyverno functions that read outside the request
+	// (http, globalContext, resource, image metadata); nil: they fail.
+	Context Context
 }
 
 // Evaluation evaluates the expressions of one policy (or rule) against
@@ -183,40 +185,17 @@ type Input struct {
 type Evaluation struct {
 	ctx       context.Context
 	act       activation
-	variables *lazy.MapValue
+	vars      lazyVars
 	remaining int64
 	err       error // the first budget error: every later evaluation fails with it
 }
 
-var variablesType = types.NewObjectType("kyverno.variables")
-
 // NewEvaluation prepares the evaluation of in's expressions, with
 // variables (in order: a variable may read the ones before it) and a
-// budget (Budget when 0).
+// budget (Budget when 0). Evaluations on the same resource should share
+// one Prepared instead (Prepare, Prepared.NewEvaluation).
 func NewEvaluation(ctx context.Context, in Input, variables []Variable, budget int64) *Evaluation {
-	if budget <= 0 {
-		budget = Budget
-	}
-	ev := &Evaluation{ctx: ctx, remaining: budget, variables: lazy.NewMapValue(variablesType)}
-	ev.act = activation{
-		object:    toVal(in.Object),
-		oldObject: toVal(in.OldObject),
-		request:   toVal(in.Request),
-		params:    toVal(in.Params),
-		namespace: toVal(in.Namespace),
-		variables: ev.variables,
-	}
-	for _, v := range variables {
-		p := v.Program
-		ev.variables.Append(v.Name, func(*lazy.MapValue) ref.Val {
-			val, err := ev.Eval(p)
-			if err != nil {
-				return types.WrapErr(err)
-			}
-			return val
-		})
-	}
-	return ev
+	return Prepare(in).NewEvaluation(ctx, variables, budget)
 }
 
 // Eval evaluates p. The error says which expression failed and why, as
@@ -308,24 +287,37 @@ func (ev *Evaluation) Message(p *Program) string {
 
 // activation holds the variables of an evaluation.
 type activation struct {
-	object, oldObject, request, params, namespace ref.Val
-	variables                                     *lazy.MapValue
+	ctx context.Context
+	in  *Prepared
+	// variables is the Evaluation's lazyVars (a test puts the API
+	// server's lazy.MapValue in its place, to compare them).
+	variables ref.Val
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
 	switch name {
 	case VarObject:
-		return a.object, true
+		return a.in.object, true
 	case VarOldObject:
-		return a.oldObject, true
+		return a.in.oldObject, true
 	case VarRequest:
-		return a.request, true
+		return a.in.request, true
 	case VarParams:
-		return a.params, true
+		return a.in.params, true
 	case VarNamespaceObject:
-		return a.namespace, true
+		return a.in.namespace, true
 	case VarVariables:
 		return a.variables, true
+	case VarHTTP:
+		return ctxVal{a.ctx, a.in.context, httpType}, true
+	case VarGlobalContext:
+		return ctxVal{a.ctx, a.in.context, gctxType}, true
+	case VarResource:
+		return ctxVal{a.ctx, a.in.context, resourceType}, true
+	case VarImageData:
+		return ctxVal{a.ctx, a.in.context, imageCtxType}, true
+	case VarTime:
+		return ctxVal{a.ctx, a.in.context, timeCtxType}, true
 	}
 	return nil, false
 }

@@ -205,3 +205,21 @@ func TestMessage(t *testing.T) {
 		}
 	}
 }
+
+// A variable that reads itself (variables is dyn: nothing refuses it at
+// compile time) ends in an error, not in a recursion that would take the
+// process down.
+func TestSelfReferentialVariable(t *testing.T) {
+	vars := []Variable{
+		{Name: "a", Program: mustCompile(t, "variables.b + 1", Any)},
+		{Name: "b", Program: mustCompile(t, "variables.a + 1", Any)},
+		{Name: "c", Program: mustCompile(t, "variables.c", Any)},
+	}
+	ev := NewEvaluation(context.Background(), Input{}, vars, 0)
+	for _, expr := range []string{"variables.a == 1", "variables.c == 1"} {
+		_, err := ev.Bool(mustCompile(t, expr, Bool))
+		if err == nil || !strings.Contains(err.Error(), "refers to itself") {
+			t.Errorf("%s: %v", expr, err)
+		}
+	}
+}

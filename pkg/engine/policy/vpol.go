@@ -129,6 +129,11 @@ func ValidatingPolicyFromObject(obj map[string]any) (*Policy, error) {
 		admission, background := e.Admission.on(), e.Background.on()
 		p.Spec.Admission, p.Spec.Background = &admission, &background
 	}
+	p.Spec.FailurePolicy = s.FailurePolicy
+	if t, ok := s.WebhookConfiguration["timeoutSeconds"].(float64); ok && t > 0 {
+		secs := int32(t)
+		p.Spec.WebhookTimeoutSeconds = &secs
+	}
 	return p, nil
 }
 

@@ -1,0 +1,98 @@
+package webhookapp_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/verdict-dev/verdict/internal/policycache"
+)
+
+// A ValidatingPolicy of Kyverno's policy library (require-labels from
+// other-vpol), with only its apiVersion changed.
+const requireTeamVPol = `
+apiVersion: verdict.dev/v1
+kind: ValidatingPolicy
+metadata:
+  name: require-team
+spec:
+  validationActions: [Deny]
+  evaluation:
+    background: {enabled: true}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [pods]
+  matchConditions:
+  - name: not-probes
+    expression: "!object.metadata.name.startsWith('probe-')"
+  validations:
+  - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
+    messageExpression: "'the label team is required on ' + object.metadata.name"
+`
+
+// TestE2EValidatingPolicy: through the real API server, a ValidatingPolicy
+// in Verdict's group denies a Pod without the label (with its message)
+// and admits one with it, denies a Deployment whose pod template lacks it
+// (its autogen variant, registered from the rewritten matchConstraints),
+// and a ValidatingPolicy whose CEL does not compile is refused at
+// creation with the expression's path and CEL's error.
+func TestE2EValidatingPolicy(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	vpols := e.dyn.Resource(policycache.ValidatingPolicies)
+	if _, err := vpols.Create(ctx, unstr(t, requireTeamVPol), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.startReplica(t, "replica-a", "", nil)
+	waitEnforced(t, e.kube)
+
+	pods := e.kube.CoreV1().Pods("team")
+	const denied = "the label team is required on unlabelled"
+	waitFor(t, 30*time.Second, func() bool {
+		_, err := pods.Create(ctx, pod("unlabelled", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), denied)
+	})
+	if _, err := pods.Create(ctx, pod("unlabelled", false), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "require-team") {
+		t.Fatalf("denial does not name the policy: %v", err)
+	}
+	labelled := pod("labelled", false)
+	labelled.Labels = map[string]string{"team": "payments"}
+	if _, err := pods.Create(ctx, labelled, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("labelled Pod refused: %v", err)
+	}
+
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+				Spec:       pod("x", false).Spec,
+			},
+		},
+	}
+	_, err := e.kube.AppsV1().Deployments("team").Create(ctx, deploy, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "the label team is required on web") {
+		t.Fatalf("Deployment without the label in its template: %v", err)
+	}
+	deploy.Spec.Template.Labels["team"] = "payments"
+	if _, err := e.kube.AppsV1().Deployments("team").Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("labelled Deployment refused: %v", err)
+	}
+
+	broken := strings.Replace(strings.Replace(requireTeamVPol, "name: require-team", "name: broken", 1),
+		`"has(object.metadata.labels) && 'team' in object.metadata.labels"`, `"object.metadata.labels.all(k, k"`, 1)
+	_, err = vpols.Create(ctx, unstr(t, broken), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "spec.validations[0].expression") || !strings.Contains(err.Error(), "Syntax error") {
+		t.Fatalf("a ValidatingPolicy that does not compile: %v", err)
+	}
+}

@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine/celeval"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// KindResolver is implemented by a ResourceLister that can tell the kind
+// a resource (plural) name stands for: CEL's resource.Get and
+// resource.List name resources, the lister reads kinds. ErrNotFound means
+// there is no such resource (no object, for resource.Get; an empty list).
+type KindResolver interface {
+	KindFor(ctx context.Context, apiVersion, resource string) (string, error)
+}
+
+// HTTPResponder is implemented by a ContextLoader that answers CEL's
+// http.Get and http.Post itself (the CLI, from its mocks, in the
+// reference CLI's {body, statusCode} form). Otherwise they are service
+// apiCalls, answered as Kyverno's HTTP client answers: a JSON object
+// body with its statusCode added, any other body as {body, statusCode}.
+type HTTPResponder interface {
+	HTTP(ctx context.Context, method, url string, body any, headers map[string]string) (any, error)
+}
+
+// celContext serves CEL's Kyverno functions from the engine's context
+// loader and resource lister, the sources of the classic context entries:
+// http calls are service apiCalls, globalContext reads global references
+// ("entry.projection"), image metadata comes from imageRegistry's source.
+type celContext struct {
+	e *Engine
+}
+
+func (c celContext) HTTP(ctx context.Context, method, url string, body any, headers map[string]string) (any, error) {
+	if r, ok := c.e.loader.(HTTPResponder); ok {
+		return r.HTTP(ctx, method, url, body, headers)
+	}
+	call := &policy.APICall{Method: method, Service: &policy.ServiceCall{URL: url}}
+	keys := make([]string, 0, len(headers))
+	for k := range headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		call.Service.Headers = append(call.Service.Headers, map[string]any{"key": k, "value": headers[k]})
+	}
+	switch b := body.(type) {
+	case nil:
+	case map[string]any:
+		keys := make([]string, 0, len(b))
+		for k := range b {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			call.Data = append(call.Data, policy.RequestData{Key: k, Value: b[k]})
+		}
+	default:
+		return nil, fmt.Errorf("the body of a POST must be a map, not %T", body)
+	}
+	out, err := c.e.loader.APICall(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	// The loader answers 2xx responses only (anything else is its error).
+	if m, ok := out.(map[string]any); ok {
+		m["statusCode"] = float64(200)
+		return m, nil
+	}
+	return map[string]any{"body": out, "statusCode": float64(200)}, nil
+}
+
+func (c celContext) Now() time.Time { return c.e.now() }
+
+func (c celContext) GlobalReference(ctx context.Context, name, projection string) (any, error) {
+	if projection != "" {
+		name += "." + projection
+	}
+	return c.e.loader.GlobalReference(ctx, name)
+}
+
+func (c celContext) kind(ctx context.Context, apiVersion, resource string) (string, error) {
+	r, ok := c.e.lister.(KindResolver)
+	if !ok {
+		return "", fmt.Errorf("resources by name (%s %s): %w", apiVersion, resource, ErrNotAvailable)
+	}
+	return r.KindFor(ctx, apiVersion, resource)
+}
+
+func (c celContext) GetResource(ctx context.Context, apiVersion, resource, namespace, name string) (map[string]any, error) {
+	kind, err := c.kind(ctx, apiVersion, resource)
+	if errors.Is(err, ErrNotFound) {
+		return nil, celeval.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	obj, err := c.e.lister.GetResource(ctx, apiVersion, kind, namespace, name)
+	// The lister knows the kind (KindFor answered), so "not available"
+	// is this object's absence from its source (the CLI's files).
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotAvailable) || (err == nil && obj == nil) {
+		return nil, celeval.ErrNotFound
+	}
+	return obj, err
+}
+
+func (c celContext) ListResources(ctx context.Context, apiVersion, resource, namespace string, labels map[string]string) ([]map[string]any, error) {
+	kind, err := c.kind(ctx, apiVersion, resource)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil // no such resources: an empty list
+	}
+	if err != nil {
+		return nil, err
+	}
+	var sel *policy.LabelSelector
+	if len(labels) > 0 {
+		sel = &policy.LabelSelector{MatchLabels: labels}
+	}
+	return c.e.lister.ListResources(ctx, apiVersion, kind, namespace, sel)
+}
+
+func (c celContext) ImageData(ctx context.Context, reference string) (any, error) {
+	return c.e.loader.ImageData(ctx, reference)
+}
