@@ -366,9 +366,24 @@ func TestE2ETopology(t *testing.T) {
 		return nil
 	})
 	meta := metadata.NewForConfigOrDie(admin)
-	topoEventually(t, 90*time.Second, "every report equal to the fold of the stream", func() error {
+	// Reports converge once the reporters have every result: those a
+	// killed reporter held come back after the consumer's AckWait (30 s),
+	// and a result whose verification or write failed during the
+	// failovers is retried with backoff. How long that took is logged;
+	// on failure, the consumer's state says where the results are.
+	converging := time.Now()
+	topoEventuallyOr(t, 150*time.Second, "every report equal to the fold of the stream", func() error {
 		return reportsMatchStream(ctx, conn, dyn, meta, kube)
+	}, func() {
+		if c, err := conn.JetStream().Consumer(ctx, queue.StreamResults, queue.ConsumerReporter); err == nil {
+			info := c.CachedInfo()
+			t.Logf("reporter consumer: pending %d, ack pending %d, redelivered %d, waiting pulls %d, leader %v",
+				info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.Cluster)
+		} else {
+			t.Logf("reporter consumer: %v", err)
+		}
 	})
+	t.Logf("reports converged %v after the kills", time.Since(converging).Round(100*time.Millisecond))
 	// No audit result lost: every compliant Pod admitted during the kills
 	// has its report, with the Audit policy's failure.
 	topoEventually(t, 30*time.Second, "every admitted Pod's report", func() error {
@@ -1037,7 +1052,8 @@ func cleaned(ctx context.Context, kube kubernetes.Interface, name string) error 
 	return fmt.Errorf("ConfigMap %s not cleaned up", name)
 }
 
-func topoEventually(t *testing.T, d time.Duration, what string, cond func() error) {
+// topoEventuallyOr is topoEventually that calls diagnose before failing.
+func topoEventuallyOr(t *testing.T, d time.Duration, what string, cond func() error, diagnose func()) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	var err error
@@ -1047,5 +1063,11 @@ func topoEventually(t *testing.T, d time.Duration, what string, cond func() erro
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	diagnose()
 	t.Fatalf("%s: not within %s: %v", what, d, err)
+}
+
+func topoEventually(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	topoEventuallyOr(t, d, what, cond, func() {})
 }
