@@ -87,6 +87,8 @@ func TestLibraries(t *testing.T) {
 		// optionals, two-variable comprehensions
 		"object.spec.?missing.orValue('none') == 'none'",
 		"object.spec.list.all(i, v, v > 0)",
+		// JSON numbers are ints in two-variable comprehensions too
+		"object.spec.list.all(i, v, type(v) == int) && object.spec.exists(k, v, k == 'replicas' && type(v) == int)",
 		"object.spec.name.matches('^my-')",
 	} {
 		p := mustCompile(t, expr, Bool)

@@ -125,7 +125,10 @@ func TestPreparedMatchesCELGo(t *testing.T) {
 		"object.spec.ratio * 2.0", "object.spec.big", "object.spec.nul == null", "has(object.spec.nul)", "object.spec.nothing", "object.spec.list[1.0]",
 		"object.spec.list[-1]", "object.spec.list['a']", "object.spec.list[?7]", "object.spec.?list[?0]", "size(object.spec)", "object.spec.list.size()",
 		"object.spec.list.all(x, x > 0)", "object.spec.list.map(x, x * 2)", "object.spec.list.filter(x, x > 1)", "object.spec.list.exists_one(x, x == 3)",
-		"object.spec.list.transformList(i, v, type(v))", "object.spec.containers.transformList(i, c, type(c.ports[0].containerPort))", "object.metadata.labels.transformMap(k, v, type(v))",
+		// (Two-variable comprehensions over numbers are left out on
+		// purpose: there JSON numbers are ints, where cel-go's wrappers
+		// make them doubles; TestLibraries checks it.)
+		"object.spec.list.transformList(i, v, i)", "object.spec.containers.transformList(i, c, c.name)", "object.metadata.labels.transformMap(k, v, type(v))",
 		"object.spec.containers.all(c, c.?securityContext.?privileged.orValue(false) == false)", "object.spec.containers.map(c, c.?securityContext.?runAsUser.orValue(-1))",
 		"object.spec.nested.?a.b.c", "object.spec.nested.a.?b.?c.orValue(0)", "object.spec.containers[0] in object.spec.containers",
 		"{'name': 'a'} in object.spec.containers", "object.spec.containers == object.spec.containers", "object.spec.containers[0].ports == [{'containerPort': 80}]",

@@ -65,9 +65,10 @@ func toVal(m map[string]any) ref.Val {
 // object.spec.containers is wrapped once, not once per expression.
 // Everything else is cel-go's, method for method: the same traits, the
 // same errors, the same Value (the JSON value itself, which cel-go reads
-// past an optional), and Fold hands the folder the raw elements, as
-// cel-go's does (a two-variable comprehension converts them with the
-// environment's adapter, not this one). Where cel-go does work that does
+// past an optional), and Fold hands the folder the elements this adapter
+// converted (cel-go's hands the raw ones, which a two-variable
+// comprehension then converts with the environment's adapter: JSON
+// numbers would be doubles there and ints elsewhere). Where cel-go does work that does
 // not read elements one by one (ConvertToNative, String, a map's key
 // iterator, concatenating two non-empty lists), the wrapper hands the
 // call to cel-go's own wrapper of the same value.
@@ -129,9 +130,13 @@ func (m *jsonMap) Get(key ref.Val) ref.Val {
 
 func (m *jsonMap) Iterator() traits.Iterator { return m.base().Iterator() }
 
-// Fold hands the raw entries to f, as cel-go's map does.
+// Fold hands f the entries converted by this adapter (cel-go's map hands
+// the raw values, which the environment's adapter then converts: a JSON
+// number would be a double in a two-variable comprehension and an int
+// everywhere else).
 func (m *jsonMap) Fold(f traits.Folder) {
-	for k, v := range m.m {
+	for k := range m.m {
+		v, _ := m.Find(types.String(k))
 		if !f.FoldEntry(k, v) {
 			break
 		}
@@ -284,10 +289,10 @@ func (l *jsonList) Get(index ref.Val) ref.Val {
 	return l.at(i)
 }
 
-// Fold hands the raw elements to f, as cel-go's list does.
+// Fold hands f the elements converted by this adapter, as jsonMap's Fold.
 func (l *jsonList) Fold(f traits.Folder) {
-	for i, v := range l.l {
-		if !f.FoldEntry(i, v) {
+	for i := range l.l {
+		if !f.FoldEntry(i, l.at(i)) {
 			break
 		}
 	}
