@@ -115,6 +115,11 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 	if set.Policies, err = mapInOrder(pdocs.Policies, eng.Compile); err != nil {
 		return counts, err
 	}
+	for i, cp := range set.Policies {
+		if set.Policies[i], err = eng.WithCELExceptions(cp, pdocs.CELExceptions); err != nil {
+			return counts, fmt.Errorf("exceptions: %w", err)
+		}
+	}
 	op := strings.ToUpper(opts.Operation)
 	if op == "" {
 		op = engine.OpCreate
@@ -198,8 +203,8 @@ func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(docs.Policies)+len(docs.Exceptions)+len(docs.Unsupported) == 0 {
-			return nil, fmt.Errorf("%w in %s: it holds no ClusterPolicy, Policy or PolicyException", ErrNoPolicies, p)
+		if len(docs.Policies)+len(docs.Exceptions)+len(docs.CELExceptions)+len(docs.Unsupported) == 0 {
+			return nil, fmt.Errorf("%w in %s: it holds no ClusterPolicy, Policy, ValidatingPolicy or PolicyException", ErrNoPolicies, p)
 		}
 		all.Merge(docs)
 	}

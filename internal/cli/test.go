@@ -156,7 +156,10 @@ type testRun struct {
 	byName     map[string]*engine.Policy
 	unsup      map[string]bool
 	exceptions []*policy.Exception
-	resources  []map[string]any
+	// celExceptions are the PolicyExceptions of policies.kyverno.io,
+	// compiled into the CEL policies they name once all are read.
+	celExceptions []*policy.CELException
+	resources     []map[string]any
 	// targets are the test's targetResources, the existing resources of
 	// mutate-existing rules, which this engine does not evaluate.
 	targets []map[string]any
@@ -239,6 +242,7 @@ func (run *testRun) load() error {
 			run.resources = append(run.resources, defaultNamespace(obj))
 		}
 		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
+		run.celExceptions = append(run.celExceptions, rdocs.CELExceptions...)
 	}
 	if len(t.TargetResources) > 0 {
 		tdocs, err := loadDocuments(t.resolveAll(t.TargetResources), nil)
@@ -312,12 +316,25 @@ func (run *testRun) load() error {
 		run.byName[p.Key()] = cp
 	}
 	run.exceptions = append(run.exceptions, pdocs.Exceptions...)
+	run.celExceptions = append(run.celExceptions, pdocs.CELExceptions...)
 	if len(t.Exceptions) > 0 {
 		edocs, err := loadDocuments(t.resolveAll(t.Exceptions), nil)
 		if err != nil {
 			return fmt.Errorf("exceptions: %w", err)
 		}
 		run.exceptions = append(run.exceptions, edocs.Exceptions...)
+		run.celExceptions = append(run.celExceptions, edocs.CELExceptions...)
+	}
+	if len(run.celExceptions) > 0 {
+		for i, cp := range run.policies {
+			withExc, err := run.eng.WithCELExceptions(cp, run.celExceptions)
+			if err != nil {
+				return fmt.Errorf("exceptions: %w", err)
+			}
+			run.policies[i] = withExc
+			run.byName[cp.Raw.Metadata.Name] = withExc
+			run.byName[cp.Raw.Key()] = withExc
+		}
 	}
 	if t.UserInfo != "" {
 		u, err := readUserInfo(t.resolve(t.UserInfo))

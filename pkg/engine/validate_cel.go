@@ -21,6 +21,9 @@ type celRule struct {
 	// ignoreMatchErrors is a ValidatingPolicy's failurePolicy Ignore: a
 	// match condition that ends in an error does not match.
 	ignoreMatchErrors bool
+	// exceptions are the PolicyExceptions of policies.kyverno.io that
+	// name the ValidatingPolicy (WithCELExceptions).
+	exceptions []*celException
 }
 
 // celCheck is one validation expression with its message.
@@ -211,6 +214,9 @@ func (run *ruleRun) buildCELInput() celeval.Input {
 // message or "CEL expression validation failed at index N"; one that ends
 // in an error is an error, with CEL's words.
 func (run *ruleRun) validateVPol(rr RuleResponse, cr *celRule, ev *celeval.Evaluation) RuleResponse {
+	if len(cr.exceptions) > 0 && run.applyCELExceptions(&rr, cr, ev) {
+		return rr
+	}
 	var matchErrs []string
 	for _, p := range cr.preconditions {
 		ok, err := ev.Bool(p)

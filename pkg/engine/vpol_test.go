@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
 const vpolYAML = `apiVersion: policies.kyverno.io/v1alpha1
@@ -176,5 +177,90 @@ func TestValidatingPolicySelectsKind(t *testing.T) {
 	all := compile(t, eng, strings.Replace(vpolYAML, "resources: [pods]", `resources: ["*"]`, 1))
 	if got := all.SelectsKind(engine.TypeValidation, "", "v1", "ConfigMap"); got != engine.KindByWildcard {
 		t.Errorf("resources *: %v", got)
+	}
+}
+
+// PolicyExceptions of policies.kyverno.io: one whose conditions hold
+// exempts the request (a skip, or a pass with reportResult: pass); one
+// with images only gives the policy exceptions.allowedImages.
+func TestValidatingPolicyExceptions(t *testing.T) {
+	eng := newEngine(t)
+	docs, err := policy.Parse([]byte(`apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata: {name: no-latest}
+spec:
+  validationActions: [Deny]
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations:
+  - expression: "object.spec.containers.all(c, !c.image.endsWith(':latest') || c.image in exceptions.allowedImages)"
+    message: latest
+---
+apiVersion: policies.kyverno.io/v1alpha1
+kind: PolicyException
+metadata: {name: sandbox, namespace: sandbox}
+spec:
+  policyRefs: [{name: no-latest, kind: ValidatingPolicy}]
+  matchConditions: [{name: ns, expression: "object.metadata.namespace == 'sandbox'"}]
+---
+apiVersion: policies.kyverno.io/v1alpha1
+kind: PolicyException
+metadata: {name: audited, namespace: audit}
+spec:
+  policyRefs: [{name: no-latest, kind: ValidatingPolicy}]
+  reportResult: pass
+  matchConditions: [{name: ns, expression: "object.metadata.namespace == 'audit'"}]
+---
+apiVersion: policies.kyverno.io/v1alpha1
+kind: PolicyException
+metadata: {name: busybox, namespace: tools}
+spec:
+  policyRefs: [{name: no-latest, kind: ValidatingPolicy}]
+  images: ["busybox:latest"]
+  matchConditions: [{name: ns, expression: "object.metadata.namespace == 'tools'"}]
+---
+apiVersion: policies.kyverno.io/v1alpha1
+kind: PolicyException
+metadata: {name: other}
+spec:
+  policyRefs: [{name: another-policy, kind: ValidatingPolicy}]
+  matchConditions: [{name: all, expression: "true"}]
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs.CELExceptions) != 4 {
+		t.Fatalf("%d CEL exceptions", len(docs.CELExceptions))
+	}
+	p, err := eng.Compile(docs.Policies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = eng.WithCELExceptions(p, docs.CELExceptions); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(ns, image string) *engine.Request {
+		return &engine.Request{Object: obj(t, `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: `+ns+`}, spec: {containers: [{name: c, image: "`+image+`"}]}}`)}
+	}
+	for _, tc := range []struct {
+		req            *engine.Request
+		name, status   string
+		msg, exception string
+	}{
+		{pod("prod", "nginx:latest"), "", "fail", "latest", ""},
+		{pod("sandbox", "nginx:latest"), "exception", "skip", "rule is skipped due to policy exception: sandbox/sandbox", "sandbox/sandbox"},
+		{pod("audit", "nginx:latest"), "exception", "pass", "rule is passed due to policy exception: audit/audited", "audit/audited"},
+		{pod("tools", "busybox:latest"), "", "pass", "success", ""},
+		{pod("tools", "nginx:latest"), "", "fail", "latest", ""},
+	} {
+		rr, _ := vpolResult(t, eng, p, tc.req)
+		if rr.Name != tc.name || string(rr.Status) != tc.status || rr.Message != tc.msg || rr.Exception != tc.exception {
+			t.Errorf("%s: %q %s %q (exception %q), want %q %s %q (%q)", tc.req.Object["metadata"], rr.Name, rr.Status, rr.Message, rr.Exception, tc.name, tc.status, tc.msg, tc.exception)
+		}
+	}
+	// An exception whose condition does not compile is an error.
+	bad := *docs.CELExceptions[0]
+	bad.Spec.MatchConditions = []policy.MatchCondition{{Name: "x", Expression: "object.("}}
+	if _, err := eng.WithCELExceptions(p, []*policy.CELException{&bad}); err == nil || !strings.Contains(err.Error(), "spec.matchConditions[0].expression") {
+		t.Fatalf("uncompilable exception: %v", err)
 	}
 }

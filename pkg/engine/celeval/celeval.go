@@ -43,6 +43,9 @@ const (
 	VarParams          = "params"
 	VarNamespaceObject = "namespaceObject"
 	VarVariables       = "variables"
+	// VarExceptions holds what partial PolicyExceptions allow
+	// (allowedImages, allowedValues).
+	VarExceptions = "exceptions"
 )
 
 // Bounds of evaluation, Kubernetes' (k8s.io/apiserver/pkg/apis/cel).
@@ -96,6 +99,7 @@ func env() (*cel.Env, error) {
 				cel.Variable(VarParams, cel.DynType),
 				cel.Variable(VarNamespaceObject, cel.DynType),
 				cel.Variable(VarVariables, cel.DynType),
+				cel.Variable(VarExceptions, cel.DynType),
 			}, kyvernoEnv()...),
 		})
 		if err != nil {
@@ -253,6 +257,23 @@ func Cause(err error) error {
 	return err
 }
 
+// SetExceptions gives the expressions what partial PolicyExceptions
+// allow, as exceptions.allowedImages and exceptions.allowedValues.
+func (ev *Evaluation) SetExceptions(images, values []string) {
+	ev.act.exceptions = adapter.NativeToValue(map[string]any{"allowedImages": stringsToJSON(images), "allowedValues": stringsToJSON(values)})
+}
+
+// noExceptions is exceptions when no partial PolicyException applies.
+var noExceptions = adapter.NativeToValue(map[string]any{"allowedImages": []any{}, "allowedValues": []any{}})
+
+func stringsToJSON(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
 // Bool evaluates a Bool program: true, false, or an error.
 func (ev *Evaluation) Bool(p *Program) (bool, error) {
 	val, err := ev.Eval(p)
@@ -287,8 +308,9 @@ func (ev *Evaluation) Message(p *Program) string {
 
 // activation holds the variables of an evaluation.
 type activation struct {
-	ctx context.Context
-	in  *Prepared
+	ctx        context.Context
+	in         *Prepared
+	exceptions ref.Val
 	// variables is the Evaluation's lazyVars (a test puts the API
 	// server's lazy.MapValue in its place, to compare them).
 	variables ref.Val
@@ -318,6 +340,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return ctxVal{a.ctx, a.in.context, imageCtxType}, true
 	case VarTime:
 		return ctxVal{a.ctx, a.in.context, timeCtxType}, true
+	case VarExceptions:
+		if a.exceptions == nil {
+			return noExceptions, true
+		}
+		return a.exceptions, true
 	}
 	return nil, false
 }

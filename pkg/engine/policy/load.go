@@ -34,6 +34,8 @@ var unsupportedKinds = map[string]bool{
 type Documents struct {
 	Policies   []*Policy
 	Exceptions []*Exception
+	// CELExceptions are the PolicyExceptions of policies.kyverno.io.
+	CELExceptions []*CELException
 	// Unsupported are policy documents of kinds the engine cannot
 	// evaluate, by name.
 	Unsupported []Unsupported
@@ -74,6 +76,7 @@ func Parse(data []byte, source string) (*Documents, error) {
 func (d *Documents) Merge(o *Documents) {
 	d.Policies = append(d.Policies, o.Policies...)
 	d.Exceptions = append(d.Exceptions, o.Exceptions...)
+	d.CELExceptions = append(d.CELExceptions, o.CELExceptions...)
 	d.Unsupported = append(d.Unsupported, o.Unsupported...)
 	d.Others = append(d.Others, o.Others...)
 }
@@ -109,6 +112,12 @@ func (d *Documents) add(obj map[string]any, source string) error {
 			return err
 		}
 		d.Policies = append(d.Policies, p)
+	case kind == KindPolicyException && strings.HasPrefix(apiVersion, GroupPolicies+"/"):
+		e, err := CELExceptionFromObject(obj)
+		if err != nil {
+			return err
+		}
+		d.CELExceptions = append(d.CELExceptions, e)
 	case kind == KindPolicyException:
 		e, err := ExceptionFromObject(obj)
 		if err != nil {

@@ -171,3 +171,68 @@ func validateVPol(p *Policy) FieldErrors {
 	}
 	return errs
 }
+
+// CELException is a PolicyException of policies.kyverno.io: it exempts
+// the requests its match conditions select from the CEL policies it
+// names, wholly, or (with images or allowedValues) only for those, which
+// the policy reads as exceptions.allowedImages and
+// exceptions.allowedValues.
+type CELException struct {
+	APIVersion string           `json:"apiVersion"`
+	Kind       string           `json:"kind"`
+	Metadata   ObjectMeta       `json:"metadata"`
+	Spec       CELExceptionSpec `json:"spec"`
+}
+
+// CELExceptionSpec is the body of a CELException.
+type CELExceptionSpec struct {
+	// PolicyRefs name the policies it applies to.
+	PolicyRefs []PolicyRef `json:"policyRefs"`
+	// MatchConditions must all hold for it to apply.
+	MatchConditions []MatchCondition `json:"matchConditions,omitempty"`
+	// Images and AllowedValues make it partial: the policy still runs,
+	// and reads them.
+	Images        []string `json:"images,omitempty"`
+	AllowedValues []string `json:"allowedValues,omitempty"`
+	// ReportResult is skip (the default) or pass.
+	ReportResult string `json:"reportResult,omitempty"`
+}
+
+// PolicyRef names a policy by name and kind.
+type PolicyRef struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+}
+
+// Key is namespace/name, or the name of a cluster-wide one.
+func (e *CELException) Key() string {
+	if e.Metadata.Namespace != "" {
+		return e.Metadata.Namespace + "/" + e.Metadata.Name
+	}
+	return e.Metadata.Name
+}
+
+// CELExceptionFromObject converts an untyped policies.kyverno.io
+// PolicyException.
+func CELExceptionFromObject(obj map[string]any) (*CELException, error) {
+	var e CELException
+	if err := fromUntyped(obj, &e); err != nil {
+		return nil, err
+	}
+	var errs FieldErrors
+	if e.Metadata.Name == "" {
+		errs.add("metadata.name", "an exception needs a name")
+	}
+	if len(e.Spec.PolicyRefs) == 0 {
+		errs.add("spec.policyRefs", "at least one policy reference is required")
+	}
+	switch e.Spec.ReportResult {
+	case "", "skip", "pass":
+	default:
+		errs.add("spec.reportResult", "%q is not skip or pass", e.Spec.ReportResult)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("PolicyException %s: %w", e.Metadata.Name, errs.ToAggregate())
+	}
+	return &e, nil
+}
