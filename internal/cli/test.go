@@ -368,6 +368,7 @@ func (run *testRun) request(p *engine.Policy, obj map[string]any, operation stri
 		Object:          obj,
 		UserInfo:        run.user,
 		NamespaceLabels: run.values.namespaceLabels(document.String(obj, "metadata", "namespace")),
+		NamespaceObject: run.values.namespaceObject(document.String(obj, "metadata", "namespace")),
 		Values:          vals,
 		RuleValues:      run.values.ruleValues,
 		ForEachValues:   run.values.foreachValues,

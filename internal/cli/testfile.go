@@ -143,6 +143,9 @@ type valuesFile struct {
 		Name   string            `json:"name"`
 		Labels map[string]string `json:"labels"`
 	} `json:"namespaceSelector"`
+	// Namespaces are Namespace objects: what CEL's namespaceObject is for
+	// resources in them (and their labels, for namespaceSelector).
+	Namespaces []map[string]any `json:"namespaces"`
 	// Subresources say which kinds of object are requests on a
 	// subresource: a resource of the subresource's group, version and
 	// kind (PodExecOptions, Scale) is evaluated as a request on that
@@ -272,6 +275,22 @@ func (v *valuesFile) namespaceLabels(ns string) map[string]string {
 	for _, s := range v.NamespaceSelector {
 		if s.Name == ns {
 			return s.Labels
+		}
+	}
+	if o := v.namespaceObject(ns); o != nil {
+		return document.StringMap(o, "metadata", "labels")
+	}
+	return nil
+}
+
+// namespaceObject is the values file's Namespace named ns, or nil.
+func (v *valuesFile) namespaceObject(ns string) map[string]any {
+	if v == nil || ns == "" {
+		return nil
+	}
+	for _, o := range v.Namespaces {
+		if document.String(o, "metadata", "name") == ns {
+			return o
 		}
 	}
 	return nil

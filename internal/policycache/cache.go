@@ -7,6 +7,7 @@ package policycache
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
@@ -371,6 +373,31 @@ func (c *Cache) NamespaceLabels(_ context.Context, name string) (map[string]stri
 		return nil, err
 	}
 	return ns.Labels, nil
+}
+
+// NamespaceObject returns a Namespace from the watch as JSON values
+// (nil for an unknown one), for CEL's namespaceObject.
+func (c *Cache) NamespaceObject(_ context.Context, name string) (map[string]any, error) {
+	if name == "" {
+		return nil, nil
+	}
+	ns, err := c.nsLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(ns)
+	if err != nil {
+		return nil, err
+	}
+	v, err := document.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := v.(map[string]any)
+	return m, nil
 }
 
 const logKeyPolicy = "policy"

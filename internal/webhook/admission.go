@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -41,6 +43,11 @@ func (s *Server) evaluate(ctx context.Context, rv *review) (*evaluation, error) 
 		}
 	}
 	req := engineRequest(rv, nsLabels)
+	if no, ok := s.namespaces.(NamespaceObjects); ok && rv.req.Namespace != "" && rv.req.Kind.Kind != "Namespace" && set.HasCEL() {
+		if req.NamespaceObject, err = no.NamespaceObject(ctx, rv.req.Namespace); err != nil {
+			return nil, httpError(ErrInternal, err, "namespace %s", rv.req.Namespace)
+		}
+	}
 	if sub := rv.req.SubResource; sub != "" && s.kinds != nil {
 		r := rv.req.Resource
 		k, err := s.kinds.KindFor(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
@@ -231,6 +238,9 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 	var (
 		v       verdict
 		blocked = map[string]map[string]string{}
+		// vpolDenials are the ValidatingPolicies' reasons, in Kyverno's
+		// words for them ("Policy <name> failed: <message>").
+		vpolDenials []string
 	)
 	for _, p := range ev.set.Policies {
 		if !admits(p) || !hasRules(p, engine.TypeValidation) {
@@ -238,6 +248,17 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		}
 		resp := s.engine.Validate(ctx, ev.req, p, ev.set.Exceptions)
 		if len(resp.Rules) == 0 {
+			continue
+		}
+		if p.Raw.VPol != nil {
+			denials, warnings := vpolOutcome(p, resp)
+			if len(denials) > 0 {
+				vpolDenials = append(vpolDenials, denials...)
+				logFrom(ctx).Info().Str(keyPolicy, p.Raw.Key()).Msg("validation failed, request denied")
+				continue
+			}
+			v.warnings = append(v.warnings, warnings...)
+			st.results = append(st.results, resultEvent(ev, p, resp))
 			continue
 		}
 		blocks := false
@@ -273,7 +294,40 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		}
 		v.denial = msg
 	}
+	if len(vpolDenials) > 0 {
+		if v.denial != "" {
+			v.denial += "\n"
+		}
+		v.denial += strings.Join(vpolDenials, "; ")
+	}
 	return v, nil
+}
+
+// vpolOutcome is what a ValidatingPolicy's results do to a request, as
+// Kyverno's handler for them decides: with Deny among its actions, a
+// failure or an error denies it; with Warn, it is a warning; "Policy
+// <name> failed: <message>" (or "error:") either way. Audit only reports.
+func vpolOutcome(p *engine.Policy, resp engine.Response) (denials, warnings []string) {
+	deny := slices.Contains(p.Raw.VPol.ValidationActions, "Deny")
+	warn := slices.Contains(p.Raw.VPol.ValidationActions, "Warn")
+	for _, rr := range resp.Rules {
+		var msg string
+		switch rr.Status {
+		case engine.StatusFail:
+			msg = fmt.Sprintf("Policy %s failed: %s", p.Name(), rr.Message)
+		case engine.StatusError:
+			msg = fmt.Sprintf("Policy %s error: %s", p.Name(), rr.Message)
+		default:
+			continue
+		}
+		if deny {
+			denials = append(denials, msg)
+		}
+		if warn {
+			warnings = append(warnings, msg)
+		}
+	}
+	return denials, warnings
 }
 
 // triggerGenerate finds the generate rules the request triggers and

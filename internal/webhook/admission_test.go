@@ -527,3 +527,32 @@ func mustJSON(t testing.TB, v any) []byte {
 	}
 	return b
 }
+
+// ValidatingPolicies answer in Kyverno's words for them: with Deny, a
+// failure denies ("Policy <name> failed: <message>", joined with "; "
+// when several do); with Warn it is a warning; with Audit only, nothing
+// is said to the client.
+func TestValidatingPolicyOutcomes(t *testing.T) {
+	vpol := func(name, action, expr string) string {
+		return `apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata: {name: ` + name + `}
+spec:
+  validationActions: [` + action + `]
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "` + expr + `", message: "` + name + ` says no"}]
+`
+	}
+	h := newHarness(t, staticSource(t,
+		vpol("deny-a", "Deny", "false"), vpol("deny-b", "Deny", "false"),
+		vpol("warn", "Warn", "false"), vpol("audit", "Audit", "false")), testConfig())
+	resp := h.admit(PathValidate, reviewOf(t, admissionv1.Create, pod("p")))
+	if resp.Allowed || resp.Result.Message != "Policy deny-a failed: deny-a says no; Policy deny-b failed: deny-b says no" {
+		t.Fatalf("denial %+v", resp.Result)
+	}
+	h = newHarness(t, staticSource(t, vpol("warn", "Warn", "false"), vpol("audit", "Audit", "false"), vpol("ok", "Deny", "true")), testConfig())
+	resp = h.admit(PathValidate, reviewOf(t, admissionv1.Create, pod("p")))
+	if !resp.Allowed || !reflect.DeepEqual(resp.Warnings, []string{"Policy warn failed: warn says no"}) {
+		t.Fatalf("allowed %v, warnings %q", resp.Allowed, resp.Warnings)
+	}
+}

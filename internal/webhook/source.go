@@ -201,6 +201,14 @@ type NamespaceLister interface {
 	NamespaceLabels(ctx context.Context, name string) (map[string]string, error)
 }
 
+// NamespaceObjects is implemented by a NamespaceLister that also holds
+// the Namespace objects (the policy cache's watch): CEL expressions read
+// the request's as namespaceObject. Without it they see its name and
+// labels.
+type NamespaceObjects interface {
+	NamespaceObject(ctx context.Context, name string) (map[string]any, error)
+}
+
 // RoleResolver gives the RBAC roles ("namespace:name") and cluster roles
 // a request's user holds (internal/roles reads them off the cluster's
 // bindings), for match and exclude blocks that name them.

@@ -33,6 +33,8 @@ spec:
   matchConditions:
   - name: not-probes
     expression: "!object.metadata.name.startsWith('probe-')"
+  - name: namespace-not-exempt
+    expression: "namespaceObject.metadata.?annotations['policy.example.com/exempt'].orValue('') != 'true'"
   validations:
   - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
     messageExpression: "'the label team is required on ' + object.metadata.name"
@@ -40,7 +42,8 @@ spec:
 
 // TestE2EValidatingPolicy: through the real API server, a ValidatingPolicy
 // in Verdict's group denies a Pod without the label (with its message)
-// and admits one with it, denies a Deployment whose pod template lacks it
+// and admits one with it, admits it in a namespace whose annotation (read
+// through namespaceObject) exempts it, denies a Deployment whose pod template lacks it
 // (its autogen variant, registered from the rewritten matchConstraints),
 // and a ValidatingPolicy whose CEL does not compile is refused at
 // creation with the expression's path and CEL's error.
@@ -55,7 +58,7 @@ func TestE2EValidatingPolicy(t *testing.T) {
 	waitEnforced(t, e.kube)
 
 	pods := e.kube.CoreV1().Pods("team")
-	const denied = "the label team is required on unlabelled"
+	const denied = "Policy require-team failed: the label team is required on unlabelled"
 	waitFor(t, 30*time.Second, func() bool {
 		_, err := pods.Create(ctx, pod("unlabelled", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), denied)
@@ -63,6 +66,22 @@ func TestE2EValidatingPolicy(t *testing.T) {
 	if _, err := pods.Create(ctx, pod("unlabelled", false), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "require-team") {
 		t.Fatalf("denial does not name the policy: %v", err)
 	}
+	// The namespace's annotations reach the policy as namespaceObject:
+	// in an exempt namespace, the same Pod is admitted.
+	exempt := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "exempt", Annotations: map[string]string{"policy.example.com/exempt": "true"}}}
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, exempt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No controller manager: the Pods' ServiceAccount is made by hand.
+	if _, err := e.kube.CoreV1().ServiceAccounts("exempt").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		p := pod("unlabelled", false)
+		p.Namespace = "exempt"
+		_, err := e.kube.CoreV1().Pods("exempt").Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil
+	})
 	labelled := pod("labelled", false)
 	labelled.Labels = map[string]string{"team": "payments"}
 	if _, err := pods.Create(ctx, labelled, metav1.CreateOptions{}); err != nil {

@@ -18,6 +18,19 @@ type Set struct {
 	Exceptions []*policy.Exception
 }
 
+// HasCEL reports whether a policy of the set evaluates CEL (a caller
+// then gives the request's NamespaceObject, which only CEL reads).
+func (s *Set) HasCEL() bool {
+	for _, p := range s.Policies {
+		for _, r := range p.Rules {
+			if r.cel != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Apply runs every policy of the set on the request in Kyverno's order: all
 // mutations first (each policy sees the previous ones' patches), then the
 // validations on the mutated resource, then generation. It returns one

@@ -61,6 +61,10 @@ type Request struct {
 	// NamespaceLabels are the labels of the resource's namespace, for
 	// namespaceSelector.
 	NamespaceLabels map[string]string
+	// NamespaceObject is the resource's Namespace as stored, which CEL
+	// expressions read as namespaceObject; when nil they see one with its
+	// name and NamespaceLabels.
+	NamespaceObject map[string]any
 	// DryRun mirrors the admission request's dryRun.
 	DryRun bool
 	// Values are extra variables (dotted names) set in every rule's context

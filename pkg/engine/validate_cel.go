@@ -193,7 +193,9 @@ func (run *ruleRun) buildCELInput() celeval.Input {
 		"userInfo":    user,
 		"dryRun":      req.DryRun,
 	}
-	if ns != "" && (kind != "Namespace" || group != "") {
+	if ns != "" && (kind != "Namespace" || group != "") && req.NamespaceObject != nil {
+		in.Namespace = req.NamespaceObject
+	} else if ns != "" && (kind != "Namespace" || group != "") {
 		nsMeta := map[string]any{"name": ns}
 		if len(req.NamespaceLabels) > 0 {
 			labels := make(map[string]any, len(req.NamespaceLabels))
