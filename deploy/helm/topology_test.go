@@ -81,6 +81,22 @@ spec:
       message: "label team is required"
       pattern: {metadata: {labels: {team: "?*"}}}
 `
+	// An Audit ValidatingPolicy: its results reach the same reports.
+	topoAuditVPol = `apiVersion: verdict.dev/v1
+kind: ValidatingPolicy
+metadata: {name: require-app-label}
+spec:
+  validationActions: [Audit]
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [pods]
+  validations:
+  - expression: "has(object.metadata.labels) && 'app' in object.metadata.labels"
+    message: "label app is required"
+`
 	topoGenerate = `apiVersion: verdict.dev/v1
 kind: ClusterPolicy
 metadata: {name: namespace-defaults}
@@ -126,7 +142,8 @@ var topoServices = []string{"webhook", "reporter", "generator", "cleaner"}
 // VERDICT_WORK and the one leading VERDICT_RESULTS are killed with
 // SIGKILL and started again: no admission fails, every Namespace gets its
 // ConfigMap, every selected ConfigMap goes, every admitted Pod's audit
-// result is in its report, nothing is dead-lettered, no service is
+// results (an Audit ClusterPolicy's and an Audit ValidatingPolicy's) are
+// in its report, nothing is dead-lettered, no service is
 // refused anything by the API server, and every report equals the fold
 // of VERDICT_RESULTS.
 func TestE2ETopology(t *testing.T) {
@@ -249,6 +266,7 @@ func TestE2ETopology(t *testing.T) {
 		createPolicy(t, dyn, policycache.ClusterPolicies, "", y)
 	}
 	createPolicy(t, dyn, cleaner.CleanupPolicies, topoNamespace, topoCleanup)
+	createPolicy(t, dyn, policycache.ValidatingPolicies, "", topoAuditVPol)
 
 	// Enforce: a privileged Pod is denied, a compliant one admitted.
 	topoEventually(t, 60*time.Second, "the Enforce policy", func() error {
@@ -967,17 +985,23 @@ func reportsMatchStream(ctx context.Context, conn *queue.Conn, dyn dynamic.Inter
 }
 
 // createPolicy creates the policy y of gvr (in ns when namespaced).
-// auditFailed: p's PolicyReport holds the Audit policy's failure.
+// auditFailed: p's PolicyReport holds the failures of both Audit
+// policies, the ClusterPolicy and the ValidatingPolicy.
 func auditFailed(ctx context.Context, dyn dynamic.Interface, p *corev1.Pod) error {
 	r, err := dyn.Resource(reporter.PolicyReports).Namespace(p.Namespace).Get(ctx, string(p.UID), metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
 	results, _, _ := unstructured.NestedSlice(r.Object, "results")
+	failed := map[string]bool{}
 	for _, x := range results {
-		if m, ok := x.(map[string]any); ok && m["policy"] == "require-team-label" && m["result"] == "fail" {
-			return nil
+		if m, ok := x.(map[string]any); ok && m["result"] == "fail" {
+			failed[fmt.Sprint(m["policy"])] = true
 		}
+	}
+	// The Audit ClusterPolicy and the Audit ValidatingPolicy.
+	if failed["require-team-label"] && failed["require-app-label"] {
+		return nil
 	}
 	return fmt.Errorf("results %v", results)
 }
