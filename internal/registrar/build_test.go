@@ -118,8 +118,20 @@ spec:
     match: {any: [{resources: {kinds: ["*"]}}]}
     mutate: {patchStrategicMerge: {metadata: {labels: {+(a): b}}}}
 `
+	// A ValidatingPolicy names resources itself: "*/*" too is kept away
+	// from what the cluster needs (it makes the Ignore webhook).
+	everythingVPol := `
+apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata: {name: everything-cel}
+spec:
+  validationActions: [Deny]
+  failurePolicy: Ignore
+  matchConstraints: {resourceRules: [{apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], resources: ["*/*"]}]}
+  validations: [{expression: "false"}]
+`
 	filter := admissionfilter.New([]string{"verdict", "nats"}, []admissionfilter.Resource{{Group: "example.com", Resource: "widgets"}})
-	mut, val, err := Build(compileAll(t, everything), table, Options{URL: "https://x", Filter: filter})
+	mut, val, err := Build(compileAll(t, everything, everythingVPol), table, Options{URL: "https://x", Filter: filter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +147,7 @@ spec:
 	for _, w := range val.Webhooks {
 		hooks = append(hooks, hook{w.Name, w.NamespaceSelector, w.MatchConditions})
 	}
-	if len(hooks) != 3 {
+	if len(hooks) != 4 {
 		t.Fatalf("webhooks %v", hooks)
 	}
 	for _, h := range hooks {
