@@ -60,7 +60,8 @@ type Problem struct {
 type snapshot struct {
 	set      *engine.Set
 	problems []Problem
-	// byKey indexes set.Policies by Key.
+	// byKey indexes the ClusterPolicies and Policies of set.Policies by
+	// Key (Policy looks them up; a ValidatingPolicy may share a name).
 	byKey map[string]*engine.Policy
 }
 
@@ -259,13 +260,20 @@ func (c *Cache) rebuild() {
 		}
 	}
 	// A stable order: the evaluation order of mutations depends on it.
-	sort.Slice(pols, func(i, j int) bool { return pols[i].Raw.Key() < pols[j].Raw.Key() })
+	sort.Slice(pols, func(i, j int) bool {
+		if ki, kj := pols[i].Raw.Key(), pols[j].Raw.Key(); ki != kj {
+			return ki < kj
+		}
+		return pols[i].Raw.Kind < pols[j].Raw.Kind // a ValidatingPolicy may share a name
+	})
 	sort.Slice(excs, func(i, j int) bool {
 		return excs[i].Metadata.Namespace+"/"+excs[i].Metadata.Name < excs[j].Metadata.Namespace+"/"+excs[j].Metadata.Name
 	})
 	byKey := make(map[string]*engine.Policy, len(pols))
 	for _, p := range pols {
-		byKey[p.Raw.Key()] = p
+		if p.Raw.Kind == policy.KindClusterPolicy || p.Raw.Kind == policy.KindPolicy {
+			byKey[p.Raw.Key()] = p
+		}
 	}
 	c.snap.Store(&snapshot{set: &engine.Set{Policies: pols, Exceptions: excs}, problems: problems, byKey: byKey})
 	select {

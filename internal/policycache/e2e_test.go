@@ -123,6 +123,33 @@ spec:
 	if l, err := c.NamespaceLabels(ctx, "team"); err != nil || l["env"] != "prod" {
 		t.Fatalf("namespace labels %v %v", l, err)
 	}
+	if ns, err := c.NamespaceObject(ctx, "team"); err != nil || document.String(ns, "metadata", "name") != "team" || document.String(ns, "metadata", "labels", "env") != "prod" {
+		t.Fatalf("namespace object %v %v", ns, err)
+	}
+	// A ValidatingPolicy (served by this version's CRDs) joins the set; one
+	// of the same name as the ClusterPolicy does not take its place.
+	vpol := unstr(t, `apiVersion: verdict.dev/v1
+kind: ValidatingPolicy
+metadata: {name: need-labels}
+spec:
+  validationActions: [Deny]
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "has(object.metadata.labels)"}]
+`)
+	if _, err := dyn.Resource(policycache.ValidatingPolicies).Create(ctx, vpol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = waitSet(3)
+	if p := c.Policy("need-labels"); p == nil || p.Raw.Kind != policy.KindClusterPolicy {
+		t.Fatalf("Policy(need-labels) = %+v, want the ClusterPolicy", p)
+	}
+	if s.Policies[0].Raw.Kind != policy.KindClusterPolicy || s.Policies[1].Raw.Kind != policy.KindValidatingPolicy {
+		t.Fatalf("order: %s, %s", s.Policies[0].Raw.Kind, s.Policies[1].Raw.Kind)
+	}
+	if err := dyn.Resource(policycache.ValidatingPolicies).Delete(ctx, "need-labels", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(2)
 	// Deleting removes it from the set.
 	if err := dyn.Resource(policycache.ClusterPolicies).Delete(ctx, "need-labels", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
