@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -160,6 +161,9 @@ type testRun struct {
 	// compiled into the CEL policies they name once all are read.
 	celExceptions []*policy.CELException
 	resources     []map[string]any
+	// payloads names the resources that are JSON payloads (by index in
+	// resources): their file names.
+	payloads map[int]string
 	// targets are the test's targetResources, the existing resources of
 	// mutate-existing rules, which this engine does not evaluate.
 	targets []map[string]any
@@ -243,6 +247,26 @@ func (run *testRun) load() error {
 		}
 		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
 		run.celExceptions = append(run.celExceptions, rdocs.CELExceptions...)
+	}
+	for _, f := range t.JSONPayloads {
+		path := t.resolve(f)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("jsonPayloads: %w", err)
+		}
+		v, err := document.Decode(data)
+		if err != nil {
+			return fmt.Errorf("jsonPayloads: %s: %w", f, err)
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("jsonPayloads: %s: a payload must be a JSON object", f)
+		}
+		if run.payloads == nil {
+			run.payloads = map[int]string{}
+		}
+		run.payloads[len(run.resources)] = filepath.Base(f)
+		run.resources = append(run.resources, obj)
 	}
 	if len(t.TargetResources) > 0 {
 		tdocs, err := loadDocuments(t.resolveAll(t.TargetResources), nil)
@@ -366,6 +390,7 @@ func (run *testRun) request(p *engine.Policy, obj map[string]any, operation stri
 	req := &engine.Request{
 		Operation:       op,
 		Object:          obj,
+		JSON:            run.isPayload(obj),
 		UserInfo:        run.user,
 		NamespaceLabels: run.values.namespaceLabels(document.String(obj, "metadata", "namespace")),
 		NamespaceObject: run.values.namespaceObject(document.String(obj, "metadata", "namespace")),
@@ -446,6 +471,41 @@ func (run *testRun) evaluate(ctx context.Context, operation string) [][]engine.R
 	return responses
 }
 
+// isPayload reports whether obj is one of the test's JSON payloads.
+func (run *testRun) isPayload(obj map[string]any) bool {
+	for i := range run.payloads {
+		if reflect.ValueOf(run.resources[i]).UnsafePointer() == reflect.ValueOf(obj).UnsafePointer() {
+			return true
+		}
+	}
+	return false
+}
+
+// refs are the resources a result is about: those it names, or, for a
+// test of JSON payloads, every payload when it names none (as the
+// reference CLI checks every response then).
+func (run *testRun) refs(r *testResult) []string {
+	if names := r.resourceNames(); len(names) > 0 || len(run.payloads) == 0 {
+		return names
+	}
+	out := make([]string, 0, len(run.payloads))
+	for i := range len(run.resources) {
+		if name, ok := run.payloads[i]; ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// names reports whether a result's reference names the resource at i: a
+// payload by its file name, an object as resourceMatches says.
+func (run *testRun) names(i int, ref, namespace string) bool {
+	if name, ok := run.payloads[i]; ok {
+		return ref == name
+	}
+	return resourceMatches(ref, namespace, run.resources[i])
+}
+
 // resourceMatches reports whether a result's resource reference names obj.
 func resourceMatches(ref, namespace string, obj map[string]any) bool {
 	name := document.String(obj, "metadata", "name")
@@ -468,7 +528,7 @@ func ruleNameMatches(want, got string) bool {
 
 func (run *testRun) judge(r *testResult) []assertion {
 	var out []assertion
-	for _, ref := range r.resourceNames() {
+	for _, ref := range run.refs(r) {
 		a := assertion{Test: run.t.path, Policy: r.Policy, Rule: r.Rule, Resource: ref, Expected: r.expected()}
 		p := run.byName[r.Policy]
 		if r.celKind() || (p == nil && run.unsup[r.Policy]) {
@@ -494,8 +554,8 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 	// missing: a rule result was left out because the patchedResources
 	// file has no document for the patched resource.
 	found, resourceFound, policyApplied, missing := false, false, false, false
-	for i, obj := range run.resources {
-		if !resourceMatches(ref, r.Namespace, obj) {
+	for i := range run.resources {
+		if !run.names(i, ref, r.Namespace) {
 			continue
 		}
 		resourceFound = true

@@ -32,6 +32,10 @@ type testFile struct {
 	TargetResources      []string             `json:"targetResources"`
 	APICallResponses     []apiCallMock        `json:"apiCallResponses"`
 	GlobalContextEntries []globalContextEntry `json:"globalContextEntries"`
+	// JSONPayloads are files of JSON payloads (no Kubernetes objects),
+	// which ValidatingPolicies in JSON evaluation mode validate; a result
+	// names one by its file name.
+	JSONPayloads []string `json:"jsonPayloads"`
 }
 
 // testResult is one expected outcome.

@@ -194,7 +194,7 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 			if !r.celMatch.matches(in, req) {
 				continue
 			}
-		} else if !r.match.matches(in) || (r.exclude != nil && r.exclude.matches(in)) {
+		} else if req.JSON || !r.match.matches(in) || (r.exclude != nil && r.exclude.matches(in)) {
 			continue
 		}
 		if base == nil {

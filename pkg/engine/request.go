@@ -42,6 +42,10 @@ type Request struct {
 	OldObject map[string]any
 	// SubResource names a subresource ("status", "scale", "exec"), if any.
 	SubResource string
+	// JSON marks a payload that is no Kubernetes object: only
+	// ValidatingPolicies in JSON evaluation mode apply to it, and they
+	// apply to nothing else.
+	JSON bool
 	// Resource is the plural resource of the request (pods,
 	// deployments), when known: CEL policies select by it. When empty
 	// it is guessed from the object's kind.

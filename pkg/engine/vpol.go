@@ -27,6 +27,9 @@ type celMatch struct {
 	rules, exclude []policy.ResourceRule
 	namespaceSel   *policy.LabelSelector
 	objectSel      *policy.LabelSelector
+	// json is set for a policy in JSON evaluation mode: it selects every
+	// JSON payload and no Kubernetes object.
+	json bool
 }
 
 // compileVPol compiles a ValidatingPolicy.
@@ -42,6 +45,9 @@ func (e *Engine) compileVPol(p *policy.Policy) (*Policy, error) {
 		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Key(), err)
 	}
 	cp.Rules = append(cp.Rules, main)
+	if p.VPol.JSONMode() {
+		return cp, nil // payloads have no pod templates
+	}
 	variants, err := vpolAutogen(p.VPol)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: autogen: %w", p.Kind, p.Key(), err)
@@ -96,6 +102,10 @@ func newVPolRule(s *policy.ValidatingPolicySpec) (*Rule, error) {
 		return nil, errors.Join(errs...)
 	}
 	r.cel = cr
+	if s.JSONMode() {
+		r.celMatch = &celMatch{json: true}
+		return r, nil
+	}
 	mc := s.MatchConstraints
 	r.celMatch = &celMatch{rules: mc.ResourceRules, exclude: mc.ExcludeResourceRules, namespaceSel: mc.NamespaceSelector, objectSel: mc.ObjectSelector}
 	return r, nil
@@ -109,6 +119,9 @@ func newVPolRule(s *policy.ValidatingPolicySpec) (*Rule, error) {
 // namespace selector, the object's labels the object selector. A
 // background evaluation (no operation) is a CREATE.
 func (m *celMatch) matches(in *matchInput, req *Request) bool {
+	if m.json || req.JSON {
+		return m.json && req.JSON
+	}
 	op := in.operation
 	if op == "" {
 		op = OpCreate

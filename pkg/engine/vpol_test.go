@@ -264,3 +264,36 @@ spec:
 		t.Fatalf("uncompilable exception: %v", err)
 	}
 }
+
+// A ValidatingPolicy in JSON evaluation mode validates JSON payloads
+// (object is the payload) and nothing else; no other policy applies to
+// a payload.
+func TestValidatingPolicyJSONMode(t *testing.T) {
+	eng := newEngine(t)
+	jsonPol := compile(t, eng, `apiVersion: policies.kyverno.io/v1beta1
+kind: ValidatingPolicy
+metadata: {name: no-curl}
+spec:
+  evaluation: {mode: JSON}
+  validations:
+  - expression: "!object.Stages.exists(s, s.Commands.exists(c, c.contains('curl')))"
+    message: curl is not allowed
+`)
+	k8sPol := compile(t, eng, vpolYAML)
+	classic := compile(t, eng, policyYAML(`  - name: any
+    match: {any: [{resources: {kinds: ["*"]}}]}
+    validate: {message: no, deny: {}}
+`))
+	payload := map[string]any{"Stages": []any{map[string]any{"Commands": []any{"RUN apt-get install curl"}}}}
+	resps, _ := eng.Apply(t.Context(), &engine.Request{Object: payload, JSON: true}, &engine.Set{Policies: []*engine.Policy{jsonPol, k8sPol, classic}})
+	if len(resps) != 1 || resps[0].Policy != jsonPol || resps[0].Rules[0].Status != engine.StatusFail || resps[0].Rules[0].Message != "curl is not allowed" {
+		t.Fatalf("payload: %+v", resps)
+	}
+	pod := obj(t, `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x}, spec: {containers: [{name: c, image: "nginx:1"}]}}`)
+	if rr, ok := vpolResult(t, eng, jsonPol, &engine.Request{Object: pod}); ok {
+		t.Fatalf("a JSON-mode policy applied to a Pod: %+v", rr)
+	}
+	if len(jsonPol.Rules) != 1 {
+		t.Fatalf("%d rules: JSON payloads have no autogen", len(jsonPol.Rules))
+	}
+}

@@ -101,6 +101,13 @@ type Toggle struct {
 
 func (t *Toggle) on() bool { return t == nil || t.Enabled == nil || *t.Enabled }
 
+// JSONMode reports whether the policy validates JSON payloads (evaluation
+// mode JSON: object is the payload, there is no request) rather than
+// Kubernetes objects.
+func (s *ValidatingPolicySpec) JSONMode() bool {
+	return s.Evaluation != nil && strings.EqualFold(s.Evaluation.Mode, "JSON")
+}
+
 // ValidatingPolicyFromObject converts an untyped ValidatingPolicy or
 // NamespacedValidatingPolicy into a Policy whose VPol holds its spec;
 // its Spec carries what the rest of Verdict reads of any policy: the
@@ -148,7 +155,7 @@ func validateVPol(p *Policy) FieldErrors {
 		errs.add("metadata.namespace", "a %s needs a namespace", p.Kind)
 	}
 	s := p.VPol
-	if s.MatchConstraints == nil || len(s.MatchConstraints.ResourceRules) == 0 {
+	if !s.JSONMode() && (s.MatchConstraints == nil || len(s.MatchConstraints.ResourceRules) == 0) {
 		errs.add("spec.matchConstraints.resourceRules", "at least one resource rule is required")
 	}
 	if len(s.Validations) == 0 {
@@ -166,8 +173,8 @@ func validateVPol(p *Policy) FieldErrors {
 	default:
 		errs.add("spec.failurePolicy", "%q is not Fail or Ignore", s.FailurePolicy)
 	}
-	if e := s.Evaluation; e != nil && e.Mode != "" && !strings.EqualFold(e.Mode, "Kubernetes") {
-		errs.add("spec.evaluation.mode", "mode %s is not supported yet (Kubernetes is)", e.Mode)
+	if e := s.Evaluation; e != nil && e.Mode != "" && !strings.EqualFold(e.Mode, "Kubernetes") && !s.JSONMode() {
+		errs.add("spec.evaluation.mode", "mode %s is not supported yet (Kubernetes and JSON are)", e.Mode)
 	}
 	return errs
 }
