@@ -306,6 +306,37 @@ func (run *testRun) load() error {
 			return fmt.Errorf("context: %w", err)
 		}
 	}
+	for _, f := range t.resolveAll(t.ClusterResources) {
+		var c clusterResourceFile
+		if err := decodeFileInto(f, &c); err != nil {
+			return fmt.Errorf("clusterResources: %w", err)
+		}
+		// The CRDs (paths relative to the test, as the reference CLI
+		// reads them) say which custom kinds have no namespace.
+		cluster := map[string]bool{}
+		for _, crd := range c.Spec.CRDs {
+			var doc struct {
+				Spec struct {
+					Scope string `json:"scope"`
+					Names struct {
+						Kind string `json:"kind"`
+					} `json:"names"`
+				} `json:"spec"`
+			}
+			if err := decodeFileInto(t.resolve(crd), &doc); err != nil {
+				return fmt.Errorf("clusterResources: %w", err)
+			}
+			if doc.Spec.Scope == "Cluster" {
+				cluster[doc.Spec.Names.Kind] = true
+			}
+		}
+		for _, o := range c.Spec.Resources {
+			if !cluster[document.String(o, "kind")] {
+				o = defaultNamespace(o)
+			}
+			loader.objects = append(loader.objects, o)
+		}
+	}
 	for _, r := range t.Results {
 		if r.CloneSourceResource == "" {
 			continue

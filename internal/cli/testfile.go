@@ -36,6 +36,10 @@ type testFile struct {
 	// which ValidatingPolicies in JSON evaluation mode validate; a result
 	// names one by its file name.
 	JSONPayloads []string `json:"jsonPayloads"`
+	// ClusterResources are files of kind ClusterResource: objects of the
+	// reference CLI's fake cluster, which context entries and CEL's
+	// resource.Get and resource.List read.
+	ClusterResources []string `json:"clusterResources"`
 }
 
 // testResult is one expected outcome.
@@ -95,9 +99,10 @@ func (r *testResult) patched() string {
 }
 
 // celKind reports whether the result is about a CEL policy kind the
-// engine does not evaluate yet (it evaluates ValidatingPolicy).
+// engine does not evaluate yet (it evaluates ValidatingPolicy and
+// MutatingPolicy).
 func (r *testResult) celKind() bool {
-	return r.IsMutatingPolicy || r.IsMUtatingPolicy || r.IsGeneratingPolicy ||
+	return r.IsGeneratingPolicy ||
 		r.IsImageValidatingPolicy || r.IsDeletingPolicy || r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
 }
 
@@ -323,6 +328,15 @@ type contextFile struct {
 	Spec struct {
 		Resources []map[string]any `json:"resources"`
 		Images    []map[string]any `json:"images"`
+	} `json:"spec"`
+}
+
+// clusterResourceFile is a Kyverno CLI ClusterResource file: objects (and
+// CRDs, by path) of the cluster a test runs against.
+type clusterResourceFile struct {
+	Spec struct {
+		CRDs      []string         `json:"crds"`
+		Resources []map[string]any `json:"resources"`
 	} `json:"spec"`
 }
 

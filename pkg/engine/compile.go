@@ -75,6 +75,9 @@ func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
 	if p.VPol != nil {
 		return e.compileVPol(p)
 	}
+	if p.MPol != nil {
+		return e.compileMPol(p)
+	}
 	if errs := policy.ValidateWith(p, e.checkExpression); len(errs) > 0 {
 		return nil, fmt.Errorf("policy %s: %w", p.Key(), errs.ToAggregate())
 	}

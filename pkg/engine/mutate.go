@@ -12,6 +12,9 @@ import (
 // mutate applies the rule's patches to run.obj; on success run.obj holds
 // the patched resource.
 func (run *ruleRun) mutate(rr RuleResponse) RuleResponse {
+	if run.rule.cel != nil {
+		return run.mutateCEL(rr)
+	}
 	m := run.rule.Mutation
 	if len(m.Targets) > 0 {
 		if run.existing {

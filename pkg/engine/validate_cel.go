@@ -21,8 +21,13 @@ type celRule struct {
 	// ignoreMatchErrors is a ValidatingPolicy's failurePolicy Ignore: a
 	// match condition that ends in an error does not match.
 	ignoreMatchErrors bool
+	// mpol is set for a MutatingPolicy: mutations are its patches,
+	// replaceAtomic its evaluation.useServerSideApply.
+	mpol          bool
+	mutations     []celPatch
+	replaceAtomic bool
 	// exceptions are the PolicyExceptions of policies.kyverno.io that
-	// name the ValidatingPolicy (WithCELExceptions).
+	// name the ValidatingPolicy or MutatingPolicy (WithCELExceptions).
 	exceptions []*celException
 }
 

@@ -242,31 +242,38 @@ var vpolControllers = []struct {
 	{"cronjobs", "batch", "v1", "cronjobs", true},
 }
 
-// vpolAutogen returns the autogen variants of a ValidatingPolicy on Pods,
-// as Kyverno's: when matchConstraints select exactly CREATE/UPDATE/... of
-// core v1 pods (no names, no object selector, no excludes), one variant
-// matching the controllers whose template is at spec.template and one
-// for CronJobs, with object.spec, object.metadata (but not
-// object.metadata.namespace) and their oldObject forms rewritten to the
-// pod template's.
-func vpolAutogen(s *policy.ValidatingPolicySpec) ([]*policy.ValidatingPolicySpec, error) {
-	mc := s.MatchConstraints
+// autogenVariant is where one autogen variant of a CEL policy on Pods
+// applies: the Pod controllers whose pod template is at spec.template,
+// or CronJobs (cronJob).
+type autogenVariant struct {
+	cronJob bool
+	match   *policy.MatchConstraints
+}
+
+// podAutogen returns where the autogen variants of a CEL policy with
+// these matchConstraints apply, as Kyverno's autogen decides: only when
+// they select exactly core v1 pods (one resource rule, no names, no
+// object selector, no excludes), one variant for the controllers with
+// their template at spec.template and one for CronJobs, each limited to
+// the controllers autogen.podControllers lists (all when absent), with
+// the Pod rule's operations and namespace selector.
+func podAutogen(mc *policy.MatchConstraints, ac *policy.AutogenConfiguration) []autogenVariant {
 	if mc == nil || len(mc.ResourceRules) != 1 || len(mc.ExcludeResourceRules) != 0 {
-		return nil, nil
+		return nil
 	}
 	if sel := mc.ObjectSelector; sel != nil && (len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0) {
-		return nil, nil
+		return nil
 	}
 	rr := mc.ResourceRules[0]
 	if len(rr.ResourceNames) > 0 || !slices.Equal(rr.APIGroups, []string{""}) || !slices.Equal(rr.APIVersions, []string{"v1"}) || !slices.Equal(rr.Resources, []string{"pods"}) {
-		return nil, nil
+		return nil
 	}
 	wanted := func(config string) bool { return true }
-	if a := s.Autogen; a != nil && a.PodControllers != nil && a.PodControllers.Controllers != nil {
-		list := *a.PodControllers.Controllers
+	if ac != nil && ac.PodControllers != nil && ac.PodControllers.Controllers != nil {
+		list := *ac.PodControllers.Controllers
 		wanted = func(config string) bool { return slices.Contains(list, config) }
 	}
-	var out []*policy.ValidatingPolicySpec
+	var out []autogenVariant
 	for _, cronJob := range []bool{false, true} {
 		byGV := map[[2]string][]string{}
 		var gvs [][2]string
@@ -284,22 +291,35 @@ func vpolAutogen(s *policy.ValidatingPolicySpec) ([]*policy.ValidatingPolicySpec
 			continue
 		}
 		slices.SortFunc(gvs, func(a, b [2]string) int { return strings.Compare(a[0]+"/"+a[1], b[0]+"/"+b[1]) })
+		m := &policy.MatchConstraints{NamespaceSelector: mc.NamespaceSelector}
+		for _, gv := range gvs {
+			res := byGV[gv]
+			slices.Sort(res)
+			m.ResourceRules = append(m.ResourceRules, policy.ResourceRule{
+				Operations: rr.Operations, APIGroups: []string{gv[0]}, APIVersions: []string{gv[1]}, Resources: res,
+			})
+		}
+		out = append(out, autogenVariant{cronJob: cronJob, match: m})
+	}
+	return out
+}
+
+// vpolAutogen returns the autogen variants of a ValidatingPolicy on Pods
+// (podAutogen), with object.spec, object.metadata (but not
+// object.metadata.namespace) and their oldObject forms rewritten to the
+// pod template's.
+func vpolAutogen(s *policy.ValidatingPolicySpec) ([]*policy.ValidatingPolicySpec, error) {
+	var out []*policy.ValidatingPolicySpec
+	for _, av := range podAutogen(s.MatchConstraints, s.Autogen) {
 		b, err := json.Marshal(s)
 		if err != nil {
 			return nil, err
 		}
 		var v policy.ValidatingPolicySpec
-		if err := json.Unmarshal(rewritePodTemplate(b, cronJob), &v); err != nil {
+		if err := json.Unmarshal(rewritePodTemplate(b, av.cronJob), &v); err != nil {
 			return nil, err
 		}
-		v.MatchConstraints = &policy.MatchConstraints{NamespaceSelector: mc.NamespaceSelector}
-		for _, gv := range gvs {
-			res := byGV[gv]
-			slices.Sort(res)
-			v.MatchConstraints.ResourceRules = append(v.MatchConstraints.ResourceRules, policy.ResourceRule{
-				Operations: rr.Operations, APIGroups: []string{gv[0]}, APIVersions: []string{gv[1]}, Resources: res,
-			})
-		}
+		v.MatchConstraints = av.match
 		out = append(out, &v)
 	}
 	return out, nil

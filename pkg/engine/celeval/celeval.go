@@ -79,6 +79,12 @@ const (
 	String
 	// StringOrNull: audit annotation values.
 	StringOrNull
+	// JSONPatchList: a JSONPatch mutation, a list of JSONPatch values
+	// (compiled with the patch types).
+	JSONPatchList
+	// ApplyConfigurationObject: an ApplyConfiguration mutation, an
+	// Object (compiled with the patch types).
+	ApplyConfigurationObject
 )
 
 var (
@@ -124,7 +130,11 @@ type Program struct {
 // Compile compiles expr, which must evaluate to want. The error wraps
 // ErrCompile and says what is wrong, in CEL's words.
 func Compile(expr string, want Result) (*Program, error) {
-	e, err := env()
+	envOf := env
+	if want == JSONPatchList || want == ApplyConfigurationObject {
+		envOf = mutationEnv
+	}
+	e, err := envOf()
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +151,10 @@ func Compile(expr string, want Result) (*Program, error) {
 		ok = out.IsExactType(cel.StringType) || out.IsExactType(cel.DynType)
 	case StringOrNull:
 		ok = out.IsExactType(cel.StringType) || out.IsExactType(cel.NullType) || out.IsExactType(cel.DynType)
+	case JSONPatchList:
+		ok = out.IsExactType(cel.ListType(jsonPatchType)) || out.IsExactType(cel.ListType(cel.DynType)) || out.IsExactType(cel.DynType)
+	case ApplyConfigurationObject:
+		ok = out.IsExactType(objectType) || out.IsExactType(cel.DynType)
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: must evaluate to %s but got %s", ErrCompile, want, out)
@@ -160,6 +174,10 @@ func (r Result) String() string {
 		return "string"
 	case StringOrNull:
 		return "string or null"
+	case JSONPatchList:
+		return "list(JSONPatch)"
+	case ApplyConfigurationObject:
+		return "Object"
 	}
 	return "any"
 }
@@ -308,8 +326,10 @@ func (ev *Evaluation) Message(p *Program) string {
 
 // activation holds the variables of an evaluation.
 type activation struct {
-	ctx        context.Context
-	in         *Prepared
+	ctx context.Context
+	in  *Prepared
+	// object, when set, is the object in place of in's (SetObject).
+	object     ref.Val
 	exceptions ref.Val
 	// variables is the Evaluation's lazyVars (a test puts the API
 	// server's lazy.MapValue in its place, to compare them).
@@ -319,6 +339,9 @@ type activation struct {
 func (a *activation) ResolveName(name string) (any, bool) {
 	switch name {
 	case VarObject:
+		if a.object != nil {
+			return a.object, true
+		}
 		return a.in.object, true
 	case VarOldObject:
 		return a.in.oldObject, true

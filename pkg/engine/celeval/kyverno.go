@@ -11,6 +11,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/ext"
 	"github.com/google/go-containerregistry/pkg/name"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -86,6 +87,9 @@ func kyvernoEnv() []cel.EnvOption {
 		return []cel.EnvOption{cel.Function(name, overloads("pascal")...), cel.Function(camel, overloads("camel")...)}
 	}
 	opts := []cel.EnvOption{
+		// CEL's regex.replace, regex.extract and regex.extractAll, which
+		// Kyverno's environment has and Kubernetes' does not.
+		ext.Regex(ext.RegexVersion(1)),
 		cel.Variable(VarHTTP, httpType),
 		cel.Variable(VarGlobalContext, gctxType),
 		cel.Variable(VarResource, resourceType),

@@ -58,12 +58,14 @@ type Policy struct {
 	// VPol is the spec of a ValidatingPolicy (or its namespaced kind),
 	// whose document has no Spec of the classic kinds.
 	VPol *ValidatingPolicySpec `json:"-"`
+	// MPol is the spec of a MutatingPolicy (or its namespaced kind).
+	MPol *MutatingPolicySpec `json:"-"`
 }
 
 // Namespaced reports whether the policy is a namespaced kind (Policy,
-// NamespacedValidatingPolicy).
+// NamespacedValidatingPolicy, NamespacedMutatingPolicy).
 func (p *Policy) Namespaced() bool {
-	return p.Kind == KindPolicy || p.Kind == KindNamespacedValidatingPolicy
+	return p.Kind == KindPolicy || p.Kind == KindNamespacedValidatingPolicy || p.Kind == KindNamespacedMutatingPolicy
 }
 
 // Key identifies the policy: "name" for a ClusterPolicy, "namespace/name" for a Policy.

@@ -257,8 +257,8 @@ spec:
   match: {any: [{resources: {kinds: [Pod]}}]}
 ---
 apiVersion: policies.kyverno.io/v1alpha1
-kind: MutatingPolicy
-metadata: {name: m}
+kind: GeneratingPolicy
+metadata: {name: g}
 ---
 apiVersion: policies.kyverno.io/v1
 kind: ValidatingPolicy
@@ -283,6 +283,33 @@ metadata: {name: x}
 	}
 	if v := docs.Policies[1]; v.Kind != KindValidatingPolicy || v.VPol == nil || len(v.VPol.Validations) != 1 {
 		t.Fatalf("ValidatingPolicy: %+v", v)
+	}
+}
+
+// A MutatingPolicy without what it cannot do without is refused with
+// every problem named.
+func TestMutatingPolicyInvalid(t *testing.T) {
+	_, err := Parse([]byte(`apiVersion: policies.kyverno.io/v1beta1
+kind: NamespacedMutatingPolicy
+metadata: {name: m}
+spec:
+  failurePolicy: Maybe
+  reinvocationPolicy: Always
+  mutations:
+  - patchType: StrategicMerge
+  - patchType: JSONPatch
+  - patchType: ApplyConfiguration
+    applyConfiguration: {expression: " "}
+`), "m.yaml")
+	for _, want := range []string{
+		"metadata.namespace", "spec.matchConstraints.resourceRules",
+		`spec.mutations[0].patchType: "StrategicMerge" is not ApplyConfiguration or JSONPatch`,
+		"spec.mutations[1].jsonPatch.expression", "spec.mutations[2].applyConfiguration.expression",
+		`"Maybe" is not Fail or Ignore`, `"Always" is not Never or IfNeeded`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
 	}
 }
 

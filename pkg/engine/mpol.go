@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/celeval"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/patch"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// A MutatingPolicy compiles, as a ValidatingPolicy does, into an engine
+// Policy whose rules are the policy and its autogen variants, each a
+// mutate rule without a name carrying its CEL (a celRule with
+// mutations) and its matchConstraints. A rule's mutations apply in
+// order, each to the result of the one before, as the API server
+// applies a MutatingAdmissionPolicy's.
+
+// celPatch is one compiled mutation.
+type celPatch struct {
+	prog      *celeval.Program
+	jsonPatch bool // JSONPatch; ApplyConfiguration otherwise
+}
+
+// compileMPol compiles a MutatingPolicy.
+func (e *Engine) compileMPol(p *policy.Policy) (*Policy, error) {
+	cp := &Policy{Raw: p, Scored: true}
+	if ann := p.Metadata.Annotations; ann != nil {
+		cp.Scored = ann[AnnotationScored] != "false"
+		cp.Category = ann[AnnotationCategory]
+		cp.Severity = ann[AnnotationSeverity]
+	}
+	main, err := newMPolRule(p.MPol)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Key(), err)
+	}
+	cp.Rules = append(cp.Rules, main)
+	for _, spec := range mpolAutogen(p.MPol) {
+		r, err := newMPolRule(spec)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: autogen: %w", p.Kind, p.Key(), err)
+		}
+		r.Autogen = true
+		cp.Rules = append(cp.Rules, r)
+	}
+	return cp, nil
+}
+
+// newMPolRule compiles one MutatingPolicy spec into a rule.
+func newMPolRule(s *policy.MutatingPolicySpec) (*Rule, error) {
+	r := &Rule{Rule: policy.Rule{Mutation: &policy.Mutation{}}}
+	cr := &celRule{mpol: true, replaceAtomic: s.Evaluation != nil && s.Evaluation.UseServerSideApply}
+	var errs []error
+	compile := func(path, expr string, want celeval.Result) *celeval.Program {
+		p, err := celeval.Compile(expr, want)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+		}
+		return p
+	}
+	for i, c := range s.MatchConditions {
+		cr.preconditions = append(cr.preconditions, compile(fmt.Sprintf("spec.matchConditions[%d].expression", i), c.Expression, celeval.Bool))
+	}
+	for i, v := range s.Variables {
+		cr.variables = append(cr.variables, celeval.Variable{Name: v.Name, Program: compile(fmt.Sprintf("spec.variables[%d].expression", i), v.Expression, celeval.Any)})
+	}
+	for i, m := range s.Mutations {
+		switch m.PatchType {
+		case policy.PatchTypeJSONPatch:
+			cr.mutations = append(cr.mutations, celPatch{prog: compile(fmt.Sprintf("spec.mutations[%d].jsonPatch.expression", i), m.JSONPatch.Expression, celeval.JSONPatchList), jsonPatch: true})
+		case policy.PatchTypeApplyConfiguration:
+			cr.mutations = append(cr.mutations, celPatch{prog: compile(fmt.Sprintf("spec.mutations[%d].applyConfiguration.expression", i), m.ApplyConfiguration.Expression, celeval.ApplyConfigurationObject)})
+		}
+	}
+	for i, a := range s.AuditAnnotations {
+		compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)
+	}
+	if s.MutateExisting() {
+		errs = append(errs, errors.New("spec.evaluation.mutateExisting: mutating existing resources with a MutatingPolicy is not supported yet"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	r.cel = cr
+	mc := s.MatchConstraints
+	r.celMatch = &celMatch{rules: mc.ResourceRules, exclude: mc.ExcludeResourceRules, namespaceSel: mc.NamespaceSelector, objectSel: mc.ObjectSelector}
+	return r, nil
+}
+
+// mutateCEL applies a MutatingPolicy rule as Kyverno does: its
+// exceptions first, then its match conditions (one that is false skips
+// the rule), then its mutations in order. Any error (a condition, an
+// expression, a patch that does not apply) ends the rule with it and
+// leaves the resource as it was; otherwise the rule passes, whether or
+// not the mutations changed anything.
+func (run *ruleRun) mutateCEL(rr RuleResponse) RuleResponse {
+	cr := run.rule.cel
+	ev := run.celInput().NewEvaluation(run.m.ctx, cr.variables, 0)
+	if len(cr.exceptions) > 0 && run.applyCELExceptions(&rr, cr, ev) {
+		return rr
+	}
+	fail := func(err error) RuleResponse {
+		rr.Name, rr.Status, rr.Message = "evaluation", StatusError, "failed to evaluate policy: "+celeval.Cause(err).Error()
+		return rr
+	}
+	var condErrs []error
+	for _, p := range cr.preconditions {
+		ok, err := ev.Bool(p)
+		switch {
+		case err != nil:
+			condErrs = append(condErrs, celeval.Cause(err))
+		case !ok:
+			rr.Status, rr.Message = StatusSkip, "skip"
+			return rr
+		}
+	}
+	if len(condErrs) > 0 {
+		return fail(errors.Join(condErrs...))
+	}
+	obj := run.obj
+	for _, m := range cr.mutations {
+		var res patch.Result
+		if m.jsonPatch {
+			ops, err := ev.JSONPatch(m.prog)
+			if err != nil {
+				return fail(err)
+			}
+			if res, err = patch.RFC6902(obj, ops); err != nil {
+				return fail(fmt.Errorf("JSON Patch: %w", err))
+			}
+		} else {
+			cfg, err := ev.ApplyConfiguration(m.prog)
+			if err != nil {
+				return fail(err)
+			}
+			if res, err = patch.ApplyConfiguration(obj, cfg, cr.replaceAtomic); err != nil {
+				return fail(fmt.Errorf("error applying patch: %w", err))
+			}
+		}
+		if res.Changed {
+			obj = res.Object
+			ev.SetObject(obj)
+		}
+	}
+	if !document.Equal(run.obj, obj) {
+		run.obj = obj
+	}
+	rr.Status, rr.Message = StatusPass, "success"
+	return rr
+}
+
+// Kyverno's autogen of a MutatingPolicy rewrites fewer paths than a
+// ValidatingPolicy's: object.spec, and the labels and annotations of
+// object.metadata (oldObject's and the Object type names' too), in match
+// conditions and ApplyConfiguration expressions only, and wraps an
+// apply configuration's Object{...} into the pod template's.
+var (
+	mpolSpecRe        = regexp.MustCompile(`\b(object|oldObject|Object)\.spec`)
+	mpolLabelsRe      = regexp.MustCompile(`\b(object|oldObject|Object)\.metadata\.labels`)
+	mpolAnnotationsRe = regexp.MustCompile(`\b(object|oldObject|Object)\.metadata\.annotations`)
+)
+
+// mpolAutogen returns the autogen variants of a MutatingPolicy on Pods
+// (podAutogen).
+func mpolAutogen(s *policy.MutatingPolicySpec) []*policy.MutatingPolicySpec {
+	var out []*policy.MutatingPolicySpec
+	for _, av := range podAutogen(s.MatchConstraints, s.Autogen) {
+		v := *s
+		v.MatchConstraints = av.match
+		v.MatchConditions = make([]policy.MatchCondition, len(s.MatchConditions))
+		for i, c := range s.MatchConditions {
+			c.Expression = mpolTemplateExpression(c.Expression, av.cronJob)
+			v.MatchConditions[i] = c
+		}
+		v.Mutations = make([]policy.CELMutation, len(s.Mutations))
+		for i, m := range s.Mutations {
+			if m.ApplyConfiguration != nil {
+				ac := *m.ApplyConfiguration
+				ac.Expression = mpolTemplateExpression(ac.Expression, av.cronJob)
+				m.ApplyConfiguration = &ac
+			}
+			v.Mutations[i] = m
+		}
+		out = append(out, &v)
+	}
+	return out
+}
+
+// mpolTemplateExpression rewrites a Pod expression for a controller's pod
+// template, as Kyverno's MutatingPolicy autogen does.
+func mpolTemplateExpression(expr string, cronJob bool) string {
+	tmpl := "spec.template"
+	wrap, closing := "Object{spec: Object.spec{template: Object.spec.template{", "}}}"
+	if cronJob {
+		tmpl = "spec.jobTemplate.spec.template"
+		wrap, closing = "Object{spec: Object.spec{jobTemplate: Object.spec.jobTemplate{spec: Object.spec.jobTemplate.spec{template: Object.spec.jobTemplate.spec.template{", "}}}}}"
+	}
+	expr = mpolSpecRe.ReplaceAllString(expr, "${1}."+tmpl+".spec")
+	expr = mpolLabelsRe.ReplaceAllString(expr, "${1}."+tmpl+".metadata.labels")
+	expr = mpolAnnotationsRe.ReplaceAllString(expr, "${1}."+tmpl+".metadata.annotations")
+	rest, ok := strings.CutPrefix(strings.TrimSpace(expr), "Object")
+	if !ok {
+		return expr
+	}
+	body, ok := strings.CutPrefix(strings.TrimLeft(rest, " \t\r\n"), "{")
+	if !ok {
+		return expr
+	}
+	depth := 1
+	for i, c := range body {
+		switch c {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				if i == 0 {
+					return expr
+				}
+				return wrap + body[:i] + closing + body[i+1:]
+			}
+		}
+	}
+	return expr
+}
