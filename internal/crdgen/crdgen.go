@@ -143,7 +143,31 @@ var Kinds = []Kind{
 		Spec: reflect.TypeOf(policy.ValidatingPolicySpec{}), SpecDescription: vpolSpecDescription,
 		Columns: vpolColumns,
 	},
+	{
+		File: "mutatingpolicies.yaml", Kind: policy.KindMutatingPolicy, ListKind: "MutatingPolicyList",
+		Plural: "mutatingpolicies", Singular: "mutatingpolicy", ShortNames: []string{"mpol"},
+		Description: "MutatingPolicy mutates the requests it selects with CEL JSON patches and\n" +
+			"apply configurations, in every namespace (Kyverno's policies.kyverno.io kind, in Verdict's group).",
+		Spec: reflect.TypeOf(policy.MutatingPolicySpec{}), SpecDescription: mpolSpecDescription,
+		Columns: mpolColumns,
+	},
+	{
+		File: "namespacedmutatingpolicies.yaml", Kind: policy.KindNamespacedMutatingPolicy, ListKind: "NamespacedMutatingPolicyList",
+		Plural: "namespacedmutatingpolicies", Singular: "namespacedmutatingpolicy", ShortNames: []string{"nmpol"}, Namespaced: true,
+		Description: "NamespacedMutatingPolicy mutates the requests it selects in its own\n" +
+			"namespace with CEL JSON patches and apply configurations.",
+		Spec: reflect.TypeOf(policy.MutatingPolicySpec{}), SpecDescription: mpolSpecDescription,
+		Columns: mpolColumns,
+	},
 }
+
+// mpolColumns are the columns of the MutatingPolicy kinds.
+var mpolColumns = []Column{
+	{Name: "AGE", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+}
+
+const mpolSpecDescription = "The policy: CEL mutations of the requests matchConstraints select (the policies.kyverno.io schema); the Verdict webhook compiles it with the engine.\n" +
+	"Fields these types do not know are kept (x-kubernetes-preserve-unknown-fields)."
 
 // vpolColumns are Kyverno's columns for the ValidatingPolicy kinds that
 // Verdict can fill (it writes no status for them yet).

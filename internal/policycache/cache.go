@@ -45,10 +45,12 @@ var (
 	// cluster whose CRDs predate them runs without).
 	ValidatingPolicies           = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "validatingpolicies"}
 	NamespacedValidatingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedvalidatingpolicies"}
+	MutatingPolicies             = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "mutatingpolicies"}
+	NamespacedMutatingPolicies   = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedmutatingpolicies"}
 )
 
 // optionalKinds are watched only when served.
-var optionalKinds = []schema.GroupVersionResource{ValidatingPolicies, NamespacedValidatingPolicies}
+var optionalKinds = []schema.GroupVersionResource{ValidatingPolicies, NamespacedValidatingPolicies, MutatingPolicies, NamespacedMutatingPolicies}
 
 // Problem is a policy or exception left out of the set, and why.
 type Problem struct {
@@ -412,9 +414,5 @@ const logKeyPolicy = "policy"
 
 // policyFromObject converts a stored policy of any kind the cache watches.
 func policyFromObject(obj map[string]any) (*policy.Policy, error) {
-	switch kind, _ := obj["kind"].(string); kind {
-	case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy:
-		return policy.ValidatingPolicyFromObject(obj)
-	}
-	return policy.PolicyFromObject(obj)
+	return policy.FromObject(obj)
 }

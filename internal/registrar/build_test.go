@@ -273,3 +273,48 @@ spec:
 		t.Fatalf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A MutatingPolicy registers on the mutating webhook: the resources of
+// its matchConstraints and of its autogen variants (Deployments only,
+// as its autogen says), with its failure policy.
+func TestBuildMutatingPolicy(t *testing.T) {
+	pols := compileAll(t, `apiVersion: policies.kyverno.io/v1
+kind: MutatingPolicy
+metadata: {name: mp}
+spec:
+  failurePolicy: Ignore
+  autogen: {podControllers: {controllers: [deployments]}}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [pods]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration: {expression: "Object{metadata: Object.metadata{labels: {'a': 'b'}}}"}
+`)
+	mut, val, err := Build(pols, table, Options{URL: "https://127.0.0.1:9443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(val.Webhooks) != 1 {
+		t.Errorf("%d validating webhooks, want only the policy webhook", len(val.Webhooks))
+	}
+	var got []string
+	for _, w := range mut.Webhooks {
+		if *w.FailurePolicy != "Ignore" {
+			t.Errorf("webhook %s: failurePolicy %s", w.Name, *w.FailurePolicy)
+		}
+		for _, r := range w.Rules {
+			got = append(got, fmt.Sprintf("%v %v %v %v", r.APIGroups, r.APIVersions, r.Resources, r.Operations))
+		}
+	}
+	want := []string{
+		"[] [v1] [pods] [CREATE]",
+		"[apps] [v1] [deployments] [CREATE]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

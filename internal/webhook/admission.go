@@ -117,21 +117,22 @@ func (s *Server) mutate(ctx context.Context, rv *review) (decision, error) {
 		}
 		ev.req.Object = cur
 		resp := s.engine.Mutate(ctx, ev.req, p, ev.set.Exceptions)
-		var failed []string
+		var failed, messages []string
 		for _, rr := range resp.Rules {
 			if reported(rr.Status) {
 				failed = append(failed, rr.Name)
+				messages = append(messages, rr.Message)
 				warnings = append(warnings, ruleWarning(p, rr))
 			}
 		}
 		if len(failed) > 0 {
 			if failClosed(p) {
-				logFrom(ctx).Info().Str(keyPolicy, p.Raw.Key()).Strs(keyRules, failed).Msg("mutation failed, request denied")
+				logFrom(ctx).Info().Str(keyPolicy, p.Raw.Key()).Strs(keyRules, failed).Strs("messages", messages).Msg("mutation failed, request denied")
 				// Kyverno's wording for a mutation that blocks.
 				return deny(fmt.Sprintf("mutation policy %s error: failed to apply policy %s rules %v", p.Name(), p.Name(), failed), nil), nil
 			}
 			// failurePolicy Ignore: the policy is skipped as a whole.
-			logFrom(ctx).Warn().Str(keyPolicy, p.Raw.Key()).Strs(keyRules, failed).Msg("mutation failed, policy skipped")
+			logFrom(ctx).Warn().Str(keyPolicy, p.Raw.Key()).Strs(keyRules, failed).Strs("messages", messages).Msg("mutation failed, policy skipped")
 			continue
 		}
 		if resp.Patched != nil {

@@ -12,8 +12,9 @@ import (
 )
 
 // validatePolicy admits a ClusterPolicy, Policy, PolicyException,
-// ClusterCleanupPolicy, CleanupPolicy, ValidatingPolicy or
-// NamespacedValidatingPolicy of the kyverno.io or verdict.dev groups only
+// ClusterCleanupPolicy, CleanupPolicy, or CEL policy (ValidatingPolicy,
+// MutatingPolicy and their namespaced kinds) of the kyverno.io or
+// verdict.dev groups only
 // when the engine can load and compile it (CEL expressions included); the denial names the path of every bad field. Deletes and
 // objects of other kinds are admitted.
 func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, error) {
@@ -35,13 +36,13 @@ func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, erro
 			logFrom(ctx).Info().Err(err).Msg("policy does not compile, rejected")
 			return denyInvalid(err.Error(), policyCauses(obj)), nil
 		}
-	case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy:
-		p, err := policy.ValidatingPolicyFromObject(obj)
+	case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy, policy.KindMutatingPolicy, policy.KindNamespacedMutatingPolicy:
+		p, err := policy.FromObject(obj)
 		if err == nil {
 			_, err = s.engine.Compile(p)
 		}
 		if err != nil {
-			logFrom(ctx).Info().Err(err).Msg("invalid validating policy rejected")
+			logFrom(ctx).Info().Err(err).Str("kind", kind).Msg("invalid CEL policy rejected")
 			return denyInvalid(err.Error(), nil), nil
 		}
 	case policy.KindClusterCleanupPolicy, policy.KindCleanupPolicy:

@@ -152,19 +152,30 @@ func (run *ruleRun) mutateCEL(rr RuleResponse) RuleResponse {
 	return rr
 }
 
-// Kyverno's autogen of a MutatingPolicy rewrites fewer paths than a
-// ValidatingPolicy's: object.spec, and the labels and annotations of
-// object.metadata (oldObject's and the Object type names' too), in match
-// conditions and ApplyConfiguration expressions only, and wraps an
-// apply configuration's Object{...} into the pod template's.
+// Kyverno's autogen of a MutatingPolicy rewrites, in match conditions and
+// ApplyConfiguration expressions only, object.spec and the labels and
+// annotations of object.metadata (oldObject's too) to the pod
+// template's, and wraps an apply configuration's Object{...} into the
+// template's. Verdict rewrites the Object type names of the wrapped
+// configuration by the same rule for metadata as for spec
+// (Object.metadata{...} becomes Object.spec.template.metadata{...}):
+// Kyverno leaves Object.metadata as it is, so that a policy setting the
+// Pod's labels or annotations fails on every controller with a type
+// mismatch.
 var (
-	mpolSpecRe        = regexp.MustCompile(`\b(object|oldObject|Object)\.spec`)
-	mpolLabelsRe      = regexp.MustCompile(`\b(object|oldObject|Object)\.metadata\.labels`)
-	mpolAnnotationsRe = regexp.MustCompile(`\b(object|oldObject|Object)\.metadata\.annotations`)
+	mpolSpecRe     = regexp.MustCompile(`\b(object|oldObject)\.spec`)
+	mpolMetadataRe = regexp.MustCompile(`\b(object|oldObject)\.metadata\.(labels|annotations)`)
+	mpolTypeRe     = regexp.MustCompile(`\bObject\.(spec|metadata)\b`)
 )
 
 // mpolAutogen returns the autogen variants of a MutatingPolicy on Pods
 // (podAutogen).
+//
+// JSONPatch mutations are left out of them. Kyverno copies them
+// unchanged, so their paths (/spec/tolerations) name the controller's
+// own fields: the API server drops what they add to a Deployment's spec
+// as unknown, or they fail, and a later apply configuration can no
+// longer merge the object. A variant left with no mutation is no variant.
 func mpolAutogen(s *policy.MutatingPolicySpec) []*policy.MutatingPolicySpec {
 	var out []*policy.MutatingPolicySpec
 	for _, av := range podAutogen(s.MatchConstraints, s.Autogen) {
@@ -175,16 +186,19 @@ func mpolAutogen(s *policy.MutatingPolicySpec) []*policy.MutatingPolicySpec {
 			c.Expression = mpolTemplateExpression(c.Expression, av.cronJob)
 			v.MatchConditions[i] = c
 		}
-		v.Mutations = make([]policy.CELMutation, len(s.Mutations))
-		for i, m := range s.Mutations {
-			if m.ApplyConfiguration != nil {
-				ac := *m.ApplyConfiguration
-				ac.Expression = mpolTemplateExpression(ac.Expression, av.cronJob)
-				m.ApplyConfiguration = &ac
+		v.Mutations = nil
+		for _, m := range s.Mutations {
+			if m.ApplyConfiguration == nil {
+				continue
 			}
-			v.Mutations[i] = m
+			ac := *m.ApplyConfiguration
+			ac.Expression = mpolTemplateExpression(ac.Expression, av.cronJob)
+			m.ApplyConfiguration = &ac
+			v.Mutations = append(v.Mutations, m)
 		}
-		out = append(out, &v)
+		if len(v.Mutations) > 0 {
+			out = append(out, &v)
+		}
 	}
 	return out
 }
@@ -199,8 +213,8 @@ func mpolTemplateExpression(expr string, cronJob bool) string {
 		wrap, closing = "Object{spec: Object.spec{jobTemplate: Object.spec.jobTemplate{spec: Object.spec.jobTemplate.spec{template: Object.spec.jobTemplate.spec.template{", "}}}}}"
 	}
 	expr = mpolSpecRe.ReplaceAllString(expr, "${1}."+tmpl+".spec")
-	expr = mpolLabelsRe.ReplaceAllString(expr, "${1}."+tmpl+".metadata.labels")
-	expr = mpolAnnotationsRe.ReplaceAllString(expr, "${1}."+tmpl+".metadata.annotations")
+	expr = mpolMetadataRe.ReplaceAllString(expr, "${1}."+tmpl+".metadata.${2}")
+	expr = mpolTypeRe.ReplaceAllString(expr, "Object."+tmpl+".${1}")
 	rest, ok := strings.CutPrefix(strings.TrimSpace(expr), "Object")
 	if !ok {
 		return expr

@@ -156,6 +156,20 @@ spec:
 	if !document.Equal(c, []any{map[string]any{"name": "c", "image": "nginx", "imagePullPolicy": "Always"}}) {
 		t.Fatalf("template containers %v", c)
 	}
+	// JSONPatch mutations name the Pod's paths: they stay out of the
+	// variants, and a policy with nothing else has none.
+	mixed := compile(t, eng, mpolYAML)
+	if len(mixed.Rules) != 3 {
+		t.Fatalf("ApplyConfiguration and JSONPatch: %d rules, want 3", len(mixed.Rules))
+	}
+	rr, patched, _ = mpolApply(t, eng, mixed, &engine.Request{Operation: engine.OpCreate, Object: obj(t, deploy)})
+	if rr.Status != engine.StatusPass || document.Map(patched, "metadata", "annotations") != nil {
+		t.Fatalf("deployment: %s %q, annotations %v (the JSONPatch is the Pod's)", rr.Status, rr.Message, document.Map(patched, "metadata", "annotations"))
+	}
+	jsonOnly := compile(t, eng, strings.Replace(mpolYAML, "  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: >\n        Object{metadata: Object.metadata{labels: {\"owner\": variables.team}},\n          spec: Object.spec{containers: object.spec.containers.map(c,\n            Object.spec.containers{name: c.name, imagePullPolicy: \"Always\"})}}\n", "", 1))
+	if len(jsonOnly.Rules) != 1 {
+		t.Fatalf("JSONPatch only: %d rules, want 1 (no autogen variant)", len(jsonOnly.Rules))
+	}
 	cron := `{apiVersion: batch/v1, kind: CronJob, metadata: {name: c, namespace: x}, spec: {schedule: "* * * * *", jobTemplate: {spec: {template: {spec: {containers: [{name: c, image: redis}]}}}}}}`
 	if rr, _, _ := mpolApply(t, eng, p, &engine.Request{Operation: engine.OpCreate, Object: obj(t, cron)}); rr.Status != engine.StatusSkip {
 		t.Fatalf("cronjob without nginx: %s %q", rr.Status, rr.Message)

@@ -32,15 +32,16 @@ var ErrAtomic = errors.New("may not mutate atomic arrays, maps or structs")
 type gvk struct{ group, version, kind string }
 
 var builtin struct {
-	once   sync.Once
-	parser *typed.Parser
-	kinds  map[gvk]typed.ParseableType
-	err    error
+	once sync.Once
+	// strict is the schema as it is; lenient also takes fields it does
+	// not declare, as values of no known type.
+	strict, lenient map[gvk]typed.ParseableType
+	err             error
 }
 
-// builtinType is the schema type of a built-in kind; ok is false for
-// other kinds (custom resources).
-func builtinType(group, version, kind string) (typed.ParseableType, bool, error) {
+// builtinTypes returns the strict and lenient schema types of a built-in
+// kind; ok is false for other kinds (custom resources).
+func builtinTypes(group, version, kind string) (strict, lenient typed.ParseableType, ok bool, err error) {
 	builtin.once.Do(func() {
 		var idx struct {
 			Kinds []struct{ Group, Version, Kind, Type string }
@@ -49,21 +50,38 @@ func builtinType(group, version, kind string) (typed.ParseableType, bool, error)
 			builtin.err = fmt.Errorf("reading the built-in schema: %w", err)
 			return
 		}
-		builtin.parser = &typed.Parser{}
-		if err := yaml.Unmarshal(builtinSchema, &builtin.parser.Schema); err != nil {
-			builtin.err = fmt.Errorf("reading the built-in schema: %w", err)
-			return
+		strictParser, lenientParser := &typed.Parser{}, &typed.Parser{}
+		for _, p := range []*typed.Parser{strictParser, lenientParser} {
+			if err := yaml.Unmarshal(builtinSchema, &p.Schema); err != nil {
+				builtin.err = fmt.Errorf("reading the built-in schema: %w", err)
+				return
+			}
 		}
-		builtin.kinds = make(map[gvk]typed.ParseableType, len(idx.Kinds))
+		// Undeclared fields of a struct are values of no known type:
+		// their maps merge, their lists are replaced. An object read from
+		// an API server newer than this schema has fields it does not
+		// declare, and must still merge.
+		deduced := "__untyped_deduced_"
+		for i := range lenientParser.Schema.Types {
+			m := lenientParser.Schema.Types[i].Map
+			if m != nil && len(m.Fields) > 0 && m.ElementType.NamedType == nil && m.ElementType.Inlined.Map == nil &&
+				m.ElementType.Inlined.List == nil && m.ElementType.Inlined.Scalar == nil {
+				m.ElementType = smdschema.TypeRef{NamedType: &deduced}
+			}
+		}
+		builtin.strict = make(map[gvk]typed.ParseableType, len(idx.Kinds))
+		builtin.lenient = make(map[gvk]typed.ParseableType, len(idx.Kinds))
 		for _, k := range idx.Kinds {
-			builtin.kinds[gvk{k.Group, k.Version, k.Kind}] = builtin.parser.Type(k.Type)
+			builtin.strict[gvk{k.Group, k.Version, k.Kind}] = strictParser.Type(k.Type)
+			builtin.lenient[gvk{k.Group, k.Version, k.Kind}] = lenientParser.Type(k.Type)
 		}
 	})
 	if builtin.err != nil {
-		return typed.ParseableType{}, false, builtin.err
+		return typed.ParseableType{}, typed.ParseableType{}, false, builtin.err
 	}
-	t, ok := builtin.kinds[gvk{group, version, kind}]
-	return t, ok, nil
+	k := gvk{group, version, kind}
+	strict, ok = builtin.strict[k]
+	return strict, builtin.lenient[k], ok, nil
 }
 
 // ApplyConfiguration merges an apply configuration into resource as the
@@ -88,12 +106,12 @@ func ApplyConfiguration(resource, config map[string]any, replaceAtomic bool) (Re
 	if !found {
 		group, version = "", apiVersion
 	}
-	t, known, err := builtinType(group, version, kind)
+	t, lenient, known, err := builtinTypes(group, version, kind)
 	if err != nil {
 		return Result{}, err
 	}
 	if !known {
-		t = typed.DeducedParseableType
+		t, lenient = typed.DeducedParseableType, typed.DeducedParseableType
 	}
 	cfg := document.DeepCopyMap(config)
 	if cfg == nil {
@@ -110,7 +128,15 @@ func ApplyConfiguration(resource, config map[string]any, replaceAtomic bool) (Re
 			return Result{}, fmt.Errorf("%w: %w: %s", ErrInvalidPatch, ErrAtomic, strings.Join(atomics, ", "))
 		}
 	}
-	live, err := t.FromUnstructured(resource, typed.AllowDuplicates)
+	// The configuration must fit the schema, as the API server checks;
+	// the resource is taken as it is (it may hold fields of a newer API
+	// server), so both are read leniently for the merge.
+	if known {
+		if patchTyped, err = lenient.FromUnstructured(cfg); err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrInvalidPatch, err)
+		}
+	}
+	live, err := lenient.FromUnstructured(resource, typed.AllowDuplicates)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: the resource does not fit its schema: %w", ErrApply, err)
 	}

@@ -146,6 +146,22 @@ func subset(want, got any) bool {
 	return reflect.DeepEqual(want, got)
 }
 
+// A resource from a newer API server holds fields the schema does not
+// declare: it still merges, and keeps them; a configuration must fit the
+// schema.
+func TestApplyConfigurationUndeclaredFields(t *testing.T) {
+	in := docMap(t, applyPod)
+	in["spec"].(map[string]any)["futureField"] = map[string]any{"a": []any{"x"}}
+	res, err := ApplyConfiguration(in, docMap(t, `{metadata: {labels: {team: a}}}`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSubset(t, docMap(t, `{metadata: {labels: {app: web, team: a}}, spec: {futureField: {a: [x]}}}`), res.Object)
+	if _, err := ApplyConfiguration(docMap(t, applyPod), docMap(t, `{spec: {futureField: 1}}`), false); !errors.Is(err, ErrInvalidPatch) {
+		t.Fatalf("a configuration with an undeclared field: err = %v", err)
+	}
+}
+
 // A custom resource has no built-in schema: its maps merge, its lists
 // are replaced.
 func TestApplyConfigurationCustomResource(t *testing.T) {
