@@ -78,6 +78,9 @@ func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
 	if p.MPol != nil {
 		return e.compileMPol(p)
 	}
+	if p.GPol != nil {
+		return e.compileGPol(p)
+	}
 	if errs := policy.ValidateWith(p, e.checkExpression); len(errs) > 0 {
 		return nil, fmt.Errorf("policy %s: %w", p.Key(), errs.ToAggregate())
 	}

@@ -51,6 +51,9 @@ func (run *ruleRun) generate(rr RuleResponse) RuleResponse {
 		rr.Message = "generation runs in the generator service"
 		return rr
 	}
+	if run.rule.cel != nil {
+		return run.generateCEL(rr)
+	}
 	if len(g.ForEach) == 0 {
 		objs, err := run.generateTarget(target{g.APIVersion, g.Kind, g.Name, g.Namespace, g.Data, g.Clone, g.CloneList})
 		if err != nil {

@@ -26,8 +26,14 @@ type celRule struct {
 	mpol          bool
 	mutations     []celPatch
 	replaceAtomic bool
+	// generations are a GeneratingPolicy's generate entries, audit its
+	// audit annotations (evaluated for their errors), policyNamespace a
+	// NamespacedGeneratingPolicy's namespace (generateCEL).
+	generations     []celGeneration
+	audit           []namedProgram
+	policyNamespace string
 	// exceptions are the PolicyExceptions of policies.kyverno.io that
-	// name the ValidatingPolicy or MutatingPolicy (WithCELExceptions).
+	// name the CEL policy (WithCELExceptions).
 	exceptions []*celException
 }
 

@@ -134,6 +134,11 @@ func Compile(expr string, want Result) (*Program, error) {
 	if want == JSONPatchList || want == ApplyConfigurationObject {
 		envOf = mutationEnv
 	}
+	return compileIn(envOf, expr, want)
+}
+
+// compileIn compiles expr in the environment envOf builds.
+func compileIn(envOf func() (*cel.Env, error), expr string, want Result) (*Program, error) {
 	e, err := envOf()
 	if err != nil {
 		return nil, err
@@ -363,6 +368,8 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return ctxVal{a.ctx, a.in.context, imageCtxType}, true
 	case VarTime:
 		return ctxVal{a.ctx, a.in.context, timeCtxType}, true
+	case VarGenerator:
+		return ctxVal{a.ctx, a.in.context, generatorType}, true
 	case VarExceptions:
 		if a.exceptions == nil {
 			return noExceptions, true

@@ -10,6 +10,8 @@ func FromObject(obj map[string]any) (*Policy, error) {
 		return ValidatingPolicyFromObject(obj)
 	case KindMutatingPolicy, KindNamespacedMutatingPolicy:
 		return MutatingPolicyFromObject(obj)
+	case KindGeneratingPolicy, KindNamespacedGeneratingPolicy:
+		return GeneratingPolicyFromObject(obj)
 	}
 	return PolicyFromObject(obj)
 }
@@ -18,7 +20,8 @@ func FromObject(obj map[string]any) (*Policy, error) {
 // FromObject converts.
 func IsCELPolicyKind(kind string) bool {
 	switch kind {
-	case KindValidatingPolicy, KindNamespacedValidatingPolicy, KindMutatingPolicy, KindNamespacedMutatingPolicy:
+	case KindValidatingPolicy, KindNamespacedValidatingPolicy, KindMutatingPolicy, KindNamespacedMutatingPolicy,
+		KindGeneratingPolicy, KindNamespacedGeneratingPolicy:
 		return true
 	}
 	return false

@@ -60,12 +60,16 @@ type Policy struct {
 	VPol *ValidatingPolicySpec `json:"-"`
 	// MPol is the spec of a MutatingPolicy (or its namespaced kind).
 	MPol *MutatingPolicySpec `json:"-"`
+	// GPol is the spec of a GeneratingPolicy (or its namespaced kind).
+	GPol *GeneratingPolicySpec `json:"-"`
 }
 
 // Namespaced reports whether the policy is a namespaced kind (Policy,
-// NamespacedValidatingPolicy, NamespacedMutatingPolicy).
+// NamespacedValidatingPolicy, NamespacedMutatingPolicy,
+// NamespacedGeneratingPolicy).
 func (p *Policy) Namespaced() bool {
-	return p.Kind == KindPolicy || p.Kind == KindNamespacedValidatingPolicy || p.Kind == KindNamespacedMutatingPolicy
+	return p.Kind == KindPolicy || p.Kind == KindNamespacedValidatingPolicy || p.Kind == KindNamespacedMutatingPolicy ||
+		p.Kind == KindNamespacedGeneratingPolicy
 }
 
 // Key identifies the policy: "name" for a ClusterPolicy, "namespace/name" for a Policy.

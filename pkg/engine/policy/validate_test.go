@@ -257,7 +257,7 @@ spec:
   match: {any: [{resources: {kinds: [Pod]}}]}
 ---
 apiVersion: policies.kyverno.io/v1alpha1
-kind: GeneratingPolicy
+kind: DeletingPolicy
 metadata: {name: g}
 ---
 apiVersion: policies.kyverno.io/v1

@@ -1,0 +1,138 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The generating CEL policy kinds of policies.kyverno.io.
+const (
+	KindGeneratingPolicy           = "GeneratingPolicy"
+	KindNamespacedGeneratingPolicy = "NamespacedGeneratingPolicy"
+)
+
+// Interpolation modes of a generation template.
+const (
+	InterpolateNone = "none"
+	InterpolateCEL  = "cel"
+)
+
+// GeneratingPolicySpec is the spec of a GeneratingPolicy: resources
+// created (through generator.Apply, or from templates) for the requests
+// matchConstraints select.
+type GeneratingPolicySpec struct {
+	MatchConstraints *MatchConstraints `json:"matchConstraints,omitempty"`
+	MatchConditions  []MatchCondition  `json:"matchConditions,omitempty"`
+	Variables        []NamedExpression `json:"variables,omitempty"`
+	// Generation lists the generate entries, evaluated in order.
+	Generation       []CELGeneration       `json:"generate,omitempty"`
+	AuditAnnotations []AuditAnnotation     `json:"auditAnnotations,omitempty"`
+	Evaluation       *GeneratingEvaluation `json:"evaluation,omitempty"`
+	// UseServerSideApply makes the generator write with server-side
+	// apply.
+	UseServerSideApply   bool           `json:"useServerSideApply,omitempty"`
+	WebhookConfiguration map[string]any `json:"webhookConfiguration,omitempty"`
+}
+
+// CELGeneration is one generate entry: an expression calling
+// generator.Apply, or a template of the resources.
+type CELGeneration struct {
+	Expression string              `json:"expression,omitempty"`
+	Template   *GenerationTemplate `json:"template,omitempty"`
+}
+
+// GenerationTemplate is YAML (one document per resource); with
+// interpolate cel, its (( expression )) placeholders are CEL.
+type GenerationTemplate struct {
+	Interpolate string `json:"interpolate,omitempty"`
+	Value       string `json:"value"`
+}
+
+// GeneratingEvaluation says where a GeneratingPolicy applies and how its
+// downstream resources are kept.
+type GeneratingEvaluation struct {
+	Admission                      *Toggle `json:"admission,omitempty"`
+	GenerateExisting               *Toggle `json:"generateExisting,omitempty"`
+	Synchronize                    *Toggle `json:"synchronize,omitempty"`
+	OrphanDownstreamOnPolicyDelete *Toggle `json:"orphanDownstreamOnPolicyDelete,omitempty"`
+	SkipBackgroundRequests         *bool   `json:"skipBackgroundRequests,omitempty"`
+}
+
+// enabled is a toggle that is off by default.
+func (t *Toggle) enabled() bool { return t != nil && t.Enabled != nil && *t.Enabled }
+
+// Synchronize reports whether downstream resources are kept in sync
+// (evaluation.synchronize.enabled, off by default).
+func (s *GeneratingPolicySpec) Synchronize() bool {
+	return s.Evaluation != nil && s.Evaluation.Synchronize.enabled()
+}
+
+// GeneratingPolicyFromObject converts an untyped GeneratingPolicy or
+// NamespacedGeneratingPolicy into a Policy whose GPol holds its spec; its
+// Spec carries admission and useServerSideApply.
+func GeneratingPolicyFromObject(obj map[string]any) (*Policy, error) {
+	var doc struct {
+		APIVersion string               `json:"apiVersion"`
+		Kind       string               `json:"kind"`
+		Metadata   ObjectMeta           `json:"metadata"`
+		Spec       GeneratingPolicySpec `json:"spec"`
+	}
+	if err := fromUntyped(obj, &doc); err != nil {
+		return nil, err
+	}
+	p := &Policy{APIVersion: doc.APIVersion, Kind: doc.Kind, Metadata: doc.Metadata, GPol: &doc.Spec}
+	if errs := validateGPol(p); len(errs) > 0 {
+		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Metadata.Name, errs.ToAggregate())
+	}
+	s := &doc.Spec
+	if e := s.Evaluation; e != nil {
+		admission := e.Admission.on()
+		p.Spec.Admission = &admission
+		p.Spec.GenerateExisting = e.GenerateExisting.enabled()
+	}
+	p.Spec.UseServerSideApply = s.UseServerSideApply
+	if t, ok := s.WebhookConfiguration["timeoutSeconds"].(float64); ok && t > 0 {
+		secs := int32(t)
+		p.Spec.WebhookTimeoutSeconds = &secs
+	}
+	return p, nil
+}
+
+// validateGPol finds what makes a GeneratingPolicy unusable. CEL
+// expressions and templates are compiled (and their errors reported) by
+// the engine.
+func validateGPol(p *Policy) FieldErrors {
+	var errs FieldErrors
+	if p.Metadata.Name == "" {
+		errs.add("metadata.name", "a policy needs a name")
+	}
+	if p.Kind == KindNamespacedGeneratingPolicy && p.Metadata.Namespace == "" {
+		errs.add("metadata.namespace", "a %s needs a namespace", p.Kind)
+	}
+	s := p.GPol
+	if s.MatchConstraints == nil || len(s.MatchConstraints.ResourceRules) == 0 {
+		errs.add("spec.matchConstraints.resourceRules", "at least one resource rule is required")
+	}
+	if len(s.Generation) == 0 {
+		errs.add("spec.generate", "at least one generate entry is required")
+	}
+	for i, g := range s.Generation {
+		path := fmt.Sprintf("spec.generate[%d]", i)
+		switch {
+		case g.Template != nil && strings.TrimSpace(g.Expression) != "":
+			errs.add(path, "only one of expression or template may be set")
+		case g.Template != nil:
+			switch g.Template.Interpolate {
+			case "", InterpolateNone, InterpolateCEL:
+			default:
+				errs.add(path+".template.interpolate", "%q is not none or cel", g.Template.Interpolate)
+			}
+			if strings.TrimSpace(g.Template.Value) == "" {
+				errs.add(path+".template.value", "a template needs a value")
+			}
+		case strings.TrimSpace(g.Expression) == "":
+			errs.add(path, "one of expression or template must be set")
+		}
+	}
+	return errs
+}
