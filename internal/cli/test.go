@@ -174,6 +174,16 @@ type testRun struct {
 	// byOperation holds, for each operation a result names, the responses
 	// of an evaluation as that operation, by resource index.
 	byOperation map[string][][]engine.Response
+	// deleting are the test's DeletingPolicies, by name and key, and
+	// deletions what each decides about each resource (by index).
+	deleting  map[string]*engine.CleanupPolicy
+	deletions map[*engine.CleanupPolicy][]deletion
+}
+
+// deletion is what a DeletingPolicy decides about one resource.
+type deletion struct {
+	d   engine.CleanupDecision
+	err error
 }
 
 func runTestFile(ctx context.Context, path string) ([]assertion, error) {
@@ -201,6 +211,9 @@ func runTestFile(ctx context.Context, path string) ([]assertion, error) {
 		return out, fmt.Errorf("%s: %w", path, loadErr)
 	}
 	run.responses = run.evaluate(ctx, "")
+	if err := run.decideDeletions(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	for _, r := range t.Results {
 		if op := r.Operation; op != "" && run.byOperation[op] == nil {
 			if run.byOperation == nil {
@@ -369,6 +382,17 @@ func (run *testRun) load() error {
 		run.policies = append(run.policies, cp)
 		run.byName[p.Metadata.Name] = cp
 		run.byName[p.Key()] = cp
+	}
+	for _, p := range pdocs.DeletingPolicies {
+		cp, err := run.eng.CompileCleanup(p)
+		if err != nil {
+			return err
+		}
+		if run.deleting == nil {
+			run.deleting = map[string]*engine.CleanupPolicy{}
+		}
+		run.deleting[p.Metadata.Name] = cp
+		run.deleting[p.Key()] = cp
 	}
 	run.exceptions = append(run.exceptions, pdocs.Exceptions...)
 	run.celExceptions = append(run.celExceptions, pdocs.CELExceptions...)
@@ -562,6 +586,11 @@ func (run *testRun) judge(r *testResult) []assertion {
 	for _, ref := range run.refs(r) {
 		a := assertion{Test: run.t.path, Policy: r.Policy, Rule: r.Rule, Resource: ref, Expected: r.expected()}
 		p := run.byName[r.Policy]
+		if dp := run.deleting[r.Policy]; p == nil && dp != nil {
+			a.Outcome, a.Actual, a.Reason, a.Message = run.judgeDeletion(r, dp, ref, &a.Rows)
+			out = append(out, a)
+			continue
+		}
 		if r.celKind() || (p == nil && run.unsup[r.Policy]) {
 			a.Outcome = "unsupported"
 			out = append(out, a)
@@ -681,6 +710,78 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 		return "failed", "", fmt.Sprintf("want %s, but no rule of the policy applied to the resource", r.expected()), ""
 	}
 	return "passed", actual, "", message
+}
+
+// decideDeletions runs every DeletingPolicy of the test (a tick of it)
+// on every resource and JSON payload, with the namespace labels the
+// values give.
+func (run *testRun) decideDeletions(ctx context.Context) error {
+	if len(run.deleting) == 0 {
+		return nil
+	}
+	run.deletions = map[*engine.CleanupPolicy][]deletion{}
+	for _, cp := range run.deleting {
+		if run.deletions[cp] != nil {
+			continue // the same policy by name and by key
+		}
+		tick, err := run.eng.StartCleanup(ctx, cp)
+		if err != nil {
+			return err
+		}
+		out := make([]deletion, len(run.resources))
+		for i, obj := range run.resources {
+			ns := document.String(obj, "metadata", "namespace")
+			out[i].d, out[i].err = tick.Decide(ctx, obj, run.values.namespaceLabels(ns))
+		}
+		run.deletions[cp] = out
+	}
+	return nil
+}
+
+// judgeDeletion judges a result about a DeletingPolicy as the reference
+// CLI words them: pass when the policy would delete the resource (its
+// conditions all hold), fail when it is selected but kept, error when a
+// condition could not be evaluated. A resource matchConstraints (or a
+// namespaced policy's namespace) leave out has no result: only an
+// expected skip holds for it.
+func (run *testRun) judgeDeletion(r *testResult, cp *engine.CleanupPolicy, ref string, rows *int) (outcome, actual, reason, message string) {
+	*rows = 1
+	found, selected := false, false
+	for i := range run.resources {
+		if !run.names(i, ref, r.Namespace) {
+			continue
+		}
+		if found {
+			*rows++
+		}
+		found = true
+		dl := run.deletions[cp][i]
+		var got string
+		switch {
+		case dl.err != nil:
+			got, message = string(engine.StatusError), dl.err.Error()
+		case dl.d.Delete:
+			got, message = string(engine.StatusPass), "resource matched"
+		case dl.d.Reason == engine.CleanupConditionsNotMet:
+			got, message = string(engine.StatusFail), dl.d.Message
+		default:
+			continue
+		}
+		selected = true
+		if got != r.expected() {
+			return "failed", got, fmt.Sprintf("want %s, got %s (%s)", r.expected(), got, message), message
+		}
+		actual = got
+	}
+	switch {
+	case !found:
+		return "failed", "", "resource not found in the test's resources", ""
+	case selected:
+		return "passed", actual, "", message
+	case r.expected() == string(engine.StatusSkip):
+		return "passed", "skip", "", "the policy does not select the resource"
+	}
+	return "failed", "", fmt.Sprintf("want %s, but the policy does not select the resource (matchConstraints or its namespace)", r.expected()), ""
 }
 
 // judgeTarget judges a result about one of the test's targetResources:

@@ -100,9 +100,9 @@ func (r *testResult) patched() string {
 
 // celKind reports whether the result is about a CEL policy kind the
 // engine does not evaluate yet (it evaluates ValidatingPolicy,
-// MutatingPolicy and GeneratingPolicy).
+// MutatingPolicy, GeneratingPolicy and DeletingPolicy).
 func (r *testResult) celKind() bool {
-	return r.IsImageValidatingPolicy || r.IsDeletingPolicy || r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
+	return r.IsImageValidatingPolicy || r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
 }
 
 func readTestFile(path string) (*testFile, error) {

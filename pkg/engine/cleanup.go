@@ -9,7 +9,9 @@ import (
 
 // CleanupPolicy is a compiled ClusterCleanupPolicy or CleanupPolicy:
 // validated, its match and exclude blocks and its conditions prepared by
-// the same code as a rule's.
+// the same code as a rule's; or a compiled DeletingPolicy or
+// NamespacedDeletingPolicy (Raw.DPol), its CEL and matchConstraints
+// prepared as a ValidatingPolicy's (dpol.go).
 type CleanupPolicy struct {
 	Raw *policy.CleanupPolicy
 	// rule carries the policy's context, match, exclude and conditions
@@ -18,6 +20,8 @@ type CleanupPolicy struct {
 	// shell is the policy the rule belongs to, for the evaluation.
 	shell *Policy
 	kinds []KindSelector
+	// conditions are the names of a DeletingPolicy's conditions.
+	conditions []string
 }
 
 // Reasons a cleanup policy leaves a resource alone (CleanupDecision.Reason).
@@ -29,8 +33,15 @@ const (
 )
 
 // CompileCleanup checks a cleanup policy (policy.ValidateCleanupWith, its
-// expressions parsed by this engine) and prepares it for evaluation.
+// expressions parsed by this engine) and prepares it for evaluation. A
+// DeletingPolicy is checked with policy.ValidateDeleting (accepting one
+// without matchConstraints, which selects JSON payloads only:
+// DeletingPolicyFromObject refuses it for the cluster) and its CEL
+// compiled.
 func (e *Engine) CompileCleanup(p *policy.CleanupPolicy) (*CleanupPolicy, error) {
+	if p.DPol != nil {
+		return e.compileDPol(p)
+	}
 	if errs := policy.ValidateCleanupWith(p, e.checkExpression); len(errs) > 0 {
 		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Key(), errs.ToAggregate())
 	}
@@ -53,7 +64,9 @@ func (e *Engine) CompileCleanup(p *policy.CleanupPolicy) (*CleanupPolicy, error)
 	return cp, nil
 }
 
-// Kinds are the kinds the policy's match block names: what a tick lists.
+// Kinds are the kinds the policy's match block names, or those its
+// matchConstraints' resource rules select (by resource: see
+// KindSelector.Resource): what a tick lists.
 func (p *CleanupPolicy) Kinds() []KindSelector { return p.kinds }
 
 // KindSelector is one entry of a kinds list, parsed as match blocks read
@@ -61,6 +74,10 @@ func (p *CleanupPolicy) Kinds() []KindSelector { return p.kinds }
 // /subresource; "*" stands for what the entry does not say.
 type KindSelector struct {
 	Group, Version, Kind, Subresource string
+	// Resource, when set, selects the kinds whose resource (the plural
+	// name) it is, or all ("*"), as a DeletingPolicy's resource rule
+	// names them; Kind is then "*".
+	Resource string
 }
 
 // ParseKindSelector parses one entry of a kinds list.
@@ -72,6 +89,10 @@ func ParseKindSelector(s string) KindSelector {
 // Selects reports whether the selector selects objects (not a
 // subresource) of the kind gvk, as a match block judges it.
 func (k KindSelector) Selects(g GroupVersionKind) bool {
+	if k.Resource != "" {
+		return (k.Group == "*" || k.Group == g.Group) && (k.Version == "*" || k.Version == g.Version) &&
+			(k.Resource == "*" || k.Resource == guessResource(gvk{group: g.Group, version: g.Version, kind: g.Kind}))
+	}
 	ks := kindSelector{group: k.Group, version: k.Version, kind: k.Kind, subresource: k.Subresource}
 	return ks.matches(gvk{group: g.Group, version: g.Version, kind: g.Kind}, "")
 }
@@ -122,9 +143,13 @@ type CleanupDecision struct {
 // resource seen as `target` (with request.namespace its namespace and
 // images its images, as Kyverno sets them). An error is a condition that
 // could not be evaluated (a missing variable, a failing function, a
-// limit reached): the resource is not deleted.
+// limit reached): the resource is not deleted. A DeletingPolicy judges
+// it by its matchConstraints and CEL conditions instead (decideCEL).
 func (c *Cleanup) Decide(ctx context.Context, obj map[string]any, nsLabels map[string]string) (CleanupDecision, error) {
 	p := c.p
+	if p.rule.cel != nil {
+		return c.decideCEL(ctx, obj, nsLabels)
+	}
 	req := &Request{Object: obj, NamespaceLabels: nsLabels}
 	in := newMatchInput(req)
 	switch {

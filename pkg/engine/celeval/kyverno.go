@@ -87,9 +87,11 @@ func kyvernoEnv() []cel.EnvOption {
 		return []cel.EnvOption{cel.Function(name, overloads("pascal")...), cel.Function(camel, overloads("camel")...)}
 	}
 	opts := []cel.EnvOption{
-		// CEL's regex.replace, regex.extract and regex.extractAll, which
-		// Kyverno's environment has and Kubernetes' does not.
+		// CEL's regex.replace, regex.extract and regex.extractAll, and
+		// cel.bind, which Kyverno's environment has and Kubernetes'
+		// does not.
 		ext.Regex(ext.RegexVersion(1)),
+		ext.Bindings(),
 		cel.Variable(VarHTTP, httpType),
 		cel.Variable(VarGlobalContext, gctxType),
 		cel.Variable(VarResource, resourceType),

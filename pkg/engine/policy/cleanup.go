@@ -34,13 +34,20 @@ type CleanupPolicy struct {
 	// Status is Kyverno's (conditions, lastExecutionTime), kept as
 	// written.
 	Status map[string]any `json:"status,omitempty"`
+	// DPol is the spec of a DeletingPolicy or NamespacedDeletingPolicy
+	// (DeletingPolicyFromObject): Spec then holds only its schedule and
+	// deletion propagation policy, DPol what selects the resources.
+	DPol *DeletingPolicySpec `json:"-"`
 }
 
-// Namespaced reports whether the policy is a namespaced CleanupPolicy.
-func (p *CleanupPolicy) Namespaced() bool { return p.Kind == KindCleanupPolicy }
+// Namespaced reports whether the policy is a namespaced CleanupPolicy or
+// NamespacedDeletingPolicy: it deletes in its own namespace only.
+func (p *CleanupPolicy) Namespaced() bool {
+	return p.Kind == KindCleanupPolicy || p.Kind == KindNamespacedDeletingPolicy
+}
 
-// Key identifies the policy: "name" for a ClusterCleanupPolicy,
-// "namespace/name" for a CleanupPolicy.
+// Key identifies the policy: "name" for a ClusterCleanupPolicy or
+// DeletingPolicy, "namespace/name" for a namespaced one.
 func (p *CleanupPolicy) Key() string {
 	if p.Namespaced() {
 		return p.Metadata.Namespace + "/" + p.Metadata.Name
@@ -111,8 +118,13 @@ var cleanupSchema = newSchema(reflect.TypeOf(CleanupPolicy{}))
 
 // CleanupPolicyFromObject converts an untyped ClusterCleanupPolicy or
 // CleanupPolicy, checking it for unknown fields and every problem
-// ValidateCleanup finds; the error lists each with its field path.
+// ValidateCleanup finds; the error lists each with its field path. A
+// DeletingPolicy or NamespacedDeletingPolicy is converted by
+// DeletingPolicyFromObject.
 func CleanupPolicyFromObject(obj map[string]any) (*CleanupPolicy, error) {
+	if kind, _ := obj["kind"].(string); IsDeletingPolicyKind(kind) {
+		return DeletingPolicyFromObject(obj)
+	}
 	var errs FieldErrors
 	checkUnknownFields(obj, cleanupSchema, "", &errs)
 	var p CleanupPolicy
@@ -164,14 +176,20 @@ func ValidateCleanupWith(p *CleanupPolicy, checkExpr func(expr string) error) Fi
 	}
 	ck.checkContext(p.Spec.Context, "spec.context", &errs)
 	ck.checkConditions(p.Spec.Conditions, "spec.conditions", &errs)
-	if dp := p.Spec.DeletionPropagationPolicy; dp != nil {
-		switch *dp {
-		case PropagationForeground, PropagationBackground, PropagationOrphan:
-		default:
-			errs.add("spec.deletionPropagationPolicy", "must be Foreground, Background or Orphan, not %q", *dp)
-		}
-	}
+	checkPropagation(p.Spec.DeletionPropagationPolicy, &errs)
 	return errs
+}
+
+// checkPropagation checks spec.deletionPropagationPolicy.
+func checkPropagation(dp *string, errs *FieldErrors) {
+	if dp == nil {
+		return
+	}
+	switch *dp {
+	case PropagationForeground, PropagationBackground, PropagationOrphan:
+	default:
+		errs.add("spec.deletionPropagationPolicy", "must be Foreground, Background or Orphan, not %q", *dp)
+	}
 }
 
 // checkCleanupMatch checks a match or exclude block: the engine's checks

@@ -18,8 +18,6 @@ var ErrUnsupportedKind = errors.New("unsupported policy kind")
 var unsupportedKinds = map[string]bool{
 	"ImageValidatingPolicy":            true,
 	"NamespacedImageValidatingPolicy":  true,
-	"DeletingPolicy":                   true,
-	"NamespacedDeletingPolicy":         true,
 	"ValidatingAdmissionPolicy":        true,
 	"MutatingAdmissionPolicy":          true,
 	"ValidatingAdmissionPolicyBinding": true,
@@ -32,6 +30,12 @@ type Documents struct {
 	Exceptions []*Exception
 	// CELExceptions are the PolicyExceptions of policies.kyverno.io.
 	CELExceptions []*CELException
+	// DeletingPolicies are the DeletingPolicies and
+	// NamespacedDeletingPolicies, as the cleanup policies they are (a
+	// policy without matchConstraints is accepted: it selects JSON
+	// payloads only, as Kyverno's CLI evaluates it). ClusterCleanupPolicies
+	// and CleanupPolicies are not read here: they stay among Others.
+	DeletingPolicies []*CleanupPolicy
 	// Unsupported are policy documents of kinds the engine cannot
 	// evaluate, by name.
 	Unsupported []Unsupported
@@ -73,6 +77,7 @@ func (d *Documents) Merge(o *Documents) {
 	d.Policies = append(d.Policies, o.Policies...)
 	d.Exceptions = append(d.Exceptions, o.Exceptions...)
 	d.CELExceptions = append(d.CELExceptions, o.CELExceptions...)
+	d.DeletingPolicies = append(d.DeletingPolicies, o.DeletingPolicies...)
 	d.Unsupported = append(d.Unsupported, o.Unsupported...)
 	d.Others = append(d.Others, o.Others...)
 }
@@ -120,6 +125,12 @@ func (d *Documents) add(obj map[string]any, source string) error {
 			return err
 		}
 		d.Policies = append(d.Policies, p)
+	case IsDeletingPolicyKind(kind) && strings.HasPrefix(apiVersion, GroupPolicies+"/"):
+		p, err := deletingPolicyFromObject(obj, true)
+		if err != nil {
+			return err
+		}
+		d.DeletingPolicies = append(d.DeletingPolicies, p)
 	case kind == KindPolicyException && strings.HasPrefix(apiVersion, GroupPolicies+"/"):
 		e, err := CELExceptionFromObject(obj)
 		if err != nil {

@@ -257,8 +257,15 @@ spec:
   match: {any: [{resources: {kinds: [Pod]}}]}
 ---
 apiVersion: policies.kyverno.io/v1alpha1
-kind: DeletingPolicy
+kind: ImageValidatingPolicy
 metadata: {name: g}
+---
+apiVersion: policies.kyverno.io/v1beta1
+kind: DeletingPolicy
+metadata: {name: d}
+spec:
+  schedule: "@hourly"
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], resources: [pods]}]}
 ---
 apiVersion: policies.kyverno.io/v1
 kind: ValidatingPolicy
@@ -274,9 +281,9 @@ metadata: {name: x}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(docs.Policies) != 2 || len(docs.Exceptions) != 1 || len(docs.Unsupported) != 1 || len(docs.Others) != 1 {
-		t.Fatalf("got %d policies, %d exceptions, %d unsupported, %d others",
-			len(docs.Policies), len(docs.Exceptions), len(docs.Unsupported), len(docs.Others))
+	if len(docs.Policies) != 2 || len(docs.Exceptions) != 1 || len(docs.Unsupported) != 1 || len(docs.Others) != 1 || len(docs.DeletingPolicies) != 1 {
+		t.Fatalf("got %d policies, %d exceptions, %d unsupported, %d others, %d deleting policies",
+			len(docs.Policies), len(docs.Exceptions), len(docs.Unsupported), len(docs.Others), len(docs.DeletingPolicies))
 	}
 	if docs.Policies[0].APIVersion != "verdict.dev/v1" {
 		t.Fatalf("apiVersion %s", docs.Policies[0].APIVersion)
