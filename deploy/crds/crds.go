@@ -5,12 +5,14 @@
 // verdict.dev/v1: ClusterPolicy (cpol), Policy (pol), PolicyException (polex),
 // ClusterCleanupPolicy (ccleanpol), CleanupPolicy (cleanpol),
 // ValidatingPolicy (vpol), NamespacedValidatingPolicy (nvpol),
-// MutatingPolicy (mpol), NamespacedMutatingPolicy (nmpol).
+// MutatingPolicy (mpol), NamespacedMutatingPolicy (nmpol),
+// GeneratingPolicy (gpol), NamespacedGeneratingPolicy (ngpol).
 // wgpolicyk8s.io/v1alpha2: PolicyReport (polr), ClusterPolicyReport (cpolr).
 //
 // clusterpolicies.yaml, policies.yaml, policyexceptions.yaml,
 // validatingpolicies.yaml, namespacedvalidatingpolicies.yaml,
-// mutatingpolicies.yaml and namespacedmutatingpolicies.yaml are
+// mutatingpolicies.yaml, namespacedmutatingpolicies.yaml,
+// generatingpolicies.yaml and namespacedgeneratingpolicies.yaml are
 // generated from the types of pkg/engine/policy (`make crds`, see
 // internal/crdgen) and must not be edited; the others are hand-written.
 package crds

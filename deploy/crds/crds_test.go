@@ -60,6 +60,8 @@ func TestManifests(t *testing.T) {
 		"namespacedvalidatingpolicies.verdict.dev": {"verdict.dev", "v1", "NamespacedValidatingPolicy", "nvpol", "Namespaced", false, []string{"AGE", "ACTIONS"}},
 		"mutatingpolicies.verdict.dev":             {"verdict.dev", "v1", "MutatingPolicy", "mpol", "Cluster", false, []string{"AGE"}},
 		"namespacedmutatingpolicies.verdict.dev":   {"verdict.dev", "v1", "NamespacedMutatingPolicy", "nmpol", "Namespaced", false, []string{"AGE"}},
+		"generatingpolicies.verdict.dev":           {"verdict.dev", "v1", "GeneratingPolicy", "gpol", "Cluster", false, []string{"AGE"}},
+		"namespacedgeneratingpolicies.verdict.dev": {"verdict.dev", "v1", "NamespacedGeneratingPolicy", "ngpol", "Namespaced", false, []string{"AGE"}},
 		"policyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "PolicyReport", "polr", "Namespaced", false,
 			[]string{"Kind", "Name", "Pass", "Fail", "Warn", "Error", "Skip", "Age"}},
 		"clusterpolicyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "ClusterPolicyReport", "cpolr", "Cluster", false,

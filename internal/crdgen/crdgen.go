@@ -159,9 +159,29 @@ var Kinds = []Kind{
 		Spec: reflect.TypeOf(policy.MutatingPolicySpec{}), SpecDescription: mpolSpecDescription,
 		Columns: mpolColumns,
 	},
+	{
+		File: "generatingpolicies.yaml", Kind: policy.KindGeneratingPolicy, ListKind: "GeneratingPolicyList",
+		Plural: "generatingpolicies", Singular: "generatingpolicy", ShortNames: []string{"gpol"},
+		Description: "GeneratingPolicy creates resources, built with CEL, for the requests it selects\n" +
+			"(Kyverno's policies.kyverno.io kind, in Verdict's group).",
+		Spec: reflect.TypeOf(policy.GeneratingPolicySpec{}), SpecDescription: gpolSpecDescription,
+		Columns: mpolColumns,
+	},
+	{
+		File: "namespacedgeneratingpolicies.yaml", Kind: policy.KindNamespacedGeneratingPolicy, ListKind: "NamespacedGeneratingPolicyList",
+		Plural: "namespacedgeneratingpolicies", Singular: "namespacedgeneratingpolicy", ShortNames: []string{"ngpol"}, Namespaced: true,
+		Description: "NamespacedGeneratingPolicy creates resources in its own namespace, built with\n" +
+			"CEL, for the requests it selects there.",
+		Spec: reflect.TypeOf(policy.GeneratingPolicySpec{}), SpecDescription: gpolSpecDescription,
+		Columns: mpolColumns,
+	},
 }
 
-// mpolColumns are the columns of the MutatingPolicy kinds.
+const gpolSpecDescription = "The policy: CEL generation for the requests matchConstraints select (the policies.kyverno.io schema); the Verdict webhook compiles it with the engine, the generator creates what it generates.\n" +
+	"Fields these types do not know are kept (x-kubernetes-preserve-unknown-fields)."
+
+// mpolColumns are the columns of the MutatingPolicy and GeneratingPolicy
+// kinds.
 var mpolColumns = []Column{
 	{Name: "AGE", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 }

@@ -24,7 +24,11 @@ type ResourceRef struct {
 // PolicyRef names one policy at one version.
 type PolicyRef struct {
 	// Key is "name" for a ClusterPolicy, "namespace/name" for a Policy.
-	Key             string `json:"key"`
+	Key string `json:"key"`
+	// Kind is set for the CEL kinds (GeneratingPolicy, ...), which may
+	// share a name with a ClusterPolicy; empty is ClusterPolicy or Policy,
+	// as Key says.
+	Kind            string `json:"kind,omitempty"`
 	UID             string `json:"uid,omitempty"`
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 }

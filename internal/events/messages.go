@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -33,7 +34,11 @@ func NewResult(res ResourceRef, p *engine.Policy, resp engine.Response, at time.
 
 // PolicyRefOf names a compiled policy at its version.
 func PolicyRefOf(p *engine.Policy) PolicyRef {
-	return PolicyRef{Key: p.Raw.Key(), UID: p.Raw.Metadata.UID, ResourceVersion: p.Raw.Metadata.ResourceVersion}
+	ref := PolicyRef{Key: p.Raw.Key(), UID: p.Raw.Metadata.UID, ResourceVersion: p.Raw.Metadata.ResourceVersion}
+	if policy.IsCELPolicyKind(p.Raw.Kind) {
+		ref.Kind = p.Raw.Kind
+	}
+	return ref
 }
 
 // SameOutcome reports whether two results of the same resource and policy

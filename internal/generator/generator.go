@@ -333,6 +333,9 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	gvk := trigger.GroupVersionKind()
 	labels := Labels(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, item.Rule,
 		Trigger{GVK: gvk, Namespace: trigger.GetNamespace(), Name: trigger.GetName(), UID: string(trigger.GetUID())})
+	if policy.IsCELPolicyKind(pol.Raw.Kind) {
+		labels[LabelPolicyKind] = pol.Raw.Kind
+	}
 	writes := make([]write, 0, len(rr.Generated))
 	for _, obj := range rr.Generated {
 		w, res, ok := g.prepare(obj, pol.Raw, labels)
@@ -448,11 +451,11 @@ func (g *Generator) pendingDelay(m *queue.Msg) time.Duration {
 // does with fresh set, for items that race with a policy's deletion
 // (drift: a downstream deleted because its policy was).
 func (g *Generator) policy(ctx context.Context, ref events.PolicyRef, fresh bool) (*engine.Policy, result, bool) {
-	if p := g.pc.Policy(ref.Key); !fresh && p != nil && (ref.UID == "" || p.Raw.Metadata.UID == ref.UID) &&
+	if p := g.pc.PolicyOf(ref.Kind, ref.Key); !fresh && p != nil && (ref.UID == "" || p.Raw.Metadata.UID == ref.UID) &&
 		!verify.Newer(ref.ResourceVersion, p.Raw.Metadata.ResourceVersion) {
 		return p, result{}, true
 	}
-	ri, name, err := g.policyClient(ref.Key)
+	ri, name, err := g.policyClient(ref.Kind, ref.Key)
 	if err != nil {
 		return nil, poisoned(ReasonInvalidItem, err.Error()), false
 	}
@@ -465,7 +468,7 @@ func (g *Generator) policy(ctx context.Context, ref events.PolicyRef, fresh bool
 	case ref.UID != "" && string(obj.GetUID()) != ref.UID:
 		return nil, skipped(ReasonPolicyReplaced, fmt.Sprintf("policy %s was deleted and created again", ref.Key)), false
 	}
-	raw, err := policy.PolicyFromObject(obj.Object)
+	raw, err := policy.FromObject(obj.Object)
 	if err != nil {
 		return nil, poisoned(ReasonPolicyInvalid, fmt.Sprintf("policy %s: %v", ref.Key, err)), false
 	}

@@ -21,6 +21,11 @@ const (
 	LabelTriggerVersion  = "generate.kyverno.io/trigger-version"
 	LabelTriggerGroup    = "generate.kyverno.io/trigger-group"
 
+	// LabelPolicyKind names the policy's kind when it is a CEL kind
+	// (GeneratingPolicy, NamespacedGeneratingPolicy), which may share its
+	// name with a ClusterPolicy. Verdict's own key.
+	LabelPolicyKind = "generate.verdict.dev/policy-kind"
+
 	// ManagedByValue is Verdict's value of LabelManagedBy.
 	ManagedByValue = "verdict"
 )

@@ -102,7 +102,7 @@ func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item event
 // name that exists again owns those objects (their labels name it): they
 // stay.
 func (g *Generator) policyDeleted(ctx context.Context, item events.WorkItem) result {
-	ri, name, err := g.policyClient(item.Policy.Key)
+	ri, name, err := g.policyClient(item.Policy.Kind, item.Policy.Key)
 	if err != nil {
 		return poisoned(ReasonInvalidItem, err.Error())
 	}
@@ -188,7 +188,7 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 
 // policyClient is the client of the policy a key names ("name" for a
 // ClusterPolicy, "namespace/name" for a Policy) and its name.
-func (g *Generator) policyClient(key string) (dynamic.ResourceInterface, string, error) {
+func (g *Generator) policyClient(kind, key string) (dynamic.ResourceInterface, string, error) {
 	ns, name, namespaced := strings.Cut(key, "/")
 	if !namespaced {
 		name, ns = ns, ""
@@ -196,10 +196,20 @@ func (g *Generator) policyClient(key string) (dynamic.ResourceInterface, string,
 	if name == "" || (namespaced && ns == "") {
 		return nil, "", fmt.Errorf("policy key %q", key)
 	}
+	gvr := policycache.ClusterPolicies
 	if namespaced {
-		return g.dyn.Resource(policycache.Policies).Namespace(ns), name, nil
+		gvr = policycache.Policies
 	}
-	return g.dyn.Resource(policycache.ClusterPolicies), name, nil
+	if kind != "" {
+		var ok bool
+		if gvr, ok = policycache.ResourceOf(kind); !ok {
+			return nil, "", fmt.Errorf("policy kind %q", kind)
+		}
+	}
+	if namespaced {
+		return g.dyn.Resource(gvr).Namespace(ns), name, nil
+	}
+	return g.dyn.Resource(gvr), name, nil
 }
 
 // policyChanged works a WorkPolicyChanged item: the rule's policy was

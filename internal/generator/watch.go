@@ -249,7 +249,7 @@ func (w *Watcher) drift(event string, u *unstructured.Unstructured, rv string) {
 		key = ns + "/" + key
 	}
 	w.queue(event, events.WorkItem{
-		Kind: events.WorkGenerate, Policy: events.PolicyRef{Key: key}, Rule: l[LabelRuleName], Trigger: t,
+		Kind: events.WorkGenerate, Policy: events.PolicyRef{Key: key, Kind: l[LabelPolicyKind]}, Rule: l[LabelRuleName], Trigger: t,
 		Cause: events.CauseDrift,
 		Downstream: &events.ResourceRef{
 			APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(),

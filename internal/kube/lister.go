@@ -103,3 +103,24 @@ func (l *Lister) ListResources(ctx context.Context, apiVersion, kind, namespace 
 		}
 	}
 }
+
+// KindFor is the kind the API server serves resource (a plural) of
+// apiVersion as, by the REST mapper (engine.KindResolver: CEL's
+// resource.Get and resource.List name resources). A resource the API
+// server does not serve is engine.ErrNotFound.
+func (l *Lister) KindFor(_ context.Context, apiVersion, resource string) (string, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return "", fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	gvk, err := l.mapper.KindFor(gv.WithResource(resource))
+	if meta.IsNoMatchError(err) {
+		return "", fmt.Errorf("%w: %s %s is not served", engine.ErrNotFound, apiVersion, resource)
+	}
+	if err != nil {
+		return "", fmt.Errorf("resource %s %s: %w", apiVersion, resource, err)
+	}
+	return gvk.Kind, nil
+}
+
+var _ engine.KindResolver = (*Lister)(nil)

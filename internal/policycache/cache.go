@@ -47,10 +47,15 @@ var (
 	NamespacedValidatingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedvalidatingpolicies"}
 	MutatingPolicies             = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "mutatingpolicies"}
 	NamespacedMutatingPolicies   = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedmutatingpolicies"}
+	GeneratingPolicies           = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "generatingpolicies"}
+	NamespacedGeneratingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedgeneratingpolicies"}
 )
 
 // optionalKinds are watched only when served.
-var optionalKinds = []schema.GroupVersionResource{ValidatingPolicies, NamespacedValidatingPolicies, MutatingPolicies, NamespacedMutatingPolicies}
+var optionalKinds = []schema.GroupVersionResource{
+	ValidatingPolicies, NamespacedValidatingPolicies, MutatingPolicies, NamespacedMutatingPolicies,
+	GeneratingPolicies, NamespacedGeneratingPolicies,
+}
 
 // Problem is a policy or exception left out of the set, and why.
 type Problem struct {
@@ -65,6 +70,8 @@ type snapshot struct {
 	// byKey indexes the ClusterPolicies and Policies of set.Policies by
 	// Key (Policy looks them up; a ValidatingPolicy may share a name).
 	byKey map[string]*engine.Policy
+	// byKind indexes the policies of the CEL kinds by kind/key (PolicyOf).
+	byKind map[string]*engine.Policy
 }
 
 // Cache is the informer-backed policy set.
@@ -75,8 +82,10 @@ type Cache struct {
 	snap   atomic.Pointer[snapshot]
 
 	informers []cache.SharedIndexInformer
-	nsLister  corelisters.NamespaceLister
-	nsSynced  cache.InformerSynced
+	// byResource indexes the informers by the resource they watch.
+	byResource map[string]cache.SharedIndexInformer
+	nsLister   corelisters.NamespaceLister
+	nsSynced   cache.InformerSynced
 
 	dirty          chan struct{}
 	changed        chan struct{}
@@ -98,11 +107,12 @@ type compiledEntry struct {
 // New builds a cache; Start runs it.
 func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, log zerolog.Logger) *Cache {
 	c := &Cache{
-		eng:      eng,
-		log:      log,
-		dirty:    make(chan struct{}, 1),
-		changed:  make(chan struct{}, 1),
-		compiled: map[string]compiledEntry{},
+		eng:        eng,
+		log:        log,
+		dirty:      make(chan struct{}, 1),
+		changed:    make(chan struct{}, 1),
+		compiled:   map[string]compiledEntry{},
+		byResource: map[string]cache.SharedIndexInformer{},
 	}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 10*time.Minute)
 	watch := func(gvr schema.GroupVersionResource) {
@@ -113,6 +123,7 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 			DeleteFunc: func(any) { c.markDirty() },
 		})
 		c.informers = append(c.informers, inf)
+		c.byResource[gvr.Resource] = inf
 	}
 	// In this order: Policy and OnPolicyChange index c.informers.
 	for _, gvr := range []schema.GroupVersionResource{ClusterPolicies, Policies, PolicyExceptions} {
@@ -272,12 +283,15 @@ func (c *Cache) rebuild() {
 		return excs[i].Metadata.Namespace+"/"+excs[i].Metadata.Name < excs[j].Metadata.Namespace+"/"+excs[j].Metadata.Name
 	})
 	byKey := make(map[string]*engine.Policy, len(pols))
+	byKind := map[string]*engine.Policy{}
 	for _, p := range pols {
 		if p.Raw.Kind == policy.KindClusterPolicy || p.Raw.Kind == policy.KindPolicy {
 			byKey[p.Raw.Key()] = p
+		} else {
+			byKind[p.Raw.Kind+"/"+p.Raw.Key()] = p
 		}
 	}
-	c.snap.Store(&snapshot{set: &engine.Set{Policies: pols, Exceptions: excs}, problems: problems, byKey: byKey})
+	c.snap.Store(&snapshot{set: &engine.Set{Policies: pols, Exceptions: excs}, problems: problems, byKey: byKey, byKind: byKind})
 	select {
 	case c.changed <- struct{}{}:
 	default:
@@ -331,6 +345,59 @@ func (c *Cache) Policy(key string) *engine.Policy {
 		return nil
 	}
 	return p
+}
+
+// PolicyOf is Policy for a policy of any kind: kind empty (or
+// ClusterPolicy, Policy) is Policy(key); a CEL kind (GeneratingPolicy,
+// ...) is looked up by kind and key, on the same terms.
+func (c *Cache) PolicyOf(kind, key string) *engine.Policy {
+	if kind == "" || kind == policy.KindClusterPolicy || kind == policy.KindPolicy {
+		return c.Policy(key)
+	}
+	s := c.snap.Load()
+	if s == nil || !c.synced.Load() {
+		return nil
+	}
+	p := s.byKind[kind+"/"+key]
+	gvr, ok := ResourceOf(kind)
+	if p == nil || !ok {
+		return nil
+	}
+	inf := c.byResource[gvr.Resource]
+	if inf == nil {
+		return nil
+	}
+	obj, ok, err := inf.GetStore().GetByKey(key)
+	if err != nil || !ok {
+		return nil
+	}
+	if u, isU := obj.(*unstructured.Unstructured); !isU || u.GetResourceVersion() != p.Raw.Metadata.ResourceVersion {
+		return nil
+	}
+	return p
+}
+
+// ResourceOf is the resource Verdict serves a policy kind as.
+func ResourceOf(kind string) (schema.GroupVersionResource, bool) {
+	switch kind {
+	case policy.KindClusterPolicy:
+		return ClusterPolicies, true
+	case policy.KindPolicy:
+		return Policies, true
+	case policy.KindValidatingPolicy:
+		return ValidatingPolicies, true
+	case policy.KindNamespacedValidatingPolicy:
+		return NamespacedValidatingPolicies, true
+	case policy.KindMutatingPolicy:
+		return MutatingPolicies, true
+	case policy.KindNamespacedMutatingPolicy:
+		return NamespacedMutatingPolicies, true
+	case policy.KindGeneratingPolicy:
+		return GeneratingPolicies, true
+	case policy.KindNamespacedGeneratingPolicy:
+		return NamespacedGeneratingPolicies, true
+	}
+	return schema.GroupVersionResource{}, false
 }
 
 // OnPolicyChange registers h on the watches of ClusterPolicies and

@@ -355,6 +355,19 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 					items = append(items, it)
 				}
 			}
+		} else if hasRules(p, engine.TypeGeneration) && p.Raw.GPol != nil {
+			// A GeneratingPolicy's generation reads the cluster: the
+			// webhook only asks whether the request triggers it (its
+			// exceptions and match conditions), the generator generates.
+			resp := s.engine.GenerateTriggers(ctx, ev.req, p, ev.set.Exceptions)
+			for _, rr := range resp.Rules {
+				switch {
+				case rr.Background:
+					items = append(items, workItem(ev, p, rr, WorkGenerate))
+				case rr.Status == engine.StatusError:
+					v.warnings = append(v.warnings, ruleWarning(p, rr))
+				}
+			}
 		} else if hasRules(p, engine.TypeGeneration) {
 			resp := s.engine.Generate(ctx, ev.req, p, ev.set.Exceptions)
 			for _, rr := range resp.Rules {

@@ -36,7 +36,8 @@ func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, erro
 			logFrom(ctx).Info().Err(err).Msg("policy does not compile, rejected")
 			return denyInvalid(err.Error(), policyCauses(obj)), nil
 		}
-	case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy, policy.KindMutatingPolicy, policy.KindNamespacedMutatingPolicy:
+	case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy, policy.KindMutatingPolicy, policy.KindNamespacedMutatingPolicy,
+		policy.KindGeneratingPolicy, policy.KindNamespacedGeneratingPolicy:
 		p, err := policy.FromObject(obj)
 		if err == nil {
 			_, err = s.engine.Compile(p)

@@ -112,7 +112,8 @@ func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger) (*
 					continue
 				}
 				policies = append(policies, p)
-			case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy, policy.KindMutatingPolicy, policy.KindNamespacedMutatingPolicy:
+			case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy, policy.KindMutatingPolicy, policy.KindNamespacedMutatingPolicy,
+				policy.KindGeneratingPolicy, policy.KindNamespacedGeneratingPolicy:
 				p, err := policy.FromObject(obj)
 				if err != nil {
 					invalid = append(invalid, PolicyError{Source: src, Kind: kind, Key: key, Err: err})

@@ -47,6 +47,9 @@ type target struct {
 func (run *ruleRun) generate(rr RuleResponse) RuleResponse {
 	g := run.rule.Generation
 	if run.triggersOnly {
+		if run.rule.cel != nil && !run.gpolTriggers(&rr) {
+			return rr
+		}
 		rr.Status, rr.Background = StatusSkip, true
 		rr.Message = "generation runs in the generator service"
 		return rr

@@ -108,6 +108,42 @@ type namedProgram struct {
 	prog *celeval.Program
 }
 
+// gpolApplies evaluates a GeneratingPolicy rule's exceptions and match
+// conditions, as Kyverno does before generating: false when they decide
+// the result (an exemption, a condition that does not hold: no result,
+// or an error), which rr then holds.
+func (run *ruleRun) gpolApplies(rr *RuleResponse, ev *celeval.Evaluation) bool {
+	cr := run.rule.cel
+	if len(cr.exceptions) > 0 && run.applyCELExceptions(rr, cr, ev) {
+		return false
+	}
+	var condErrs []string
+	for _, p := range cr.preconditions {
+		ok, err := ev.Bool(p)
+		switch {
+		case err != nil:
+			condErrs = append(condErrs, celeval.Cause(err).Error())
+		case !ok:
+			rr.Status = statusNone
+			return false
+		}
+	}
+	if len(condErrs) > 0 {
+		rr.Status, rr.Message = StatusError, "failed to evaluate policy: "+strings.Join(condErrs, "; ")
+		return false
+	}
+	return true
+}
+
+// gpolTriggers says whether a GeneratingPolicy rule is triggered by the
+// request (GenerateTriggers): its exceptions and match conditions, not
+// its generation, which reads the cluster and runs in the generator.
+func (run *ruleRun) gpolTriggers(rr *RuleResponse) bool {
+	in := run.buildCELInput()
+	ev := celeval.Prepare(in).NewEvaluation(run.m.ctx, run.rule.cel.variables, 0)
+	return run.gpolApplies(rr, ev)
+}
+
 // generateCEL evaluates a GeneratingPolicy as Kyverno's engine does: its
 // exceptions first; then its match conditions, one that is false giving
 // no result at all (Kyverno reports none), errors an error; then its
@@ -121,26 +157,12 @@ func (run *ruleRun) generateCEL(rr RuleResponse) RuleResponse {
 	in := run.buildCELInput()
 	in.Context = rec
 	ev := celeval.Prepare(in).NewEvaluation(run.m.ctx, cr.variables, 0)
-	if len(cr.exceptions) > 0 && run.applyCELExceptions(&rr, cr, ev) {
+	if !run.gpolApplies(&rr, ev) {
 		return rr
 	}
 	fail := func(err error) RuleResponse {
 		rr.Status, rr.Message = StatusError, "failed to evaluate policy: "+celeval.Cause(err).Error()
 		return rr
-	}
-	var condErrs []string
-	for _, p := range cr.preconditions {
-		ok, err := ev.Bool(p)
-		switch {
-		case err != nil:
-			condErrs = append(condErrs, celeval.Cause(err).Error())
-		case !ok:
-			rr.Status = statusNone
-			return rr
-		}
-	}
-	if len(condErrs) > 0 {
-		return fail(errors.New(strings.Join(condErrs, "; ")))
 	}
 	for _, g := range cr.generations {
 		if g.template != nil {
