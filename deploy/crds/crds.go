@@ -6,13 +6,15 @@
 // ClusterCleanupPolicy (ccleanpol), CleanupPolicy (cleanpol),
 // ValidatingPolicy (vpol), NamespacedValidatingPolicy (nvpol),
 // MutatingPolicy (mpol), NamespacedMutatingPolicy (nmpol),
-// GeneratingPolicy (gpol), NamespacedGeneratingPolicy (ngpol).
+// GeneratingPolicy (gpol), NamespacedGeneratingPolicy (ngpol),
+// DeletingPolicy (dpol), NamespacedDeletingPolicy (ndpol).
 // wgpolicyk8s.io/v1alpha2: PolicyReport (polr), ClusterPolicyReport (cpolr).
 //
 // clusterpolicies.yaml, policies.yaml, policyexceptions.yaml,
 // validatingpolicies.yaml, namespacedvalidatingpolicies.yaml,
 // mutatingpolicies.yaml, namespacedmutatingpolicies.yaml,
-// generatingpolicies.yaml and namespacedgeneratingpolicies.yaml are
+// generatingpolicies.yaml, namespacedgeneratingpolicies.yaml,
+// deletingpolicies.yaml and namespaceddeletingpolicies.yaml are
 // generated from the types of pkg/engine/policy (`make crds`, see
 // internal/crdgen) and must not be edited; the others are hand-written.
 package crds

@@ -62,6 +62,8 @@ func TestManifests(t *testing.T) {
 		"namespacedmutatingpolicies.verdict.dev":   {"verdict.dev", "v1", "NamespacedMutatingPolicy", "nmpol", "Namespaced", false, []string{"AGE"}},
 		"generatingpolicies.verdict.dev":           {"verdict.dev", "v1", "GeneratingPolicy", "gpol", "Cluster", false, []string{"AGE"}},
 		"namespacedgeneratingpolicies.verdict.dev": {"verdict.dev", "v1", "NamespacedGeneratingPolicy", "ngpol", "Namespaced", false, []string{"AGE"}},
+		"deletingpolicies.verdict.dev":             {"verdict.dev", "v1", "DeletingPolicy", "dpol", "Cluster", false, []string{"SCHEDULE", "AGE"}},
+		"namespaceddeletingpolicies.verdict.dev":   {"verdict.dev", "v1", "NamespacedDeletingPolicy", "ndpol", "Namespaced", false, []string{"SCHEDULE", "AGE"}},
 		"policyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "PolicyReport", "polr", "Namespaced", false,
 			[]string{"Kind", "Name", "Pass", "Fail", "Warn", "Error", "Skip", "Age"}},
 		"clusterpolicyreports.wgpolicyk8s.io": {"wgpolicyk8s.io", "v1alpha2", "ClusterPolicyReport", "cpolr", "Cluster", false,

@@ -175,7 +175,32 @@ var Kinds = []Kind{
 		Spec: reflect.TypeOf(policy.GeneratingPolicySpec{}), SpecDescription: gpolSpecDescription,
 		Columns: mpolColumns,
 	},
+	{
+		File: "deletingpolicies.yaml", Kind: policy.KindDeletingPolicy, ListKind: "DeletingPolicyList",
+		Plural: "deletingpolicies", Singular: "deletingpolicy", ShortNames: []string{"dpol"},
+		Description: "DeletingPolicy deletes, on its schedule, the resources it selects for which\n" +
+			"its CEL conditions hold (Kyverno's policies.kyverno.io kind, in Verdict's group).",
+		Spec: reflect.TypeOf(policy.DeletingPolicySpec{}), SpecDescription: dpolSpecDescription,
+		Columns: dpolColumns,
+	},
+	{
+		File: "namespaceddeletingpolicies.yaml", Kind: policy.KindNamespacedDeletingPolicy, ListKind: "NamespacedDeletingPolicyList",
+		Plural: "namespaceddeletingpolicies", Singular: "namespaceddeletingpolicy", ShortNames: []string{"ndpol"}, Namespaced: true,
+		Description: "NamespacedDeletingPolicy deletes, on its schedule, the resources of its own\n" +
+			"namespace it selects for which its CEL conditions hold.",
+		Spec: reflect.TypeOf(policy.DeletingPolicySpec{}), SpecDescription: dpolSpecDescription,
+		Columns: dpolColumns,
+	},
 }
+
+// dpolColumns are the columns of the DeletingPolicy kinds.
+var dpolColumns = []Column{
+	{Name: "SCHEDULE", Type: "string", JSONPath: ".spec.schedule"},
+	{Name: "AGE", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+}
+
+const dpolSpecDescription = "The policy: a schedule, and CEL conditions on the resources matchConstraints select (the policies.kyverno.io schema); the Verdict webhook compiles it with the engine, the cleaner runs it.\n" +
+	"Fields these types do not know are kept (x-kubernetes-preserve-unknown-fields)."
 
 const gpolSpecDescription = "The policy: CEL generation for the requests matchConstraints select (the policies.kyverno.io schema); the Verdict webhook compiles it with the engine, the generator creates what it generates.\n" +
 	"Fields these types do not know are kept (x-kubernetes-preserve-unknown-fields)."
