@@ -120,6 +120,10 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 			return counts, fmt.Errorf("exceptions: %w", err)
 		}
 	}
+	deleting, err := mapInOrder(pdocs.DeletingPolicies, eng.CompileCleanup)
+	if err != nil {
+		return counts, err
+	}
 	op := strings.ToUpper(opts.Operation)
 	if op == "" {
 		op = engine.OpCreate
@@ -139,7 +143,7 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 			req.Object, req.OldObject = nil, obj
 		}
 		resps, _ := eng.Apply(ctx, req, set)
-		return flatten(resps, obj)
+		return append(flatten(resps, obj), decideDeletions(ctx, eng, deleting, obj)...)
 	}
 	// Documents are parsed and evaluated on every core; their results are
 	// written in the order the documents were read.
@@ -194,6 +198,38 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 	return counts, bw.Flush()
 }
 
+// decideDeletions is what each DeletingPolicy, on a tick, decides about
+// obj, in the words of `verdict test` (and the reference CLI): pass when
+// it would delete it (every condition holds), fail when it selects it
+// but a condition is false, error when one cannot be evaluated; nothing
+// when it does not select it.
+func decideDeletions(ctx context.Context, eng *engine.Engine, deleting []*engine.CleanupPolicy, obj map[string]any) []applyResult {
+	var out []applyResult
+	for _, cp := range deleting {
+		r := applyResult{
+			Policy: cp.Raw.Key(), Kind: document.String(obj, "kind"),
+			Namespace: document.String(obj, "metadata", "namespace"), Name: document.String(obj, "metadata", "name"), Scored: true,
+		}
+		tick, err := eng.StartCleanup(ctx, cp)
+		var d engine.CleanupDecision
+		if err == nil {
+			d, err = tick.Decide(ctx, obj, nil)
+		}
+		switch {
+		case err != nil:
+			r.Result, r.Message = string(engine.StatusError), err.Error()
+		case d.Delete:
+			r.Result, r.Message = string(engine.StatusPass), "resource matched: it would be deleted"
+		case d.Reason == engine.CleanupConditionsNotMet:
+			r.Result, r.Message = string(engine.StatusFail), d.Message
+		default:
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 // loadPolicies reads the policies and exceptions of every --policy path;
 // a path that holds none is an error, as is a run without any policy.
 func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
@@ -203,12 +239,12 @@ func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(docs.Policies)+len(docs.Exceptions)+len(docs.CELExceptions)+len(docs.Unsupported) == 0 {
-			return nil, fmt.Errorf("%w in %s: it holds no ClusterPolicy, Policy, ValidatingPolicy or PolicyException", ErrNoPolicies, p)
+		if len(docs.Policies)+len(docs.DeletingPolicies)+len(docs.Exceptions)+len(docs.CELExceptions)+len(docs.Unsupported) == 0 {
+			return nil, fmt.Errorf("%w in %s: it holds no ClusterPolicy, Policy, CEL policy (ValidatingPolicy, MutatingPolicy, GeneratingPolicy, DeletingPolicy) or PolicyException", ErrNoPolicies, p)
 		}
 		all.Merge(docs)
 	}
-	if len(all.Policies) == 0 {
+	if len(all.Policies)+len(all.DeletingPolicies) == 0 {
 		return nil, fmt.Errorf("%w to apply in %s: no ClusterPolicy or Policy the engine evaluates", ErrNoPolicies, strings.Join(paths, ", "))
 	}
 	return all, nil

@@ -408,3 +408,49 @@ func TestWithValues(t *testing.T) {
 		t.Fatalf("no values below request.object: %v", same)
 	}
 }
+
+// verdict apply evaluates DeletingPolicies as a tick would: a resource
+// whose conditions all hold would be deleted (pass), one selected but
+// kept fails with the condition's name, one not selected has no result.
+func TestApplyDeletingPolicy(t *testing.T) {
+	dpol := `apiVersion: policies.kyverno.io/v1
+kind: DeletingPolicy
+metadata: {name: old-pods}
+spec:
+  schedule: "*/5 * * * *"
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  conditions:
+  - name: expired
+    expression: "has(object.metadata.labels) && object.metadata.labels.?expired.orValue('') == 'true'"
+`
+	res := `apiVersion: v1
+kind: Pod
+metadata: {name: gone, namespace: a, labels: {expired: "true"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: kept, namespace: a}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other, namespace: a, labels: {expired: "true"}}
+`
+	dir := writeFiles(t, map[string]string{"dpol.yaml": dpol, "res.yaml": res})
+	code, out, errOut := run(t, "apply", "-p", filepath.Join(dir, "dpol.yaml"), "-r", filepath.Join(dir, "res.yaml"), "--detailed")
+	if code != ExitFailed {
+		t.Fatalf("exit %d, want %d:\n%s%s", code, ExitFailed, out, errOut)
+	}
+	for _, want := range []string{
+		"Pod/a/gone  pass    resource matched: it would be deleted",
+		`Pod/a/kept  fail    condition "expired" is false`,
+		"pass: 1, fail: 1, warn: 0, error: 0, skip: 0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ConfigMap/a/other") {
+		t.Errorf("a resource the policy does not select has a result:\n%s", out)
+	}
+}

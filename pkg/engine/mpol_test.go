@@ -231,3 +231,16 @@ func TestMutatingPolicyCompileError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// BenchmarkPodAgainstMPol: the marginal cost of one Pod of the benchmark
+// workload against two MutatingPolicies (mpolYAML: an apply
+// configuration of labels and containers, then a JSON patch).
+func BenchmarkPodAgainstMPol(b *testing.B) {
+	eng, _, pods := loadWorkload(b, "pss-vpol")
+	set := &engine.Set{Policies: []*engine.Policy{compile(b, eng, mpolYAML)}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		eng.Apply(b.Context(), &engine.Request{Operation: engine.OpCreate, Object: pods[i%len(pods)]}, set)
+	}
+}
