@@ -466,6 +466,8 @@ func TestRBAC(t *testing.T) {
 		"cleaner": {
 			"cluster verdict.dev/clustercleanuppolicies: get,list,watch",
 			"cluster verdict.dev/cleanuppolicies: get,list,watch",
+			"cluster verdict.dev/deletingpolicies: get,list,watch",
+			"cluster verdict.dev/namespaceddeletingpolicies: get,list,watch",
 			"cluster verdict.dev/clustercleanuppolicies/status: patch",
 			"cluster verdict.dev/cleanuppolicies/status: patch",
 			"cluster /namespaces: get",

@@ -144,6 +144,7 @@ type Cleaner struct {
 	conn  *queue.Conn
 	dyn   dynamic.Interface
 	meta  metadata.Interface
+	disc  discovery.DiscoveryInterface
 	kinds *kube.ListableKinds
 	kube  kubernetes.Interface
 	eng   *engine.Engine
@@ -176,7 +177,7 @@ func New(conn *queue.Conn, kc Clients, eng *engine.Engine, opts ...Option) (*Cle
 	if err != nil {
 		return nil, err
 	}
-	return &Cleaner{conn: conn, dyn: kc.Dynamic, meta: kc.Metadata, kinds: kube.NewListableKinds(kc.Discovery, 30*time.Second), kube: kc.Kube, eng: eng, m: m, o: o}, nil
+	return &Cleaner{conn: conn, dyn: kc.Dynamic, meta: kc.Metadata, disc: kc.Discovery, kinds: kube.NewListableKinds(kc.Discovery, 30*time.Second), kube: kc.Kube, eng: eng, m: m, o: o}, nil
 }
 
 // Run keeps the schedules of the cleanup policies (and the TTL sweep's)
@@ -345,31 +346,80 @@ func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) result {
 		w.propagation = &p
 	}
 	var transient []error
+	listed := map[schema.GroupVersionResource]bool{}
 	for _, sel := range cp.Kinds() {
 		matched := false
 		for _, t := range targets {
-			if !sel.Selects(engine.GroupVersionKind{Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind}) {
+			if !selects(sel, t) {
 				continue
 			}
 			matched = true
 			if raw.Namespaced() && !t.Namespaced {
-				c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, t.GVK.Kind).Msg("clusterScopedKindInNamespacedPolicy")
+				// A wildcard names no kind in particular: the
+				// cluster-scoped ones it selects are left out quietly.
+				if wild := sel.Resource == "*" || sel.Resource == "" && sel.Kind == "*"; !wild {
+					c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, t.GVK.Kind).Msg("clusterScopedKindInNamespacedPolicy")
+				}
 				continue
 			}
+			if listed[t.GVR] {
+				continue // selected by an earlier selector too
+			}
+			listed[t.GVR] = true
 			if err := w.kind(ctx, t); err != nil {
 				transient = append(transient, err)
 			}
 		}
 		if !matched {
-			c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, sel.Kind).Msg("kindNotServed")
+			what := selectorString(sel)
+			c.m.notServed.WithLabelValues(ref.String(), what).Inc()
+			c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, what).
+				Str(logKeyDetail, "the API server serves no listable, deletable resource of this kind (at its preferred version): nothing of it is listed").
+				Msg("kindNotServed")
 		}
 	}
 	w.summarize(ctx)
 	if len(transient) > 0 {
 		return retried(ReasonAPIError, errors.Join(transient...))
 	}
-	c.recordExecution(ctx, ri, ref.Name, string(obj.GetUID()))
+	if raw.DPol == nil {
+		// A DeletingPolicy has no status subresource: nothing to record.
+		c.recordExecution(ctx, ri, ref.Name, string(obj.GetUID()))
+	}
 	return processed()
+}
+
+// selects reports whether the kind selector of a policy selects the
+// served kind t: by kind for a cleanup policy's match block, by the
+// resource discovery serves it as for a DeletingPolicy's resource rules
+// (its real plural, not one guessed from the kind).
+func selects(sel engine.KindSelector, t kube.Kind) bool {
+	if sel.Resource == "" {
+		return sel.Selects(engine.GroupVersionKind{Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind})
+	}
+	return (sel.Group == "*" || sel.Group == t.GVR.Group) && (sel.Version == "*" || sel.Version == t.GVR.Version) &&
+		(sel.Resource == "*" || sel.Resource == t.GVR.Resource)
+}
+
+// selectorString names what a kind selector selects, for logs and
+// metrics: "ConfigMap", "apps/v1/Deployment", or, for a DeletingPolicy's
+// resource rule, its group/version/resource ("/v1/configmaps",
+// "apps/*/deployments").
+func selectorString(sel engine.KindSelector) string {
+	if sel.Resource != "" {
+		return sel.Group + "/" + sel.Version + "/" + sel.Resource
+	}
+	s := sel.Kind
+	if sel.Version != "" && sel.Version != "*" || sel.Group != "" && sel.Group != "*" {
+		s = sel.Version + "/" + s
+		if sel.Group != "" && sel.Group != "*" {
+			s = sel.Group + "/" + s
+		}
+	}
+	if sel.Subresource != "" {
+		s += "/" + sel.Subresource
+	}
+	return s
 }
 
 // recordExecution writes the policy's status.lastExecutionTime, as
@@ -478,7 +528,7 @@ func (w *policyRun) kind(ctx context.Context, t kube.Kind) error {
 		if err != nil {
 			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
 				c.m.deletions.WithLabelValues(w.ref.String(), t.GVK.Kind, DeletionFailed).Inc()
-				c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Msg("cleanupListRefused")
+				c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, t.GVR.String()).Msg("cleanupListRefused")
 				return nil
 			}
 			return fmt.Errorf("list %s: %w", t.GVR.Resource, err)
@@ -524,7 +574,7 @@ func (w *policyRun) resource(ctx context.Context, t kube.Kind, u *unstructured.U
 	if err != nil {
 		return err
 	}
-	d, err := w.run.Decide(ctx, u.Object, labels)
+	d, err := w.run.DecideResource(ctx, u.Object, labels, t.GVR.Resource)
 	if err != nil {
 		c.m.evalErrors.WithLabelValues(w.ref.String()).Inc()
 		c.o.log.Info().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupConditionsFailed")

@@ -1,5 +1,8 @@
 // Package cleaner runs the cleanup policies (ClusterCleanupPolicy,
-// CleanupPolicy) on their schedules and deletes the resources whose
+// CleanupPolicy) and the deleting policies (DeletingPolicy,
+// NamespacedDeletingPolicy: their resource rules resolved through
+// discovery, their CEL conditions judged by the engine; watched once
+// their CRDs are served) on their schedules and deletes the resources whose
 // cleanup.kyverno.io/ttl label says they are due, with no CronJob and no
 // leader:
 //

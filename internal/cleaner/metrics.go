@@ -50,6 +50,7 @@ type Metrics struct {
 	evalErrors *prometheus.CounterVec
 	ttlInvalid prometheus.Counter
 	schedules  *prometheus.CounterVec
+	notServed  *prometheus.CounterVec
 }
 
 // NewMetrics registers the cleaner's metrics on reg.
@@ -80,8 +81,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "verdict_cleaner_schedule_changes_total",
 			Help: "What this replica did to the cleanup schedules: created, replaced, unchanged, kept, deleted, rejected, failed.",
 		}, []string{"change"}),
+		notServed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdict_cleaner_kinds_not_served_total",
+			Help: "Kinds (cleanup policies) or group/version/resources (deleting policies) a policy names that the API server does not serve as listable and deletable, counted at each tick: nothing of them is listed.",
+		}, []string{"policy", "kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.duration, m.deletions, m.evalErrors, m.ttlInvalid, m.schedules} {
+	for _, c := range []prometheus.Collector{m.ticks, m.duration, m.deletions, m.evalErrors, m.ttlInvalid, m.schedules, m.notServed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register cleaner metrics: %w", err)
 		}

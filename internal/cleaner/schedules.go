@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -52,14 +56,17 @@ func retry(ctx context.Context, fn func() error) {
 	}
 }
 
-// keepSchedules watches the cleanup policies and keeps one schedule per
-// policy: created when the policy is, replaced when its schedule or
-// spec changes, removed when it is deleted (or does not parse). Every
-// replica does it at once: the writes are idempotent and compare before
-// they replace, and a schedule made from a newer generation of the same
-// policy is never replaced by an older one. At start-up, once the
-// policies are listed, every stored schedule is checked too (a policy
-// deleted while no cleaner ran loses its schedule).
+// keepSchedules watches the cleanup and deleting policies and keeps one
+// schedule per policy: created when the policy is, replaced when its
+// schedule or spec changes, removed when it is deleted (or does not
+// parse). Every replica does it at once: the writes are idempotent and
+// compare before they replace, and a schedule made from a newer
+// generation of the same policy is never replaced by an older one. At
+// start-up, once the policies are listed, every stored schedule is
+// checked too (a policy deleted while no cleaner ran loses its
+// schedule). The kinds a cluster may not serve yet (DeletingPolicy,
+// NamespacedDeletingPolicy: CRDs older than this cleaner) are watched
+// once discovery says they are served (watchOptional), never waited for.
 func (c *Cleaner) keepSchedules(ctx context.Context) {
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
@@ -67,40 +74,26 @@ func (c *Cleaner) keepSchedules(ctx context.Context) {
 	)
 	defer q.ShutDown()
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, c.o.resync)
-	informers := map[string]cache.SharedIndexInformer{}
-	for kind, gvr := range map[string]schema.GroupVersionResource{policy.KindClusterCleanupPolicy: ClusterCleanupPolicies, policy.KindCleanupPolicy: CleanupPolicies} {
-		inf := factory.ForResource(gvr).Informer()
-		enqueue := func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				q.Add(policyKey(kind, u.GetNamespace(), u.GetName()))
-				return
-			}
-			if ts, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				if u, ok := ts.Obj.(*unstructured.Unstructured); ok {
-					q.Add(policyKey(kind, u.GetNamespace(), u.GetName()))
-				}
-			}
+	defer factory.Shutdown()
+	w := &policyWatch{q: q, factory: factory, informers: map[string]cache.SharedIndexInformer{}}
+	synced := []cache.InformerSynced{}
+	for kind, k := range policyKinds {
+		if k.optional {
+			continue
 		}
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    enqueue,
-			UpdateFunc: func(_, obj any) { enqueue(obj) },
-			DeleteFunc: enqueue,
-		}); err != nil {
+		inf, err := w.watch(kind, k.gvr)
+		if err != nil {
 			c.o.log.Error().Err(err).Msg("cleanupPolicyWatchFailed")
 			return
 		}
-		informers[kind] = inf
-	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	synced := make([]cache.InformerSynced, 0, len(informers))
-	for _, inf := range informers {
 		synced = append(synced, inf.HasSynced)
 	}
+	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
 	c.o.log.Info().Msg("cleanupPoliciesSynced")
+	go c.watchOptional(ctx, w)
 	// Stored schedules of policies this replica does not know: each key
 	// is reconciled (removed when its policy is gone).
 	go retry(ctx, func() error {
@@ -125,7 +118,7 @@ func (c *Cleaner) keepSchedules(ctx context.Context) {
 		if quit {
 			return
 		}
-		if err := c.reconcileSchedule(ctx, informers, key); err != nil && ctx.Err() == nil {
+		if err := c.reconcileSchedule(ctx, w, key); err != nil && ctx.Err() == nil {
 			c.o.log.Warn().Err(err).Str(logKeyPolicy, key).Msg("cleanupScheduleRetried")
 			q.AddRateLimited(key)
 		} else {
@@ -135,13 +128,139 @@ func (c *Cleaner) keepSchedules(ctx context.Context) {
 	}
 }
 
+// policyWatch is the informers of the policy kinds watched, by kind;
+// optional kinds are added while the schedules are kept.
+type policyWatch struct {
+	q       workqueue.TypedRateLimitingInterface[string]
+	factory dynamicinformer.DynamicSharedInformerFactory
+
+	mu        sync.RWMutex
+	informers map[string]cache.SharedIndexInformer
+}
+
+// watch makes the informer of one kind, whose events enqueue the
+// policies' keys (started by the factory's next Start).
+func (w *policyWatch) watch(kind string, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	inf := w.factory.ForResource(gvr).Informer()
+	enqueue := func(obj any) {
+		if ts, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = ts.Obj
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			w.q.Add(policyKey(kind, u.GetNamespace(), u.GetName()))
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("watch %s: %w", gvr.Resource, err)
+	}
+	w.mu.Lock()
+	w.informers[kind] = inf
+	w.mu.Unlock()
+	return inf, nil
+}
+
+// informer is the informer of kind (nil: not watched).
+func (w *policyWatch) informer(kind string) cache.SharedIndexInformer {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.informers[kind]
+}
+
+// watchOptional watches each optional policy kind once the API server
+// serves it: at once when it does, or when its CRD is installed (asked
+// again every resync, or sooner while discovery fails). A kind that is
+// not served is logged once, as a warning: the cleaner runs the other
+// kinds meanwhile, and is no less ready for it.
+func (c *Cleaner) watchOptional(ctx context.Context, w *policyWatch) {
+	warned := map[string]bool{}
+	delay := time.Second
+	for {
+		served, err := servedResources(c.disc, ClusterCleanupPolicies.GroupVersion())
+		missing := 0
+		switch {
+		case err != nil:
+			c.o.log.Warn().Err(err).Msg("policyKindsNotDiscovered")
+		default:
+			for kind, k := range policyKinds {
+				if !k.optional || w.informer(kind) != nil {
+					continue
+				}
+				if !served[k.gvr.Resource] {
+					missing++
+					if !warned[kind] {
+						warned[kind] = true
+						c.o.log.Warn().Str(logKeyKind, kind).Str(logKeyResource, k.gvr.String()).
+							Str(logKeyDetail, "the API server does not serve this kind (its CRD is not installed): its policies are not run until it is").
+							Msg("policyKindNotServed")
+					}
+					continue
+				}
+				inf, err := w.watch(kind, k.gvr)
+				if err != nil {
+					c.o.log.Error().Err(err).Msg("cleanupPolicyWatchFailed")
+					continue
+				}
+				w.factory.Start(ctx.Done())
+				c.o.log.Info().Str(logKeyKind, kind).Str(logKeyResource, k.gvr.String()).Msg("policyKindWatched")
+				go func() {
+					if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+						c.o.log.Info().Str(logKeyKind, kind).Msg("cleanupPoliciesSynced")
+					}
+				}()
+			}
+		}
+		next := c.o.resync
+		if err != nil {
+			next, delay = delay, min(2*delay, time.Minute)
+		} else if missing == 0 {
+			return
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// servedResources are the resources the API server serves in gv (none
+// when it serves no such group version).
+func servedResources(disc discovery.DiscoveryInterface, gv schema.GroupVersion) (map[string]bool, error) {
+	list, err := disc.ServerResourcesForGroupVersion(gv.String())
+	switch {
+	case apierrors.IsNotFound(err):
+		return map[string]bool{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("discover %s: %w", gv, err)
+	}
+	out := make(map[string]bool, len(list.APIResources))
+	for _, r := range list.APIResources {
+		out[r.Name] = true
+	}
+	return out, nil
+}
+
 // reconcileSchedule makes the schedule of the policy key ("Kind/name" or
 // "Kind/namespace/name") what the policy, as this replica's cache holds
 // it, says.
-func (c *Cleaner) reconcileSchedule(ctx context.Context, informers map[string]cache.SharedIndexInformer, key string) error {
+func (c *Cleaner) reconcileSchedule(ctx context.Context, w *policyWatch, key string) error {
 	kind, cacheKey, _ := strings.Cut(key, "/")
-	inf, ok := informers[kind]
-	if !ok {
+	inf := w.informer(kind)
+	if inf == nil {
+		// A kind not watched (yet): its schedules are kept; a tick of a
+		// policy that is gone removes its own.
+		return nil
+	}
+	if !inf.HasSynced() {
+		// A kind just watched: its cache is not full yet, and a policy
+		// missing from it may only be still to come.
+		w.q.AddAfter(key, time.Second)
 		return nil
 	}
 	obj, exists, err := inf.GetStore().GetByKey(cacheKey)

@@ -11,11 +11,32 @@ import (
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
-// Resources the cleanup policies are served as (verdict.dev/v1).
+// Resources the cleanup and deleting policies are served as
+// (verdict.dev/v1).
 var (
-	ClusterCleanupPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "clustercleanuppolicies"}
-	CleanupPolicies        = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "cleanuppolicies"}
+	ClusterCleanupPolicies     = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "clustercleanuppolicies"}
+	CleanupPolicies            = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "cleanuppolicies"}
+	DeletingPolicies           = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "deletingpolicies"}
+	NamespacedDeletingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespaceddeletingpolicies"}
 )
+
+// policyKind is one kind of policy the cleaner runs.
+type policyKind struct {
+	gvr        schema.GroupVersionResource
+	namespaced bool
+	// optional: the kind may not be served (its CRD is newer than the
+	// cluster's): it is then not watched, and the cleaner runs the
+	// others.
+	optional bool
+}
+
+// policyKinds are the kinds of policy the cleaner runs, by kind.
+var policyKinds = map[string]policyKind{
+	policy.KindClusterCleanupPolicy:     {gvr: ClusterCleanupPolicies},
+	policy.KindCleanupPolicy:            {gvr: CleanupPolicies, namespaced: true},
+	policy.KindDeletingPolicy:           {gvr: DeletingPolicies, optional: true},
+	policy.KindNamespacedDeletingPolicy: {gvr: NamespacedDeletingPolicies, namespaced: true, optional: true},
+}
 
 // TickAction is what a tick asks for.
 type TickAction string
@@ -45,7 +66,8 @@ type Tick struct {
 // PolicyRef names the cleanup policy a schedule was made from, as it was
 // then.
 type PolicyRef struct {
-	// Kind is ClusterCleanupPolicy or CleanupPolicy.
+	// Kind is ClusterCleanupPolicy, CleanupPolicy, DeletingPolicy or
+	// NamespacedDeletingPolicy.
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
@@ -59,12 +81,13 @@ type PolicyRef struct {
 }
 
 // ScheduleKey is the key of the policy's schedule and of its ticks'
-// work subject: "ClusterCleanupPolicy/<name>" or
-// "CleanupPolicy/<namespace>/<name>".
+// work subject: "ClusterCleanupPolicy/<name>", "DeletingPolicy/<name>",
+// "CleanupPolicy/<namespace>/<name>" or
+// "NamespacedDeletingPolicy/<namespace>/<name>".
 func (r PolicyRef) ScheduleKey() string { return policyKey(r.Kind, r.Namespace, r.Name) }
 
 func policyKey(kind, namespace, name string) string {
-	if kind == policy.KindCleanupPolicy {
+	if policyKinds[kind].namespaced {
 		return kind + "/" + namespace + "/" + name
 	}
 	return kind + "/" + name
@@ -78,13 +101,9 @@ func (r PolicyRef) String() string {
 	return r.Name
 }
 
-// GVR is the resource the policy is served as.
-func (r PolicyRef) GVR() schema.GroupVersionResource {
-	if r.Kind == policy.KindCleanupPolicy {
-		return CleanupPolicies
-	}
-	return ClusterCleanupPolicies
-}
+// GVR is the resource the policy is served as (DecodeTick checks the
+// kind is one the cleaner runs).
+func (r PolicyRef) GVR() schema.GroupVersionResource { return policyKinds[r.Kind].gvr }
 
 // RefOf is the reference of a parsed policy.
 func RefOf(p *policy.CleanupPolicy) PolicyRef {
@@ -104,9 +123,15 @@ func DecodeTick(data []byte) (Tick, error) {
 	switch t.Action {
 	case TickTTL:
 	case TickPolicy:
-		if t.Policy == nil || t.Policy.Name == "" || (t.Policy.Kind != policy.KindClusterCleanupPolicy && t.Policy.Kind != policy.KindCleanupPolicy) ||
-			(t.Policy.Kind == policy.KindCleanupPolicy && t.Policy.Namespace == "") {
+		if t.Policy == nil || t.Policy.Name == "" {
 			return t, fmt.Errorf("decode tick: a policy tick names no cleanup policy")
+		}
+		k, ok := policyKinds[t.Policy.Kind]
+		switch {
+		case !ok:
+			return t, fmt.Errorf("decode tick: a policy tick names no cleanup policy: %q is not a kind of policy the cleaner runs", t.Policy.Kind)
+		case k.namespaced && t.Policy.Namespace == "":
+			return t, fmt.Errorf("decode tick: a policy tick names no cleanup policy: the %s %s has no namespace", t.Policy.Kind, t.Policy.Name)
 		}
 	default:
 		return t, fmt.Errorf("decode tick: unknown action %q", t.Action)

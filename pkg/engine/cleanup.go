@@ -146,9 +146,18 @@ type CleanupDecision struct {
 // limit reached): the resource is not deleted. A DeletingPolicy judges
 // it by its matchConstraints and CEL conditions instead (decideCEL).
 func (c *Cleanup) Decide(ctx context.Context, obj map[string]any, nsLabels map[string]string) (CleanupDecision, error) {
+	return c.DecideResource(ctx, obj, nsLabels, "")
+}
+
+// DecideResource is Decide for an object listed as resource (its plural,
+// as discovery serves it): a DeletingPolicy's resource rules are judged
+// against it rather than against a plural guessed from the object's kind
+// (which is wrong for Endpoints or a CRD with an irregular plural).
+// Cleanup policies select by kind and ignore it.
+func (c *Cleanup) DecideResource(ctx context.Context, obj map[string]any, nsLabels map[string]string, resource string) (CleanupDecision, error) {
 	p := c.p
 	if p.rule.cel != nil {
-		return c.decideCEL(ctx, obj, nsLabels)
+		return c.decideCEL(ctx, obj, nsLabels, resource)
 	}
 	req := &Request{Object: obj, NamespaceLabels: nsLabels}
 	in := newMatchInput(req)

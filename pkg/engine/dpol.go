@@ -103,9 +103,9 @@ func dpolKinds(mc *policy.MatchConstraints) []KindSelector {
 // A condition that is false keeps the resource whatever errors others
 // end in; otherwise an error (one that could not be evaluated, a limit
 // reached) is returned, and the resource is not deleted.
-func (c *Cleanup) decideCEL(ctx context.Context, obj map[string]any, nsLabels map[string]string) (CleanupDecision, error) {
+func (c *Cleanup) decideCEL(ctx context.Context, obj map[string]any, nsLabels map[string]string, resource string) (CleanupDecision, error) {
 	p := c.p
-	req := &Request{Object: obj, NamespaceLabels: nsLabels}
+	req := &Request{Object: obj, NamespaceLabels: nsLabels, Resource: resource}
 	if k := objectGVK(obj); k.version != "" && k.kind != "" {
 		in := newMatchInput(req)
 		switch {
