@@ -43,7 +43,10 @@ func main() {
 		os.Exit(1)
 	}
 	if *out == "" {
-		os.Stdout.Write(b)
+		if _, err := os.Stdout.Write(b); err != nil {
+			fmt.Fprintln(os.Stderr, "smdschema:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if err := os.WriteFile(*out, b, 0o644); err != nil {
@@ -88,9 +91,11 @@ func generate() ([]byte, error) {
 	})
 	// Keep the types the kinds reach, in client-go's order.
 	keep := map[string]bool{}
-	var visit func(name string)
-	visitRef := func(r smdschema.TypeRef) {}
-	visitAtom := func(a smdschema.Atom) {}
+	var (
+		visit     func(name string)
+		visitRef  func(r smdschema.TypeRef)
+		visitAtom func(a smdschema.Atom)
+	)
 	visitRef = func(r smdschema.TypeRef) {
 		if r.NamedType != nil {
 			visit(*r.NamedType)
@@ -99,7 +104,7 @@ func generate() ([]byte, error) {
 	}
 	visitAtom = func(a smdschema.Atom) {
 		if a.Map != nil {
-			for _, f := range a.Map.Fields {
+			for _, f := range a.Fields {
 				visitRef(f.Type)
 			}
 			visitRef(a.Map.ElementType)

@@ -291,7 +291,9 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	}
 	nsDoomed := configMap("dpol-b", "n-done", map[string]string{"ndpol": "true", "state": "done"}, nil)
 	doomedPod, keptPod := pod("p-done", cluster), pod("p-running", running)
-	ep, err := kube.CoreV1().Endpoints("dpol-a").Create(ctx, &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "e-done", Labels: cluster}}, metav1.CreateOptions{})
+	// The cleaner deletes what the API serves, deprecated kinds included.
+	endpoints := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "e-done", Labels: cluster}} //nolint:staticcheck // v1 Endpoints are deprecated, still served
+	ep, err := kube.CoreV1().Endpoints("dpol-a").Create(ctx, endpoints, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

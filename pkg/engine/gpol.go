@@ -382,7 +382,7 @@ func compileTemplate(tpl *policy.GenerationTemplate, compile func(line int, expr
 		dec := yaml.NewDecoder(strings.NewReader(tpl.Value))
 		for {
 			var doc yaml.Node
-			if err := dec.Decode(&doc); err == io.EOF {
+			if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
 				return nil, fmt.Errorf("failed to parse YAML: %w", err)
@@ -586,9 +586,10 @@ func scanPlaceholder(s string, start int) (string, int, error) {
 	for i := start + 2; i < len(s); i++ {
 		c := s[i]
 		if quote != 0 {
-			if c == '\\' {
+			switch c {
+			case '\\':
 				i++
-			} else if c == quote {
+			case quote:
 				quote = 0
 			}
 			continue

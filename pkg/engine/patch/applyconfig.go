@@ -169,7 +169,7 @@ func findAtomics(path []fieldpath.PathElement, s *smdschema.Schema, tr smdschema
 			atomics = append(atomics, pathString(path))
 		}
 		v.AsMap().Iterate(func(key string, val value.Value) bool {
-			if f, ok := a.Map.FindField(key); ok {
+			if f, ok := a.FindField(key); ok {
 				atomics = append(atomics, findAtomics(append(path, fieldpath.PathElement{FieldName: &key}), s, f.Type, val)...)
 			}
 			return true

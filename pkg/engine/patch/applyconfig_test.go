@@ -93,7 +93,7 @@ func TestApplyConfiguration(t *testing.T) {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)
 				}
-				if tc.err == ErrAtomic && !strings.Contains(err.Error(), ".spec.tolerations") {
+				if errors.Is(tc.err, ErrAtomic) && !strings.Contains(err.Error(), ".spec.tolerations") {
 					t.Errorf("the error does not name the atomic list: %v", err)
 				}
 				return
