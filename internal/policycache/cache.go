@@ -223,6 +223,7 @@ func (c *Cache) rebuild() {
 	defer c.mu.Unlock()
 	var pols []*engine.Policy
 	var excs []*policy.Exception
+	var celExcs []*policy.CELException
 	var problems []Problem
 	seen := map[string]bool{}
 	for _, inf := range c.informers {
@@ -238,6 +239,20 @@ func (c *Cache) rebuild() {
 			}
 			id := kind + "/" + key
 			seen[id] = true
+			if kind == policy.KindPolicyException && policy.IsCELException(u.Object) {
+				// The CEL shape (policyRefs): compiled into the CEL
+				// policies it names, below.
+				e, err := policy.CELExceptionFromObject(u.Object)
+				if err == nil {
+					err = c.eng.CheckCELException(e)
+				}
+				if err != nil {
+					problems = append(problems, Problem{Kind: kind, Key: key, Err: err})
+					continue
+				}
+				celExcs = append(celExcs, e)
+				continue
+			}
 			if kind == policy.KindPolicyException {
 				e, err := policy.ExceptionFromObject(u.Object)
 				if err != nil {
@@ -270,6 +285,14 @@ func (c *Cache) rebuild() {
 	for id := range c.compiled {
 		if !seen[id] {
 			delete(c.compiled, id)
+		}
+	}
+	if len(celExcs) > 0 {
+		for i, p := range pols {
+			// The exceptions compile (CheckCELException above).
+			if wp, err := c.eng.WithCELExceptions(p, celExcs); err == nil {
+				pols[i] = wp
+			}
 		}
 	}
 	// A stable order: the evaluation order of mutations depends on it.

@@ -56,6 +56,17 @@ func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, erro
 			return denyInvalid(err.Error(), cleanupCauses(obj)), nil
 		}
 	case policy.KindPolicyException:
+		if policy.IsCELException(obj) {
+			e, err := policy.CELExceptionFromObject(obj)
+			if err == nil {
+				err = s.engine.CheckCELException(e)
+			}
+			if err != nil {
+				logFrom(ctx).Info().Err(err).Msg("invalid policy exception rejected")
+				return denyInvalid(err.Error(), nil), nil
+			}
+			break
+		}
 		if _, err := policy.ExceptionFromObject(obj); err != nil {
 			logFrom(ctx).Info().Err(err).Msg("invalid policy exception rejected")
 			return denyInvalid(err.Error(), nil), nil

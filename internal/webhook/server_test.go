@@ -133,6 +133,26 @@ metadata: {name: empty, namespace: default}
 spec:
   match: {any: [{resources: {kinds: [Pod]}}]}
 `, paths: []string{"spec.exceptions"}},
+		"exception without match": {object: `apiVersion: verdict.dev/v1
+kind: PolicyException
+metadata: {name: nomatch, namespace: default}
+spec:
+  exceptions: [{policyName: disallow-privileged, ruleNames: [privileged-containers]}]
+`, paths: []string{"spec.match"}},
+		"valid CEL exception": {object: `apiVersion: verdict.dev/v1
+kind: PolicyException
+metadata: {name: cel, namespace: default}
+spec:
+  policyRefs: [{name: require-team, kind: ValidatingPolicy}]
+  matchConditions: [{name: n, expression: "object.metadata.name == 'x'"}]
+`, allowed: true},
+		"CEL exception that does not compile": {object: `apiVersion: policies.kyverno.io/v1
+kind: PolicyException
+metadata: {name: cel, namespace: default}
+spec:
+  policyRefs: [{name: require-team, kind: ValidatingPolicy}]
+  matchConditions: [{name: n, expression: "object.metadata.name =="}]
+`, paths: []string{"spec.matchConditions[0].expression"}},
 		"valid cleanup policy": {object: `apiVersion: verdict.dev/v1
 kind: ClusterCleanupPolicy
 metadata: {name: old-pods}

@@ -40,13 +40,31 @@ spec:
     messageExpression: "'the label team is required on ' + object.metadata.name"
 `
 
+// celException is a PolicyException of policies.kyverno.io, apiVersion
+// changed.
+const celException = `
+apiVersion: verdict.dev/v1
+kind: PolicyException
+metadata:
+  name: exempt-by-name
+  namespace: team
+spec:
+  policyRefs:
+  - name: require-team
+    kind: ValidatingPolicy
+  matchConditions:
+  - name: by-name
+    expression: "object.metadata.name == 'exempted'"
+`
+
 // TestE2EValidatingPolicy: through the real API server, a ValidatingPolicy
 // in Verdict's group denies a Pod without the label (with its message)
 // and admits one with it, admits it in a namespace whose annotation (read
 // through namespaceObject) exempts it, denies a Deployment whose pod template lacks it
 // (its autogen variant, registered from the rewritten matchConstraints),
-// and a ValidatingPolicy whose CEL does not compile is refused at
-// creation with the expression's path and CEL's error.
+// admits a Pod a CEL PolicyException exempts, and a ValidatingPolicy (or
+// a PolicyException) whose CEL does not compile is refused at creation
+// with the expression's path and CEL's error.
 func TestE2EValidatingPolicy(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
@@ -106,6 +124,26 @@ func TestE2EValidatingPolicy(t *testing.T) {
 	deploy.Spec.Template.Labels["team"] = "payments"
 	if _, err := e.kube.AppsV1().Deployments("team").Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("labelled Deployment refused: %v", err)
+	}
+
+	// A PolicyException of the CEL shape (Kyverno's policies.kyverno.io
+	// one, with Verdict's apiVersion) exempts the Pods its condition
+	// selects from the ValidatingPolicy it names; one whose condition
+	// does not compile is refused.
+	excs := e.dyn.Resource(policycache.PolicyExceptions).Namespace("team")
+	if _, err := excs.Create(ctx, unstr(t, celException), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		_, err := pods.Create(ctx, pod("exempted", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil
+	})
+	if _, err := pods.Create(ctx, pod("not-exempted", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil || !strings.Contains(err.Error(), "require-team") {
+		t.Fatalf("a Pod the exception does not select: %v", err)
+	}
+	badExc := strings.Replace(strings.Replace(celException, "name: exempt-by-name", "name: broken-exception", 1), "object.metadata.name == 'exempted'", "object.metadata.name ==", 1)
+	if _, err := excs.Create(ctx, unstr(t, badExc), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.matchConditions[0].expression") {
+		t.Fatalf("a PolicyException whose condition does not compile: %v", err)
 	}
 
 	broken := strings.Replace(strings.Replace(requireTeamVPol, "name: require-team", "name: broken", 1),

@@ -38,17 +38,9 @@ func (e *Engine) WithCELExceptions(p *Policy, excs []*policy.CELException) (*Pol
 		if p.Raw.Namespaced() && ex.Metadata.Namespace != p.Raw.Metadata.Namespace {
 			continue
 		}
-		ce := &celException{key: ex.Key(), images: ex.Spec.Images, allowedValues: ex.Spec.AllowedValues, reportPass: ex.Spec.ReportResult == "pass"}
-		var errs []error
-		for i, c := range ex.Spec.MatchConditions {
-			prog, err := celeval.Compile(c.Expression, celeval.Bool)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("spec.matchConditions[%d].expression: %w", i, err))
-			}
-			ce.conditions = append(ce.conditions, prog)
-		}
-		if len(errs) > 0 {
-			return nil, fmt.Errorf("PolicyException %s: %w", ex.Key(), errors.Join(errs...))
+		ce, err := compileCELException(ex)
+		if err != nil {
+			return nil, err
 		}
 		compiled = append(compiled, ce)
 	}
@@ -67,6 +59,31 @@ func (e *Engine) WithCELExceptions(p *Policy, excs []*policy.CELException) (*Pol
 		cp.Rules[i] = &rc
 	}
 	return &cp, nil
+}
+
+// compileCELException compiles a PolicyException's match conditions; an
+// error names the exception and the condition's path.
+func compileCELException(ex *policy.CELException) (*celException, error) {
+	ce := &celException{key: ex.Key(), images: ex.Spec.Images, allowedValues: ex.Spec.AllowedValues, reportPass: ex.Spec.ReportResult == "pass"}
+	var errs []error
+	for i, c := range ex.Spec.MatchConditions {
+		prog, err := celeval.Compile(c.Expression, celeval.Bool)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("spec.matchConditions[%d].expression: %w", i, err))
+		}
+		ce.conditions = append(ce.conditions, prog)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("PolicyException %s: %w", ex.Key(), errors.Join(errs...))
+	}
+	return ce, nil
+}
+
+// CheckCELException reports what keeps a PolicyException of the CEL shape
+// from being used: a condition that does not compile.
+func (e *Engine) CheckCELException(ex *policy.CELException) error {
+	_, err := compileCELException(ex)
+	return err
 }
 
 // applyCELExceptions evaluates the policy's exceptions before it, as

@@ -131,7 +131,7 @@ func (d *Documents) add(obj map[string]any, source string) error {
 			return err
 		}
 		d.DeletingPolicies = append(d.DeletingPolicies, p)
-	case kind == KindPolicyException && strings.HasPrefix(apiVersion, GroupPolicies+"/"):
+	case kind == KindPolicyException && (strings.HasPrefix(apiVersion, GroupPolicies+"/") || IsCELException(obj)):
 		e, err := CELExceptionFromObject(obj)
 		if err != nil {
 			return err
@@ -178,6 +178,9 @@ func ExceptionFromObject(obj map[string]any) (*Exception, error) {
 	}
 	if len(e.Spec.Exceptions) == 0 {
 		errs.add("spec.exceptions", "at least one exception is required")
+	}
+	if spec, _ := obj["spec"].(map[string]any); spec["match"] == nil {
+		errs.add("spec.match", "a match block is required")
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("PolicyException %s: %w", e.Metadata.Name, errs.ToAggregate())

@@ -579,13 +579,15 @@ type ExceptionSpec struct {
 	// Background is whether the exception also applies in Kyverno's
 	// background scans (absent means true).
 	Background *bool `json:"background,omitempty"`
-	// Match selects the resources and requests the exception covers.
-	Match MatchResources `json:"match"`
+	// Match selects the resources and requests the exception covers
+	// (required; not in the schema, which also serves the CEL shape of
+	// PolicyException: policyRefs and matchConditions).
+	Match MatchResources `json:"match,omitempty"`
 	// Conditions must hold for the exception to apply.
 	Conditions *Conditions `json:"conditions,omitempty"`
 	// Exceptions name the policies and rules the covered resources are
-	// exempt from.
-	Exceptions []ExceptionEntry `json:"exceptions"`
+	// exempt from (required, as match).
+	Exceptions []ExceptionEntry `json:"exceptions,omitempty"`
 	// PodSecurity exempts some values of some Pod Security controls of
 	// podSecurity rules.
 	PodSecurity []PodSecurityExclude `json:"podSecurity,omitempty"`

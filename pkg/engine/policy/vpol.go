@@ -219,6 +219,17 @@ func (e *CELException) Key() string {
 	return e.Metadata.Name
 }
 
+// IsCELException reports whether a PolicyException is of the CEL shape
+// (spec.policyRefs, as policies.kyverno.io's) rather than the classic one
+// (spec.exceptions, as kyverno.io's). In Verdict's group one kind,
+// PolicyException, carries either: their fields do not overlap.
+func IsCELException(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	_, cel := spec["policyRefs"]
+	_, classic := spec["exceptions"]
+	return cel && !classic
+}
+
 // CELExceptionFromObject converts an untyped policies.kyverno.io
 // PolicyException.
 func CELExceptionFromObject(obj map[string]any) (*CELException, error) {
