@@ -635,11 +635,25 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 				if !ruleNameMatches(r.Rule, rr.Name) && p.Raw.GPol == nil {
 					continue
 				}
+				if rr.Type == engine.TypeMutation && rr.Background {
+					// A mutate-existing rule as admission sees it:
+					// MutateExisting's response holds what it did.
+					continue
+				}
 				var why string
 				pr := r.patched()
 				if pr != "" && rr.Type == engine.TypeMutation && !rr.Unsupported {
 					var absent bool
-					why, absent = compareWithFile(run.t.resolve(pr), resp.Patched)
+					patched := resp.Patched
+					// A mutate-existing rule whose trigger is also its
+					// target (a MutatingPolicy on the kind it is
+					// triggered by): the resource as the rule left it.
+					for _, t := range rr.Targets {
+						if t.Status == engine.StatusPass && sameObject(t.Resource, run.resources[i]) {
+							patched = t.Patched
+						}
+					}
+					why, absent = compareWithFile(run.t.resolve(pr), patched)
 					switch {
 					case absent && r.FailOnMissingResources:
 						*rows = 1

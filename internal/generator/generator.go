@@ -258,7 +258,9 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	if item.Kind != events.WorkGenerate && item.Kind != events.WorkMutate {
 		return poisoned(ReasonUnsupported, fmt.Sprintf("work kind %q is not the generator's (generate and mutate items are)", item.Kind))
 	}
-	if item.Policy.Key == "" || item.Rule == "" {
+	// The rules of the CEL kinds have no name (a MutatingPolicy's, as
+	// Kyverno reports them); a ClusterPolicy's always have one.
+	if item.Policy.Key == "" || (item.Rule == "" && item.Policy.Kind == "") {
 		return poisoned(ReasonInvalidItem, "the work item names no policy or no rule")
 	}
 	switch item.Act() {
@@ -290,7 +292,7 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	}
 	rule := pol.Rule(item.Rule)
 	if item.Kind == events.WorkMutate {
-		if rule == nil || rule.Mutation == nil || len(rule.Mutation.Targets) == 0 {
+		if rule == nil || !rule.MutatesExisting() {
 			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no mutate-existing rule %s", item.Policy.Key, item.Rule))
 		}
 		return g.mutateTargets(ctx, item, trigger, pol)

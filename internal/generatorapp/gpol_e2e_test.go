@@ -46,12 +46,34 @@ spec:
   - expression: generator.Apply(variables.ns, [variables.source])
 `
 
+// stampSecrets is a MutatingPolicy with mutateExisting: a ConfigMap
+// named dictionary annotates the Secrets labelled sync=yes of its
+// namespace.
+const stampSecrets = `apiVersion: verdict.dev/v1
+kind: MutatingPolicy
+metadata: {name: stamp-secrets}
+spec:
+  evaluation: {mutateExisting: {enabled: true}}
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  matchConditions: [{name: dictionary, expression: "object.metadata.name == 'dictionary'"}]
+  targetMatchConstraints:
+    objectSelector: {matchLabels: {sync: "yes"}}
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [secrets]}]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{metadata: Object.metadata{annotations: {'stamped-by': object.metadata.namespace + '/' + request.name}}}"
+`
+
 // TestE2EGeneratingPolicy: through the real API server, the webhook and
 // the generator service, a GeneratingPolicy in Verdict's group creates
 // its downstream for each new Namespace (built by CEL, and cloned through
 // resource.Get), labelled with its kind. It shares its name with a
 // ClusterPolicy generating something else: each item names its policy's
-// kind, so neither is taken for the other.
+// kind, so neither is taken for the other. A MutatingPolicy with
+// mutateExisting patches the existing Secrets a trigger's arrival
+// selects.
 func TestE2EGeneratingPolicy(t *testing.T) {
 	cp := controlplane.StartForTest(t)
 	ctx := t.Context()
@@ -71,6 +93,9 @@ func TestE2EGeneratingPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := dyn.Resource(policycache.GeneratingPolicies).Create(ctx, unstr(t, gpolDefaults), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(policycache.MutatingPolicies).Create(ctx, unstr(t, stampSecrets), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	startStack(t, cp)
@@ -105,4 +130,30 @@ func TestE2EGeneratingPolicy(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A MutatingPolicy with mutateExisting: the webhook queues the work
+	// for the trigger, the generator patches the existing targets its
+	// selector picks, and leaves the others.
+	for name, labels := range map[string]map[string]string{"synced": {"sync": "yes"}, "unsynced": nil} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name, Labels: labels}}
+		if _, err := kube.CoreV1().Secrets(ns.Name).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "dictionary"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the synced Secret stamped", func() error {
+		sec, err := kube.CoreV1().Secrets(ns.Name).Get(ctx, "synced", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if want := ns.Name + "/dictionary"; sec.Annotations["stamped-by"] != want {
+			return fmt.Errorf("annotations %v, want stamped-by %s", sec.Annotations, want)
+		}
+		return nil
+	})
+	if sec, err := kube.CoreV1().Secrets(ns.Name).Get(ctx, "unsynced", metav1.GetOptions{}); err != nil || sec.Annotations["stamped-by"] != "" {
+		t.Errorf("the Secret the selector leaves out: %v %v", err, sec.Annotations)
+	}
 }

@@ -166,7 +166,7 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 func webhookOf(rule *engine.Rule) (mutate, ok bool) {
 	switch {
 	case rule.Mutation != nil:
-		return len(rule.Mutation.Targets) == 0, true
+		return !rule.MutatesExisting(), true
 	case rule.Validation != nil, rule.Generation != nil, len(rule.VerifyImages) > 0:
 		return false, true
 	}

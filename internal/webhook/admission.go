@@ -461,10 +461,10 @@ func resultEvent(ev *evaluation, p *engine.Policy, resp engine.Response) ResultE
 }
 
 // hasMutateExisting reports whether the policy has mutate rules with
-// targets.
+// targets (a MutatingPolicy with mutateExisting included).
 func hasMutateExisting(p *engine.Policy) bool {
 	for _, r := range p.Rules {
-		if r.Mutation != nil && len(r.Mutation.Targets) > 0 {
+		if r.MutatesExisting() {
 			return true
 		}
 	}

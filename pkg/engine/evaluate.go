@@ -111,7 +111,7 @@ func ruleType(r *policy.Rule) RuleType {
 func selects(r *Rule, t RuleType) bool {
 	rt := ruleType(&r.Rule)
 	if t == typeMutateExisting || t == typeMutateTriggers {
-		return rt == TypeMutation && len(r.Mutation.Targets) > 0
+		return rt == TypeMutation && r.MutatesExisting()
 	}
 	if t == typeGenerateTriggers {
 		return rt == TypeGeneration

@@ -53,6 +53,7 @@ func (e *Engine) compileMPol(p *policy.Policy) (*Policy, error) {
 func newMPolRule(s *policy.MutatingPolicySpec) (*Rule, error) {
 	r := &Rule{Rule: policy.Rule{Mutation: &policy.Mutation{}}}
 	cr := &celRule{mpol: true, replaceAtomic: s.Evaluation != nil && s.Evaluation.UseServerSideApply}
+	mc := s.MatchConstraints
 	var errs []error
 	compile := func(path, expr string, want celeval.Result) *celeval.Program {
 		p, err := celeval.Compile(expr, want)
@@ -79,13 +80,22 @@ func newMPolRule(s *policy.MutatingPolicySpec) (*Rule, error) {
 		compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)
 	}
 	if s.MutateExisting() {
-		errs = append(errs, errors.New("spec.evaluation.mutateExisting: mutating existing resources with a MutatingPolicy is not supported yet"))
+		t := &celTargets{rules: mc.ResourceRules, namespaceSel: mc.NamespaceSelector, objectSel: mc.ObjectSelector}
+		if tc := s.TargetMatchConstraints; tc != nil && len(tc.ResourceRules) > 0 {
+			t.rules, t.exclude, t.namespaceSel, t.objectSel = tc.ResourceRules, tc.ExcludeResourceRules, tc.NamespaceSelector, tc.ObjectSelector
+		}
+		if tc := s.TargetMatchConstraints; tc != nil && strings.TrimSpace(tc.Expression) != "" {
+			t.expression = compile("spec.targetMatchConstraints.expression", tc.Expression, celeval.Any)
+		}
+		for i, c := range s.TargetMatchConditions {
+			t.conditions = append(t.conditions, compile(fmt.Sprintf("spec.targetMatchConditions[%d].expression", i), c.Expression, celeval.Bool))
+		}
+		cr.targets = t
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	r.cel = cr
-	mc := s.MatchConstraints
 	r.celMatch = &celMatch{rules: mc.ResourceRules, exclude: mc.ExcludeResourceRules, namespaceSel: mc.NamespaceSelector, objectSel: mc.ObjectSelector}
 	return r, nil
 }
@@ -120,24 +130,48 @@ func (run *ruleRun) mutateCEL(rr RuleResponse) RuleResponse {
 	if len(condErrs) > 0 {
 		return fail(errors.Join(condErrs...))
 	}
-	obj := run.obj
+	if cr.targets != nil {
+		if !run.existing {
+			// The request triggers the policy; its targets are mutated
+			// in the background (the generator service).
+			rr.Status, rr.Background = StatusSkip, true
+			rr.Message = "mutation of existing resources runs in the generator service"
+			return rr
+		}
+		return run.mutateTargetsCEL(rr, ev)
+	}
+	obj, err := applyCELMutations(ev, cr, run.obj)
+	if err != nil {
+		return fail(err)
+	}
+	if !document.Equal(run.obj, obj) {
+		run.obj = obj
+	}
+	rr.Status, rr.Message = StatusPass, "success"
+	return rr
+}
+
+// applyCELMutations applies the rule's mutations to obj in order, each
+// on the result of the one before (which the evaluation's object then
+// is), and returns the result; obj is not changed.
+func applyCELMutations(ev *celeval.Evaluation, cr *celRule, obj map[string]any) (map[string]any, error) {
 	for _, m := range cr.mutations {
 		var res patch.Result
 		if m.jsonPatch {
 			ops, err := ev.JSONPatch(m.prog)
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
 			if res, err = patch.RFC6902(obj, ops); err != nil {
-				return fail(fmt.Errorf("JSON Patch: %w", err))
+				return nil, fmt.Errorf("JSON Patch: %w", err)
 			}
 		} else {
 			cfg, err := ev.ApplyConfiguration(m.prog)
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
 			if res, err = patch.ApplyConfiguration(obj, cfg, cr.replaceAtomic); err != nil {
-				return fail(fmt.Errorf("error applying patch: %w", err))
+				return nil, fmt.Errorf("error applying patch: %w", err)
 			}
 		}
 		if res.Changed {
@@ -145,11 +179,7 @@ func (run *ruleRun) mutateCEL(rr RuleResponse) RuleResponse {
 			ev.SetObject(obj)
 		}
 	}
-	if !document.Equal(run.obj, obj) {
-		run.obj = obj
-	}
-	rr.Status, rr.Message = StatusPass, "success"
-	return rr
+	return obj, nil
 }
 
 // Kyverno's autogen of a MutatingPolicy rewrites, in match conditions and

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +243,75 @@ func BenchmarkPodAgainstMPol(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		eng.Apply(b.Context(), &engine.Request{Operation: engine.OpCreate, Object: pods[i%len(pods)]}, set)
+	}
+}
+
+// resolving is a ResourceLister that also resolves resources to kinds
+// (resource.List, and a MutatingPolicy's targets, name resources).
+type resolving struct{ objects }
+
+func (resolving) KindFor(_ context.Context, apiVersion, resource string) (string, error) {
+	switch resource {
+	case "secrets":
+		return "Secret", nil
+	case "configmaps":
+		return "ConfigMap", nil
+	}
+	return "", engine.ErrNotFound
+}
+
+// A MutatingPolicy with mutateExisting: admission only says a request
+// triggers it; MutateExisting finds the targets targetMatchConstraints
+// select (selector included), skips those a target condition does not
+// hold for, and patches the others (object is the target); the trigger
+// is not changed.
+func TestMutatingPolicyMutateExisting(t *testing.T) {
+	secrets := resolving{objects{
+		obj(t, `{apiVersion: v1, kind: Secret, metadata: {name: a, namespace: x, labels: {sync: "yes"}}}`),
+		obj(t, `{apiVersion: v1, kind: Secret, metadata: {name: frozen, namespace: x, labels: {sync: "yes", frozen: "yes"}}}`),
+		obj(t, `{apiVersion: v1, kind: Secret, metadata: {name: other, namespace: x}}`),
+	}}
+	eng := newEngine(t, engine.WithResourceLister(secrets))
+	p := compile(t, eng, `apiVersion: policies.kyverno.io/v1
+kind: MutatingPolicy
+metadata: {name: stamp}
+spec:
+  evaluation: {mutateExisting: {enabled: true}}
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  matchConditions: [{name: trigger, expression: "object.metadata.name == 'dictionary'"}]
+  targetMatchConstraints:
+    objectSelector: {matchLabels: {sync: "yes"}}
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [secrets]}]
+  targetMatchConditions: [{name: not-frozen, expression: "!has(object.metadata.labels.frozen)"}]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{metadata: Object.metadata{annotations: {'stamped-by': request.name}}}"
+`)
+	trigger := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: dictionary, namespace: x}}`)
+	req := &engine.Request{Operation: engine.OpCreate, Object: trigger}
+	adm := eng.Mutate(t.Context(), req, p, nil)
+	if len(adm.Rules) != 1 || !adm.Rules[0].Background || !document.Equal(adm.Patched, trigger) {
+		t.Fatalf("admission: %+v", adm.Rules)
+	}
+	resp := eng.MutateExisting(t.Context(), req, p, nil)
+	if len(resp.Rules) != 1 || resp.Rules[0].Status != engine.StatusPass {
+		t.Fatalf("mutate existing: %+v", resp.Rules)
+	}
+	got := map[string]engine.Status{}
+	for _, tr := range resp.Rules[0].Targets {
+		name := document.String(tr.Resource, "metadata", "name")
+		got[name] = tr.Status
+		if tr.Status == engine.StatusPass && document.String(tr.Patched, "metadata", "annotations", "stamped-by") != "dictionary" {
+			t.Errorf("target %s patched as %v", name, tr.Patched)
+		}
+	}
+	if len(got) != 2 || got["a"] != engine.StatusPass || got["frozen"] != engine.StatusSkip {
+		t.Fatalf("targets %v: want a patched, frozen skipped, other not selected", got)
+	}
+	other := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: other, namespace: x}}`)
+	if r := eng.MutateExisting(t.Context(), &engine.Request{Operation: engine.OpCreate, Object: other}, p, nil); len(r.Rules) != 1 || r.Rules[0].Status != engine.StatusSkip || len(r.Rules[0].Targets) != 0 {
+		t.Fatalf("a trigger the match condition leaves out: %+v", r.Rules)
 	}
 }

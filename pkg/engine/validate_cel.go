@@ -26,6 +26,9 @@ type celRule struct {
 	mpol          bool
 	mutations     []celPatch
 	replaceAtomic bool
+	// targets, for a mutate-existing MutatingPolicy, find what it
+	// mutates.
+	targets *celTargets
 	// generations are a GeneratingPolicy's generate entries, audit its
 	// audit annotations (evaluated for their errors), policyNamespace a
 	// NamespacedGeneratingPolicy's namespace (generateCEL).

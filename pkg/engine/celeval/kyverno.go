@@ -238,6 +238,15 @@ func stringMapArg(v ref.Val) (map[string]string, ref.Val) {
 	return native.(map[string]string), nil
 }
 
+// JSONOf converts a CEL value into JSON values (numbers as float64).
+func JSONOf(v ref.Val) (any, error) {
+	out, bad := jsonOf(v)
+	if bad != nil {
+		return nil, fmt.Errorf("%v", bad)
+	}
+	return out, nil
+}
+
 // jsonOf converts a CEL value into JSON values (a request body), through
 // protobuf's JSON value as CEL defines it (numbers become float64).
 func jsonOf(v ref.Val) (any, ref.Val) {
