@@ -148,13 +148,60 @@ func ApplyConfiguration(resource, config map[string]any, replaceAtomic bool) (Re
 	if !ok {
 		return Result{}, fmt.Errorf("%w: the merge is not an object", ErrApply)
 	}
-	norm, err := document.Normalize(out)
+	obj, err := jsonCopy(out, 0)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrApply, err)
 	}
-	obj, _ := norm.(map[string]any)
-	return newResult(resource, document.DeepCopyMap(obj), ""), nil
+	return newResult(resource, obj.(map[string]any), ""), nil
 }
+
+// jsonCopy copies the merge's result into JSON values (numbers as
+// float64), sharing no memory with the inputs the merge kept parts of.
+func jsonCopy(v any, depth int) (any, error) {
+	if depth > maxMergeDepth {
+		return nil, fmt.Errorf("the object is nested deeper than %d", maxMergeDepth)
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			c, err := jsonCopy(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			c, err := jsonCopy(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case nil, string, bool, float64:
+		return t, nil
+	case int64:
+		return float64(t), nil
+	case int:
+		return float64(t), nil
+	case int32:
+		return float64(t), nil
+	case uint64:
+		return float64(t), nil
+	case float32:
+		return float64(t), nil
+	}
+	// Anything else the merge gives: its JSON form.
+	return document.Normalize(v)
+}
+
+// maxMergeDepth bounds the nesting jsonCopy walks (the documents the
+// engine reads are bounded far below it).
+const maxMergeDepth = 10000
 
 // findAtomics lists the paths at which v sets part of an atomic list,
 // map or struct of the schema.
