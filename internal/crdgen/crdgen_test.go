@@ -214,8 +214,11 @@ func TestDefaultsAndDescriptions(t *testing.T) {
 		t.Errorf("rules required %v, want [match name]", r)
 	}
 	ex := openAPI(t, files["policyexceptions.yaml"])
-	if r := node(t, ex, "spec")["required"]; fmt.Sprint(r) != "[exceptions match]" {
-		t.Errorf("exception spec required %v", r)
+	// The kind carries both of Kyverno's shapes (exceptions and match,
+	// or policyRefs): the schema requires neither, the policy webhook
+	// checks each.
+	if r := node(t, ex, "spec")["required"]; r != nil {
+		t.Errorf("exception spec required %v, want nothing", r)
 	}
 	if _, ok := ex["properties"].(map[string]any)["status"]; ok {
 		t.Error("PolicyException has a status")
