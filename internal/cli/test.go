@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -186,11 +187,25 @@ type deletion struct {
 	err error
 }
 
+// runTestFile runs every Test document of a test file.
 func runTestFile(ctx context.Context, path string) ([]assertion, error) {
-	t, err := readTestFile(path)
+	tests, err := readTestFiles(path)
 	if err != nil {
 		return nil, err
 	}
+	var out []assertion
+	var errs []error
+	for _, t := range tests {
+		as, err := runTest(ctx, path, t)
+		out = append(out, as...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func runTest(ctx context.Context, path string, t *testFile) ([]assertion, error) {
 	run := &testRun{t: t, byName: map[string]*engine.Policy{}, unsup: map[string]bool{}}
 	loadErr := run.load()
 	if loadErr != nil {

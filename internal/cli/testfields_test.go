@@ -332,3 +332,33 @@ results:
 		})
 	}
 }
+
+// A test file may hold several Test documents, each a test of its own
+// with its own resources (as the reference CLI reads them): every one is
+// run and judged.
+func TestMultiDocumentTestFile(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"policy.yaml": labelPolicy,
+		"cms.yaml":    labelConfigMaps,
+		"kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: first}
+policies: [policy.yaml]
+resources: [cms.yaml]
+results:
+- {policy: add-label, rule: add, kind: ConfigMap, resources: [a], result: pass}
+---
+apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: second}
+policies: [policy.yaml]
+resources: [cms.yaml]
+results:
+- {policy: add-label, rule: add, kind: ConfigMap, resources: [b], result: fail}
+`,
+	})
+	code, out, _ := run(t, "test", dir)
+	if code != ExitFailed || !strings.HasSuffix(out, "1 passed, 1 failed\n") {
+		t.Fatalf("exit %d, want both documents judged (one pass, one wrong expectation):\n%s", code, out)
+	}
+}

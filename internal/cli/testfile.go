@@ -105,14 +105,37 @@ func (r *testResult) celKind() bool {
 	return r.IsImageValidatingPolicy || r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
 }
 
-func readTestFile(path string) (*testFile, error) {
-	var t testFile
-	if err := decodeFileInto(path, &t); err != nil {
+// readTestFiles reads the Test documents of a test file: one, or
+// several separated by "---", each a test of its own (as the reference
+// CLI reads them).
+func readTestFiles(path string) ([]*testFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
 		return nil, err
 	}
-	t.path = path
-	t.dir = filepath.Dir(path)
-	return &t, nil
+	docs, err := document.DecodeAll(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []*testFile
+	for _, d := range docs {
+		if d.Object == nil {
+			continue
+		}
+		b, err := json.Marshal(d.Object)
+		if err != nil {
+			return nil, err
+		}
+		t := &testFile{path: path, dir: filepath.Dir(path)}
+		if err := json.Unmarshal(b, t); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, d.Index+1, err)
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no Test document", path)
+	}
+	return out, nil
 }
 
 func (t *testFile) resolve(p string) string {
