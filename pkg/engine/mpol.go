@@ -38,6 +38,15 @@ func (e *Engine) compileMPol(p *policy.Policy) (*Policy, error) {
 		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Key(), err)
 	}
 	cp.Rules = append(cp.Rules, main)
+	for _, m := range p.MPol.Mutations {
+		if m.ApplyConfiguration != nil {
+			// Read the built-in schema now, in the background, rather
+			// than on the first request the policy mutates (an error
+			// is the mutation's then).
+			go func() { _ = patch.LoadBuiltinSchema() }()
+			break
+		}
+	}
 	for _, spec := range mpolAutogen(p.MPol) {
 		r, err := newMPolRule(spec)
 		if err != nil {

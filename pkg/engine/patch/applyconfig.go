@@ -39,6 +39,14 @@ var builtin struct {
 	err             error
 }
 
+// LoadBuiltinSchema reads the built-in kinds' schema now rather than at
+// the first apply configuration (about a tenth of a second): a service
+// calls it when a policy that will need it arrives.
+func LoadBuiltinSchema() error {
+	_, _, _, err := builtinTypes("", "v1", "Pod")
+	return err
+}
+
 // builtinTypes returns the strict and lenient schema types of a built-in
 // kind; ok is false for other kinds (custom resources).
 func builtinTypes(group, version, kind string) (strict, lenient typed.ParseableType, ok bool, err error) {
@@ -50,24 +58,25 @@ func builtinTypes(group, version, kind string) (strict, lenient typed.ParseableT
 			builtin.err = fmt.Errorf("reading the built-in schema: %w", err)
 			return
 		}
-		strictParser, lenientParser := &typed.Parser{}, &typed.Parser{}
-		for _, p := range []*typed.Parser{strictParser, lenientParser} {
-			if err := yaml.Unmarshal(builtinSchema, &p.Schema); err != nil {
-				builtin.err = fmt.Errorf("reading the built-in schema: %w", err)
-				return
-			}
+		strictParser := &typed.Parser{}
+		if err := yaml.Unmarshal(builtinSchema, &strictParser.Schema); err != nil {
+			builtin.err = fmt.Errorf("reading the built-in schema: %w", err)
+			return
 		}
 		// Undeclared fields of a struct are values of no known type:
 		// their maps merge, their lists are replaced. An object read from
 		// an API server newer than this schema has fields it does not
-		// declare, and must still merge.
+		// declare, and must still merge. The lenient schema shares all
+		// but the structs' maps with the strict one.
 		deduced := "__untyped_deduced_"
-		for i := range lenientParser.Schema.Types {
-			m := lenientParser.Schema.Types[i].Map
-			if m != nil && len(m.Fields) > 0 && m.ElementType.NamedType == nil && m.ElementType.Inlined.Map == nil &&
+		lenientParser := &typed.Parser{Schema: smdschema.Schema{Types: make([]smdschema.TypeDef, len(strictParser.Schema.Types))}}
+		for i, td := range strictParser.Schema.Types {
+			if m := td.Map; m != nil && len(m.Fields) > 0 && m.ElementType.NamedType == nil && m.ElementType.Inlined.Map == nil &&
 				m.ElementType.Inlined.List == nil && m.ElementType.Inlined.Scalar == nil {
-				m.ElementType = smdschema.TypeRef{NamedType: &deduced}
+				td.Map = &smdschema.Map{Fields: m.Fields, Unions: m.Unions, ElementRelationship: m.ElementRelationship,
+					ElementType: smdschema.TypeRef{NamedType: &deduced}}
 			}
+			lenientParser.Schema.Types[i] = td
 		}
 		builtin.strict = make(map[gvk]typed.ParseableType, len(idx.Kinds))
 		builtin.lenient = make(map[gvk]typed.ParseableType, len(idx.Kinds))
