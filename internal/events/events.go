@@ -33,6 +33,17 @@ type PolicyRef struct {
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
+// ResultKey is what the policy's results are kept under (their subject,
+// the report's fold): Key for a ClusterPolicy or Policy, Kind:Key for a
+// CEL kind, so that a ValidatingPolicy sharing a ClusterPolicy's name
+// keeps its own results.
+func (r PolicyRef) ResultKey() string {
+	if r.Kind == "" {
+		return r.Key
+	}
+	return r.Kind + ":" + r.Key
+}
+
 // RuleResult is the outcome of one rule.
 type RuleResult struct {
 	Name    string          `json:"name"`

@@ -74,7 +74,7 @@ func ResultMessage(ev ResultEvent) (queue.Message, error) {
 	if ev.Retracted != "" {
 		parts = append(parts, "retracted", ev.Retracted)
 	}
-	return queue.Message{Subject: queue.ResultSubject(ev.Resource.UID, ev.Policy.Key), ID: queue.MsgID(parts...), Data: data}, nil
+	return queue.Message{Subject: queue.ResultSubject(ev.Resource.UID, ev.Policy.ResultKey()), ID: queue.MsgID(parts...), Data: data}, nil
 }
 
 // ScanAction is what the scanner does with a ScanItem.
@@ -120,7 +120,7 @@ func ScanMessage(item ScanItem, id ...string) (queue.Message, error) {
 		if item.Policy.Key == "" || item.Policy.UID == "" {
 			return queue.Message{}, fmt.Errorf("%w: scan item %s needs a policy key and uid", ErrIncomplete, item.Action)
 		}
-		key = string(item.Action) + "/" + item.Policy.Key
+		key = string(item.Action) + "/" + item.Policy.ResultKey()
 	case ScanResourceGone:
 		if item.Resource.UID == "" {
 			return queue.Message{}, fmt.Errorf("%w: scan item %s needs a resource uid", ErrIncomplete, item.Action)

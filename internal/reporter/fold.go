@@ -156,8 +156,8 @@ func Fold(uid string, results []Result) (Report, error) {
 		if r.Event.Resource.UID != uid {
 			return Report{}, fmt.Errorf("%w: %q in the results of %q (policy %q, sequence %d)", ErrForeignResult, r.Event.Resource.UID, uid, r.Event.Policy.Key, r.Sequence)
 		}
-		if cur, ok := latest[r.Event.Policy.Key]; !ok || CompareResults(r, cur) > 0 {
-			latest[r.Event.Policy.Key] = r
+		if cur, ok := latest[r.Event.Policy.ResultKey()]; !ok || CompareResults(r, cur) > 0 {
+			latest[r.Event.Policy.ResultKey()] = r
 		}
 	}
 	if len(latest) == 0 {
@@ -167,7 +167,7 @@ func Fold(uid string, results []Result) (Report, error) {
 	// taking the newest keeps the choice deterministic).
 	var newest Result
 	for _, r := range latest {
-		if r.Sequence > newest.Sequence || (r.Sequence == newest.Sequence && r.Event.Policy.Key > newest.Event.Policy.Key) {
+		if r.Sequence > newest.Sequence || (r.Sequence == newest.Sequence && r.Event.Policy.ResultKey() > newest.Event.Policy.ResultKey()) {
 			newest = r
 		}
 	}

@@ -448,3 +448,42 @@ func BenchmarkFold(b *testing.B) {
 		}
 	}
 }
+
+// A ValidatingPolicy that shares its name with a ClusterPolicy keeps its
+// own results: the fold (and the results' subjects) key a CEL kind's
+// results by kind and name, so neither replaces the other.
+func TestFoldPolicyKinds(t *testing.T) {
+	cpol := result("u1", "require-team", 1, rule("check-team", engine.StatusFail))
+	vpol := result("u1", "require-team", 2, rule("", engine.StatusPass))
+	vpol.Event.Policy.Kind = "ValidatingPolicy"
+	rep, err := Fold("u1", []Result{cpol, vpol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := resultsOf(t, rep)
+	if len(got) != 2 {
+		t.Fatalf("%d results, want the ClusterPolicy's and the ValidatingPolicy's: %v", len(got), got)
+	}
+	for _, e := range got {
+		if e["policy"] != "require-team" {
+			t.Errorf("policy %v: a report names the policy as Kyverno's do", e["policy"])
+		}
+	}
+	if s := summaryOf(t, rep); s["fail"] != 1 || s["pass"] != 1 {
+		t.Fatalf("summary %v", s)
+	}
+	msgC, err := events.ResultMessage(cpol.Event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgV, err := events.ResultMessage(vpol.Event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgC.Subject == msgV.Subject {
+		t.Fatalf("both results on subject %s: the stream would keep one", msgC.Subject)
+	}
+	if _, err := DecodeResult(msgV.Subject, msgV.Data); err != nil {
+		t.Fatalf("the ValidatingPolicy's result does not read back from its subject: %v", err)
+	}
+}

@@ -23,7 +23,7 @@ func DecodeResult(subject string, data []byte) (events.ResultEvent, error) {
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return events.ResultEvent{}, fmt.Errorf("decode result on %s: %w", subject, err)
 	}
-	if ev.Resource.UID != uid || ev.Policy.Key != policy {
+	if ev.Resource.UID != uid || ev.Policy.ResultKey() != policy {
 		return events.ResultEvent{}, fmt.Errorf("result on %s is about resource %q and policy %q", subject, ev.Resource.UID, ev.Policy.Key)
 	}
 	return ev, nil

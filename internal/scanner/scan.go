@@ -29,7 +29,7 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item events.Scan
 		return queue.Done()
 	}
 	log := logFrom(ctx).With().Str("policy", p.Raw.Key()).Str(logKeyReason, item.Reason).Logger()
-	existing, err := s.policyResults(ctx, p.Raw.Key())
+	existing, err := s.policyResults(ctx, events.PolicyRefOf(p).ResultKey())
 	if err != nil {
 		return s.retry(ctx, "resultsUnreadable", err)
 	}

@@ -165,7 +165,8 @@ type policyVersion struct {
 func versions(set *engine.Set) map[string]policyVersion {
 	out := make(map[string]policyVersion, len(set.Policies))
 	for _, p := range set.Policies {
-		out[p.Raw.Key()] = policyVersion{ref: events.PolicyRefOf(p), scan: scanned(p)}
+		ref := events.PolicyRefOf(p)
+		out[ref.ResultKey()] = policyVersion{ref: ref, scan: scanned(p)}
 	}
 	return out
 }
@@ -383,7 +384,7 @@ func (s *Scanner) lookup(ctx context.Context, m *queue.Msg, ref events.PolicyRef
 	}
 	var p *engine.Policy
 	for _, c := range set.Policies {
-		if c.Raw.Key() == ref.Key {
+		if events.PolicyRefOf(c).ResultKey() == ref.ResultKey() {
 			p = c
 			break
 		}
@@ -479,7 +480,7 @@ func (s *Scanner) purge(ctx context.Context, res events.ResourceRef) error {
 // retractPolicy retracts every result of a deleted policy (of that
 // policy's uid: a new policy of the same name keeps its own).
 func (s *Scanner) retractPolicy(ctx context.Context, item events.ScanItem) queue.Outcome {
-	existing, err := s.policyResults(ctx, item.Policy.Key)
+	existing, err := s.policyResults(ctx, item.Policy.ResultKey())
 	if err != nil {
 		return s.retry(ctx, "resultsUnreadable", err)
 	}
