@@ -77,9 +77,18 @@ func toVal(m map[string]any) ref.Val {
 // It assumes the JSON value does not change while the wrapper is used.
 type jsonMap struct {
 	jsonAdapter
-	m    map[string]any
-	vals map[string]ref.Val
+	m map[string]any
+	// The values converted so far: the first few in keys/vals (an
+	// expression reads a handful of an object's fields; a slice is
+	// cheaper to fill and search than a map), the rest in more.
+	keys []string
+	vals []ref.Val
+	more map[string]ref.Val
 }
+
+// cachedFields is how many converted fields a jsonMap keeps in its
+// slices before it uses a map.
+const cachedFields = 8
 
 var (
 	_ traits.Mapper   = (*jsonMap)(nil)
@@ -100,7 +109,12 @@ func (m *jsonMap) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return nil, false
 	}
-	if v, ok := m.vals[string(k)]; ok {
+	for i, key := range m.keys {
+		if key == string(k) {
+			return m.vals[i], true
+		}
+	}
+	if v, ok := m.more[string(k)]; ok {
 		return v, true
 	}
 	raw, ok := m.m[string(k)]
@@ -108,10 +122,18 @@ func (m *jsonMap) Find(key ref.Val) (ref.Val, bool) {
 		return nil, false
 	}
 	v := adapter.NativeToValue(raw)
-	if m.vals == nil {
-		m.vals = make(map[string]ref.Val, len(m.m))
+	switch {
+	case len(m.keys) < cachedFields:
+		if m.keys == nil {
+			m.keys, m.vals = make([]string, 0, 4), make([]ref.Val, 0, 4)
+		}
+		m.keys, m.vals = append(m.keys, string(k)), append(m.vals, v)
+	default:
+		if m.more == nil {
+			m.more = map[string]ref.Val{}
+		}
+		m.more[string(k)] = v
 	}
-	m.vals[string(k)] = v
 	return v, true
 }
 
