@@ -171,7 +171,11 @@ func applyCELMutations(ev *celeval.Evaluation, cr *celRule, obj map[string]any) 
 			if err != nil {
 				return nil, err
 			}
-			if res, err = patch.RFC6902(obj, ops); err != nil {
+			pops := make([]patch.Operation, len(ops))
+			for i, o := range ops {
+				pops[i] = patch.Operation(o)
+			}
+			if res, err = patch.ApplyOperations(obj, pops); err != nil {
 				return nil, fmt.Errorf("JSON Patch: %w", err)
 			}
 		} else {

@@ -1,7 +1,6 @@
 package celeval
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"sync"
@@ -59,10 +58,19 @@ func (ev *Evaluation) SetObject(obj map[string]any) {
 	ev.act.object = toVal(obj)
 }
 
-// JSONPatch evaluates a JSONPatch program into RFC 6902 operations, as
-// JSON, in the API server's terms: the expression must give a list of
-// JSONPatch values, each value must convert to JSON.
-func (ev *Evaluation) JSONPatch(p *Program) ([]byte, error) {
+// PatchOperation is one RFC 6902 operation a JSONPatch expression gives:
+// its value as JSON values (numbers as float64); HasValue tells a null
+// value from none.
+type PatchOperation struct {
+	Op, Path, From string
+	Value          any
+	HasValue       bool
+}
+
+// JSONPatch evaluates a JSONPatch program into RFC 6902 operations, in
+// the API server's terms: the expression must give a list of JSONPatch
+// values, each value must convert to JSON.
+func (ev *Evaluation) JSONPatch(p *Program) ([]PatchOperation, error) {
 	val, err := ev.Eval(p)
 	if err != nil {
 		return nil, err
@@ -71,7 +79,7 @@ func (ev *Evaluation) JSONPatch(p *Program) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("type mismatch: JSONPatchType.expression should evaluate to array")
 	}
-	var ops []map[string]any
+	var ops []PatchOperation
 	for it := list.Iterator(); it.HasNext() == types.True; {
 		native, err := it.Next().ConvertToNative(reflect.TypeFor[*mutation.JSONPatchVal]())
 		if err != nil {
@@ -81,23 +89,17 @@ func (ev *Evaluation) JSONPatch(p *Program) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch, got element of %T", native)
 		}
-		o := map[string]any{"op": jp.Op, "path": jp.Path}
-		if jp.From != "" {
-			o["from"] = jp.From
-		}
+		o := PatchOperation{Op: jp.Op, Path: jp.Path, From: jp.From}
 		if jp.Val != nil {
 			v, err := patchValue(jp.Val)
 			if err != nil {
 				return nil, fmt.Errorf("JSONPath valueExpression evaluated to a type that could not marshal to JSON: %w", err)
 			}
-			o["value"] = v
+			o.Value, o.HasValue = v, true
 		}
 		ops = append(ops, o)
 	}
-	if ops == nil {
-		ops = []map[string]any{}
-	}
-	return json.Marshal(ops)
+	return ops, nil
 }
 
 // ApplyConfiguration evaluates an ApplyConfiguration program into the

@@ -183,7 +183,7 @@ func TestApplyConfigurationNoChange(t *testing.T) {
 	}
 }
 
-func TestRFC6902(t *testing.T) {
+func TestApplyOperations(t *testing.T) {
 	pod := docMap(t, applyPod)
 	cases := []struct {
 		name, ops, want string
@@ -199,7 +199,14 @@ func TestRFC6902(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := RFC6902(pod, []byte(tc.ops))
+			ops, ok := opsOf(t, []byte(tc.ops))
+			var res Result
+			var err error
+			if ok {
+				res, err = ApplyOperations(pod, ops)
+			} else {
+				err = ErrInvalidPatch
+			}
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)

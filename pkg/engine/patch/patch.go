@@ -148,40 +148,6 @@ func JSON6902(resource map[string]any, patch string) (Result, error) {
 	return newResult(resource, out, ""), nil
 }
 
-// RFC6902 applies JSON patch operations (a JSON list) as the API server
-// applies a MutatingAdmissionPolicy's JSONPatch, and Kyverno a
-// MutatingPolicy's: strictly, so a path whose parent does not exist is
-// an error, as is removing what is not there ("-" appends to a list, a
-// negative index counts from its end). A failed "test" operation is not
-// an error: the resource is left as it was.
-func RFC6902(resource map[string]any, ops []byte) (Result, error) {
-	p, err := jsonpatch.DecodePatch(ops)
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: decode JSON patch: %w", ErrInvalidPatch, err)
-	}
-	doc, err := json.Marshal(resource)
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: encode resource: %w", ErrApply, err)
-	}
-	opts := jsonpatch.NewApplyOptions()
-	opts.SupportNegativeIndices = true
-	patched, err := p.ApplyWithOptions(doc, opts)
-	if errors.Is(err, jsonpatch.ErrTestFailed) {
-		return newResult(resource, deepCopy(resource).(map[string]any), "test operation failed"), nil
-	}
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrApply, err)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(patched, &out); err != nil {
-		return Result{}, fmt.Errorf("%w: decode patched resource: %w", ErrApply, err)
-	}
-	if out == nil {
-		out = map[string]any{}
-	}
-	return newResult(resource, out, ""), nil
-}
-
 func newResult(before, after map[string]any, skipReason string) Result {
 	r := Result{Object: after, Changed: !reflect.DeepEqual(before, after)}
 	if !r.Changed {
