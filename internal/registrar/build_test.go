@@ -130,8 +130,18 @@ spec:
   matchConstraints: {resourceRules: [{apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], resources: ["*/*"]}]}
   validations: [{expression: "false"}]
 `
+	// A MutatingPolicy too (it makes the mutating Ignore webhook).
+	everythingMPol := `
+apiVersion: policies.kyverno.io/v1
+kind: MutatingPolicy
+metadata: {name: everything-mutated}
+spec:
+  failurePolicy: Ignore
+  matchConstraints: {resourceRules: [{apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], resources: ["*/*"]}]}
+  mutations: [{patchType: JSONPatch, jsonPatch: {expression: "[]"}}]
+`
 	filter := admissionfilter.New([]string{"verdict", "nats"}, []admissionfilter.Resource{{Group: "example.com", Resource: "widgets"}})
-	mut, val, err := Build(compileAll(t, everything, everythingVPol), table, Options{URL: "https://x", Filter: filter})
+	mut, val, err := Build(compileAll(t, everything, everythingVPol, everythingMPol), table, Options{URL: "https://x", Filter: filter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +157,7 @@ spec:
 	for _, w := range val.Webhooks {
 		hooks = append(hooks, hook{w.Name, w.NamespaceSelector, w.MatchConditions})
 	}
-	if len(hooks) != 4 {
+	if len(hooks) != 5 {
 		t.Fatalf("webhooks %v", hooks)
 	}
 	for _, h := range hooks {
