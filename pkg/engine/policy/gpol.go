@@ -85,16 +85,13 @@ func GeneratingPolicyFromObject(obj map[string]any) (*Policy, error) {
 		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Metadata.Name, errs.ToAggregate())
 	}
 	s := &doc.Spec
+	var admission *Toggle
 	if e := s.Evaluation; e != nil {
-		admission := e.Admission.on()
-		p.Spec.Admission = &admission
+		admission = e.Admission
 		p.Spec.GenerateExisting = e.GenerateExisting.enabled()
 	}
+	p.setCELSpec(admission, nil, "", s.WebhookConfiguration)
 	p.Spec.UseServerSideApply = s.UseServerSideApply
-	if t, ok := s.WebhookConfiguration["timeoutSeconds"].(float64); ok && t > 0 {
-		secs := int32(t)
-		p.Spec.WebhookTimeoutSeconds = &secs
-	}
 	return p, nil
 }
 

@@ -94,15 +94,11 @@ func MutatingPolicyFromObject(obj map[string]any) (*Policy, error) {
 		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Metadata.Name, errs.ToAggregate())
 	}
 	s := &doc.Spec
+	var admission, background *Toggle
 	if e := s.Evaluation; e != nil {
-		admission, background := e.Admission.on(), e.Background.on()
-		p.Spec.Admission, p.Spec.Background = &admission, &background
+		admission, background = e.Admission, e.Background
 	}
-	p.Spec.FailurePolicy = s.FailurePolicy
-	if t, ok := s.WebhookConfiguration["timeoutSeconds"].(float64); ok && t > 0 {
-		secs := int32(t)
-		p.Spec.WebhookTimeoutSeconds = &secs
-	}
+	p.setCELSpec(admission, background, s.FailurePolicy, s.WebhookConfiguration)
 	return p, nil
 }
 

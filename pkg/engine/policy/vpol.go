@@ -132,16 +132,27 @@ func ValidatingPolicyFromObject(obj map[string]any) (*Policy, error) {
 	if slices.Contains(s.ValidationActions, "Deny") {
 		p.Spec.ValidationFailureAction = Enforce
 	}
+	var admission, background *Toggle
 	if e := s.Evaluation; e != nil {
-		admission, background := e.Admission.on(), e.Background.on()
-		p.Spec.Admission, p.Spec.Background = &admission, &background
+		admission, background = e.Admission, e.Background
 	}
-	p.Spec.FailurePolicy = s.FailurePolicy
-	if t, ok := s.WebhookConfiguration["timeoutSeconds"].(float64); ok && t > 0 {
+	p.setCELSpec(admission, background, s.FailurePolicy, s.WebhookConfiguration)
+	return p, nil
+}
+
+// setCELSpec sets what the rest of Verdict reads of any policy from a CEL
+// policy's fields: admission and background (evaluation, when given),
+// the failure policy and the webhook's timeout.
+func (p *Policy) setCELSpec(admission, background *Toggle, failurePolicy string, webhook map[string]any) {
+	if admission != nil || background != nil {
+		a, b := admission.on(), background.on()
+		p.Spec.Admission, p.Spec.Background = &a, &b
+	}
+	p.Spec.FailurePolicy = failurePolicy
+	if t, ok := webhook["timeoutSeconds"].(float64); ok && t > 0 {
 		secs := int32(t)
 		p.Spec.WebhookTimeoutSeconds = &secs
 	}
-	return p, nil
 }
 
 // validateVPol finds what makes a ValidatingPolicy unusable. CEL
