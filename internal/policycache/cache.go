@@ -360,6 +360,15 @@ func (c *Cache) Policy(key string) *engine.Policy {
 	if strings.Contains(key, "/") {
 		inf = c.informers[1] // Policies
 	}
+	return stored(inf, key, p)
+}
+
+// stored is p when the watch's store still holds its object at p's
+// version (the compiled set lags the watch by a rebuild), else nil.
+func stored(inf cache.SharedIndexInformer, key string, p *engine.Policy) *engine.Policy {
+	if inf == nil || p == nil {
+		return nil
+	}
 	obj, ok, err := inf.GetStore().GetByKey(key)
 	if err != nil || !ok {
 		return nil
@@ -381,23 +390,11 @@ func (c *Cache) PolicyOf(kind, key string) *engine.Policy {
 	if s == nil || !c.synced.Load() {
 		return nil
 	}
-	p := s.byKind[kind+"/"+key]
 	gvr, ok := ResourceOf(kind)
-	if p == nil || !ok {
+	if !ok {
 		return nil
 	}
-	inf := c.byResource[gvr.Resource]
-	if inf == nil {
-		return nil
-	}
-	obj, ok, err := inf.GetStore().GetByKey(key)
-	if err != nil || !ok {
-		return nil
-	}
-	if u, isU := obj.(*unstructured.Unstructured); !isU || u.GetResourceVersion() != p.Raw.Metadata.ResourceVersion {
-		return nil
-	}
-	return p
+	return stored(c.byResource[gvr.Resource], key, s.byKind[kind+"/"+key])
 }
 
 // ResourceOf is the resource Verdict serves a policy kind as.

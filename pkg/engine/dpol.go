@@ -25,13 +25,7 @@ func (e *Engine) compileDPol(p *policy.CleanupPolicy) (*CleanupPolicy, error) {
 	s := p.DPol
 	cr := &celRule{}
 	var errs []error
-	compile := func(path, expr string, want celeval.Result) *celeval.Program {
-		prog, err := celeval.Compile(expr, want)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
-		}
-		return prog
-	}
+	compile := celCompile(&errs)
 	for i, v := range s.Variables {
 		cr.variables = append(cr.variables, celeval.Variable{Name: v.Name, Program: compile(fmt.Sprintf("spec.variables[%d].expression", i), v.Expression, celeval.Any)})
 	}

@@ -64,13 +64,7 @@ func newMPolRule(s *policy.MutatingPolicySpec) (*Rule, error) {
 	cr := &celRule{mpol: true, replaceAtomic: s.Evaluation != nil && s.Evaluation.UseServerSideApply}
 	mc := s.MatchConstraints
 	var errs []error
-	compile := func(path, expr string, want celeval.Result) *celeval.Program {
-		p, err := celeval.Compile(expr, want)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
-		}
-		return p
-	}
+	compile := celCompile(&errs)
 	for i, c := range s.MatchConditions {
 		cr.preconditions = append(cr.preconditions, compile(fmt.Sprintf("spec.matchConditions[%d].expression", i), c.Expression, celeval.Bool))
 	}

@@ -49,6 +49,20 @@ type celCheck struct {
 	messageExpr *celeval.Program
 }
 
+// celCompile returns how a policy's expressions compile: each with
+// celeval.Compile, an error appended to *errs naming the expression's
+// path (validate.cel.expressions[1].expression: ...), so that every
+// problem of a policy is reported at once.
+func celCompile(errs *[]error) func(path, expr string, want celeval.Result) *celeval.Program {
+	return func(path, expr string, want celeval.Result) *celeval.Program {
+		p, err := celeval.Compile(expr, want)
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: %w", path, err))
+		}
+		return p
+	}
+}
+
 // compileCEL compiles the rule's CEL. Errors name the expression's path
 // in the rule (validate.cel.expressions[1].expression: ...).
 func compileCEL(r *policy.Rule) (*celRule, error) {
@@ -57,13 +71,7 @@ func compileCEL(r *policy.Rule) (*celRule, error) {
 		return nil, nil
 	}
 	var errs []error
-	compile := func(path, expr string, want celeval.Result) *celeval.Program {
-		p, err := celeval.Compile(expr, want)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
-		}
-		return p
-	}
+	compile := celCompile(&errs)
 	cr := &celRule{}
 	for i, c := range r.CELPreconditions {
 		cr.preconditions = append(cr.preconditions, compile(fmt.Sprintf("celPreconditions[%d].expression", i), c.Expression, celeval.Bool))

@@ -72,13 +72,7 @@ func newVPolRule(s *policy.ValidatingPolicySpec) (*Rule, error) {
 	r.pssPassMessage = r.passMessage
 	cr := &celRule{vpol: true, ignoreMatchErrors: s.FailurePolicy == "Ignore"}
 	var errs []error
-	compile := func(path, expr string, want celeval.Result) *celeval.Program {
-		p, err := celeval.Compile(expr, want)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
-		}
-		return p
-	}
+	compile := celCompile(&errs)
 	for i, c := range s.MatchConditions {
 		cr.preconditions = append(cr.preconditions, compile(fmt.Sprintf("spec.matchConditions[%d].expression", i), c.Expression, celeval.Bool))
 	}
