@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/verdict-dev/verdict/internal/cleaner"
+	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -98,7 +99,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader))
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithContextResources(kubeutil.NewContextLister(kc.Dynamic, kc.Mapper)))
 	if err != nil {
 		return err
 	}

@@ -198,7 +198,21 @@ func (l *fileLoader) ImageData(_ context.Context, reference string) (any, error)
 var (
 	_ engine.ResourceLister = (*fileLoader)(nil)
 	_ engine.KindResolver   = (*fileLoader)(nil)
+	_ engine.ScopeResolver  = (*fileLoader)(nil)
 )
+
+// Namespaced says whether kind is namespaced: as the supplied objects of
+// the kind are (the CLI gave namespaced ones the "default" namespace when
+// they had none, and cluster-scoped custom kinds none), or else as the
+// CLI's list of cluster-scoped kinds says.
+func (l *fileLoader) Namespaced(_ context.Context, apiVersion, kind string) (bool, error) {
+	for _, o := range l.objects {
+		if document.String(o, "kind") == kind && document.String(o, "apiVersion") == apiVersion {
+			return document.String(o, "metadata", "namespace") != "", nil
+		}
+	}
+	return !clusterScoped[kind], nil
+}
 
 // KindFor is the kind of the supplied objects of apiVersion whose plural
 // is resource (CEL's resource.Get and resource.List name resources).

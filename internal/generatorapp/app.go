@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(kubeutil.NewLister(dyn, mapper)))
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(kubeutil.NewLister(dyn, mapper)), engine.WithContextResources(kubeutil.NewContextLister(dyn, mapper)))
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,20 +17,62 @@ import (
 )
 
 // Lister serves the engine's ResourceLister (generate clone and
-// cloneList sources, mutate-existing targets) from the cluster, through
-// the dynamic client and a REST mapper.
+// cloneList sources, mutate-existing targets, CEL's resource.Get and
+// resource.List) from the cluster, through the dynamic client and a REST
+// mapper. Each call may be bounded in time and a list in items
+// (WithCallTimeout, WithMaxItems), as a webhook's reads must be.
 type Lister struct {
 	dyn    dynamic.Interface
 	mapper meta.RESTMapper
 	// pageSize bounds one list call; lists are read page by page.
 	pageSize int64
+	// timeout bounds each call (0: only the caller's context does).
+	timeout time.Duration
+	// maxItems bounds the objects one list reads (0: no bound).
+	maxItems int
 }
 
 var _ engine.ResourceLister = (*Lister)(nil)
 
+// ErrTooManyItems is returned for a list with more objects than the
+// Lister's WithMaxItems bound.
+var ErrTooManyItems = errors.New("too many resources to list")
+
+// ListerOption bounds a Lister.
+type ListerOption func(*Lister)
+
+// WithCallTimeout bounds each call to the API server, within the caller's
+// deadline; a list's pages share it.
+func WithCallTimeout(d time.Duration) ListerOption {
+	return func(l *Lister) { l.timeout = d }
+}
+
+// WithMaxItems bounds the objects one list may read (before selectors
+// are applied); a larger list is an error wrapping ErrTooManyItems.
+func WithMaxItems(n int) ListerOption {
+	return func(l *Lister) {
+		l.maxItems = n
+		if n > 0 && int64(n) < l.pageSize {
+			l.pageSize = int64(n)
+		}
+	}
+}
+
 // NewLister returns a Lister.
-func NewLister(dyn dynamic.Interface, mapper meta.RESTMapper) *Lister {
-	return &Lister{dyn: dyn, mapper: mapper, pageSize: 500}
+func NewLister(dyn dynamic.Interface, mapper meta.RESTMapper, opts ...ListerOption) *Lister {
+	l := &Lister{dyn: dyn, mapper: mapper, pageSize: 500}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
+
+// bound applies the call timeout to ctx.
+func (l *Lister) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.timeout)
 }
 
 // resource maps apiVersion and kind to the resource to call, and says
@@ -61,6 +105,8 @@ func (l *Lister) GetResource(ctx context.Context, apiVersion, kind, namespace, n
 	if namespaced {
 		c = ri.Namespace(namespace)
 	}
+	ctx, cancel := l.bound(ctx)
+	defer cancel()
 	u, err := c.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%s %s/%s: %w", kind, namespace, name, engine.ErrNotFound)
@@ -84,12 +130,18 @@ func (l *Lister) ListResources(ctx context.Context, apiVersion, kind, namespace 
 	if namespaced && namespace != "" {
 		c = ri.Namespace(namespace)
 	}
+	ctx, cancel := l.bound(ctx)
+	defer cancel()
 	var out []map[string]any
 	opts := metav1.ListOptions{Limit: l.pageSize}
+	read := 0
 	for {
 		list, err := c.List(ctx, opts)
 		if err != nil {
 			return nil, err
+		}
+		if read += len(list.Items); l.maxItems > 0 && (read > l.maxItems || (read == l.maxItems && list.GetContinue() != "")) {
+			return nil, fmt.Errorf("%w: %s in %q has more than %d", ErrTooManyItems, gvr.Resource, namespace, l.maxItems)
 		}
 		for i := range list.Items {
 			o := list.Items[i].Object
@@ -124,3 +176,31 @@ func (l *Lister) KindFor(_ context.Context, apiVersion, resource string) (string
 }
 
 var _ engine.KindResolver = (*Lister)(nil)
+
+// Bounds of the reads policies make (NewContextLister).
+const (
+	// ContextReadTimeout bounds each read, as the context loader bounds
+	// an apiCall.
+	ContextReadTimeout = 3 * time.Second
+	// ContextReadMaxItems bounds the objects one resource.List (or one
+	// params selector) reads, so that one policy cannot hold a whole
+	// kind of a large cluster in memory per request.
+	ContextReadMaxItems = 5000
+)
+
+// NewContextLister returns the Lister that serves policies' reads of
+// resources (CEL's resource.Get and resource.List, validate.cel params)
+// in the services: each call bounded by ContextReadTimeout, a list by
+// ContextReadMaxItems.
+func NewContextLister(dyn dynamic.Interface, mapper meta.RESTMapper) *Lister {
+	return NewLister(dyn, mapper, WithCallTimeout(ContextReadTimeout), WithMaxItems(ContextReadMaxItems))
+}
+
+// Namespaced reports whether the API server serves kind of apiVersion
+// as a namespaced resource (engine.ScopeResolver: validate.cel params).
+func (l *Lister) Namespaced(_ context.Context, apiVersion, kind string) (bool, error) {
+	_, namespaced, err := l.resource(apiVersion, kind)
+	return namespaced, err
+}
+
+var _ engine.ScopeResolver = (*Lister)(nil)

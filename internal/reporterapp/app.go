@@ -9,12 +9,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/scanner"
@@ -153,6 +155,7 @@ type deps struct {
 	dyn    dynamic.Interface
 	meta   metadata.Interface
 	disc   discovery.DiscoveryInterface
+	mapper meta.RESTMapper
 }
 
 func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*deps, error) {
@@ -185,7 +188,7 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
-	return &deps{conn: conn, writer: w, check: check, reg: reg, rc: rc, dyn: dyn, meta: meta, disc: disc}, nil
+	return &deps{conn: conn, writer: w, check: check, reg: reg, rc: rc, dyn: dyn, meta: meta, disc: disc, mapper: kc.Mapper}, nil
 }
 
 // Run runs the projector (and, with cfg.Scan, the background scanner)
@@ -285,7 +288,7 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader))
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithContextResources(kubeutil.NewContextLister(d.dyn, d.mapper)))
 	if err != nil {
 		return nil, err
 	}

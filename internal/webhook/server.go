@@ -178,6 +178,18 @@ func WithContextLoader(l engine.ContextLoader) Option {
 	}
 }
 
+// WithContextResources sets where policies' reads of resources (CEL's
+// resource.Get and resource.List, validate.cel params) are served: the
+// cluster, through a bounded lister. Without it those reads are errors.
+// Generate rules still only decide whether they trigger: their clone
+// sources are never read here.
+func WithContextResources(l engine.ResourceLister) Option {
+	return func(s *Server) error {
+		s.engineOpts = append(s.engineOpts, engine.WithContextResources(l))
+		return nil
+	}
+}
+
 // WithRoleResolver sets where the roles and cluster roles of a request's
 // user come from. Without one they are empty: match and exclude blocks
 // that name roles or clusterRoles select no request.

@@ -260,6 +260,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
 		webhook.WithContextLoader(loader),
+		webhook.WithContextResources(kubeutil.NewContextLister(dyn, kc.Mapper)),
 	)
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ type HTTPResponder interface {
 }
 
 // celContext serves CEL's Kyverno functions from the engine's context
-// loader and resource lister, the sources of the classic context entries:
+// loader and context resources, the sources of the classic context entries:
 // http calls are service apiCalls, globalContext reads global references
 // ("entry.projection"), image metadata comes from imageRegistry's source.
 type celContext struct {
@@ -85,7 +85,7 @@ func (c celContext) GlobalReference(ctx context.Context, name, projection string
 }
 
 func (c celContext) kind(ctx context.Context, apiVersion, resource string) (string, error) {
-	r, ok := c.e.lister.(KindResolver)
+	r, ok := c.e.reader.(KindResolver)
 	if !ok {
 		return "", fmt.Errorf("resources by name (%s %s): %w", apiVersion, resource, ErrNotAvailable)
 	}
@@ -100,7 +100,7 @@ func (c celContext) GetResource(ctx context.Context, apiVersion, resource, names
 	if err != nil {
 		return nil, err
 	}
-	obj, err := c.e.lister.GetResource(ctx, apiVersion, kind, namespace, name)
+	obj, err := c.e.reader.GetResource(ctx, apiVersion, kind, namespace, name)
 	// The lister knows the kind (KindFor answered), so "not available"
 	// is this object's absence from its source (the CLI's files).
 	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotAvailable) || (err == nil && obj == nil) {
@@ -121,7 +121,7 @@ func (c celContext) ListResources(ctx context.Context, apiVersion, resource, nam
 	if len(labels) > 0 {
 		sel = &policy.LabelSelector{MatchLabels: labels}
 	}
-	return c.e.lister.ListResources(ctx, apiVersion, kind, namespace, sel)
+	return c.e.reader.ListResources(ctx, apiVersion, kind, namespace, sel)
 }
 
 func (c celContext) ImageData(ctx context.Context, reference string) (any, error) {

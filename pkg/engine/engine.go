@@ -25,9 +25,12 @@ var ErrInvalidOption = errors.New("invalid engine option")
 
 // Engine evaluates compiled policies. It is safe for concurrent use.
 type Engine struct {
-	jp        *jmespath.Interpreter
-	loader    ContextLoader
-	lister    ResourceLister
+	jp     *jmespath.Interpreter
+	loader ContextLoader
+	lister ResourceLister
+	// reader serves context reads of resources (CEL's resource.Get and
+	// resource.List, validate.cel params); nil means lister.
+	reader    ResourceLister
 	now       func() time.Time
 	templates templateCache
 	limits    limits
@@ -75,5 +78,8 @@ func New(opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("jmespath: %w", err)
 	}
 	e.jp = jp
+	if e.reader == nil {
+		e.reader = e.lister
+	}
 	return e, nil
 }

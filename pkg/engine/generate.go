@@ -34,6 +34,22 @@ func WithResourceLister(l ResourceLister) Option {
 	}
 }
 
+// WithContextResources sets where context reads of resources (CEL's
+// resource.Get and resource.List, validate.cel params) find them, when
+// that is not the resource lister: a webhook only decides whether a
+// generate rule triggers, so its resource lister stands in for the
+// cluster, while its policies' reads must see the cluster itself. By
+// default context reads use the resource lister.
+func WithContextResources(l ResourceLister) Option {
+	return func(e *Engine) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil context resource lister", ErrInvalidOption)
+		}
+		e.reader = l
+		return nil
+	}
+}
+
 // target is what one generate entry writes.
 type target struct {
 	apiVersion, kind, name, namespace string

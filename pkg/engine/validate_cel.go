@@ -38,6 +38,9 @@ type celRule struct {
 	// exceptions are the PolicyExceptions of policies.kyverno.io that
 	// name the CEL policy (WithCELExceptions).
 	exceptions []*celException
+	// params, for a validate.cel rule with paramKind and paramRef, says
+	// which resources it is evaluated with as params.
+	params *celParams
 }
 
 // celCheck is one validation expression with its message.
@@ -95,7 +98,7 @@ func compileCEL(r *policy.Rule) (*celRule, error) {
 		compile(fmt.Sprintf("validate.cel.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)
 	}
 	if v.CEL.ParamKind != nil || v.CEL.ParamRef != nil {
-		errs = append(errs, errors.New("validate.cel.paramKind: params are not supported yet; read the resource with a context entry"))
+		cr.params = compileParams(v.CEL.ParamKind, v.CEL.ParamRef, &errs)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -110,10 +113,19 @@ func compileCEL(r *policy.Rule) (*celRule, error) {
 // error an expression ended in.
 func (run *ruleRun) validateCEL(rr RuleResponse) RuleResponse {
 	cr := run.rule.cel
+	if cr.params != nil {
+		return run.validateCELParams(rr, cr)
+	}
 	ev := run.celInput().NewEvaluation(run.m.ctx, cr.variables, 0)
 	if cr.vpol {
 		return run.validateVPol(rr, cr, ev)
 	}
+	return run.checkCEL(rr, cr, ev)
+}
+
+// checkCEL evaluates a validate.cel rule's preconditions and expressions
+// in one evaluation (validateCEL).
+func (run *ruleRun) checkCEL(rr RuleResponse, cr *celRule, ev *celeval.Evaluation) RuleResponse {
 	// As the API server's match conditions: one that is false skips
 	// the rule, whatever errors others end in; an error otherwise fails
 	// it (failure policy Fail).

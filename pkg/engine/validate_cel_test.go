@@ -136,3 +136,31 @@ func TestValidateCELCostLimit(t *testing.T) {
 		t.Fatalf("%s %q", rr.Status, rr.Message)
 	}
 }
+
+// paramKind and paramRef that cannot select params make the policy
+// invalid, each problem named with its path.
+func TestValidateCELParamsInvalid(t *testing.T) {
+	eng := newEngine(t)
+	for _, c := range []struct{ cel, want string }{
+		{"paramKind: {apiVersion: v1, kind: ConfigMap}", "validate.cel.paramRef: required with paramKind"},
+		{"paramRef: {name: x}", "validate.cel.paramKind: required with paramRef"},
+		{"paramKind: {apiVersion: v1}\n        paramRef: {name: x}", "validate.cel.paramKind.kind: required"},
+		{"paramKind: {apiVersion: v1, kind: ConfigMap}\n        paramRef: {}", "exactly one of name and selector"},
+		{"paramKind: {apiVersion: v1, kind: ConfigMap}\n        paramRef: {name: x, selector: {}}", "exactly one of name and selector"},
+		{"paramKind: {apiVersion: v1, kind: ConfigMap}\n        paramRef: {name: x, parameterNotFoundAction: Ignore}", `parameterNotFoundAction: "Ignore" is not Allow or Deny`},
+	} {
+		docs, err := policy.Parse([]byte(policyYAML(`  - name: params
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      cel:
+        `+c.cel+`
+        expressions: [{expression: "params != null"}]
+`)), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Compile(docs.Policies[0]); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.cel, err, c.want)
+		}
+	}
+}

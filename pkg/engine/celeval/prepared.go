@@ -38,6 +38,15 @@ func Prepare(in Input) *Prepared {
 	}
 }
 
+// WithParams is p with params as the params variable (a validate.cel
+// rule is evaluated once per params resource). It shares p's converted
+// objects, and so p's lack of concurrency safety.
+func (p *Prepared) WithParams(params map[string]any) *Prepared {
+	out := *p
+	out.params = toVal(params)
+	return &out
+}
+
 // NewEvaluation prepares the evaluation of expressions on p, with
 // variables (in order: a variable may read the ones before it) and a
 // budget (Budget when 0).

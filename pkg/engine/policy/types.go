@@ -429,7 +429,7 @@ type ParamRef struct {
 	// Namespace is its namespace (cluster-scoped kinds: none).
 	Namespace string `json:"namespace,omitempty"`
 	// Selector selects params resources by label instead of by name.
-	Selector map[string]any `json:"selector,omitempty"`
+	Selector *LabelSelector `json:"selector,omitempty"`
 	// ParameterNotFoundAction is Allow or Deny: what no params means.
 	ParameterNotFoundAction *string `json:"parameterNotFoundAction,omitempty"`
 }
