@@ -183,6 +183,14 @@ func TestSchemaRefuses(t *testing.T) {
 			args: []string{"--set", "generator.replicas=-1"},
 			want: []string{"/generator/replicas", "minimum"},
 		},
+		"policy HTTP allowlist not http(s)": {
+			args: []string{"--set", "policyHTTP.allowlist[0]=ftp://files.example.com"},
+			want: []string{"/policyHTTP/allowlist/0", "does not match pattern"},
+		},
+		"policy HTTP misspelt": {
+			args: []string{"--set", "policyHTTP.enable=true"},
+			want: []string{"policyHTTP", "additional properties 'enable' not allowed"},
+		},
 		"unknown log level": {
 			args: []string{"--set", "log.level=verbose"},
 			want: []string{"/log/level", "must be one of", "'trace', 'debug', 'info', 'warn', 'error'"},

@@ -18,6 +18,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -30,6 +31,9 @@ var ErrInvalidConfig = errors.New("invalid cleaner config")
 type Config struct {
 	// Kube is how the cleaner reaches the API server.
 	Kube service.KubeConfig
+	// PolicyHTTP says whether and where policies may call services
+	// over HTTP (off by default).
+	PolicyHTTP policyhttp.Config
 	// NATS is the JetStream connection and the streams' replicas and
 	// limits (the same on every service).
 	NATS service.NATSConfig
@@ -95,7 +99,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	loader, err := policycache.NewLoader(kc.Kube)
+	hc, err := policyhttp.New(cfg.PolicyHTTP)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	loader, err := policycache.NewLoader(kc.Kube, policycache.WithHTTP(hc))
 	if err != nil {
 		return err
 	}

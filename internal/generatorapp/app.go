@@ -15,6 +15,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/generator"
 	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -28,6 +29,9 @@ var ErrInvalidConfig = errors.New("invalid generator config")
 type Config struct {
 	// Kube is how the generator reaches the API server.
 	Kube service.KubeConfig
+	// PolicyHTTP says whether and where policies may call services
+	// over HTTP (off by default).
+	PolicyHTTP policyhttp.Config
 	// NATS is the JetStream connection and the streams' replicas and
 	// limits (the same on every service).
 	NATS service.NATSConfig
@@ -93,7 +97,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	loader, err := policycache.NewLoader(kube)
+	hc, err := policyhttp.New(cfg.PolicyHTTP)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -32,10 +33,13 @@ const (
 
 // Loader serves rule context entries from the cluster: configMap entries
 // and apiCall entries (GET or POST on the API server's paths), each with a
-// timeout and a response size limit. Service calls, globalReference and
-// imageRegistry entries are not available yet.
+// timeout and a response size limit, and, when the operator turned them
+// on (WithHTTP), apiCall entries with a service and CEL's http calls
+// through policyhttp's guarded client. globalReference and imageRegistry
+// entries are not available yet.
 type Loader struct {
 	kube     kubernetes.Interface
+	http     *policyhttp.Client
 	timeout  time.Duration
 	maxBytes int
 }
@@ -63,6 +67,16 @@ func WithMaxBytes(n int) LoaderOption {
 			return fmt.Errorf("%w: response size limit must be positive, got %d", ErrInvalidOption, n)
 		}
 		l.maxBytes = n
+		return nil
+	}
+}
+
+// WithHTTP sets the client of service calls (apiCall entries with a
+// service, CEL's http.Get and http.Post); nil, the default, refuses them
+// with policyhttp.ErrDisabled.
+func WithHTTP(c *policyhttp.Client) LoaderOption {
+	return func(l *Loader) error {
+		l.http = c
 		return nil
 	}
 }
@@ -105,7 +119,7 @@ func (l *Loader) ConfigMap(ctx context.Context, namespace, name string) (map[str
 // APICall performs a GET or POST on the API server.
 func (l *Loader) APICall(ctx context.Context, call *policy.APICall) (any, error) {
 	if call.Service != nil {
-		return nil, fmt.Errorf("%w: service calls", engine.ErrNotAvailable)
+		return l.serviceCall(ctx, call)
 	}
 	if !strings.HasPrefix(call.URLPath, "/") {
 		return nil, fmt.Errorf("apiCall urlPath %q must start with /", call.URLPath)
@@ -140,6 +154,49 @@ func (l *Loader) APICall(ctx context.Context, call *policy.APICall) (any, error)
 	v, err := document.Decode(raw)
 	if err != nil {
 		return nil, fmt.Errorf("apiCall %s: response is not JSON: %w", call.URLPath, err)
+	}
+	return v, nil
+}
+
+// serviceCall performs an apiCall on a service (CEL's http calls come
+// this way too): GET, or POST with the data as a JSON object; the answer
+// must be JSON.
+func (l *Loader) serviceCall(ctx context.Context, call *policy.APICall) (any, error) {
+	method := strings.ToUpper(call.Method)
+	var body []byte
+	switch method {
+	case "", "GET":
+		method = "GET"
+	case "POST":
+		m := make(map[string]any, len(call.Data))
+		for _, d := range call.Data {
+			m[d.Key] = d.Value
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	default:
+		return nil, fmt.Errorf("apiCall method %q: only GET and POST", call.Method)
+	}
+	headers := map[string]string{}
+	for _, h := range call.Service.Headers {
+		if m, ok := h.(map[string]any); ok {
+			k, _ := m["key"].(string)
+			v, _ := m["value"].(string)
+			if k != "" {
+				headers[k] = v
+			}
+		}
+	}
+	raw, err := l.http.Do(ctx, method, call.Service.URL, call.Service.CABundle, body, headers)
+	if err != nil {
+		return nil, fmt.Errorf("apiCall service: %w", err)
+	}
+	v, err := document.Decode(raw)
+	if err != nil {
+		return nil, fmt.Errorf("apiCall %s: response is not JSON: %w", call.Service.URL, err)
 	}
 	return v, nil
 }

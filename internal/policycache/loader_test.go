@@ -3,8 +3,11 @@ package policycache_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
@@ -92,5 +96,54 @@ func TestLoaderBounds(t *testing.T) {
 				t.Fatalf("APICall error = %v, want one wrapping %v", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestLoaderServiceCalls: apiCall entries with a service (and so CEL's
+// http calls) are refused unless the operator enabled them; enabled, they
+// reach the service with their data and headers, and its JSON answer is
+// the entry's value; the default blocklist keeps loopback out of reach.
+func TestLoaderServiceCalls(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = fmt.Fprintf(w, `{"method": %q, "team": %q, "body": %s}`, r.Method, r.Header.Get("X-Team"), b)
+	}))
+	defer srv.Close()
+	call := &policy.APICall{Method: "POST", Service: &policy.ServiceCall{URL: srv.URL + "/check", Headers: []any{map[string]any{"key": "X-Team", "value": "payments"}}},
+		Data: []policy.RequestData{{Key: "image", Value: "nginx"}}}
+	kube := &kubernetes.Clientset{}
+
+	off, err := policycache.NewLoader(kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := off.APICall(t.Context(), call); !errors.Is(err, policyhttp.ErrDisabled) {
+		t.Fatalf("a service call, disabled: %v", err)
+	}
+
+	hc, err := policyhttp.New(policyhttp.Config{Enabled: true, Blocklist: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := policycache.NewLoader(kube, policycache.WithHTTP(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := on.APICall(t.Context(), call)
+	want := map[string]any{"method": "POST", "team": "payments", "body": map[string]any{"image": "nginx"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("a service call: %v, %v; want %v", got, err, want)
+	}
+
+	hc, err = policyhttp.New(policyhttp.Config{Enabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded, err := policycache.NewLoader(kube, policycache.WithHTTP(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guarded.APICall(t.Context(), call); !errors.Is(err, policyhttp.ErrBlocked) {
+		t.Fatalf("a call to loopback under the default blocklist: %v", err)
 	}
 }

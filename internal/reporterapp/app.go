@@ -18,6 +18,7 @@ import (
 
 	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/scanner"
 	"github.com/verdict-dev/verdict/internal/service"
@@ -34,7 +35,10 @@ type Config struct {
 	// Kube is how the reporter reaches the API server: all its requests,
 	// within which WriteQPS and WriteBurst bound report writes (create,
 	// apply, delete).
-	Kube       service.KubeConfig
+	Kube service.KubeConfig
+	// PolicyHTTP says whether and where policies may call services
+	// over HTTP (off by default).
+	PolicyHTTP policyhttp.Config
 	WriteQPS   float64
 	WriteBurst int
 
@@ -284,7 +288,11 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	loader, err := policycache.NewLoader(kube)
+	hc, err := policyhttp.New(cfg.PolicyHTTP)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc))
 	if err != nil {
 		return nil, err
 	}

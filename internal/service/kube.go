@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/verdict-dev/verdict/internal/policyhttp"
 )
 
 // KubeConfig is how a service reaches the API server.
@@ -105,4 +108,19 @@ func BindKubeFlags(fs *flag.FlagSet, c *KubeConfig) {
 	fs.Float64Var(&c.QPS, "api-qps", c.QPS, "requests per second to the API server, all kinds")
 	fs.IntVar(&c.Burst, "api-burst", c.Burst, "burst of requests to the API server")
 	fs.DurationVar(&c.Timeout, "api-timeout", c.Timeout, "upper bound of one API request (0: none)")
+}
+
+// BindPolicyHTTPFlags binds --policy-http and its bounds: whether
+// policies may call services over HTTP (CEL's http.Get and http.Post,
+// apiCall entries with a service), and where not.
+func BindPolicyHTTPFlags(fs *flag.FlagSet, c *policyhttp.Config) {
+	fs.BoolVar(&c.Enabled, "policy-http", c.Enabled, "let policies call services over HTTP (CEL's http.Get/Post, apiCall entries with a service); off by default")
+	ListFlag(fs, "policy-http-blocklist", "CIDRs, addresses and host names policies may not call, replacing the default: "+strings.Join(policyhttp.DefaultBlocklist, ",")+" (repeatable, or comma-separated; empty: block nothing)",
+		func() { c.Blocklist = []string{} }, func(s string) error {
+			c.Blocklist = append(c.Blocklist, s)
+			return nil
+		})
+	StringsFlag(fs, "policy-http-allowlist", "URL prefixes (scheme://host[:port][/path]) policies may call; when set, no other (repeatable, or comma-separated)", &c.Allowlist)
+	fs.DurationVar(&c.Timeout, "policy-http-timeout", c.Timeout, "upper bound of one policy HTTP call (0: 3s)")
+	fs.Int64Var(&c.MaxBytes, "policy-http-max-bytes", c.MaxBytes, "largest response body of a policy HTTP call (0: 2 MiB)")
 }

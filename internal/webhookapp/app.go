@@ -25,6 +25,7 @@ import (
 	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/leader"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/internal/policystatus"
 	"github.com/verdict-dev/verdict/internal/registrar"
 	"github.com/verdict-dev/verdict/internal/roles"
@@ -68,6 +69,9 @@ type Config struct {
 
 	// Kube is how the webhook reaches the API server.
 	Kube service.KubeConfig
+	// PolicyHTTP says whether and where policies may call services
+	// over HTTP (off by default).
+	PolicyHTTP policyhttp.Config
 	// Namespace is Verdict's namespace: Lease, Secrets, and a namespace
 	// the webhooks skip.
 	Namespace string
@@ -217,7 +221,11 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	defer js.close(ctx)
 
-	loader, err := policycache.NewLoader(kube)
+	hc, err := policyhttp.New(cfg.PolicyHTTP)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,9 @@
 package webhookapp_test
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/policyhttp"
+	"github.com/verdict-dev/verdict/internal/webhookapp"
 )
 
 // replicaLimit reads its limit from a params ConfigMap in the
@@ -58,10 +63,36 @@ spec:
     messageExpression: "'a Secret is named ' + object.metadata.name"
 `
 
+// externalCheck asks a service whether a ConfigMap labelled check may be
+// created (CEL's http.Get), and tries the cloud metadata service for one
+// labelled metadata.
+const externalCheck = `
+apiVersion: verdict.dev/v1
+kind: ValidatingPolicy
+metadata: {name: external-check}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [configmaps]
+  matchConditions:
+  - name: labelled
+    expression: "has(object.metadata.labels) && 'check' in object.metadata.labels"
+  validations:
+  - expression: "object.metadata.labels.check != 'service' || http.Get('URL/allow/' + object.metadata.name).allowed"
+    messageExpression: "'the service refuses ' + object.metadata.name"
+  - expression: "object.metadata.labels.check != 'metadata' || http.Get('http://169.254.169.254/latest/meta-data/') != null"
+`
+
 // TestE2EPolicyReads: through the real API server, policies read the
 // cluster from the webhook: a validate.cel rule's params (a ConfigMap in
-// the resource's namespace; none there is a denial under Deny), and a
-// ValidatingPolicy's resource.Get and resource.List.
+// the resource's namespace; none there is a denial under Deny), a
+// ValidatingPolicy's resource.Get and resource.List, and, with policies'
+// HTTP calls enabled, a service through http.Get, never the metadata
+// service.
 func TestE2EPolicyReads(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
@@ -75,7 +106,18 @@ func TestE2EPolicyReads(t *testing.T) {
 	if _, err := e.kube.CoreV1().ConfigMaps("team").Create(ctx, limit, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.startReplica(t, "replica-a", "", nil)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, `{"allowed": %t}`, r.URL.Path == "/allow/approved")
+	}))
+	defer svc.Close()
+	if _, err := e.dyn.Resource(policycache.ValidatingPolicies).Create(ctx, unstr(t, strings.Replace(externalCheck, "URL", svc.URL, 1)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.startReplica(t, "replica-a", "", func(c *webhookapp.Config) {
+		// The test's service is on loopback: keep only link-local (the
+		// metadata services) blocked.
+		c.PolicyHTTP = policyhttp.Config{Enabled: true, Blocklist: []string{"169.254.0.0/16"}}
+	})
 	waitEnforced(t, e.kube)
 
 	deploy := func(ns string, replicas int32) *appsv1.Deployment {
@@ -125,6 +167,20 @@ func TestE2EPolicyReads(t *testing.T) {
 	}
 	if _, err := cms.Create(ctx, cm("settings"), dryRun); err != nil {
 		t.Fatalf("a ConfigMap before any Secret: %v", err)
+	}
+	labelled := func(name, check string) *corev1.ConfigMap {
+		c := cm(name)
+		c.Labels = map[string]string{"check": check}
+		return c
+	}
+	if _, err := cms.Create(ctx, labelled("approved", "service"), dryRun); err != nil {
+		t.Fatalf("a ConfigMap the service allows: %v", err)
+	}
+	if _, err := cms.Create(ctx, labelled("refused", "service"), dryRun); err == nil || !strings.Contains(err.Error(), "the service refuses refused") {
+		t.Fatalf("a ConfigMap the service refuses: %v", err)
+	}
+	if _, err := cms.Create(ctx, labelled("creds", "metadata"), dryRun); err == nil || !strings.Contains(err.Error(), "169.254.0.0/16, on the blocklist") {
+		t.Fatalf("a call to the metadata service: %v", err)
 	}
 	secrets := e.kube.CoreV1().Secrets("team")
 	if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "team"}}, metav1.CreateOptions{}); err != nil {

@@ -11,6 +11,7 @@ import (
 // cfg are the defaults.
 func bindFlags(fs *flag.FlagSet, cfg *cleanerapp.Config) {
 	service.BindKubeFlags(fs, &cfg.Kube)
+	service.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
 	service.BindNATSFlags(fs, &cfg.NATS)
 	service.BindWorkerFlags(fs, &cfg.Worker)
 	fs.DurationVar(&cfg.TTLInterval, "ttl-interval", cfg.TTLInterval, "how often resources labelled cleanup.kyverno.io/ttl are checked and deleted when due (one schedule for every replica: give them all the same)")

@@ -11,6 +11,7 @@ import (
 // cfg are the defaults.
 func bindFlags(fs *flag.FlagSet, cfg *generatorapp.Config) {
 	service.BindKubeFlags(fs, &cfg.Kube)
+	service.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
 	service.BindNATSFlags(fs, &cfg.NATS)
 	fs.DurationVar(&cfg.VerifyGrace, "verify-grace", cfg.VerifyGrace, "how long a work item's trigger may be missing (a CREATE is published before it is stored) before the item is skipped")
 	service.BindWorkerFlags(fs, &cfg.Worker)

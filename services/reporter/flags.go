@@ -11,6 +11,7 @@ import (
 // cfg are the defaults.
 func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	service.BindKubeFlags(fs, &cfg.Kube)
+	service.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
 	fs.Float64Var(&cfg.WriteQPS, "write-qps", cfg.WriteQPS, "report writes (create, apply, delete) per second")
 	fs.IntVar(&cfg.WriteBurst, "write-burst", cfg.WriteBurst, "burst of report writes")
 	service.BindNATSFlags(fs, &cfg.NATS)

@@ -55,6 +55,21 @@ app.kubernetes.io/component: {{ .svc }}
 - --log-format={{ $log.format }}
 {{- end -}}
 
+{{/* Policies' HTTP calls (policyHTTP), the same for every service: $. */}}
+{{- define "verdict.policyHTTPArgs" -}}
+{{- $h := .Values.policyHTTP -}}
+{{- if $h.enabled -}}
+- --policy-http
+- --policy-http-timeout={{ $h.timeout }}
+{{- with $h.blocklist }}
+- --policy-http-blocklist={{ join "," . }}
+{{- end }}
+{{- with $h.allowlist }}
+- --policy-http-allowlist={{ join "," . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
 {{/* Where the NATS Secrets are mounted. */}}
 {{- define "verdict.natsDir" -}}/etc/verdict/nats{{- end -}}
 

@@ -41,6 +41,9 @@ spec:
             {{- .args | nindent 12 }}
             - --probe-address=:{{ $v.probePort }}
             {{- include "verdict.natsArgs" .root | nindent 12 }}
+            {{- with include "verdict.policyHTTPArgs" .root }}
+            {{- . | nindent 12 }}
+            {{- end }}
             {{- include "verdict.logArgs" $ctx | nindent 12 }}
             {{- with $v.extraArgs }}
             {{- toYaml . | nindent 12 }}
