@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/policyhttp"
+	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
@@ -145,5 +147,62 @@ func TestLoaderServiceCalls(t *testing.T) {
 	}
 	if _, err := guarded.APICall(t.Context(), call); !errors.Is(err, policyhttp.ErrBlocked) {
 		t.Fatalf("a call to loopback under the default blocklist: %v", err)
+	}
+}
+
+// TestNamespacedPolicyHTTP: a namespaced policy's http.Get is refused
+// unless the operator allowed namespaced policies to call; a cluster-wide
+// policy's same call goes through.
+func TestNamespacedPolicyHTTP(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"allowed": true}`))
+	}))
+	defer srv.Close()
+	const vpol = `apiVersion: policies.kyverno.io/v1
+kind: KIND
+metadata: {name: ask, namespace: team}
+spec:
+  validationActions: [Deny]
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  validations:
+  - expression: "http.Get('URL/check').allowed"
+`
+	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "team"}}
+	for _, tc := range []struct {
+		kind            string
+		allowNamespaced bool
+		wantStatus      engine.Status
+		wantMessageHas  string
+	}{
+		{kind: "ValidatingPolicy", wantStatus: engine.StatusPass},
+		{kind: "NamespacedValidatingPolicy", wantStatus: engine.StatusError, wantMessageHas: "namespaced policies may not call services"},
+		{kind: "NamespacedValidatingPolicy", allowNamespaced: true, wantStatus: engine.StatusPass},
+	} {
+		hc, err := policyhttp.New(policyhttp.Config{Enabled: true, Blocklist: []string{}, AllowNamespacedPolicies: tc.allowNamespaced})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := policycache.NewLoader(&kubernetes.Clientset{}, policycache.WithHTTP(hc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := engine.New(engine.WithContextLoader(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := policy.Parse([]byte(strings.NewReplacer("KIND", tc.kind, "URL", srv.URL).Replace(vpol)), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := eng.Compile(docs.Policies[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := eng.Validate(t.Context(), &engine.Request{Operation: engine.OpCreate, Object: cm}, p, nil)
+		if len(resp.Rules) != 1 || resp.Rules[0].Status != tc.wantStatus || !strings.Contains(resp.Rules[0].Message, tc.wantMessageHas) {
+			t.Errorf("%s (namespaced allowed: %v): %+v", tc.kind, tc.allowNamespaced, resp.Rules)
+		}
 	}
 }

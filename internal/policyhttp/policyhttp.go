@@ -29,6 +29,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
 // ErrDisabled is returned by a nil Client: policies' HTTP calls are off.
@@ -37,6 +39,11 @@ var ErrDisabled = errors.New("policies' HTTP calls are disabled in this service 
 // ErrBlocked wraps the refusal of a call to a blocked address or host, or
 // to a URL outside the allowlist.
 var ErrBlocked = errors.New("blocked")
+
+// ErrNamespacedPolicy is returned for a call a namespaced policy makes
+// while Config.AllowNamespacedPolicies is off: a namespace's tenants
+// would otherwise reach what the cluster's services can.
+var ErrNamespacedPolicy = errors.New("namespaced policies may not call services over HTTP (enable with --policy-http-namespaced)")
 
 // ErrInvalidConfig wraps every error of an invalid Config.
 var ErrInvalidConfig = errors.New("invalid policy HTTP configuration")
@@ -75,6 +82,9 @@ type Config struct {
 	Timeout time.Duration
 	// MaxBytes bounds a response's body.
 	MaxBytes int64
+	// AllowNamespacedPolicies lets namespaced policies (Policy and the
+	// Namespaced CEL kinds, written by a namespace's users) call too.
+	AllowNamespacedPolicies bool
 }
 
 // Client makes policies' HTTP calls. A nil *Client refuses every call
@@ -85,6 +95,8 @@ type Client struct {
 	allow    []*url.URL
 	timeout  time.Duration
 	maxBytes int64
+	// namespaced lets namespaced policies call.
+	namespaced bool
 
 	mu sync.Mutex
 	// clients by CA bundle ("" for the system roots), each with its own
@@ -97,7 +109,7 @@ func New(cfg Config) (*Client, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
-	c := &Client{hosts: map[string]bool{}, timeout: cfg.Timeout, maxBytes: cfg.MaxBytes, clients: map[string]*http.Client{}}
+	c := &Client{hosts: map[string]bool{}, timeout: cfg.Timeout, maxBytes: cfg.MaxBytes, namespaced: cfg.AllowNamespacedPolicies, clients: map[string]*http.Client{}}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -245,10 +257,15 @@ func (c *Client) client(caBundle string) (*http.Client, error) {
 
 // Do makes one call: method GET or POST, body sent as JSON for a POST.
 // It returns the body of a 2xx response; any other status is an error
-// naming it, a body above the limit an error too.
+// naming it, a body above the limit an error too. A call from a
+// namespaced policy's evaluation (engine.CallerNamespace) is refused
+// unless namespaced policies are allowed.
 func (c *Client) Do(ctx context.Context, method, rawURL, caBundle string, body []byte, headers map[string]string) ([]byte, error) {
 	if c == nil {
 		return nil, ErrDisabled
+	}
+	if ns := engine.CallerNamespace(ctx); ns != "" && !c.namespaced {
+		return nil, fmt.Errorf("policy in namespace %s: %w", ns, ErrNamespacedPolicy)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -121,6 +121,7 @@ func BindPolicyHTTPFlags(fs *flag.FlagSet, c *policyhttp.Config) {
 			return nil
 		})
 	StringsFlag(fs, "policy-http-allowlist", "URL prefixes (scheme://host[:port][/path]) policies may call; when set, no other (repeatable, or comma-separated)", &c.Allowlist)
+	fs.BoolVar(&c.AllowNamespacedPolicies, "policy-http-namespaced", c.AllowNamespacedPolicies, "let namespaced policies (Policy, Namespaced*Policy: written by a namespace's users) call services too")
 	fs.DurationVar(&c.Timeout, "policy-http-timeout", c.Timeout, "upper bound of one policy HTTP call (0: 3s)")
 	fs.Int64Var(&c.MaxBytes, "policy-http-max-bytes", c.MaxBytes, "largest response body of a policy HTTP call (0: 2 MiB)")
 }

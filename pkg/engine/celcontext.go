@@ -127,3 +127,38 @@ func (c celContext) ListResources(ctx context.Context, apiVersion, resource, nam
 func (c celContext) ImageData(ctx context.Context, reference string) (any, error) {
 	return c.e.loader.ImageData(ctx, reference)
 }
+
+// callerKey marks a context with the namespace of the namespaced policy
+// whose evaluation it carries.
+type callerKey struct{}
+
+// CallerNamespace is the namespace of the namespaced policy (Policy,
+// NamespacedValidatingPolicy, NamespacedMutatingPolicy,
+// NamespacedGeneratingPolicy, NamespacedDeletingPolicy, CleanupPolicy)
+// whose evaluation calls a ContextLoader or ResourceLister with ctx, and
+// "" for a cluster-wide policy: a loader may refuse a namespace's
+// policies what it grants the cluster's (the services' HTTP calls).
+func CallerNamespace(ctx context.Context) string {
+	ns, _ := ctx.Value(callerKey{}).(string)
+	return ns
+}
+
+// withCaller marks ctx with p's namespace when p is a namespaced kind.
+func withCaller(ctx context.Context, p *Policy) context.Context {
+	if p == nil || p.Raw == nil {
+		return ctx
+	}
+	switch p.Raw.Kind {
+	case policy.KindPolicy, policy.KindNamespacedValidatingPolicy, policy.KindNamespacedMutatingPolicy,
+		policy.KindNamespacedGeneratingPolicy, policy.KindNamespacedDeletingPolicy, policy.KindCleanupPolicy:
+		return context.WithValue(ctx, callerKey{}, p.Raw.Metadata.Namespace)
+	}
+	return ctx
+}
+
+// callCtx is the context of the rule's CEL evaluations and context
+// entries: the meter's, marked with a namespaced policy's namespace
+// (CallerNamespace).
+func (run *ruleRun) callCtx() context.Context {
+	return withCaller(run.m.ctx, run.policy)
+}

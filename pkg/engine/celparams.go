@@ -80,7 +80,7 @@ func (run *ruleRun) validateCELParams(rr RuleResponse, cr *celRule) RuleResponse
 	}
 	in := run.celInput()
 	for _, p := range params {
-		out := run.checkCEL(rr, cr, in.WithParams(p).NewEvaluation(run.m.ctx, cr.variables, 0))
+		out := run.checkCEL(rr, cr, in.WithParams(p).NewEvaluation(run.callCtx(), cr.variables, 0))
 		if out.Status != StatusPass {
 			return out
 		}

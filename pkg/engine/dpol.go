@@ -112,7 +112,7 @@ func (c *Cleanup) decideCEL(ctx context.Context, obj map[string]any, nsLabels ma
 	m := c.e.meterFor(ctx, req)
 	run := &ruleRun{e: c.e, req: req, m: m, policy: p.shell, rule: p.rule, obj: obj}
 	cr := p.rule.cel
-	ev := run.celInput().NewEvaluation(m.ctx, cr.variables, 0) //nolint:contextcheck // m.ctx is ctx, bounded by the meter (meterFor)
+	ev := run.celInput().NewEvaluation(run.callCtx(), cr.variables, 0) //nolint:contextcheck // the meter's ctx (ctx, bounded: meterFor), marked with the caller
 	var errs []error
 	for i, prog := range cr.preconditions {
 		ok, err := ev.Bool(prog)

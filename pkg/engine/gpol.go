@@ -140,7 +140,7 @@ func (run *ruleRun) gpolApplies(rr *RuleResponse, ev *celeval.Evaluation) bool {
 // its generation, which reads the cluster and runs in the generator.
 func (run *ruleRun) gpolTriggers(rr *RuleResponse) bool {
 	in := run.buildCELInput()
-	ev := celeval.Prepare(in).NewEvaluation(run.m.ctx, run.rule.cel.variables, 0)
+	ev := celeval.Prepare(in).NewEvaluation(run.callCtx(), run.rule.cel.variables, 0)
 	return run.gpolApplies(rr, ev)
 }
 
@@ -156,7 +156,7 @@ func (run *ruleRun) generateCEL(rr RuleResponse) RuleResponse {
 	rec := &generated{celContext: celContext{e: run.e}, policyNamespace: cr.policyNamespace}
 	in := run.buildCELInput()
 	in.Context = rec
-	ev := celeval.Prepare(in).NewEvaluation(run.m.ctx, cr.variables, 0)
+	ev := celeval.Prepare(in).NewEvaluation(run.callCtx(), cr.variables, 0)
 	if !run.gpolApplies(&rr, ev) {
 		return rr
 	}

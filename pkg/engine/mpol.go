@@ -111,7 +111,7 @@ func newMPolRule(s *policy.MutatingPolicySpec) (*Rule, error) {
 // not the mutations changed anything.
 func (run *ruleRun) mutateCEL(rr RuleResponse) RuleResponse {
 	cr := run.rule.cel
-	ev := run.celInput().NewEvaluation(run.m.ctx, cr.variables, 0)
+	ev := run.celInput().NewEvaluation(run.callCtx(), cr.variables, 0)
 	if len(cr.exceptions) > 0 && run.applyCELExceptions(&rr, cr, ev) {
 		return rr
 	}

@@ -81,7 +81,7 @@ func (run *ruleRun) mutateTargetCEL(target map[string]any) TargetResponse {
 	tr.obj = target
 	in := tr.buildCELInput()
 	in.Object = target
-	ev := celeval.Prepare(in).NewEvaluation(run.m.ctx, cr.variables, 0)
+	ev := celeval.Prepare(in).NewEvaluation(run.callCtx(), cr.variables, 0)
 	var condErrs []error
 	for _, p := range cr.targets.conditions {
 		ok, err := ev.Bool(p)

@@ -218,7 +218,7 @@ func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 			return nil, false, err
 		}
 		call := apiCallFromDoc(callAny)
-		res, err := e.loader.APICall(ctx, call)
+		res, err := e.loader.APICall(withCaller(ctx, run.policy), call)
 		if errors.Is(err, ErrNotAvailable) {
 			if en.APICall.Default != nil {
 				return en.APICall.Default, false, nil

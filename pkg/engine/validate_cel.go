@@ -116,7 +116,7 @@ func (run *ruleRun) validateCEL(rr RuleResponse) RuleResponse {
 	if cr.params != nil {
 		return run.validateCELParams(rr, cr)
 	}
-	ev := run.celInput().NewEvaluation(run.m.ctx, cr.variables, 0)
+	ev := run.celInput().NewEvaluation(run.callCtx(), cr.variables, 0)
 	if cr.vpol {
 		return run.validateVPol(rr, cr, ev)
 	}

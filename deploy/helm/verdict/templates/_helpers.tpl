@@ -61,6 +61,9 @@ app.kubernetes.io/component: {{ .svc }}
 {{- if $h.enabled -}}
 - --policy-http
 - --policy-http-timeout={{ $h.timeout }}
+{{- if $h.namespacedPolicies }}
+- --policy-http-namespaced
+{{- end }}
 {{- with $h.blocklist }}
 - --policy-http-blocklist={{ join "," . }}
 {{- end }}
