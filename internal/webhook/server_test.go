@@ -190,6 +190,23 @@ spec:
 			}
 		})
 	}
+	t.Run("settings not acted on are warned of", func(t *testing.T) {
+		o := obj(t, `apiVersion: verdict.dev/v1
+kind: GeneratingPolicy
+metadata: {name: sync}
+spec:
+  evaluation: {synchronize: {enabled: true}, generateExisting: {enabled: true}}
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [namespaces]}]
+  generate:
+  - expression: "generator.Apply(object.metadata.name, [])"
+`)
+		resp := h.admit(PathValidatePolicy, reviewOf(t, admissionv1.Create, o))
+		if !resp.Allowed || len(resp.Warnings) != 2 || !strings.Contains(resp.Warnings[0], "spec.evaluation.synchronize is not acted on yet") ||
+			!strings.Contains(resp.Warnings[1], "spec.evaluation.generateExisting is not acted on yet") {
+			t.Fatalf("allowed %v, warnings %q", resp.Allowed, resp.Warnings)
+		}
+	})
 	t.Run("causes carry field paths", func(t *testing.T) {
 		o := obj(t, "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: x}\nspec: {rules: [{name: r, match: {any: [{resources: {kinds: [Pod]}}]}}]}\n")
 		resp := h.admit(PathValidatePolicy, reviewOf(t, admissionv1.Create, o))
