@@ -66,7 +66,9 @@ func TestFollow(t *testing.T) {
 	a, b := newFollower(), newFollower()
 	errs := make(chan error, 3)
 	for _, f := range []*follower{a, b} {
-		go func() { errs <- c.Follow(ctx, StreamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt), WithFollowBatch(64)) }()
+		go func() {
+			errs <- c.Follow(ctx, StreamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt), WithFollowBatch(64))
+		}()
 	}
 	for _, f := range []*follower{a, b} {
 		select {
@@ -91,7 +93,9 @@ func TestFollow(t *testing.T) {
 	a.mu.Unlock()
 
 	late := newFollower()
-	go func() { errs <- c.Follow(ctx, StreamResults, late.msg, WithFollowAfter(590), WithFollowCaughtUp(late.caughtUpAt)) }()
+	go func() {
+		errs <- c.Follow(ctx, StreamResults, late.msg, WithFollowAfter(590), WithFollowCaughtUp(late.caughtUpAt))
+	}()
 	<-late.caught
 	if late.caughtUp != 600 || late.count() != 10 || late.seqs[0] != 591 {
 		t.Fatalf("after 590: caught up at %d with %d messages from %v", late.caughtUp, late.count(), late.seqs[:1])
