@@ -2,7 +2,6 @@ package reporter
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -19,8 +18,8 @@ func DecodeResult(subject string, data []byte) (events.ResultEvent, error) {
 	if err != nil {
 		return events.ResultEvent{}, err
 	}
-	var ev events.ResultEvent
-	if err := json.Unmarshal(data, &ev); err != nil {
+	ev, err := events.DecodeResultEvent(data)
+	if err != nil {
 		return events.ResultEvent{}, fmt.Errorf("decode result on %s: %w", subject, err)
 	}
 	if ev.Resource.UID != uid || ev.Policy.ResultKey() != policy {

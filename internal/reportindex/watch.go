@@ -1,0 +1,98 @@
+package reportindex
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrGone is returned for a watch from a sequence older than the changes
+// the index still holds: the watcher must list again (the API's 410 Gone,
+// "too old resource version").
+var ErrGone = errors.New("too old resource version")
+
+// subscriptionBuffer is how many changes a subscriber may fall behind by
+// before it is dropped (and must resume from its last sequence).
+const subscriptionBuffer = 4096
+
+// Subscription delivers the changes after a sequence, in order. C is
+// closed when the subscription ends: Close was called, or the subscriber
+// fell more than its buffer behind (Err then says so; resume from the last
+// change received).
+type Subscription struct {
+	C   <-chan Change
+	c   chan Change
+	x   *Index
+	err error
+}
+
+// Err says why C was closed (nil after Close).
+func (s *Subscription) Err() error {
+	s.x.mu.RLock()
+	defer s.x.mu.RUnlock()
+	return s.err
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.x.mu.Lock()
+	defer s.x.mu.Unlock()
+	s.x.unsubscribe(s, nil)
+}
+
+// Subscribe delivers every change after sequence since (0: only changes
+// to come), first those the log holds, then new ones. A since older than
+// the log's first change is ErrGone, unless nothing changed after it.
+func (x *Index) Subscribe(since uint64) (*Subscription, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var backlog []Change
+	if since > 0 && since < x.seq {
+		if since < x.trimmed {
+			return nil, fmt.Errorf("%w: %d (changes up to %d are no longer kept)", ErrGone, since, x.trimmed)
+		}
+		for i, c := range x.log {
+			if c.Seq > since {
+				backlog = x.log[i:]
+				break
+			}
+		}
+	}
+	if len(backlog) > subscriptionBuffer {
+		return nil, fmt.Errorf("%w: %d changes since %d, more than a watch takes at once", ErrGone, len(backlog), since)
+	}
+	c := make(chan Change, subscriptionBuffer)
+	for _, ch := range backlog {
+		c <- ch
+	}
+	s := &Subscription{C: c, c: c, x: x}
+	x.subs[s] = struct{}{}
+	return s, nil
+}
+
+// record logs a change and hands it to the subscribers. Called with mu
+// held.
+func (x *Index) record(ch Change) {
+	if len(x.log) >= x.logSize {
+		// Drop the older half at once: trimming is then rare.
+		n := len(x.log) - x.logSize/2
+		x.trimmed = x.log[n-1].Seq
+		x.log = append(x.log[:0], x.log[n:]...)
+	}
+	x.log = append(x.log, ch)
+	for s := range x.subs {
+		select {
+		case s.c <- ch:
+		default:
+			x.unsubscribe(s, fmt.Errorf("%w: the watcher fell %d changes behind", ErrGone, subscriptionBuffer))
+		}
+	}
+}
+
+func (x *Index) unsubscribe(s *Subscription, err error) {
+	if _, ok := x.subs[s]; !ok {
+		return
+	}
+	delete(x.subs, s)
+	s.err = err
+	close(s.c)
+}
