@@ -77,8 +77,15 @@ const (
 // Change is one report changed: by the result of stream sequence Seq (or,
 // for a resource forgotten, the index's sequence then).
 type Change struct {
-	Seq  uint64
-	Type ChangeType
+	Seq uint64
+	// Version orders changes strictly: Seq<<8 for the first change at a
+	// stream sequence, one more for each further change before the next
+	// (a result applied once its resource was confirmed, later than its
+	// sequence; a resource forgotten). Replicas that applied the same
+	// results in the same order number them alike; watches resume from
+	// it.
+	Version uint64
+	Type    ChangeType
 	// UID is the resource's (the report's name); Namespace its namespace
 	// ("" for a ClusterPolicyReport).
 	UID, Namespace string
@@ -98,7 +105,9 @@ type Index struct {
 	// from; subscribers are told of each new one.
 	log     []Change
 	logSize int
-	// trimmed is the sequence of the newest change dropped from the log:
+	// version is the last change's Version.
+	version uint64
+	// trimmed is the version of the newest change dropped from the log:
 	// a watch from before it must list again.
 	trimmed uint64
 	subs    map[*Subscription]struct{}
@@ -127,11 +136,20 @@ func New(opts ...Option) *Index {
 	return x
 }
 
-// Seq is the highest stream sequence applied: the index's version.
+// Seq is the highest stream sequence applied.
 func (x *Index) Seq() uint64 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.seq
+}
+
+// Version is the version of the last change (Change.Version), or the
+// stream sequence reached, shifted as versions are, when that is later:
+// what a list answers as its resourceVersion.
+func (x *Index) Version() uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return max(x.version, x.seq<<versionShift)
 }
 
 // Len is the number of resources with results (retracted ones included).
@@ -182,7 +200,7 @@ func (x *Index) Apply(r reporter.Result) (Change, bool) {
 		e.results = append(e.results, c)
 		slices.SortFunc(e.results, func(a, b result) int { return cmp.Compare(a.policy.resultKey(), b.policy.resultKey()) })
 	}
-	ch := Change{Seq: r.Sequence, UID: uid, Namespace: e.namespace.Value()}
+	ch := Change{Seq: x.seq, UID: uid, Namespace: e.namespace.Value()}
 	switch has := e.reported(); {
 	case has && had:
 		ch.Type = Modified
@@ -193,8 +211,7 @@ func (x *Index) Apply(r reporter.Result) (Change, bool) {
 	default:
 		return Change{}, false // retractions of a resource without a report
 	}
-	x.record(ch)
-	return ch, true
+	return x.record(ch), true
 }
 
 // Forget drops a resource (it is gone, or its report was deleted): its
@@ -211,8 +228,7 @@ func (x *Index) Forget(uid string) (Change, bool) {
 		return Change{}, false
 	}
 	ch := Change{Seq: x.seq, Type: Deleted, UID: uid, Namespace: e.namespace.Value()}
-	x.record(ch)
-	return ch, true
+	return x.record(ch), true
 }
 
 // Report is the resource's report as the CRD mode would write it (the

@@ -123,7 +123,7 @@ func TestIndexChanges(t *testing.T) {
 			t.Fatalf("step %d: %+v %v, want %q %v", i, ch, ok, s.want, s.change)
 		}
 	}
-	if ch, ok := x.Forget("uid-001"); !ok || ch.Type != reportindex.Deleted || ch.Seq != 8 {
+	if ch, ok := x.Forget("uid-001"); !ok || ch.Type != reportindex.Deleted || ch.Seq != 8 || ch.Version != 8<<8+1 {
 		t.Fatalf("forget: %+v %v", ch, ok)
 	}
 	if _, ok := x.Report("uid-001"); ok {
@@ -179,7 +179,7 @@ func TestSubscribe(t *testing.T) {
 	for r := range 8 {
 		x.Apply(result(uint64(r+1), r, 1, 1, 1, t0, engine.StatusPass))
 	}
-	s, err := x.Subscribe(5)
+	s, err := x.Subscribe(5 << 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,10 +198,10 @@ func TestSubscribe(t *testing.T) {
 	for r := 9; r < 20; r++ {
 		x.Apply(result(uint64(r+1), r, 1, 1, 1, t0, engine.StatusPass))
 	}
-	if _, err := x.Subscribe(2); !errors.Is(err, reportindex.ErrGone) {
+	if _, err := x.Subscribe(2 << 8); !errors.Is(err, reportindex.ErrGone) {
 		t.Fatalf("a subscription from before the log: %v", err)
 	}
-	if s, err := x.Subscribe(x.Seq()); err != nil || len(s.C) != 0 {
+	if s, err := x.Subscribe(x.Version()); err != nil || len(s.C) != 0 {
 		t.Fatalf("a subscription from now: %v", err)
 	}
 

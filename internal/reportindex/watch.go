@@ -39,19 +39,22 @@ func (s *Subscription) Close() {
 	s.x.unsubscribe(s, nil)
 }
 
-// Subscribe delivers every change after sequence since (0: only changes
+// versionShift leaves room for 255 changes after each stream sequence.
+const versionShift = 8
+
+// Subscribe delivers every change after version since (0: only changes
 // to come), first those the log holds, then new ones. A since older than
-// the log's first change is ErrGone, unless nothing changed after it.
+// what the log keeps is ErrGone.
 func (x *Index) Subscribe(since uint64) (*Subscription, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var backlog []Change
-	if since > 0 && since < x.seq {
+	if since > 0 && since < x.version {
 		if since < x.trimmed {
 			return nil, fmt.Errorf("%w: %d (changes up to %d are no longer kept)", ErrGone, since, x.trimmed)
 		}
 		for i, c := range x.log {
-			if c.Seq > since {
+			if c.Version > since {
 				backlog = x.log[i:]
 				break
 			}
@@ -69,13 +72,15 @@ func (x *Index) Subscribe(since uint64) (*Subscription, error) {
 	return s, nil
 }
 
-// record logs a change and hands it to the subscribers. Called with mu
-// held.
-func (x *Index) record(ch Change) {
+// record numbers a change, logs it and hands it to the subscribers.
+// Called with mu held.
+func (x *Index) record(ch Change) Change {
+	ch.Version = max(x.version+1, ch.Seq<<versionShift)
+	x.version = ch.Version
 	if len(x.log) >= x.logSize {
 		// Drop the older half at once: trimming is then rare.
 		n := len(x.log) - x.logSize/2
-		x.trimmed = x.log[n-1].Seq
+		x.trimmed = x.log[n-1].Version
 		x.log = append(x.log[:0], x.log[n:]...)
 	}
 	x.log = append(x.log, ch)
@@ -86,6 +91,7 @@ func (x *Index) record(ch Change) {
 			x.unsubscribe(s, fmt.Errorf("%w: the watcher fell %d changes behind", ErrGone, subscriptionBuffer))
 		}
 	}
+	return ch
 }
 
 func (x *Index) unsubscribe(s *Subscription, err error) {

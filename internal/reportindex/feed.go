@@ -1,0 +1,268 @@
+package reportindex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/verify"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// Checker says whether the API server confirms a result's resource
+// (DESIGN.md, invariant 9); verify.Checker is one.
+type Checker interface {
+	Check(ctx context.Context, ref events.ResourceRef, stored time.Time) (verify.Status, error)
+	RetryIn(stored time.Time) time.Duration
+}
+
+// FeedStats counts what a Feed did with the messages it read.
+type FeedStats struct {
+	Read        uint64 // messages read
+	Applied     uint64 // results folded in (changing a report or not)
+	Undecodable uint64 // messages that are no result: left out
+	Rejected    uint64 // results the checker rejected: left out
+	Pending     int    // results waiting for their resource to be stored
+}
+
+// Feed keeps an Index current with VERDICT_RESULTS: it follows the
+// stream from its first message, decodes messages on every core while
+// applying them in stream order, and applies only results the checker
+// confirms (a pending one waits, and is checked again when the checker
+// says; a rejected one is counted and left out). Ready is closed once
+// every message stored when it started has been read and checked.
+type Feed struct {
+	x     *Index
+	conn  *queue.Conn
+	check Checker
+	log   zerolog.Logger
+
+	ready chan struct{}
+
+	mu      sync.Mutex
+	stats   FeedStats
+	pending map[uint64]reporter.Result
+}
+
+// NewFeed returns a Feed of x from conn's VERDICT_RESULTS, checking
+// results with check.
+func NewFeed(x *Index, conn *queue.Conn, check Checker, log zerolog.Logger) *Feed {
+	return &Feed{x: x, conn: conn, check: check, log: log, ready: make(chan struct{}), pending: map[uint64]reporter.Result{}}
+}
+
+// Ready is closed once the index holds what the stream held when the
+// feed started.
+func (f *Feed) Ready() <-chan struct{} { return f.ready }
+
+// Stats is what the feed did so far.
+func (f *Feed) Stats() FeedStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.stats
+	s.Pending = len(f.pending)
+	return s
+}
+
+// decodeBatch bounds what one round decodes at once.
+const decodeBatch = 1024
+
+// Run follows the stream until ctx ends (it returns ctx's error) or the
+// stream cannot be read.
+func (f *Feed) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	in := make(chan queue.ReplayMsg, 4*decodeBatch)
+	caughtUp := make(chan uint64, 1)
+	followErr := make(chan error, 1)
+	go func() {
+		err := f.conn.Follow(ctx, queue.StreamResults, func(m queue.ReplayMsg) error {
+			select {
+			case in <- m:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, queue.WithFollowCaughtUp(func(seq uint64) { caughtUp <- seq }))
+		followErr <- err
+	}()
+	var target uint64
+	targetKnown := false
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	batch := make([]queue.ReplayMsg, 0, decodeBatch)
+	for {
+		// Ready once the stream is read up to where it stood at the start
+		// and nothing read so far is still unchecked.
+		if targetKnown && f.x.Seq() >= target && f.Stats().Pending == 0 {
+			f.markReady()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-followErr:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("follow VERDICT_RESULTS: %w", err)
+		case seq := <-caughtUp:
+			target, targetKnown = seq, true
+		case <-retry.C:
+			f.recheck(ctx, retry)
+		case m := <-in:
+			batch = append(batch[:0], m)
+		drain:
+			for len(batch) < decodeBatch {
+				select {
+				case m := <-in:
+					batch = append(batch, m)
+				default:
+					break drain
+				}
+			}
+			if err := f.apply(ctx, batch, retry); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (f *Feed) markReady() {
+	select {
+	case <-f.ready:
+	default:
+		close(f.ready)
+		st := f.Stats()
+		f.log.Info().Uint64("sequence", f.x.Seq()).Int("resources", f.x.Len()).Uint64("applied", st.Applied).
+			Uint64("rejected", st.Rejected).Uint64("undecodable", st.Undecodable).Msg("reportIndexReady")
+	}
+}
+
+// apply decodes a batch on every core, then checks and applies its
+// results in stream order.
+func (f *Feed) apply(ctx context.Context, batch []queue.ReplayMsg, retry *time.Timer) error {
+	results := make([]reporter.Result, len(batch))
+	errs := make([]error, len(batch))
+	decode := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			m := batch[i]
+			ev, err := reporter.DecodeResult(m.Subject, m.Data)
+			results[i], errs[i] = reporter.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published}, err
+		}
+	}
+	if workers := min(runtime.GOMAXPROCS(0), len(batch)/64); workers > 1 {
+		var wg sync.WaitGroup
+		step := (len(batch) + workers - 1) / workers
+		for lo := 0; lo < len(batch); lo += step {
+			wg.Go(func() { decode(lo, min(lo+step, len(batch))) })
+		}
+		wg.Wait()
+	} else {
+		decode(0, len(batch))
+	}
+	for i, r := range results {
+		f.mu.Lock()
+		f.stats.Read++
+		f.mu.Unlock()
+		if errs[i] != nil {
+			f.count(func(s *FeedStats) { s.Undecodable++ })
+			f.log.Warn().Err(errs[i]).Uint64("sequence", r.Sequence).Msg("resultNotDecoded")
+			f.x.Advance(r.Sequence)
+			continue
+		}
+		if err := f.checkAndApply(ctx, r, retry); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAndApply applies r once its resource is confirmed. An API server
+// that cannot answer is retried: the index waits rather than serve an
+// unchecked result.
+func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *time.Timer) error {
+	for attempt := 0; ; attempt++ {
+		st, err := f.check.Check(ctx, r.Event.Resource, r.Stored)
+		if err == nil {
+			f.settle(r, st, retry)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt%10 == 0 {
+			f.log.Warn().Err(err).Uint64("sequence", r.Sequence).Msg("resultNotChecked")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 5*time.Second)):
+		}
+	}
+}
+
+// settle acts on a check: apply, wait, or leave out.
+func (f *Feed) settle(r reporter.Result, st verify.Status, retry *time.Timer) {
+	switch {
+	case st == verify.Verified:
+		f.mu.Lock()
+		delete(f.pending, r.Sequence)
+		f.stats.Applied++
+		f.mu.Unlock()
+		f.x.Apply(r)
+	case st == verify.Pending:
+		f.mu.Lock()
+		f.pending[r.Sequence] = r
+		f.mu.Unlock()
+		f.x.Advance(r.Sequence)
+		retry.Reset(f.check.RetryIn(r.Stored))
+	default:
+		f.mu.Lock()
+		delete(f.pending, r.Sequence)
+		f.stats.Rejected++
+		f.mu.Unlock()
+		f.x.Advance(r.Sequence)
+		f.log.Info().Str("status", string(st)).Str("uid", r.Event.Resource.UID).Uint64("sequence", r.Sequence).Msg("resultRejected")
+	}
+}
+
+// recheck checks the pending results again, oldest first.
+func (f *Feed) recheck(ctx context.Context, retry *time.Timer) {
+	f.mu.Lock()
+	rs := make([]reporter.Result, 0, len(f.pending))
+	for _, r := range f.pending {
+		rs = append(rs, r)
+	}
+	f.mu.Unlock()
+	sortBySeq(rs)
+	for _, r := range rs {
+		st, err := f.check.Check(ctx, r.Event.Resource, r.Stored)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				retry.Reset(time.Second)
+			}
+			return
+		}
+		f.settle(r, st, retry)
+	}
+}
+
+func (f *Feed) count(fn func(*FeedStats)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(&f.stats)
+}
+
+func sortBySeq(rs []reporter.Result) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j].Sequence < rs[j-1].Sequence; j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
