@@ -209,14 +209,14 @@ func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *time
 
 // settle acts on a check: apply, wait, or leave out.
 func (f *Feed) settle(r reporter.Result, st verify.Status, retry *time.Timer) {
-	switch {
-	case st == verify.Verified:
+	switch st {
+	case verify.Verified:
 		f.mu.Lock()
 		delete(f.pending, r.Sequence)
 		f.stats.Applied++
 		f.mu.Unlock()
 		f.x.Apply(r)
-	case st == verify.Pending:
+	case verify.Pending:
 		f.mu.Lock()
 		f.pending[r.Sequence] = r
 		f.mu.Unlock()

@@ -2,6 +2,7 @@ package reportindex_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	if err := <-done; err != context.Canceled {
+	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("feed ended with %v", err)
 	}
 }
