@@ -1,17 +1,25 @@
 package reportindex_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/reportindex"
+	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // scaleResult is the result of policy p on resource r as the webhook
@@ -80,6 +88,103 @@ func BenchmarkIndexScale(b *testing.B) {
 		b.ReportMetric(float64(took.Nanoseconds())/float64(len(msgs)), "ns/result")
 		if x.Len() != resources {
 			b.Fatalf("%d resources", x.Len())
+		}
+		runtime.KeepAlive(x)
+	}
+}
+
+// trustAll confirms every result: the cold-start benchmark measures the
+// stream, the decoding and the fold, not the API server.
+type trustAll struct{}
+
+func (trustAll) Check(context.Context, events.ResourceRef, time.Time) (verify.Status, error) {
+	return verify.Verified, nil
+}
+func (trustAll) RetryIn(time.Time) time.Duration { return time.Second }
+
+// BenchmarkFeedColdStart: a replica starting on a VERDICT_RESULTS of
+// VERDICT_BENCH_RESOURCES resources (default 100,000) × 10 policies × 2
+// rules (20 results each), in a real JetStream (one embedded server, file
+// store), until it is ready; results are taken as checked.
+//
+//	go test -run '^$' -bench FeedColdStart -benchtime 1x ./internal/reportindex/
+func BenchmarkFeedColdStart(b *testing.B) {
+	resources := 100_000
+	if v, err := strconv.Atoi(os.Getenv("VERDICT_BENCH_RESOURCES")); err == nil && v > 0 {
+		resources = v
+	}
+	const policies = 10
+	ctx := b.Context()
+	srv, err := embedded.Run(ctx, embedded.Config{StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	conn, err := queue.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Provision(ctx, queue.WithResultsMaxBytes(8<<30)); err != nil {
+		b.Fatal(err)
+	}
+	pub, err := conn.NewAsyncPublisher(queue.WithBufferSize(1<<16), queue.WithMessageDeadline(10*time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for r := range resources {
+		for p := range policies {
+			m, err := events.ResultMessage(scaleResult(r, p))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				err := pub.Publish(m)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, queue.ErrBufferFull) {
+					b.Fatal(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	if err := pub.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("stored %d results in %s", resources*policies, time.Since(start).Round(time.Second))
+	// The floor: reading the stream, nothing done with the messages.
+	start = time.Now()
+	rctx, rcancel := context.WithCancel(ctx)
+	caught := make(chan struct{})
+	go func() {
+		_ = conn.Follow(rctx, queue.StreamResults, func(queue.ReplayMsg) error { return nil }, queue.WithFollowCaughtUp(func(uint64) { close(caught) }))
+	}()
+	<-caught
+	rcancel()
+	b.Logf("the stream read alone: %s", time.Since(start).Round(10*time.Millisecond))
+	b.ResetTimer()
+	for range b.N {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		x := reportindex.New()
+		f := reportindex.NewFeed(x, conn, trustAll{}, zerolog.Nop(), reportindex.WithCatchUpGCPercent(400))
+		fctx, cancel := context.WithCancel(ctx)
+		go func() { _ = f.Run(fctx) }()
+		<-f.Ready()
+		took := time.Since(start)
+		cancel()
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(took.Seconds(), "s-to-ready")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-held")
+		if x.Len() != resources || f.Stats().Applied != uint64(resources*policies) {
+			b.Fatalf("%d resources, %+v", x.Len(), f.Stats())
 		}
 		runtime.KeepAlive(x)
 	}

