@@ -1,0 +1,90 @@
+package reportindex_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/reportindex"
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+// TestFeedCluster: with results checked against watches of their kinds
+// (reportindex.Cluster), a feed applies the results of real objects
+// (namespaced and cluster-scoped), leaves out a result naming an object
+// under another uid and one from a resourceVersion the object has not
+// reached, applies a result published before its object is stored once
+// the watch sees the object, and drops the report of a deleted object.
+func TestFeedCluster(t *testing.T) {
+	e := reportertest.NewEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ns := e.Namespace("cluster-")
+	cms := e.CreateConfigMaps(ns.Name, 3)
+	eval := func(ref reportertest.Evaluation) { e.Publish(ref.Event()) }
+	for _, cm := range cms {
+		eval(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cm), Policy: "p", Version: "1", Request: cm.Name, Scored: true, Rules: reportertest.Rules(engine.StatusPass)})
+	}
+	eval(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "Namespace", ns), Policy: "p", Version: "1", Request: "ns", Scored: true, Rules: reportertest.Rules(engine.StatusFail)})
+	other := reportertest.RefOf("v1", "ConfigMap", cms[0])
+	other.UID = "11111111-2222-3333-4444-555555555555"
+	eval(reportertest.Evaluation{Ref: other, Policy: "p", Version: "1", Request: "other", Rules: reportertest.Rules(engine.StatusFail)})
+	future := reportertest.RefOf("v1", "ConfigMap", cms[1])
+	future.ResourceVersion = "999999999"
+	eval(reportertest.Evaluation{Ref: future, Policy: "q", Version: "1", Request: "future", Rules: reportertest.Rules(engine.StatusFail)})
+
+	x := reportindex.New()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Kube.Discovery()))
+	check := reportindex.NewCluster(ctx, e.Meta, mapper, reportindex.WithClusterGrace(2*time.Second), reportindex.WithGone(func(uid string) { x.Forget(uid) }))
+	f := reportindex.NewFeed(x, e.Connect(), check, zerolog.Nop())
+	go func() { _ = f.Run(ctx) }()
+	select {
+	case <-f.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not ready: %+v", f.Stats())
+	}
+	if st := f.Stats(); st.Applied != 4 || st.Rejected != 2 || st.Pending != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	for _, uid := range []string{string(cms[0].UID), string(cms[1].UID), string(cms[2].UID), string(ns.UID)} {
+		if _, ok := x.Report(uid); !ok {
+			t.Fatalf("no report for %s", uid)
+		}
+	}
+	if rep, _ := x.Report(string(cms[0].UID)); reportertest.SummaryIs(rep.Object, 1, 0, 0, 0, 0) != nil {
+		t.Fatalf("the result under another uid reached the report: %v", rep.Object)
+	}
+
+	// A result stored before its object: pending, then applied.
+	late := reportertest.RefOf("v1", "ConfigMap", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ns.Name, UID: "to-be-known"}})
+	created, err := e.Kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.UID, late.ResourceVersion = string(created.UID), created.ResourceVersion
+	eval(reportertest.Evaluation{Ref: late, Policy: "p", Version: "1", Request: "late", Scored: true, Rules: reportertest.Rules(engine.StatusPass)})
+	reportertest.Eventually(t, 20*time.Second, "the late object's report", func() error {
+		if _, ok := x.Report(late.UID); !ok {
+			return reportertest.ErrNotYet
+		}
+		return nil
+	})
+
+	// A deleted object's report goes with it.
+	if err := e.Kube.CoreV1().ConfigMaps(ns.Name).Delete(ctx, cms[2].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reportertest.Eventually(t, 20*time.Second, "the deleted object's report gone", func() error {
+		if _, ok := x.Report(string(cms[2].UID)); ok {
+			return reportertest.ErrNotYet
+		}
+		return nil
+	})
+}
