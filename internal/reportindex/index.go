@@ -62,6 +62,11 @@ type entry struct {
 	apiVersion, kind, namespace str
 	name                        string
 	results                     []result
+	// version is the Version of the change that gave the report its
+	// current state; created when the stream stored the first result
+	// that gave it a report (unix nanoseconds).
+	version uint64
+	created int64
 }
 
 // ChangeType says what a change did to a report.
@@ -206,12 +211,17 @@ func (x *Index) Apply(r reporter.Result) (Change, bool) {
 		ch.Type = Modified
 	case has:
 		ch.Type = Added
+		if !r.Stored.IsZero() {
+			e.created = r.Stored.UnixNano()
+		}
 	case had:
 		ch.Type = Deleted
 	default:
 		return Change{}, false // retractions of a resource without a report
 	}
-	return x.record(ch), true
+	ch = x.record(ch)
+	e.version = ch.Version
+	return ch, true
 }
 
 // Forget drops a resource (it is gone, or its report was deleted): its
@@ -234,24 +244,48 @@ func (x *Index) Forget(uid string) (Change, bool) {
 // Report is the resource's report as the CRD mode would write it (the
 // zero Report and false when it has none).
 func (x *Index) Report(uid string) (reporter.Report, bool) {
+	e, ok := x.Get(uid)
+	return e.Report, ok
+}
+
+// Entry is a report as the index holds it.
+type Entry struct {
+	// Report is as the CRD mode would write it.
+	Report reporter.Report
+	// Version is the Version of the change that made it what it is: its
+	// resourceVersion.
+	Version uint64
+	// Created is when the stream stored the result that first gave the
+	// resource a report: its creationTimestamp.
+	Created time.Time
+}
+
+// Get is the resource's report (false when it has none).
+func (x *Index) Get(uid string) (Entry, bool) {
 	x.mu.RLock()
 	e := x.entries[uid]
 	var rs []reporter.Result
+	var out Entry
 	if e != nil {
 		rs = make([]reporter.Result, len(e.results))
 		for i, c := range e.results {
 			rs[i] = e.toResult(uid, c)
 		}
+		out.Version = e.version
+		if e.created != 0 {
+			out.Created = time.Unix(0, e.created).UTC()
+		}
 	}
 	x.mu.RUnlock()
 	if len(rs) == 0 {
-		return reporter.Report{}, false
+		return Entry{}, false
 	}
 	rep, err := reporter.Fold(uid, rs)
 	if err != nil || rep.Object == nil {
-		return reporter.Report{}, false
+		return Entry{}, false
 	}
-	return rep, true
+	out.Report = rep
+	return out, true
 }
 
 // Reports lists the UIDs of the resources with a report, in namespace

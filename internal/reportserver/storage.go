@@ -1,0 +1,316 @@
+package reportserver
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/verdict-dev/verdict/internal/reportindex"
+)
+
+// reports serves PolicyReports (cluster false) or ClusterPolicyReports
+// from the index: get, list (label and field selectors, pages with
+// continue tokens), watch (from a resourceVersion), tables.
+type reports struct {
+	x       *reportindex.Index
+	cluster bool
+}
+
+var (
+	_ rest.Storage              = (*reports)(nil)
+	_ rest.Scoper               = (*reports)(nil)
+	_ rest.KindProvider         = (*reports)(nil)
+	_ rest.SingularNameProvider = (*reports)(nil)
+	_ rest.Getter               = (*reports)(nil)
+	_ rest.Lister               = (*reports)(nil)
+	_ rest.Watcher              = (*reports)(nil)
+)
+
+func (r *reports) New() runtime.Object {
+	if r.cluster {
+		return &ClusterPolicyReport{}
+	}
+	return &PolicyReport{}
+}
+
+func (r *reports) NewList() runtime.Object {
+	if r.cluster {
+		return &ClusterPolicyReportList{}
+	}
+	return &PolicyReportList{}
+}
+
+func (r *reports) Destroy() {}
+
+func (r *reports) NamespaceScoped() bool { return !r.cluster }
+
+func (r *reports) Kind() string {
+	if r.cluster {
+		return "ClusterPolicyReport"
+	}
+	return "PolicyReport"
+}
+
+func (r *reports) GetSingularName() string {
+	return strings.ToLower(r.Kind())
+}
+
+func (r *reports) resource() schema.GroupResource {
+	return GroupVersion.WithResource(strings.ToLower(r.Kind()) + "s").GroupResource()
+}
+
+// object is the report of uid as served, or false when there is none
+// (or it is of the other kind).
+func (r *reports) object(uid string) (*PolicyReport, bool) {
+	e, ok := r.x.Get(uid)
+	if !ok || e.Report.Cluster() != r.cluster {
+		return nil, false
+	}
+	out := &PolicyReport{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(e.Report.Object.Object, out); err != nil {
+		return nil, false
+	}
+	out.ResourceVersion = strconv.FormatUint(e.Version, 10)
+	if !e.Created.IsZero() {
+		out.CreationTimestamp = metav1.NewTime(e.Created.Truncate(time.Second))
+	}
+	return out, true
+}
+
+// Get is one report.
+func (r *reports) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	o, ok := r.object(name)
+	if !ok || o.Namespace != ns {
+		return nil, apierrors.NewNotFound(r.resource(), name)
+	}
+	return r.typed(o), nil
+}
+
+// typed is o as the served kind.
+func (r *reports) typed(o *PolicyReport) runtime.Object {
+	if r.cluster {
+		c := ClusterPolicyReport(*o)
+		c.Kind = "ClusterPolicyReport"
+		return &c
+	}
+	return o
+}
+
+// selector is what a list or watch selects.
+type selector struct {
+	ns     string
+	all    bool
+	labels labels.Selector
+	fields fields.Selector
+}
+
+func (r *reports) selector(ctx context.Context, opts *metainternalversion.ListOptions) selector {
+	ns, ok := genericapirequest.NamespaceFrom(ctx)
+	s := selector{ns: ns, all: !r.cluster && (!ok || ns == metav1.NamespaceAll), labels: labels.Everything(), fields: fields.Everything()}
+	if opts != nil && opts.LabelSelector != nil {
+		s.labels = opts.LabelSelector
+	}
+	if opts != nil && opts.FieldSelector != nil {
+		s.fields = opts.FieldSelector
+	}
+	return s
+}
+
+func (s selector) matches(o *PolicyReport) bool {
+	return s.labels.Matches(labels.Set(o.Labels)) &&
+		s.fields.Matches(fields.Set{"metadata.name": o.Name, "metadata.namespace": o.Namespace})
+}
+
+// List lists the reports of a namespace (or all), page by page.
+func (r *reports) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	s := r.selector(ctx, opts)
+	after := ""
+	var limit int64
+	if opts != nil {
+		limit = opts.Limit
+		if opts.Continue != "" {
+			c, err := decodeContinue(opts.Continue)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			after = c
+		}
+	}
+	var items []*PolicyReport
+	var more bool
+	version := r.x.Version()
+	// Pages are read from the index by key order; selectors apply to
+	// what is read, so a page is filled from as many reads as it takes.
+	for {
+		batch := 500
+		if limit > 0 {
+			batch = int(limit) - len(items)
+		}
+		uids, _, m := r.x.Reports(s.ns, s.all || r.cluster && s.ns == "", after, batch)
+		for _, uid := range uids {
+			o, ok := r.object(uid)
+			after = reportindex.ContinueKey(o.namespaceOr(), uid)
+			if ok && s.matches(o) {
+				items = append(items, o)
+			}
+		}
+		more = m
+		if !m || (limit > 0 && int64(len(items)) >= limit) {
+			break
+		}
+	}
+	meta := metav1.ListMeta{ResourceVersion: strconv.FormatUint(version, 10)}
+	if more && limit > 0 {
+		meta.Continue = encodeContinue(after)
+	}
+	if r.cluster {
+		l := &ClusterPolicyReportList{ListMeta: meta, Items: make([]ClusterPolicyReport, len(items))}
+		for i, o := range items {
+			l.Items[i] = ClusterPolicyReport(*o)
+			l.Items[i].Kind = "ClusterPolicyReport"
+		}
+		return l, nil
+	}
+	l := &PolicyReportList{ListMeta: meta, Items: make([]PolicyReport, len(items))}
+	for i, o := range items {
+		l.Items[i] = *o
+	}
+	return l, nil
+}
+
+// namespaceOr is the report's namespace, for continue keys (nil-safe).
+func (o *PolicyReport) namespaceOr() string {
+	if o == nil {
+		return ""
+	}
+	return o.Namespace
+}
+
+func encodeContinue(after string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("v1:" + after))
+}
+
+func decodeContinue(token string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || !strings.HasPrefix(string(b), "v1:") {
+		return "", fmt.Errorf("continue token %q is not one this server gave", token)
+	}
+	return strings.TrimPrefix(string(b), "v1:"), nil
+}
+
+// Watch streams the changes after opts.ResourceVersion (from now when it
+// is empty or 0).
+func (r *reports) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	s := r.selector(ctx, opts)
+	var since uint64
+	if opts != nil && opts.ResourceVersion != "" {
+		v, err := strconv.ParseUint(opts.ResourceVersion, 10, 64)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q is not one this server gave", opts.ResourceVersion))
+		}
+		since = v
+	}
+	if since == 0 {
+		since = r.x.Version()
+	}
+	sub, err := r.x.Subscribe(since)
+	if err != nil {
+		return nil, apierrors.NewResourceExpired(err.Error())
+	}
+	w := &watcher{r: r, s: s, sub: sub, out: make(chan watch.Event, 64), done: make(chan struct{})}
+	go w.run(ctx)
+	return w, nil
+}
+
+// watcher turns index changes into watch events.
+type watcher struct {
+	r    *reports
+	s    selector
+	sub  *reportindex.Subscription
+	out  chan watch.Event
+	done chan struct{}
+}
+
+func (w *watcher) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *watcher) Stop() {
+	select {
+	case <-w.done:
+	default:
+		close(w.done)
+	}
+}
+
+func (w *watcher) run(ctx context.Context) {
+	defer close(w.out)
+	defer w.sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.done:
+			return
+		case ch, ok := <-w.sub.C:
+			if !ok {
+				if err := w.sub.Err(); err != nil {
+					w.send(ctx, watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired(err.Error()).ErrStatus})
+				}
+				return
+			}
+			if ev, ok := w.event(ch); ok && !w.send(ctx, ev) {
+				return
+			}
+		}
+	}
+}
+
+func (w *watcher) send(ctx context.Context, ev watch.Event) bool {
+	select {
+	case w.out <- ev:
+		return true
+	case <-ctx.Done():
+	case <-w.done:
+	}
+	return false
+}
+
+// event is the watch event of a change, if the watch selects it.
+func (w *watcher) event(ch reportindex.Change) (watch.Event, bool) {
+	if (ch.Namespace == "") != w.r.cluster || (!w.s.all && !w.r.cluster && ch.Namespace != w.s.ns) {
+		return watch.Event{}, false
+	}
+	o, ok := w.r.object(ch.UID)
+	typ := watch.EventType(ch.Type)
+	if ch.Type == reportindex.Deleted || !ok {
+		// Gone (now, if not at this change): the last state is not
+		// kept, so the object names the report only.
+		o = &PolicyReport{ObjectMeta: metav1.ObjectMeta{Name: ch.UID, Namespace: ch.Namespace}}
+		typ = watch.Deleted
+	}
+	o.ResourceVersion = strconv.FormatUint(max(ch.Version, versionOf(o)), 10)
+	if typ != watch.Deleted && !w.s.matches(o) {
+		return watch.Event{}, false
+	}
+	o.APIVersion, o.Kind = GroupVersion.String(), w.r.Kind()
+	return watch.Event{Type: typ, Object: w.r.typed(o)}, true
+}
+
+func versionOf(o *PolicyReport) uint64 {
+	v, _ := strconv.ParseUint(o.ResourceVersion, 10, 64)
+	return v
+}
