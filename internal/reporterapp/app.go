@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,8 @@ import (
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/internal/reporter"
+	"github.com/verdict-dev/verdict/internal/reportindex"
+	"github.com/verdict-dev/verdict/internal/reportserver"
 	"github.com/verdict-dev/verdict/internal/scanner"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/verify"
@@ -81,6 +84,20 @@ type Config struct {
 	// (empty: none).
 	ProbeAddress string
 	Log          service.LogConfig
+
+	// Serve turns the serving mode on: the replica folds VERDICT_RESULTS
+	// into memory and answers the PolicyReport API itself, as an
+	// aggregated API server, instead of writing reports into etcd
+	// (docs/reporter.md). The CRD mode is the default.
+	Serve bool
+	// ServeAddress and ServePort are where the serving mode listens
+	// (HTTPS); ServeCertFile and ServeKeyFile its certificate (empty: a
+	// self-signed one in ServeCertDir).
+	ServeAddress  string
+	ServePort     int
+	ServeCertFile string
+	ServeKeyFile  string
+	ServeCertDir  string
 }
 
 // DefaultConfig returns the defaults.
@@ -102,6 +119,9 @@ func DefaultConfig() Config {
 		ScanConcurrency: 2,
 		ProbeAddress:    ":8080",
 		Log:             service.DefaultLogConfig(),
+		ServeAddress:    "0.0.0.0",
+		ServePort:       8443,
+		ServeCertDir:    "/tmp/verdict-reports",
 	}
 }
 
@@ -139,6 +159,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ScanConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("scan concurrency %d must be positive", c.ScanConcurrency))
+	}
+	if c.Serve && (c.ServePort < 0 || c.ServePort > 65535 || net.ParseIP(c.ServeAddress) == nil || (c.ServeCertFile == "") != (c.ServeKeyFile == "")) {
+		errs = append(errs, fmt.Errorf("serving mode: address %q port %d: an IP address, a port, and a certificate with its key (or neither)", c.ServeAddress, c.ServePort))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %s must be positive", c.ShutdownTimeout))
@@ -207,6 +230,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	defer d.conn.Close()
+	if cfg.Serve {
+		return runServe(ctx, cfg, d, log)
+	}
 	// Every replica provisions the streams and its own consumers
 	// (idempotent); the runner waits for the consumer if this fails now.
 	if err := d.conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
@@ -234,7 +260,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	var sc *scanner.Scanner
 	if cfg.Scan {
-		if sc, err = newScanner(ctx, cfg, d, log); err != nil {
+		if sc, err = newScanner(ctx, cfg, d, log, false); err != nil {
 			return err
 		}
 	}
@@ -261,6 +287,71 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	return err
 }
 
+// runServe is the serving mode: the report index follows VERDICT_RESULTS
+// (results checked against watches of their kinds), the aggregated API
+// server answers from it once it has caught up, and the background scan
+// publishes results and purges deleted resources' without writing
+// reports. They stop together.
+func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) error {
+	// No projector: only the scanner's consumer.
+	if err := d.conn.Provision(ctx, append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(consumers(cfg)[1:]...))...); err != nil {
+		log.Warn().Err(err).Msg("streamsNotProvisioned")
+	}
+	x := reportindex.New()
+	check := reportindex.NewCluster(ctx, d.meta, d.mapper, reportindex.WithClusterGrace(cfg.VerifyGrace), reportindex.WithGone(func(uid string) { x.Forget(uid) }))
+	feed := reportindex.NewFeed(x, d.conn, check, log.With().Str("component", "reportIndex").Logger(), reportindex.WithCatchUpGCPercent(400))
+	srv, err := reportserver.New(reportserver.Config{
+		BindAddress: net.ParseIP(cfg.ServeAddress), Port: cfg.ServePort,
+		CertFile: cfg.ServeCertFile, KeyFile: cfg.ServeKeyFile, CertDir: cfg.ServeCertDir,
+		Kubeconfig: cfg.Kube.Kubeconfig,
+	}, x, feed.Ready())
+	if err != nil {
+		return fmt.Errorf("%w: serving mode: %w", ErrInvalidConfig, err)
+	}
+	if cfg.ProbeAddress != "" {
+		ready := func() error {
+			if err := service.NATSReady(d.conn)(); err != nil {
+				return err
+			}
+			select {
+			case <-feed.Ready():
+				return nil
+			default:
+				return errors.New("the report index has not caught up with VERDICT_RESULTS yet")
+			}
+		}
+		stop, err := service.ServeProbes(ctx, cfg.ProbeAddress, d.reg, ready, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 3)
+	running := 2
+	go func() { done <- feed.Run(rctx) }()
+	go func() { done <- srv.Run(rctx) }()
+	if cfg.Scan {
+		sc, err := newScanner(ctx, cfg, d, log, true)
+		if err != nil {
+			return err
+		}
+		running++
+		go func() { done <- sc.Run(rctx) }()
+	}
+	log.Info().Bool("scan", cfg.Scan).Int("port", srv.Port()).Msg("reporterServing")
+	var first error
+	for range running {
+		if e := <-done; e != nil && !errors.Is(e, context.Canceled) && first == nil {
+			first = e
+		}
+		cancel()
+	}
+	log.Info().Err(first).Msg("reporterStopped")
+	return first
+}
+
 // provisionOptions are the streams and consumers the reporter provisions.
 func provisionOptions(cfg Config) []queue.ProvisionOption {
 	return append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(consumers(cfg)...))
@@ -283,7 +374,7 @@ func consumers(cfg Config) []queue.ConsumerSpec {
 
 // newScanner starts the policy cache (it returns once synced) and builds
 // the background scanner on it.
-func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*scanner.Scanner, error) {
+func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, served bool) (*scanner.Scanner, error) {
 	kube, err := kubernetes.NewForConfig(d.rc)
 	if err != nil {
 		return nil, err
@@ -304,15 +395,20 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) (*
 	if err := pc.Start(ctx); err != nil {
 		return nil, fmt.Errorf("policy cache: %w", err)
 	}
-	return scanner.New(d.conn, eng, d.dyn, kube.Discovery(), pc, d.writer,
+	opts := []scanner.Option{
 		scanner.WithInterval(cfg.ScanInterval),
 		scanner.WithConcurrency(cfg.ScanConcurrency),
 		scanner.WithAttempts(cfg.Attempts),
-		scanner.WithReportWatch(d.meta),
 		scanner.WithChecker(d.check),
 		scanner.WithRegisterer(d.reg),
 		scanner.WithLogger(log),
-	)
+	}
+	if served {
+		// Reports are served from the stream: none to write, none to
+		// watch.
+		return scanner.New(d.conn, eng, d.dyn, kube.Discovery(), pc, nil, append(opts, scanner.WithServedReports(d.writer.Metrics()))...)
+	}
+	return scanner.New(d.conn, eng, d.dyn, kube.Discovery(), pc, d.writer, append(opts, scanner.WithReportWatch(d.meta))...)
 }
 
 // Replay rebuilds every report from the stream (and with prune deletes

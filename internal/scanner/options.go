@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/metadata"
 
+	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/verify"
 )
 
@@ -31,6 +32,25 @@ type options struct {
 	log            *zerolog.Logger
 	now            func() time.Time
 	check          *verify.Checker
+	// served: reports are served from the stream, not written
+	// (WithServedReports); served holds the reporter's metrics.
+	served *reporter.Metrics
+}
+
+// WithServedReports says that reports are served from the stream (the
+// reporter's serving mode: an index of VERDICT_RESULTS answers the
+// report API), so the scanner writes none: it publishes results and
+// retractions and purges the results of deleted resources, which is all
+// the serving replicas follow. The writer given to New may then be nil;
+// m counts the results the scanner reads.
+func WithServedReports(m *reporter.Metrics) Option {
+	return func(o *options) error {
+		if m == nil {
+			return fmt.Errorf("%w: nil reporter metrics", ErrInvalidOption)
+		}
+		o.served = m
+		return nil
+	}
 }
 
 // WithChecker sets the checker results are verified with (required):

@@ -60,7 +60,7 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item events.Scan
 // each subject's history), by resource uid, unchecked: newestVerified
 // picks the current one of a resource.
 func (s *Scanner) policyResults(ctx context.Context, key string) (map[string][]reporter.Result, error) {
-	return reporter.ReadStored(ctx, s.conn, s.writer.Metrics(), []string{queue.ResultsOfPolicy(key)})
+	return reporter.ReadStored(ctx, s.conn, s.rm, []string{queue.ResultsOfPolicy(key)})
 }
 
 // newestVerified is the current result among rs (the stored results of one
@@ -296,7 +296,7 @@ func (sc *scan) sweep(ctx context.Context) error {
 // existed. A forged result that names a real uid does not purge the real
 // results: they are verified.
 func (sc *scan) purgeIfGone(ctx context.Context, uid string) error {
-	cur, err := reporter.ReadResults(ctx, sc.s.conn, sc.s.writer.Metrics(), sc.s.o.check, []string{uid})
+	cur, err := reporter.ReadResults(ctx, sc.s.conn, sc.s.rm, sc.s.o.check, []string{uid})
 	if err != nil {
 		return err
 	}

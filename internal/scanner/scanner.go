@@ -87,10 +87,13 @@ type Scanner struct {
 	disc     discovery.DiscoveryInterface
 	mapper   meta.ResettableRESTMapper
 	policies PolicySource
-	writer   *reporter.Writer
-	m        *metrics
-	o        options
-	log      zerolog.Logger
+	// writer writes reports; nil when they are served from the stream
+	// (WithServedReports). rm counts the results read.
+	writer *reporter.Writer
+	rm     *reporter.Metrics
+	m      *metrics
+	o      options
+	log    zerolog.Logger
 
 	kinds *kube.ListableKinds
 }
@@ -106,8 +109,12 @@ func New(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, disc disco
 			return nil, err
 		}
 	}
-	if conn == nil || eng == nil || dyn == nil || disc == nil || policies == nil || writer == nil || o.check == nil {
-		return nil, fmt.Errorf("%w: the scanner needs a queue connection, an engine, API clients, a policy source, a writer and a checker (WithChecker)", ErrInvalidOption)
+	if conn == nil || eng == nil || dyn == nil || disc == nil || policies == nil || (writer == nil && o.served == nil) || o.check == nil {
+		return nil, fmt.Errorf("%w: the scanner needs a queue connection, an engine, API clients, a policy source, a writer (or WithServedReports) and a checker (WithChecker)", ErrInvalidOption)
+	}
+	rm := o.served
+	if rm == nil {
+		rm = writer.Metrics()
 	}
 	reg := o.reg
 	if reg == nil {
@@ -122,7 +129,7 @@ func New(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, disc disco
 		log = *o.log
 	}
 	return &Scanner{
-		conn: conn, eng: eng, dyn: dyn, disc: disc, policies: policies, writer: writer, m: m, o: o,
+		conn: conn, eng: eng, dyn: dyn, disc: disc, policies: policies, writer: writer, rm: rm, m: m, o: o,
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
 		kinds:  kube.NewListableKinds(disc, o.kindsTTL),
 		log:    log.With().Str(logKeyComponent, "scanner").Logger(),
@@ -469,8 +476,10 @@ func (s *Scanner) purge(ctx context.Context, res events.ResourceRef) error {
 	}
 	s.o.check.Forget(res.UID)
 	res.ResourceVersion = ""
-	if _, err := s.writer.Write(ctx, reporter.Report{Resource: res}, nil); err != nil {
-		return fmt.Errorf("delete the report of %s: %w", res.UID, err)
+	if s.writer != nil {
+		if _, err := s.writer.Write(ctx, reporter.Report{Resource: res}, nil); err != nil {
+			return fmt.Errorf("delete the report of %s: %w", res.UID, err)
+		}
 	}
 	s.m.purged.Add(float64(n))
 	logFrom(ctx).Debug().Str(logKeyUID, res.UID).Uint64(logKeyResults, n).Msg("resourceResultsPurged")
@@ -530,7 +539,10 @@ func (s *Scanner) resourceGone(ctx context.Context, res events.ResourceRef) queu
 		}
 		return queue.Done()
 	}
-	cur, err := reporter.ReadResults(ctx, s.conn, s.writer.Metrics(), s.o.check, []string{res.UID})
+	if s.writer == nil {
+		return queue.Done() // served from the stream: nothing to write again
+	}
+	cur, err := reporter.ReadResults(ctx, s.conn, s.rm, s.o.check, []string{res.UID})
 	if err != nil {
 		return s.retry(ctx, "resultsUnreadable", err)
 	}
@@ -538,7 +550,7 @@ func (s *Scanner) resourceGone(ctx context.Context, res events.ResourceRef) queu
 	if err != nil {
 		return queue.Poison(err.Error())
 	}
-	if _, err := s.writer.Write(ctx, rep.WithHint(res), reporter.Refolder(s.conn, s.writer.Metrics(), s.o.check, res.UID, res)); err != nil {
+	if _, err := s.writer.Write(ctx, rep.WithHint(res), reporter.Refolder(s.conn, s.rm, s.o.check, res.UID, res)); err != nil {
 		return s.retry(ctx, "reportNotWritten", err)
 	}
 	return queue.Done()

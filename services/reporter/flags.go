@@ -26,5 +26,11 @@ func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	fs.DurationVar(&cfg.ScanInterval, "scan-interval", cfg.ScanInterval, "period of the full background scan (0: only on policy changes)")
 	fs.IntVar(&cfg.ScanConcurrency, "scan-concurrency", cfg.ScanConcurrency, "scan items one replica works on at once")
 	fs.StringVar(&cfg.ProbeAddress, "probe-address", cfg.ProbeAddress, "address serving /metrics, /healthz and /readyz (empty: none)")
+	fs.BoolVar(&cfg.Serve, "serve-reports", cfg.Serve, "serving mode: answer the PolicyReport API from VERDICT_RESULTS as an aggregated API server instead of writing reports into etcd")
+	fs.StringVar(&cfg.ServeAddress, "serve-address", cfg.ServeAddress, "IP address the serving mode listens on")
+	fs.IntVar(&cfg.ServePort, "serve-port", cfg.ServePort, "HTTPS port of the serving mode")
+	fs.StringVar(&cfg.ServeCertFile, "serve-tls-cert-file", cfg.ServeCertFile, "serving mode certificate (PEM; empty: self-signed, in --serve-cert-dir)")
+	fs.StringVar(&cfg.ServeKeyFile, "serve-tls-private-key-file", cfg.ServeKeyFile, "serving mode private key (PEM)")
+	fs.StringVar(&cfg.ServeCertDir, "serve-cert-dir", cfg.ServeCertDir, "where the serving mode writes its self-signed certificate")
 	service.BindLogFlags(fs, &cfg.Log)
 }

@@ -27,6 +27,8 @@ func TestFlags(t *testing.T) {
 		"--coalesce-window=1s", "--concurrency=32", "--flush-workers=4", "--attempts=3", "--shutdown-timeout=5s",
 		"--ack-wait=12s", "--scan=false", "--scan-interval=10m", "--scan-concurrency=3",
 		"--probe-address=:9090", "--log-level=debug", "--log-format=console",
+		"--serve-reports", "--serve-address=127.0.0.1", "--serve-port=9443", "--serve-tls-cert-file=/c/tls.crt",
+		"--serve-tls-private-key-file=/c/tls.key", "--serve-cert-dir=/c",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +45,7 @@ func TestFlags(t *testing.T) {
 		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,
 		AckWait: 12 * time.Second, Scan: false, ScanInterval: 10 * time.Minute, ScanConcurrency: 3,
 		ProbeAddress: ":9090", Log: service.LogConfig{Level: "debug", Format: "console"},
+		Serve: true, ServeAddress: "127.0.0.1", ServePort: 9443, ServeCertFile: "/c/tls.crt", ServeKeyFile: "/c/tls.key", ServeCertDir: "/c",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config\n%+v\nwant\n%+v", cfg, want)
