@@ -88,6 +88,10 @@ const (
 	// RetractedPolicyDeleted: the policy was deleted (or replaced by one
 	// of the same name).
 	RetractedPolicyDeleted = "policyDeleted"
+	// RetractedReportDeleted: the report was deleted through the API (the
+	// reporter's serving mode): the policy's result stays out of it until
+	// a newer evaluation.
+	RetractedReportDeleted = "reportDeleted"
 )
 
 // WorkKind is what a worker does with a WorkItem: the work subject's

@@ -304,6 +304,7 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		BindAddress: net.ParseIP(cfg.ServeAddress), Port: cfg.ServePort,
 		CertFile: cfg.ServeCertFile, KeyFile: cfg.ServeKeyFile, CertDir: cfg.ServeCertDir,
 		Kubeconfig: cfg.Kube.Kubeconfig,
+		Delete:     feed.RetractReport,
 	}, x, feed.Ready())
 	if err != nil {
 		return fmt.Errorf("%w: serving mode: %w", ErrInvalidConfig, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,7 +41,8 @@ func freePort(t *testing.T) int {
 // against a control plane without the report CRDs: it becomes ready once
 // it has read the stream, and a result published for a real object is
 // served through the kube-apiserver's aggregation layer as that object's
-// PolicyReport; etcd holds no report.
+// PolicyReport; etcd holds no report. Deleting the report takes it out
+// until a newer evaluation brings it back.
 func TestE2EServeMode(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.WithoutCRDs())
 	ctx := t.Context()
@@ -116,6 +118,31 @@ func TestE2EServeMode(t *testing.T) {
 			return err
 		}
 		return reportertest.SummaryIs(got, 1, 1, 0, 0, 0)
+	})
+
+	// Deleting the report (as tools do to reset) takes it out until a
+	// newer evaluation arrives.
+	polr := dyn.Resource(reporter.PolicyReports).Namespace("team")
+	if err := polr.Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := polr.Get(ctx, string(cm.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a deleted report: %v", err)
+	}
+	m, err = events.ResultMessage(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cm), Policy: "require-labels", Version: "2", Request: "r2", Scored: true,
+		Rules: reportertest.Rules(engine.StatusPass)}.Event())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.PublishSync(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	reportertest.Eventually(t, 20*time.Second, "the report back with the newer evaluation", func() error {
+		got, err := polr.Get(ctx, string(cm.UID), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return reportertest.SummaryIs(got, 1, 0, 0, 0, 0)
 	})
 	stop()
 	select {

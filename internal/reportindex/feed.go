@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -213,6 +214,46 @@ func decodeLoop(ctx context.Context, in <-chan queue.ReplayMsg, out chan<- decod
 			return
 		}
 	}
+}
+
+// RetractReport deletes the resource's report on every replica: it
+// publishes a retraction of each result the report holds (evaluated now,
+// so newer than they are; a later evaluation brings the report back),
+// then waits, within ctx, until this index has applied them. It returns
+// false when the resource has no report.
+func (f *Feed) RetractReport(ctx context.Context, uid string) (bool, error) {
+	rs := f.x.current(uid)
+	if len(rs) == 0 {
+		return false, nil
+	}
+	now := time.Now().UTC()
+	var last uint64
+	for _, r := range rs {
+		ev := events.ResultEvent{
+			Resource: r.Event.Resource, Policy: r.Event.Policy, Timestamp: now,
+			Retracted: events.RetractedReportDeleted, RequestUID: "report-deleted-" + strconv.FormatInt(now.UnixNano(), 10),
+		}
+		if !now.After(r.Event.Timestamp) {
+			ev.Timestamp = r.Event.Timestamp.Add(time.Nanosecond)
+		}
+		m, err := events.ResultMessage(ev)
+		if err != nil {
+			return false, err
+		}
+		ack, err := f.conn.PublishSync(ctx, m)
+		if err != nil {
+			return false, fmt.Errorf("retract the report of %s: %w", uid, err)
+		}
+		last = max(last, ack.Sequence)
+	}
+	for f.x.Seq() < last {
+		select {
+		case <-ctx.Done():
+			return true, fmt.Errorf("the retraction of %s's report is published but not applied yet: %w", uid, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true, nil
 }
 
 func (f *Feed) markReady() {

@@ -248,6 +248,24 @@ func (x *Index) Report(uid string) (reporter.Report, bool) {
 	return e.Report, ok
 }
 
+// current is the results the resource's report holds now (one per
+// policy, with rules).
+func (x *Index) current(uid string) []reporter.Result {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e := x.entries[uid]
+	if e == nil {
+		return nil
+	}
+	var out []reporter.Result
+	for _, c := range e.results {
+		if len(c.rules) > 0 {
+			out = append(out, e.toResult(uid, c))
+		}
+	}
+	return out
+}
+
 // Entry is a report as the index holds it.
 type Entry struct {
 	// Report is as the CRD mode would write it.

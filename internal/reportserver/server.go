@@ -34,6 +34,9 @@ type Config struct {
 	// authorizes the requests (delegated, as metrics-server does; empty:
 	// in-cluster).
 	Kubeconfig string
+	// Delete deletes a report (reportindex.Feed.RetractReport): false
+	// when there is none. Nil: deletes are refused.
+	Delete func(ctx context.Context, uid string) (bool, error)
 }
 
 // Server is the aggregated API server.
@@ -99,8 +102,8 @@ func New(cfg Config, x *reportindex.Index, ready <-chan struct{}) (*Server, erro
 	}
 	info := genericapiserver.NewDefaultAPIGroupInfo(GroupVersion.Group, scheme, runtime.NewParameterCodec(scheme), codecs)
 	info.VersionedResourcesStorageMap[GroupVersion.Version] = map[string]rest.Storage{
-		"policyreports":        &reports{x: x},
-		"clusterpolicyreports": &reports{x: x, cluster: true},
+		"policyreports":        &reports{x: x, del: cfg.Delete},
+		"clusterpolicyreports": &reports{x: x, cluster: true, del: cfg.Delete},
 	}
 	if err := srv.InstallAPIGroup(&info); err != nil {
 		return nil, fmt.Errorf("install %s: %w", GroupVersion, err)

@@ -28,6 +28,7 @@ import (
 type reports struct {
 	x       *reportindex.Index
 	cluster bool
+	del     func(ctx context.Context, uid string) (bool, error)
 }
 
 var (
@@ -38,7 +39,36 @@ var (
 	_ rest.Getter               = (*reports)(nil)
 	_ rest.Lister               = (*reports)(nil)
 	_ rest.Watcher              = (*reports)(nil)
+	_ rest.GracefulDeleter      = (*reports)(nil)
 )
+
+// Delete deletes a report: every replica drops it (its results are
+// retracted in the stream) until newer results arrive. It answers once
+// this replica no longer serves it.
+func (r *reports) Delete(ctx context.Context, name string, validate rest.ValidateObjectFunc, _ *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	if r.del == nil {
+		return nil, false, apierrors.NewMethodNotSupported(r.resource(), "delete")
+	}
+	ns := genericapirequest.NamespaceValue(ctx)
+	o, ok := r.object(name)
+	if !ok || o.Namespace != ns {
+		return nil, false, apierrors.NewNotFound(r.resource(), name)
+	}
+	obj := r.typed(o)
+	if validate != nil {
+		if err := validate(ctx, obj); err != nil {
+			return nil, false, err
+		}
+	}
+	found, err := r.del(ctx, name)
+	if err != nil {
+		return nil, false, apierrors.NewInternalError(err)
+	}
+	if !found {
+		return nil, false, apierrors.NewNotFound(r.resource(), name)
+	}
+	return obj, true, nil
+}
 
 func (r *reports) New() runtime.Object {
 	if r.cluster {
