@@ -312,15 +312,17 @@ func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *time
 func (f *Feed) settle(r reporter.Result, st verify.Status, retry *time.Timer) {
 	switch st {
 	case verify.Verified:
+		f.x.Apply(r)
 		f.mu.Lock()
 		delete(f.pending, r.Sequence)
 		f.stats.Applied++
 		f.mu.Unlock()
-		f.x.Apply(r)
+		f.hold()
 	case verify.Pending:
 		f.mu.Lock()
 		f.pending[r.Sequence] = r
 		f.mu.Unlock()
+		f.hold()
 		f.x.Advance(r.Sequence)
 		retry.Reset(f.check.RetryIn(r.Stored))
 	default:
@@ -328,9 +330,23 @@ func (f *Feed) settle(r reporter.Result, st verify.Status, retry *time.Timer) {
 		delete(f.pending, r.Sequence)
 		f.stats.Rejected++
 		f.mu.Unlock()
+		f.hold()
 		f.x.Advance(r.Sequence)
 		f.log.Info().Str("status", string(st)).Str("uid", r.Event.Resource.UID).Uint64("sequence", r.Sequence).Msg("resultRejected")
 	}
+}
+
+// hold tells the index the oldest pending sequence (Index.Hold).
+func (f *Feed) hold() {
+	f.mu.Lock()
+	var oldest uint64
+	for seq := range f.pending {
+		if oldest == 0 || seq < oldest {
+			oldest = seq
+		}
+	}
+	f.mu.Unlock()
+	f.x.Hold(oldest)
 }
 
 // recheck checks the pending results again, oldest first.

@@ -90,7 +90,13 @@ type Change struct {
 	// results in the same order number them alike; watches resume from
 	// it.
 	Version uint64
-	Type    ChangeType
+	// Local marks a change whose place is not fixed by the stream (a
+	// result applied once its resource was confirmed, after later
+	// sequences; a resource forgotten): another replica may have made it
+	// earlier or later, so a watch resuming here gets it again
+	// (Subscribe).
+	Local bool
+	Type  ChangeType
 	// UID is the resource's (the report's name); Namespace its namespace
 	// ("" for a ClusterPolicyReport).
 	UID, Namespace string
@@ -115,7 +121,13 @@ type Index struct {
 	// trimmed is the version of the newest change dropped from the log:
 	// a watch from before it must list again.
 	trimmed uint64
-	subs    map[*Subscription]struct{}
+	// hold is the oldest sequence whose result may still be applied
+	// (pending; 0: none): served versions stay below it (Served).
+	hold uint64
+	// local keeps the local changes of the last localWindow, oldest
+	// first, for watches resuming from another replica's version.
+	local []localChange
+	subs  map[*Subscription]struct{}
 }
 
 // Option configures an Index.
@@ -164,6 +176,28 @@ func (x *Index) Len() int {
 	return len(x.entries)
 }
 
+// Hold says that the result of sequence seq, and none older, may still
+// be applied, out of order (0: none is waiting).
+func (x *Index) Hold(seq uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.hold = seq
+}
+
+// Served is version v as lists and watch events give it to clients:
+// below the oldest result still held. A client may resume from it on
+// another replica, which may have applied that result in order (at a
+// version below the client's otherwise), so the version a client holds
+// never passes a result this replica has not settled.
+func (x *Index) Served(v uint64) uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.hold > 0 {
+		return min(v, x.hold<<versionShift-1)
+	}
+	return v
+}
+
 // Advance records that the stream has been read up to seq without a
 // result to apply (a message left out): the index's version moves on.
 func (x *Index) Advance(seq uint64) {
@@ -180,6 +214,7 @@ func (x *Index) Apply(r reporter.Result) (Change, bool) {
 	uid := ev.Resource.UID
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	late := r.Sequence < x.seq
 	x.seq = max(x.seq, r.Sequence)
 	e := x.entries[uid]
 	if e == nil {
@@ -205,7 +240,7 @@ func (x *Index) Apply(r reporter.Result) (Change, bool) {
 		e.results = append(e.results, c)
 		slices.SortFunc(e.results, func(a, b result) int { return cmp.Compare(a.policy.resultKey(), b.policy.resultKey()) })
 	}
-	ch := Change{Seq: x.seq, UID: uid, Namespace: e.namespace.Value()}
+	ch := Change{Seq: x.seq, Local: late, UID: uid, Namespace: e.namespace.Value()}
 	switch has := e.reported(); {
 	case has && had:
 		ch.Type = Modified
@@ -237,7 +272,7 @@ func (x *Index) Forget(uid string) (Change, bool) {
 	if !e.reported() {
 		return Change{}, false
 	}
-	ch := Change{Seq: x.seq, Type: Deleted, UID: uid, Namespace: e.namespace.Value()}
+	ch := Change{Seq: x.seq, Local: true, Type: Deleted, UID: uid, Namespace: e.namespace.Value()}
 	return x.record(ch), true
 }
 

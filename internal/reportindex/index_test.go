@@ -220,3 +220,57 @@ func TestSubscribe(t *testing.T) {
 		t.Fatalf("a subscriber that fell behind: %d changes, err %v", n, slow.Err())
 	}
 }
+
+// TestSubscribeAcrossReplicas: a watch resuming on another replica, from
+// the version it reached on the first, misses nothing. Two replicas fold
+// the same results; replica a applies the result of sequence 3 late (its
+// resource was confirmed after sequence 5), replica b at once. A watch
+// that reached version 5 on a, before a applied it, resumes on b: b gives
+// it that change again (a local change of b's, made before version 5) and
+// nothing it had already, and goes on with what follows. A watch from a
+// version b has not reached yet gets only what comes after it.
+func TestSubscribeAcrossReplicas(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	a, b := reportindex.New(), reportindex.New()
+	for _, seq := range []uint64{1, 2, 4, 5} {
+		a.Apply(result(seq, int(seq), 1, 1, 1, t0, engine.StatusPass))
+	}
+	reached := a.Version() // 5<<8: the late result is not in it
+	a.Apply(result(3, 3, 1, 1, 1, t0, engine.StatusPass))
+	// b confirmed sequence 3 only after 4; then forgot resource 2.
+	for _, seq := range []uint64{1, 2, 4, 3, 5} {
+		b.Apply(result(seq, int(seq), 1, 1, 1, t0, engine.StatusPass))
+	}
+	b.Forget("uid-002")
+	s, err := b.Subscribe(reached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Apply(result(6, 6, 1, 1, 1, t0, engine.StatusPass))
+	var got []string
+	for range 3 {
+		ch := <-s.C
+		got = append(got, fmt.Sprintf("%s %s local=%t", ch.Type, ch.UID, ch.Local))
+	}
+	want := []string{"ADDED uid-003 local=true", "DELETED uid-002 local=true", "ADDED uid-006 local=false"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	if len(s.C) != 0 {
+		t.Fatalf("%d more changes", len(s.C))
+	}
+
+	// A replica behind: the changes up to the version skipped, the rest
+	// delivered.
+	c := reportindex.New()
+	ahead, err := c.Subscribe(reached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 2, 4, 5, 6} {
+		c.Apply(result(seq, int(seq), 1, 1, 1, t0, engine.StatusPass))
+	}
+	if ch := <-ahead.C; ch.UID != "uid-006" || len(ahead.C) != 0 {
+		t.Fatalf("from a version not reached yet: %s, then %d more", ch.UID, len(ahead.C))
+	}
+}
