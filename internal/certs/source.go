@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +25,10 @@ var ErrNoCertificate = errors.New("no serving certificate loaded")
 // renewal without restarting.
 type SecretSource struct {
 	cert atomic.Pointer[tls.Certificate]
+	pem  atomic.Pointer[[2][]byte]
+
+	mu        sync.Mutex
+	listeners []func()
 }
 
 // WatchSecret starts following the Secret; it runs until ctx ends.
@@ -43,6 +49,13 @@ func WatchSecret(ctx context.Context, client kubernetes.Interface, namespace, na
 			return
 		}
 		s.cert.Store(&c)
+		s.pem.Store(&[2][]byte{sec.Data[KeyCert], sec.Data[KeyKey]})
+		s.mu.Lock()
+		listeners := slices.Clone(s.listeners)
+		s.mu.Unlock()
+		for _, f := range listeners {
+			f()
+		}
 		log.Info().Str(logKeySecret, namespace+"/"+name).Msg("serving certificate loaded")
 	}
 	inf := f.Core().V1().Secrets().Informer()
@@ -61,6 +74,23 @@ func (s *SecretSource) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 		return nil, ErrNoCertificate
 	}
 	return c, nil
+}
+
+// Content is the loaded certificate and key in PEM (nil before one is
+// loaded).
+func (s *SecretSource) Content() (cert, key []byte) {
+	p := s.pem.Load()
+	if p == nil {
+		return nil, nil
+	}
+	return p[0], p[1]
+}
+
+// OnChange calls f after each certificate loaded from now on.
+func (s *SecretSource) OnChange(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listeners = append(s.listeners, f)
 }
 
 // Loaded reports whether a certificate is loaded.

@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/verdict-dev/verdict/internal/certs"
 	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/policyhttp"
@@ -98,30 +101,53 @@ type Config struct {
 	ServeCertFile string
 	ServeKeyFile  string
 	ServeCertDir  string
+	// ServeTLSSecret, when set, is the kubernetes.io/tls Secret (in
+	// Namespace) whose certificate the serving mode serves, followed as
+	// it is renewed; it takes the place of the files.
+	ServeTLSSecret string
+	// ServeCASecret, when set, makes the replicas campaign for
+	// ServeLeaseName; the leader keeps the CA (this Secret) and
+	// ServeTLSSecret current, for ServeServiceName's names, and the
+	// ServeAPIServices' caBundle trusting the CA. Empty: another keeps
+	// ServeTLSSecret (cert-manager).
+	ServeCASecret    string
+	ServeServiceName string
+	ServeLeaseName   string
+	ServeAPIServices []string
+	// Namespace is Verdict's namespace (the serving mode's Secrets and
+	// Lease); Identity names this replica in the Lease.
+	Namespace string
+	Identity  string
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
+	host, _ := os.Hostname()
 	return Config{
-		Kube:            service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
-		WriteQPS:        50,
-		WriteBurst:      100,
-		NATS:            service.DefaultNATSConfig(),
-		VerifyGrace:     30 * time.Second,
-		CoalesceWindow:  250 * time.Millisecond,
-		Concurrency:     64,
-		FlushWorkers:    8,
-		AckWait:         30 * time.Second,
-		Attempts:        10,
-		ShutdownTimeout: 30 * time.Second,
-		Scan:            true,
-		ScanInterval:    time.Hour,
-		ScanConcurrency: 2,
-		ProbeAddress:    ":8080",
-		Log:             service.DefaultLogConfig(),
-		ServeAddress:    "0.0.0.0",
-		ServePort:       8443,
-		ServeCertDir:    "/tmp/verdict-reports",
+		Kube:             service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
+		WriteQPS:         50,
+		WriteBurst:       100,
+		NATS:             service.DefaultNATSConfig(),
+		VerifyGrace:      30 * time.Second,
+		CoalesceWindow:   250 * time.Millisecond,
+		Concurrency:      64,
+		FlushWorkers:     8,
+		AckWait:          30 * time.Second,
+		Attempts:         10,
+		ShutdownTimeout:  30 * time.Second,
+		Scan:             true,
+		ScanInterval:     time.Hour,
+		ScanConcurrency:  2,
+		ProbeAddress:     ":8080",
+		Log:              service.DefaultLogConfig(),
+		ServeAddress:     "0.0.0.0",
+		ServePort:        8443,
+		ServeCertDir:     "/tmp/verdict-reports",
+		ServeServiceName: "verdict-reporter",
+		ServeLeaseName:   "verdict-reporter-serving",
+		ServeAPIServices: []string{"v1alpha2.wgpolicyk8s.io", "v1alpha1.openreports.io"},
+		Namespace:        "verdict",
+		Identity:         host,
 	}
 }
 
@@ -162,6 +188,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Serve && (c.ServePort < 0 || c.ServePort > 65535 || net.ParseIP(c.ServeAddress) == nil || (c.ServeCertFile == "") != (c.ServeKeyFile == "")) {
 		errs = append(errs, fmt.Errorf("serving mode: address %q port %d: an IP address, a port, and a certificate with its key (or neither)", c.ServeAddress, c.ServePort))
+	}
+	if c.Serve && c.ServeTLSSecret != "" && c.ServeCertFile != "" {
+		errs = append(errs, errors.New("serving mode: a certificate Secret or certificate files, not both"))
+	}
+	if c.Serve && c.ServeTLSSecret != "" && c.Namespace == "" {
+		errs = append(errs, errors.New("serving mode: the certificate Secret needs the namespace"))
+	}
+	if c.Serve && c.ServeCASecret != "" && (c.ServeTLSSecret == "" || c.ServeServiceName == "" || c.ServeLeaseName == "" || c.Identity == "" || len(c.ServeAPIServices) == 0) {
+		errs = append(errs, errors.New("serving mode: keeping the certificate (a CA Secret) needs the certificate Secret, the Service's name, the Lease's name, this replica's identity and the APIServices"))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %s must be positive", c.ShutdownTimeout))
@@ -300,9 +335,24 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 	x := reportindex.New()
 	check := reportindex.NewCluster(ctx, d.meta, d.mapper, reportindex.WithClusterGrace(cfg.VerifyGrace), reportindex.WithGone(func(uid string) { x.Forget(uid) }))
 	feed := reportindex.NewFeed(x, d.conn, check, log.With().Str("component", "reportIndex").Logger(), reportindex.WithCatchUpGCPercent(400))
+	var cert dynamiccertificates.CertKeyContentProvider
+	if cfg.ServeTLSSecret != "" {
+		kube, err := kubernetes.NewForConfig(d.rc)
+		if err != nil {
+			return err
+		}
+		src := certs.WatchSecret(ctx, kube, cfg.Namespace, cfg.ServeTLSSecret)
+		if cfg.ServeCASecret != "" {
+			go runServeLeader(ctx, kube, d.dyn, cfg, log.With().Str("component", "servingCerts").Logger())
+		}
+		if err := waitForCert(ctx, src, cfg.Namespace+"/"+cfg.ServeTLSSecret, log); err != nil {
+			return err
+		}
+		cert = serveCert{src}
+	}
 	srv, err := reportserver.New(reportserver.Config{
 		BindAddress: net.ParseIP(cfg.ServeAddress), Port: cfg.ServePort,
-		CertFile: cfg.ServeCertFile, KeyFile: cfg.ServeKeyFile, CertDir: cfg.ServeCertDir,
+		Cert: cert, CertFile: cfg.ServeCertFile, KeyFile: cfg.ServeKeyFile, CertDir: cfg.ServeCertDir,
 		Kubeconfig: cfg.Kube.Kubeconfig,
 		Delete:     feed.RetractReport,
 	}, x, feed.Ready())
@@ -310,10 +360,10 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		return fmt.Errorf("%w: serving mode: %w", ErrInvalidConfig, err)
 	}
 	if cfg.ProbeAddress != "" {
+		// Ready once caught up, and from then on whatever NATS does: the
+		// index holds the reports, and an APIService without endpoints
+		// would stall discovery (and so namespace deletion) cluster-wide.
 		ready := func() error {
-			if err := service.NATSReady(d.conn)(); err != nil {
-				return err
-			}
 			select {
 			case <-feed.Ready():
 				return nil

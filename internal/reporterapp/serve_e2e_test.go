@@ -54,11 +54,36 @@ func TestE2EServeMode(t *testing.T) {
 	}
 	t.Cleanup(srv.Shutdown)
 
+	port := freePort(t)
+	for _, ns := range []string{"verdict", "team"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kube.CoreV1().Services("verdict").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "verdict-reports"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost", Ports: []corev1.ServicePort{{Port: int32(port)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": "v1alpha2.wgpolicyk8s.io"},
+		"spec": map[string]any{"group": "wgpolicyk8s.io", "version": "v1alpha2", "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"service": map[string]any{"namespace": "verdict", "name": "verdict-reports", "port": int64(port)}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	cfg := reporterapp.DefaultConfig()
 	cfg.Kube.Kubeconfig = cp.KubeconfigPath()
 	cfg.NATS.URLs = []string{srv.ClientURL()}
 	cfg.ProbeAddress = "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cfg.Serve, cfg.ServeAddress, cfg.ServePort, cfg.ServeCertDir = true, "127.0.0.1", freePort(t), t.TempDir()
+	cfg.Serve, cfg.ServeAddress, cfg.ServePort = true, "127.0.0.1", port
+	// The certificate kept by the replicas, for the Service's names: the
+	// APIService has no caBundle and does verify; its leader sets it.
+	cfg.Namespace, cfg.ServeServiceName, cfg.ServeTLSSecret, cfg.ServeCASecret = "verdict", "verdict-reports", "verdict-reporter-tls", "verdict-reporter-ca"
+	cfg.ServeAPIServices = []string{"v1alpha2.wgpolicyk8s.io"}
 	cfg.Scan = false // no policy CRDs here
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -74,26 +99,6 @@ func TestE2EServeMode(t *testing.T) {
 		}
 		return nil
 	})
-
-	for _, ns := range []string{"verdict", "team"} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := kube.CoreV1().Services("verdict").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "verdict-reports"},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost", Ports: []corev1.ServicePort{{Port: int32(cfg.ServePort)}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1alpha2.wgpolicyk8s.io"},
-		"spec": map[string]any{"group": "wgpolicyk8s.io", "version": "v1alpha2", "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"insecureSkipTLSVerify": true, "service": map[string]any{"namespace": "verdict", "name": "verdict-reports", "port": int64(cfg.ServePort)}},
-	}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 
 	cm, err := kube.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -119,6 +124,18 @@ func TestE2EServeMode(t *testing.T) {
 		}
 		return reportertest.SummaryIs(got, 1, 1, 0, 0, 0)
 	})
+
+	// Through a verified connection: the leader set the caBundle to its
+	// CA, and the replica serves the certificate that CA signed.
+	as, err := dyn.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}).Get(ctx, "v1alpha2.wgpolicyk8s.io", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, _, _ := unstructured.NestedString(as.Object, "spec", "caBundle")
+	skip, _, _ := unstructured.NestedBool(as.Object, "spec", "insecureSkipTLSVerify")
+	if bundle == "" || skip {
+		t.Fatalf("the APIService: caBundle %q, insecureSkipTLSVerify %t", bundle, skip)
+	}
 
 	// Deleting the report (as tools do to reset) takes it out until a
 	// newer evaluation arrives.

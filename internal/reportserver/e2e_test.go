@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,6 +32,8 @@ var (
 	policyReports        = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
 	clusterPolicyReports = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"}
 	apiServices          = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	openReports          = schema.GroupVersionResource{Group: "openreports.io", Version: "v1alpha1", Resource: "reports"}
+	openClusterReports   = schema.GroupVersionResource{Group: "openreports.io", Version: "v1alpha1", Resource: "clusterreports"}
 )
 
 // evaluation is one policy's result on an object.
@@ -86,17 +89,19 @@ func TestE2EServeReports(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	apiService := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1alpha2.wgpolicyk8s.io"},
-		"spec": map[string]any{
-			"group": "wgpolicyk8s.io", "version": "v1alpha2", "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"insecureSkipTLSVerify": true,
-			"service":               map[string]any{"namespace": "verdict", "name": "verdict-reports", "port": int64(srv.Port())},
-		},
-	}}
-	if _, err := dyn.Resource(apiServices).Create(ctx, apiService, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, gv := range []schema.GroupVersion{reportserver.GroupVersion, reportserver.OpenReports} {
+		apiService := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+			"metadata": map[string]any{"name": gv.Version + "." + gv.Group},
+			"spec": map[string]any{
+				"group": gv.Group, "version": gv.Version, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+				"insecureSkipTLSVerify": true,
+				"service":               map[string]any{"namespace": "verdict", "name": "verdict-reports", "port": int64(srv.Port())},
+			},
+		}}
+		if _, err := dyn.Resource(apiServices).Create(ctx, apiService, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{})
@@ -151,6 +156,43 @@ func TestE2EServeReports(t *testing.T) {
 	cpolr, err := dyn.Resource(clusterPolicyReports).Get(ctx, string(ns.UID), metav1.GetOptions{})
 	if err != nil || cpolr.GetKind() != "ClusterPolicyReport" {
 		t.Fatalf("the namespace's ClusterPolicyReport: %v %v", cpolr, err)
+	}
+	// The same reports as openreports.io Reports and ClusterReports: the
+	// same documents, with the report-level source.
+	for _, c := range []struct {
+		wgpolicy, open schema.GroupVersionResource
+		ns, kind       string
+	}{{policyReports, openReports, "team", "Report"}, {clusterPolicyReports, openClusterReports, "", "ClusterReport"}} {
+		var want, got *unstructured.UnstructuredList
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+			if got, err = dyn.Resource(c.open).Namespace(c.ns).List(ctx, metav1.ListOptions{}); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("openreports.io %s: %v", c.open.Resource, err)
+		}
+		if want, err = dyn.Resource(c.wgpolicy).Namespace(c.ns).List(ctx, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Items) != len(want.Items) || len(got.Items) == 0 {
+			t.Fatalf("%d %s, %d %s", len(got.Items), c.open.Resource, len(want.Items), c.wgpolicy.Resource)
+		}
+		for i := range got.Items {
+			g, w := got.Items[i].DeepCopy(), want.Items[i].DeepCopy()
+			if g.GetAPIVersion() != "openreports.io/v1alpha1" || g.GetKind() != c.kind || g.Object["source"] != reporter.Source {
+				t.Fatalf("an openreports.io item: %s %s source %v", g.GetAPIVersion(), g.GetKind(), g.Object["source"])
+			}
+			for _, f := range []string{"apiVersion", "kind", "source"} {
+				delete(g.Object, f)
+				delete(w.Object, f)
+			}
+			if !equality.Semantic.DeepEqual(g.Object, w.Object) {
+				a, _ := json.Marshal(g.Object)
+				b, _ := json.Marshal(w.Object)
+				t.Fatalf("openreports.io %s\nwgpolicyk8s.io %s", a, b)
+			}
+		}
 	}
 	if _, err := polr.Get(ctx, "no-such-report", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a report that does not exist: %v", err)

@@ -49,10 +49,11 @@ func served(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	object := func(desc string, props map[string]spec.Schema, deps ...string) common.OpenAPIDefinition {
 		return common.OpenAPIDefinition{Schema: spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"object"}, Description: desc, Properties: props}}, Dependencies: deps}
 	}
-	report := func(desc string) common.OpenAPIDefinition {
+	report := func(desc, apiVersion string) common.OpenAPIDefinition {
 		return object(desc, map[string]spec.Schema{
-			"apiVersion": str("wgpolicyk8s.io/v1alpha2"),
+			"apiVersion": str(apiVersion),
 			"kind":       str("the kind"),
+			"source":     str("what made the report (openreports.io only)"),
 			"metadata":   refTo(objectMeta),
 			"scope":      refTo(objectRef),
 			"summary":    refTo(pkg + "Summary"),
@@ -60,9 +61,9 @@ func served(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 				VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{"x-kubernetes-list-type": "atomic"}}},
 		}, objectMeta, objectRef, pkg+"Summary", pkg+"Result")
 	}
-	list := func(desc, item string) common.OpenAPIDefinition {
+	list := func(desc, item, apiVersion string) common.OpenAPIDefinition {
 		return object(desc, map[string]spec.Schema{
-			"apiVersion": str("wgpolicyk8s.io/v1alpha2"),
+			"apiVersion": str(apiVersion),
 			"kind":       str("the kind"),
 			"metadata":   refTo(listMeta),
 			"items": {SchemaProps: spec.SchemaProps{Type: []string{"array"}, Items: &spec.SchemaOrArray{Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(pkg + item)}}}},
@@ -70,10 +71,14 @@ func served(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 		}, listMeta, pkg+item)
 	}
 	return map[string]common.OpenAPIDefinition{
-		pkg + "PolicyReport":            report("the report of one namespaced resource"),
-		pkg + "ClusterPolicyReport":     report("the report of one cluster-scoped resource"),
-		pkg + "PolicyReportList":        list("PolicyReports", "PolicyReport"),
-		pkg + "ClusterPolicyReportList": list("ClusterPolicyReports", "ClusterPolicyReport"),
+		pkg + "PolicyReport":            report("the report of one namespaced resource", GroupVersion.String()),
+		pkg + "ClusterPolicyReport":     report("the report of one cluster-scoped resource", GroupVersion.String()),
+		pkg + "PolicyReportList":        list("PolicyReports", "PolicyReport", GroupVersion.String()),
+		pkg + "ClusterPolicyReportList": list("ClusterPolicyReports", "ClusterPolicyReport", GroupVersion.String()),
+		pkg + "Report":                  report("the report of one namespaced resource", OpenReports.String()),
+		pkg + "ClusterReport":           report("the report of one cluster-scoped resource", OpenReports.String()),
+		pkg + "ReportList":              list("Reports", "Report", OpenReports.String()),
+		pkg + "ClusterReportList":       list("ClusterReports", "ClusterReport", OpenReports.String()),
 		pkg + "Summary": object("results by outcome", map[string]spec.Schema{
 			"pass": integer("passed"), "fail": integer("failed"), "warn": integer("warnings"), "error": integer("errors"), "skip": integer("skipped"),
 		}),

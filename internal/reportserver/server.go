@@ -14,6 +14,7 @@ import (
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
@@ -26,8 +27,11 @@ type Config struct {
 	// BindAddress and Port are where it listens (Port 0: any free port).
 	BindAddress net.IP
 	Port        int
-	// CertFile and KeyFile are its serving certificate; without them a
-	// self-signed one is made in CertDir (for tests and the demo).
+	// Cert is its serving certificate, followed as it changes (the
+	// reporter's renewed Secret). Without it, CertFile and KeyFile are;
+	// without them a self-signed one is made in CertDir (for tests and
+	// the demo).
+	Cert              dynamiccertificates.CertKeyContentProvider
 	CertFile, KeyFile string
 	CertDir           string
 	// Kubeconfig reaches the kube-apiserver that authenticates and
@@ -60,9 +64,12 @@ func New(cfg Config, x *reportindex.Index, ready <-chan struct{}) (*Server, erro
 		serving.BindAddress = cfg.BindAddress
 	}
 	serving.BindPort = cfg.Port
-	if cfg.CertFile != "" {
+	switch {
+	case cfg.Cert != nil:
+		serving.ServerCert.GeneratedCert = cfg.Cert
+	case cfg.CertFile != "":
 		serving.ServerCert.CertKey.CertFile, serving.ServerCert.CertKey.KeyFile = cfg.CertFile, cfg.KeyFile
-	} else {
+	default:
 		serving.ServerCert.CertDirectory = cfg.CertDir
 		if err := serving.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
 			return nil, fmt.Errorf("self-signed certificate: %w", err)
@@ -100,13 +107,18 @@ func New(cfg Config, x *reportindex.Index, ready <-chan struct{}) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	info := genericapiserver.NewDefaultAPIGroupInfo(GroupVersion.Group, scheme, runtime.NewParameterCodec(scheme), codecs)
-	info.VersionedResourcesStorageMap[GroupVersion.Version] = map[string]rest.Storage{
-		"policyreports":        &reports{x: x, del: cfg.Delete},
-		"clusterpolicyreports": &reports{x: x, cluster: true, del: cfg.Delete},
-	}
-	if err := srv.InstallAPIGroup(&info); err != nil {
-		return nil, fmt.Errorf("install %s: %w", GroupVersion, err)
+	for _, gv := range []schema.GroupVersion{GroupVersion, OpenReports} {
+		info := genericapiserver.NewDefaultAPIGroupInfo(gv.Group, scheme, runtime.NewParameterCodec(scheme), codecs)
+		storage := map[string]rest.Storage{}
+		for _, k := range kinds {
+			if k.gv == gv {
+				storage[k.plural] = &reports{kind: k, x: x, del: cfg.Delete}
+			}
+		}
+		info.VersionedResourcesStorageMap[gv.Version] = storage
+		if err := srv.InstallAPIGroup(&info); err != nil {
+			return nil, fmt.Errorf("install %s: %w", gv, err)
+		}
 	}
 	if err := srv.AddReadyzChecks(healthz.NamedCheck("report-index", func(*http.Request) error {
 		select {

@@ -19,16 +19,76 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/reportindex"
 )
 
-// reports serves PolicyReports (cluster false) or ClusterPolicyReports
-// from the index: get, list (label and field selectors, pages with
-// continue tokens), watch (from a resourceVersion), tables.
-type reports struct {
-	x       *reportindex.Index
+// kind is one of the four kinds served: where, and how its objects and
+// lists are made from the index's reports.
+type kind struct {
+	gv      schema.GroupVersion
+	name    string
+	plural  string
 	cluster bool
-	del     func(ctx context.Context, uid string) (bool, error)
+	// source is the report-level source (openreports.io only).
+	source string
+	newObj func() runtime.Object
+	list   func(metav1.ListMeta, []*PolicyReport) runtime.Object
+	typed  func(*PolicyReport) runtime.Object
+}
+
+// kinds are the kinds served: wgpolicyk8s.io's and openreports.io's,
+// namespaced and cluster-wide, over the same reports.
+var kinds = []kind{
+	{gv: GroupVersion, name: "PolicyReport", plural: "policyreports",
+		newObj: func() runtime.Object { return &PolicyReport{} },
+		typed:  func(o *PolicyReport) runtime.Object { return o },
+		list: func(m metav1.ListMeta, items []*PolicyReport) runtime.Object {
+			l := &PolicyReportList{ListMeta: m, Items: make([]PolicyReport, len(items))}
+			for i, o := range items {
+				l.Items[i] = *o
+			}
+			return l
+		}},
+	{gv: GroupVersion, name: "ClusterPolicyReport", plural: "clusterpolicyreports", cluster: true,
+		newObj: func() runtime.Object { return &ClusterPolicyReport{} },
+		typed:  func(o *PolicyReport) runtime.Object { return (*ClusterPolicyReport)(o) },
+		list: func(m metav1.ListMeta, items []*PolicyReport) runtime.Object {
+			l := &ClusterPolicyReportList{ListMeta: m, Items: make([]ClusterPolicyReport, len(items))}
+			for i, o := range items {
+				l.Items[i] = ClusterPolicyReport(*o)
+			}
+			return l
+		}},
+	{gv: OpenReports, name: "Report", plural: "reports", source: reporter.Source,
+		newObj: func() runtime.Object { return &Report{} },
+		typed:  func(o *PolicyReport) runtime.Object { return (*Report)(o) },
+		list: func(m metav1.ListMeta, items []*PolicyReport) runtime.Object {
+			l := &ReportList{ListMeta: m, Items: make([]Report, len(items))}
+			for i, o := range items {
+				l.Items[i] = Report(*o)
+			}
+			return l
+		}},
+	{gv: OpenReports, name: "ClusterReport", plural: "clusterreports", cluster: true, source: reporter.Source,
+		newObj: func() runtime.Object { return &ClusterReport{} },
+		typed:  func(o *PolicyReport) runtime.Object { return (*ClusterReport)(o) },
+		list: func(m metav1.ListMeta, items []*PolicyReport) runtime.Object {
+			l := &ClusterReportList{ListMeta: m, Items: make([]ClusterReport, len(items))}
+			for i, o := range items {
+				l.Items[i] = ClusterReport(*o)
+			}
+			return l
+		}},
+}
+
+// reports serves one kind from the index: get, list (label and field
+// selectors, pages with continue tokens), watch (from a
+// resourceVersion), tables, delete.
+type reports struct {
+	kind
+	x   *reportindex.Index
+	del func(ctx context.Context, uid string) (bool, error)
 }
 
 var (
@@ -70,37 +130,22 @@ func (r *reports) Delete(ctx context.Context, name string, validate rest.Validat
 	return obj, true, nil
 }
 
-func (r *reports) New() runtime.Object {
-	if r.cluster {
-		return &ClusterPolicyReport{}
-	}
-	return &PolicyReport{}
-}
+func (r *reports) New() runtime.Object { return r.newObj() }
 
-func (r *reports) NewList() runtime.Object {
-	if r.cluster {
-		return &ClusterPolicyReportList{}
-	}
-	return &PolicyReportList{}
-}
+func (r *reports) NewList() runtime.Object { return r.list(metav1.ListMeta{}, nil) }
 
 func (r *reports) Destroy() {}
 
 func (r *reports) NamespaceScoped() bool { return !r.cluster }
 
-func (r *reports) Kind() string {
-	if r.cluster {
-		return "ClusterPolicyReport"
-	}
-	return "PolicyReport"
-}
+func (r *reports) Kind() string { return r.name }
 
 func (r *reports) GetSingularName() string {
 	return strings.ToLower(r.Kind())
 }
 
 func (r *reports) resource() schema.GroupResource {
-	return GroupVersion.WithResource(strings.ToLower(r.Kind()) + "s").GroupResource()
+	return r.gv.WithResource(r.plural).GroupResource()
 }
 
 // object is the report of uid as served, or false when there is none
@@ -114,6 +159,7 @@ func (r *reports) object(uid string) (*PolicyReport, bool) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(e.Report.Object.Object, out); err != nil {
 		return nil, false
 	}
+	out.APIVersion, out.Kind, out.Source = r.gv.String(), r.name, r.source
 	out.ResourceVersion = strconv.FormatUint(e.Version, 10)
 	if !e.Created.IsZero() {
 		out.CreationTimestamp = metav1.NewTime(e.Created.Truncate(time.Second))
@@ -129,16 +175,6 @@ func (r *reports) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 		return nil, apierrors.NewNotFound(r.resource(), name)
 	}
 	return r.typed(o), nil
-}
-
-// typed is o as the served kind.
-func (r *reports) typed(o *PolicyReport) runtime.Object {
-	if r.cluster {
-		c := ClusterPolicyReport(*o)
-		c.Kind = "ClusterPolicyReport"
-		return &c
-	}
-	return o
 }
 
 // selector is what a list or watch selects.
@@ -204,23 +240,11 @@ func (r *reports) List(ctx context.Context, opts *metainternalversion.ListOption
 			break
 		}
 	}
-	meta := metav1.ListMeta{ResourceVersion: strconv.FormatUint(version, 10)}
+	meta := metav1.ListMeta{ResourceVersion: strconv.FormatUint(r.x.Served(version), 10)}
 	if more && limit > 0 {
 		meta.Continue = encodeContinue(after)
 	}
-	if r.cluster {
-		l := &ClusterPolicyReportList{ListMeta: meta, Items: make([]ClusterPolicyReport, len(items))}
-		for i, o := range items {
-			l.Items[i] = ClusterPolicyReport(*o)
-			l.Items[i].Kind = "ClusterPolicyReport"
-		}
-		return l, nil
-	}
-	l := &PolicyReportList{ListMeta: meta, Items: make([]PolicyReport, len(items))}
-	for i, o := range items {
-		l.Items[i] = *o
-	}
-	return l, nil
+	return r.list(meta, items), nil
 }
 
 // namespaceOr is the report's namespace, for continue keys (nil-safe).
@@ -262,18 +286,22 @@ func (r *reports) Watch(ctx context.Context, opts *metainternalversion.ListOptio
 	if err != nil {
 		return nil, apierrors.NewResourceExpired(err.Error())
 	}
-	w := &watcher{r: r, s: s, sub: sub, out: make(chan watch.Event, 64), done: make(chan struct{})}
+	w := &watcher{r: r, s: s, sub: sub, since: since, out: make(chan watch.Event, 64), done: make(chan struct{})}
 	go w.run(ctx)
 	return w, nil
 }
 
 // watcher turns index changes into watch events.
 type watcher struct {
-	r    *reports
-	s    selector
-	sub  *reportindex.Subscription
-	out  chan watch.Event
-	done chan struct{}
+	r   *reports
+	s   selector
+	sub *reportindex.Subscription
+	// since is where the watch started: local changes given again
+	// (reportindex.Subscribe) carry it, so the watcher's version never
+	// goes back.
+	since uint64
+	out   chan watch.Event
+	done  chan struct{}
 }
 
 func (w *watcher) ResultChan() <-chan watch.Event { return w.out }
@@ -332,11 +360,11 @@ func (w *watcher) event(ch reportindex.Change) (watch.Event, bool) {
 		o = &PolicyReport{ObjectMeta: metav1.ObjectMeta{Name: ch.UID, Namespace: ch.Namespace}}
 		typ = watch.Deleted
 	}
-	o.ResourceVersion = strconv.FormatUint(max(ch.Version, versionOf(o)), 10)
+	o.ResourceVersion = strconv.FormatUint(max(w.r.x.Served(ch.Version), w.since), 10)
 	if typ != watch.Deleted && !w.s.matches(o) {
 		return watch.Event{}, false
 	}
-	o.APIVersion, o.Kind = GroupVersion.String(), w.r.Kind()
+	o.APIVersion, o.Kind = w.r.gv.String(), w.r.name
 	return watch.Event{Type: typ, Object: w.r.typed(o)}, true
 }
 

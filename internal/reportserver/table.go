@@ -55,6 +55,18 @@ func (r *reports) ConvertToTable(_ context.Context, obj runtime.Object, _ runtim
 		for i := range v.Items {
 			add((*PolicyReport)(&v.Items[i]), &v.Items[i])
 		}
+	case *Report:
+		add((*PolicyReport)(v), v)
+	case *ClusterReport:
+		add((*PolicyReport)(v), v)
+	case *ReportList:
+		for i := range v.Items {
+			add((*PolicyReport)(&v.Items[i]), &v.Items[i])
+		}
+	case *ClusterReportList:
+		for i := range v.Items {
+			add((*PolicyReport)(&v.Items[i]), &v.Items[i])
+		}
 	default:
 		return nil, fmt.Errorf("no table for %T", obj)
 	}

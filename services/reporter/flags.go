@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 
+	"github.com/verdict-dev/verdict/internal/cliflag"
 	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/internal/service"
 )
@@ -32,5 +33,13 @@ func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	fs.StringVar(&cfg.ServeCertFile, "serve-tls-cert-file", cfg.ServeCertFile, "serving mode certificate (PEM; empty: self-signed, in --serve-cert-dir)")
 	fs.StringVar(&cfg.ServeKeyFile, "serve-tls-private-key-file", cfg.ServeKeyFile, "serving mode private key (PEM)")
 	fs.StringVar(&cfg.ServeCertDir, "serve-cert-dir", cfg.ServeCertDir, "where the serving mode writes its self-signed certificate")
+	fs.StringVar(&cfg.ServeTLSSecret, "serve-tls-secret", cfg.ServeTLSSecret, "serving mode: the kubernetes.io/tls Secret (in --namespace) whose certificate is served, followed as it is renewed (instead of the files)")
+	fs.StringVar(&cfg.ServeCASecret, "serve-ca-secret", cfg.ServeCASecret, "serving mode: the CA Secret; when set, the replica holding --serve-lease keeps it, --serve-tls-secret and the APIServices' caBundle current (empty: another keeps the certificate)")
+	fs.StringVar(&cfg.ServeServiceName, "serve-service-name", cfg.ServeServiceName, "serving mode: the Service in front of the replicas (the names in the certificate)")
+	fs.StringVar(&cfg.ServeLeaseName, "serve-lease", cfg.ServeLeaseName, "serving mode: the Lease of the replica keeping the certificate")
+	cliflag.List(fs, "serve-api-services", "serving mode: the APIServices whose caBundle the certificate's keeper sets (repeatable, or comma-separated; replaces the default)",
+		func() { cfg.ServeAPIServices = nil }, func(s string) error { cfg.ServeAPIServices = append(cfg.ServeAPIServices, s); return nil })
+	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: the serving mode's Secrets and Lease")
+	fs.StringVar(&cfg.Identity, "identity", cfg.Identity, "this replica's name in the Lease (the pod name)")
 	service.BindLogFlags(fs, &cfg.Log)
 }

@@ -29,6 +29,8 @@ func TestFlags(t *testing.T) {
 		"--probe-address=:9090", "--log-level=debug", "--log-format=console",
 		"--serve-reports", "--serve-address=127.0.0.1", "--serve-port=9443", "--serve-tls-cert-file=/c/tls.crt",
 		"--serve-tls-private-key-file=/c/tls.key", "--serve-cert-dir=/c",
+		"--serve-service-name=reports", "--serve-lease=lease",
+		"--serve-api-services=v1alpha2.wgpolicyk8s.io", "--serve-api-services=v1.example.com", "--namespace=ns", "--identity=pod-1",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +48,24 @@ func TestFlags(t *testing.T) {
 		AckWait: 12 * time.Second, Scan: false, ScanInterval: 10 * time.Minute, ScanConcurrency: 3,
 		ProbeAddress: ":9090", Log: service.LogConfig{Level: "debug", Format: "console"},
 		Serve: true, ServeAddress: "127.0.0.1", ServePort: 9443, ServeCertFile: "/c/tls.crt", ServeKeyFile: "/c/tls.key", ServeCertDir: "/c",
+		ServeServiceName: "reports", ServeLeaseName: "lease",
+		ServeAPIServices: []string{"v1alpha2.wgpolicyk8s.io", "v1.example.com"}, Namespace: "ns", Identity: "pod-1",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config\n%+v\nwant\n%+v", cfg, want)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// The certificate from a Secret, kept by the replicas.
+	cfg = reporterapp.DefaultConfig()
+	fs = flag.NewFlagSet("reporter", flag.ContinueOnError)
+	bindFlags(fs, &cfg)
+	if err := fs.Parse([]string{"--serve-reports", "--serve-tls-secret=tls", "--serve-ca-secret=ca"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ServeTLSSecret != "tls" || cfg.ServeCASecret != "ca" || len(cfg.ServeAPIServices) != 2 {
+		t.Fatalf("config %+v", cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -78,6 +95,8 @@ func TestExitCodes(t *testing.T) {
 		"no work":              {args: []string{"--work-max-messages=0"}, code: exitUsage, out: "work max messages"},
 		"work too small":       {args: []string{"--work-max-bytes=10"}, code: exitUsage, out: "work max bytes"},
 		"short grace":          {args: []string{"--verify-grace=10ms"}, code: exitUsage, out: "verify grace"},
+		"secret and files":     {args: []string{"--serve-reports", "--serve-tls-secret=s", "--serve-tls-cert-file=c", "--serve-tls-private-key-file=k"}, code: exitUsage, out: "a certificate Secret or certificate files"},
+		"keeper needs secret":  {args: []string{"--serve-reports", "--serve-ca-secret=ca"}, code: exitUsage, out: "keeping the certificate"},
 		"no kubeconfig, not in a cluster": {
 			args: []string{"replay", "--log-level=error", "--probe-address="}, code: service.ExitFailed, out: "kubernetes client config",
 		},
