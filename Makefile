@@ -69,10 +69,11 @@ helm:
 	./hack/helm.sh >/dev/null
 	./hack/helm.sh 3 >/dev/null
 
-## chart-crds: copy deploy/crds into the chart's crds/ (a test fails while they differ)
+## chart-crds: copy deploy/crds into the chart: crds/, and report-crds/ for the report CRDs, which templates/reporter/crds.yaml installs in the reporter's CRD mode only (a test fails while they differ)
 chart-crds:
-	rm -f deploy/helm/verdict/crds/*.yaml
+	rm -f deploy/helm/verdict/crds/*.yaml deploy/helm/verdict/report-crds/*.yaml
 	cp deploy/crds/*.yaml deploy/helm/verdict/crds/
+	mv deploy/helm/verdict/crds/policyreports.yaml deploy/helm/verdict/crds/clusterpolicyreports.yaml deploy/helm/verdict/report-crds/
 
 ## conformance: run verdict test on the classic policies of ../shared/conformance
 conformance: build

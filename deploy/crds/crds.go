@@ -54,3 +54,10 @@ func All() [][]byte {
 	}
 	return out
 }
+
+// ReportNames are the report CRDs (wgpolicyk8s.io PolicyReport and
+// ClusterPolicyReport). The chart installs them in the reporter's CRD
+// mode only: in its serving mode the reporter serves the group itself.
+func ReportNames() []string {
+	return []string{"clusterpolicyreports.yaml", "policyreports.yaml"}
+}

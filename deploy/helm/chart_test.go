@@ -95,38 +95,51 @@ func decode(t *testing.T, manifest []byte) []*unstructured.Unstructured {
 	}
 }
 
-// renders are the value sets every test renders: the defaults and the HA
-// values of ci/ha-values.yaml.
+// renders are the value sets every test renders: the defaults, the HA
+// values of ci/ha-values.yaml, and the reporter's serving mode.
 var renders = map[string][]string{
 	"default": nil,
 	"ha":      {"-f", haValues},
+	"serve":   {"--set", "reporter.mode=serve"},
 }
 
-// TestCRDsAreDeployCRDs: the chart's crds/ is exactly deploy/crds, the one
-// source of truth (make chart-crds copies it).
+// TestCRDsAreDeployCRDs: the chart's crds/ and report-crds/ are exactly
+// deploy/crds, the one source of truth (make chart-crds copies it); the
+// report CRDs are in report-crds/, which the CRD mode's template
+// installs.
 func TestCRDsAreDeployCRDs(t *testing.T) {
-	entries, err := os.ReadDir(filepath.Join(chartDir, "crds"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var inChart []string
-	for _, e := range entries {
-		inChart = append(inChart, e.Name())
+	for _, dir := range []string{"crds", "report-crds"} {
+		entries, err := os.ReadDir(filepath.Join(chartDir, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if want := slices.Contains(crds.ReportNames(), e.Name()); want != (dir == "report-crds") {
+				t.Errorf("%s is in %s/: run make chart-crds", e.Name(), dir)
+			}
+			inChart = append(inChart, e.Name())
+		}
 	}
+	slices.Sort(inChart)
 	if want := crds.Names(); !slices.Equal(inChart, want) {
-		t.Fatalf("chart crds/ holds %v, deploy/crds %v: run make chart-crds", inChart, want)
+		t.Fatalf("the chart holds %v, deploy/crds %v: run make chart-crds", inChart, want)
 	}
 	for _, name := range crds.Names() {
 		want, err := crds.FS.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := os.ReadFile(filepath.Join(chartDir, "crds", name))
+		dir := "crds"
+		if slices.Contains(crds.ReportNames(), name) {
+			dir = "report-crds"
+		}
+		got, err := os.ReadFile(filepath.Join(chartDir, dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from deploy/crds/%s: run make chart-crds", filepath.Join(chartDir, "crds", name), name)
+			t.Errorf("%s differs from deploy/crds/%s: run make chart-crds", filepath.Join(chartDir, dir, name), name)
 		}
 	}
 }

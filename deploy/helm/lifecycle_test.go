@@ -8,6 +8,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -47,6 +48,13 @@ func TestE2ELifecycle(t *testing.T) {
 	}
 
 	run("install", release, chartDir, "--namespace", namespace, "--create-namespace")
+	// The control plane installed the report CRDs before the release:
+	// the release leaves them alone rather than failing to own them.
+	for name, s := range reportCRDs(t, dynamic.NewForConfigOrDie(cp.RESTConfig())) {
+		if s.owned {
+			t.Errorf("the release took over %s, installed before it", name)
+		}
+	}
 
 	// The leader's registrar, as the webhook's ServiceAccount.
 	sa := rest.CopyConfig(cp.RESTConfig())

@@ -109,6 +109,7 @@ func TestHAProperties(t *testing.T) {
 	wantReplicas := map[string]map[string]int32{
 		"default": {"webhook": 3, "reporter": 2, "generator": 2, "cleaner": 2},
 		"ha":      {"webhook": 3, "reporter": 3, "generator": 3, "cleaner": 3},
+		"serve":   {"webhook": 3, "reporter": 2, "generator": 2, "cleaner": 2},
 	}
 	for name, args := range renders {
 		t.Run(name, func(t *testing.T) {

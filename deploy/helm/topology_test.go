@@ -154,7 +154,7 @@ func TestE2ETopology(t *testing.T) {
 	begin := time.Now()
 	bins := make(chan topoBuild, 1)
 	binDir := t.TempDir()
-	go func() { bins <- buildServices(t.Context(), binDir) }()
+	go func() { bins <- buildServices(t.Context(), binDir, topoServices...) }()
 
 	cp := controlplane.StartForTest(t)
 	ctx := t.Context()
@@ -436,13 +436,13 @@ type topoBuild struct {
 // buildServices builds the four services and nats-server with one go
 // build (they share most of their packages), the binaries under dir,
 // named for their service (and nats-server).
-func buildServices(ctx context.Context, dir string) topoBuild {
+func buildServices(ctx context.Context, dir string, services ...string) topoBuild {
 	root, err := helmbin.RepoRoot()
 	if err != nil {
 		return topoBuild{err: err}
 	}
 	pkgs := []string{"build", "-o", dir + string(filepath.Separator)}
-	for _, svc := range topoServices {
+	for _, svc := range services {
 		pkgs = append(pkgs, "./services/"+svc)
 	}
 	pkgs = append(pkgs, testproc.NATSModule)
@@ -462,6 +462,16 @@ type topology struct {
 	bins     string
 	lb       *topoBalancer
 	replicas map[string][]*topoReplica
+	// services are the Deployments run (nil: topoServices).
+	services []string
+}
+
+// running are the services the topology runs.
+func (tp *topology) running() []string {
+	if tp.services != nil {
+		return tp.services
+	}
+	return topoServices
 }
 
 // topoReplica is one process standing for one pod.
@@ -471,7 +481,7 @@ type topoReplica struct {
 	procs []*testproc.Proc // every process it has had, for their logs
 	spec  testproc.Spec
 	ready string // readiness URL (the rendered readinessProbe, on the rewritten probe port)
-	serve string // the webhook's rewritten HTTPS address ("" for workers)
+	serve string // the rewritten HTTPS address: the webhook's, the reporter's serving mode's ("" otherwise)
 }
 
 // The flags whose rendered address is a port on every interface: a pod
@@ -481,6 +491,8 @@ type topoReplica struct {
 //   - --address=:9443 (webhook) → 127.0.0.1:<free port> per replica;
 //   - --probe-address=:8080 (all four) → 127.0.0.1:<free port> per
 //     replica (the readiness probe and the Service stand-in use it);
+//   - --serve-port=8443 (the reporter's serving mode, on every
+//     interface) → a free port per replica;
 //   - --client-ca-file=/etc/verdict/client-ca/ca.crt (webhook) →
 //     <replica dir>/etc/verdict/client-ca/ca.crt, the mounted ConfigMap
 //     written there (any mounted file's path: mountPath → <replica
@@ -530,6 +542,11 @@ func (tp *topology) startDeployment(d *appsv1.Deployment) {
 			a = expand(a, vars)
 			for _, m := range c.VolumeMounts {
 				a = strings.ReplaceAll(a, m.MountPath+"/", filepath.Join(root, m.MountPath)+"/")
+			}
+			if strings.HasPrefix(a, "--serve-port=") {
+				addr := freeLoopback(t)
+				_, port, _ := net.SplitHostPort(addr)
+				a, r.serve = "--serve-port="+port, addr
 			}
 			for _, f := range topoPortFlags {
 				if strings.HasPrefix(a, f+":") {
@@ -662,7 +679,7 @@ func (tp *topology) writeVolumes(spec corev1.PodSpec, c corev1.Container, root s
 func (tp *topology) waitReady(d time.Duration) {
 	tp.t.Helper()
 	topoEventually(tp.t, d, "every replica ready", func() error {
-		for _, svc := range topoServices {
+		for _, svc := range tp.running() {
 			for _, r := range tp.replicas[svc] {
 				if r.proc.Gone() {
 					tp.t.Fatalf("%s exited: %v\n%s", r.name, r.proc.State(), r.proc.Tail(30))
@@ -702,7 +719,7 @@ func (tp *topology) restart(r *topoReplica) {
 
 // checkAlive: every replica runs (the killed ones were restarted).
 func (tp *topology) checkAlive() {
-	for _, svc := range topoServices {
+	for _, svc := range tp.running() {
 		for _, r := range tp.replicas[svc] {
 			if r.proc.Gone() {
 				tp.t.Errorf("%s exited on its own: %v\n%s", r.name, r.proc.State(), r.proc.Tail(30))
@@ -716,7 +733,7 @@ func (tp *topology) checkAlive() {
 // lacks shows as "is forbidden" in a log even where the service retries
 // or carries on (a background scan, an informer, an Event).
 func (tp *topology) checkForbidden() {
-	for _, svc := range topoServices {
+	for _, svc := range tp.running() {
 		for _, r := range tp.replicas[svc] {
 			for _, p := range r.procs {
 				b, err := os.ReadFile(p.LogPath)

@@ -1,5 +1,6 @@
 {{/* A worker's Deployment (reporter, generator, cleaner):
-(dict "root" $ "svc" "reporter" "args" "<its own flags, a YAML list>"). */}}
+(dict "root" $ "svc" "reporter" "args" "<its own flags, a YAML list>"
+["ports" "<more container ports, a YAML list>"]). */}}
 {{- define "verdict.workerDeployment" -}}
 {{- $ctx := dict "root" .root "svc" .svc -}}
 {{- $v := index .root.Values .svc -}}
@@ -54,7 +55,11 @@ spec:
             - name: probes
               containerPort: {{ $v.probePort }}
               protocol: TCP
-          # Ready: connected to NATS (service.NATSReady).
+            {{- with .ports }}
+            {{- . | nindent 12 }}
+            {{- end }}
+          # Ready: connected to NATS (service.NATSReady); the reporter's
+          # serving mode: its report index has caught up with the stream.
           readinessProbe:
             httpGet:
               path: /readyz
