@@ -286,13 +286,15 @@ func TestE2EServeTopology(t *testing.T) {
 	for next.Load() < int64(n/3) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	victim := replicas[0]
+	// The replica the aggregator's connections (and so the watch) go
+	// through: killing it makes the watch resume on another.
+	victim, conns := lb.busiest()
 	sigkilled, err := victim.proc.Kill()
 	if err != nil || !sigkilled {
 		t.Fatalf("kill %s: SIGKILL %v, %v", victim.name, sigkilled, err)
 	}
 	killed <- time.Now()
-	t.Logf("SIGKILL to %s after %d of %d resources", victim.name, next.Load(), n)
+	t.Logf("SIGKILL to %s (%d connections through the balancer) after %d of %d resources", victim.name, conns, next.Load(), n)
 	pub.Wait()
 	close(errs)
 	for err := range errs {
@@ -326,12 +328,15 @@ func TestE2EServeTopology(t *testing.T) {
 	if listErrs.Load() > 0 {
 		t.Errorf("lists failed after the kill: %d, the last: %v", listErrs.Load(), lastListErr.Load())
 	}
+	if resumes.Load() == 0 {
+		t.Errorf("the watch never resumed: the kill of %s did not reach it (%d connections through the balancer)", victim.name, conns)
+	}
 	if gone.Load() > 0 {
 		t.Errorf("the watch expired %d times: a resourceVersion from one replica was not good on another", gone.Load())
 	}
 
-	// The survivors, asked directly, answer identically: same reports,
-	// same documents, same resourceVersion.
+	// The survivors, asked directly, answer identically: the same
+	// reports, the same documents.
 	identical := func(rs []*topoReplica) error {
 		var want []byte
 		var wantFrom string

@@ -782,6 +782,7 @@ type topoBalancer struct {
 	mu       sync.Mutex
 	backends []*topoReplica
 	next     int
+	active   map[*topoReplica]int // connections open to each backend
 }
 
 func startTopoBalancer(t *testing.T) *topoBalancer {
@@ -815,6 +816,8 @@ func (b *topoBalancer) forward(in net.Conn) {
 			continue
 		}
 		defer func() { _ = out.Close() }()
+		b.opened(r, 1)
+		defer b.opened(r, -1)
 		go func() { _, _ = io.Copy(out, in); _ = out.(*net.TCPConn).CloseWrite() }()
 		_, _ = io.Copy(in, out)
 		return
@@ -822,6 +825,29 @@ func (b *topoBalancer) forward(in net.Conn) {
 }
 
 func (b *topoBalancer) url() string { return "https://" + b.addr }
+
+func (b *topoBalancer) opened(r *topoReplica, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.active == nil {
+		b.active = map[*topoReplica]int{}
+	}
+	b.active[r] += n
+}
+
+// busiest is the backend with the most connections open through the
+// balancer, and how many: the one a kill disturbs most.
+func (b *topoBalancer) busiest() (*topoReplica, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var top *topoReplica
+	for _, r := range b.backends {
+		if top == nil || b.active[r] > b.active[top] {
+			top = r
+		}
+	}
+	return top, b.active[top]
+}
 
 func (b *topoBalancer) add(r *topoReplica) {
 	b.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reporterapp"
+	"github.com/verdict-dev/verdict/internal/reportserver"
 	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -58,18 +60,35 @@ func envInt(b *testing.B, name string, def int) int {
 }
 
 // BenchmarkAdmissionToReport measures the lag from an admission request to
-// the resource's PolicyReport, through the real path: AdmissionReviews of
-// the Pods of ../shared/bench/pods-1000.yaml (each iteration a new Pod
-// UID) sent over TLS at a fixed rate (open loop) to the webhook (the 22
-// Pod Security policies of ../shared/bench/pss-classic), results published
-// to an embedded JetStream, one reporter projector with the service's
-// default settings, reports written to the real API server and seen by an
-// informer. Reported: p50, p99 and max lag. Knobs: VERDICT_LAG_RATE
-// (admissions per second, default 40), VERDICT_LAG_WRITE_QPS (report
+// the resource's report, through the real path, in each of the
+// reporter's modes: AdmissionReviews of the Pods of
+// ../shared/bench/pods-1000.yaml (each iteration a new Pod UID) sent over
+// TLS at a fixed rate (open loop) to the webhook (the 22 Pod Security
+// policies of ../shared/bench/pss-classic), results published to an
+// embedded JetStream, then
+//   - mode=crd: one reporter projector with the service's default
+//     settings writing PolicyReports to the real API server;
+//   - mode=serve: the reporter service in its serving mode, its reports
+//     served through the kube-apiserver's aggregation layer as
+//     openreports.io Reports (the shared control plane has the
+//     wgpolicyk8s.io CRDs, so the serving mode takes the other group);
+//
+// and seen by an informer through the API server. A Pod's lag ends when
+// the informer first sees its report with all the results it ends up
+// with. Reported: p50, p99 and max lag, and the kube-apiserver's own
+// count of write requests to the report groups during the run
+// (apiserver_request_total). Knobs: VERDICT_LAG_RATE (admissions per
+// second, default 40), VERDICT_LAG_WRITE_QPS (the CRD mode's report
 // writes per second, default the service's).
 //
 //	go test ./internal/reporterapp -run '^$' -bench AdmissionToReport -benchtime 2000x
 func BenchmarkAdmissionToReport(b *testing.B) {
+	for _, mode := range []string{"crd", "serve"} {
+		b.Run("mode="+mode, func(b *testing.B) { benchAdmissionToReport(b, mode) })
+	}
+}
+
+func benchAdmissionToReport(b *testing.B, mode string) {
 	if reportertest.ControlPlane() == nil {
 		b.Skip("needs a real control plane; skipped under -short")
 	}
@@ -149,42 +168,32 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	if err := conn.Provision(ctx); err != nil {
 		b.Fatal(err)
 	}
-	w, err := reporter.NewWriter(dyn, reporter.WithWriteQPS(float64(writeQPS), max(cfg.WriteBurst, writeQPS)))
-	if err != nil {
-		b.Fatal(err)
+	reports := reporter.PolicyReports
+	switch mode {
+	case "crd":
+		startProjector(b, conn, dyn, kube, rc, cfg, writeQPS)
+	case "serve":
+		reports = startServing(b, rc, nats.ClientURL())
 	}
-	check, err := verify.New(metadata.NewForConfigOrDie(rc), restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := reporter.NewProjector(conn, w, reporter.WithWindow(cfg.CoalesceWindow), reporter.WithConcurrency(cfg.Concurrency), reporter.WithFlushWorkers(cfg.FlushWorkers), reporter.WithChecker(check))
-	if err != nil {
-		b.Fatal(err)
-	}
-	pctx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
-	projectorDone := make(chan error, 1)
-	go func() { projectorDone <- p.Run(pctx) }()
-	b.Cleanup(func() {
-		stopProjector()
-		if err := <-projectorDone; err != nil {
-			b.Errorf("projector: %v", err)
-		}
-	})
 
 	// Reports as the API server's watchers see them.
 	var mu sync.Mutex
-	seen := map[string]time.Time{}
-	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	inf := f.ForResource(reporter.PolicyReports).Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
-		if o, ok := obj.(metav1.Object); ok {
-			mu.Lock()
-			if _, dup := seen[o.GetName()]; !dup {
-				seen[o.GetName()] = time.Now()
-			}
-			mu.Unlock()
+	seen := map[string]seenReport{}
+	observe := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
 		}
-	}}); err != nil {
+		total := reportTotal(u)
+		mu.Lock()
+		if s, ok := seen[u.GetName()]; !ok || total > s.results {
+			seen[u.GetName()] = seenReport{at: time.Now(), results: total}
+		}
+		mu.Unlock()
+	}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	inf := f.ForResource(reports).Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }}); err != nil {
 		b.Fatal(err)
 	}
 	f.Start(ctx.Done())
@@ -208,7 +217,8 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	})
 	// The warm-up Pod's report is not measured.
 	time.Sleep(time.Second)
-	bodies := createLagPods(b, dyn, reviews, "lag", b.N)
+	bodies := createLagPods(b, dyn, reviews, "lag-"+mode, b.N)
+	writesBefore := reportWrites(b, kube)
 
 	sent := make(map[string]time.Time, b.N)
 	var sentMu sync.Mutex
@@ -270,10 +280,14 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 		}
 		return nil
 	})
+	// Results of one admission may reach the report in more than one
+	// step: let the last of them land before taking the times.
+	time.Sleep(2 * time.Second)
+	writes := reportWrites(b, kube) - writesBefore
 	lags := make([]time.Duration, 0, len(sent))
 	mu.Lock()
 	for uid, at := range sent {
-		lags = append(lags, seen[uid].Sub(at))
+		lags = append(lags, seen[uid].at.Sub(at))
 	}
 	mu.Unlock()
 	if len(lags) == 0 {
@@ -286,8 +300,147 @@ func BenchmarkAdmissionToReport(b *testing.B) {
 	b.ReportMetric(float64(pct(0.99).Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(lags[len(lags)-1].Microseconds())/1000, "max-ms")
 	b.ReportMetric(float64(len(lags)), "reports")
-	b.Logf("rate %d/s, write QPS %d: %d admitted Pods, lag p50 %v p99 %v max %v", rate, writeQPS, len(lags),
-		pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond))
+	b.ReportMetric(writes, "report-writes")
+	b.Logf("mode %s, rate %d/s, write QPS %d: %d admitted Pods, lag p50 %v p99 %v max %v; %.0f write requests for reports", mode, rate, writeQPS, len(lags),
+		pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), writes)
+}
+
+// seenReport is when the informer first saw a report with its largest
+// count of results, and that count.
+type seenReport struct {
+	at      time.Time
+	results int64
+}
+
+// reportTotal is the number of results a report's summary counts.
+func reportTotal(u *unstructured.Unstructured) int64 {
+	var n int64
+	for _, k := range []string{"pass", "fail", "warn", "error", "skip"} {
+		v, _, _ := unstructured.NestedInt64(u.Object, "summary", k)
+		n += v
+	}
+	return n
+}
+
+// startProjector runs the CRD mode's projector with the service's
+// defaults (and the given write QPS) until the benchmark ends.
+func startProjector(b *testing.B, conn *queue.Conn, dyn dynamic.Interface, kube kubernetes.Interface, rc *rest.Config, cfg reporterapp.Config, writeQPS int) {
+	ctx := b.Context()
+	w, err := reporter.NewWriter(dyn, reporter.WithWriteQPS(float64(writeQPS), max(cfg.WriteBurst, writeQPS)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	check, err := verify.New(metadata.NewForConfigOrDie(rc), restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := reporter.NewProjector(conn, w, reporter.WithWindow(cfg.CoalesceWindow), reporter.WithConcurrency(cfg.Concurrency), reporter.WithFlushWorkers(cfg.FlushWorkers), reporter.WithChecker(check))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pctx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
+	projectorDone := make(chan error, 1)
+	go func() { projectorDone <- p.Run(pctx) }()
+	b.Cleanup(func() {
+		stopProjector()
+		if err := <-projectorDone; err != nil {
+			b.Errorf("projector: %v", err)
+		}
+	})
+
+}
+
+// startServing runs the reporter service in its serving mode until the
+// benchmark ends, registers it for openreports.io/v1alpha1 behind an
+// ExternalName Service naming localhost, and returns the Reports'
+// resource once the aggregator serves them.
+func startServing(b *testing.B, rc *rest.Config, natsURL string) schema.GroupVersionResource {
+	ctx := b.Context()
+	kube := kubernetes.NewForConfigOrDie(rc)
+	dyn := dynamic.NewForConfigOrDie(rc)
+	const ns, svc, apiService = "verdict-bench", "verdict-reports", "v1alpha1.openreports.io"
+	port := freePort(b)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
+	// Created afresh: a run before this one (the benchmark runs once with
+	// b.N=1 first) left them pointing at its own port.
+	apiServices := dyn.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"})
+	if err := apiServices.Delete(ctx, apiService, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		b.Fatal(err)
+	}
+	if err := kube.CoreV1().Services(ns).Delete(ctx, svc, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		b.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svc},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost", Ports: []corev1.ServicePort{{Port: int32(port)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := apiServices.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": apiService},
+		"spec": map[string]any{"group": reportserver.OpenReports.Group, "version": reportserver.OpenReports.Version, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"service": map[string]any{"namespace": ns, "name": svc, "port": int64(port)}},
+	}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = apiServices.Delete(context.WithoutCancel(ctx), apiService, metav1.DeleteOptions{})
+	})
+
+	cfg := reporterapp.DefaultConfig()
+	cfg.Kube.Kubeconfig = reportertest.ControlPlane().KubeconfigPath()
+	cfg.NATS.URLs = []string{natsURL}
+	cfg.ProbeAddress = "127.0.0.1:" + strconv.Itoa(freePort(b))
+	cfg.Serve, cfg.ServeAddress, cfg.ServePort = true, "127.0.0.1", port
+	cfg.Namespace, cfg.ServeServiceName, cfg.ServeTLSSecret, cfg.ServeCASecret = ns, svc, "verdict-reports-tls", "verdict-reports-ca"
+	cfg.ServeLeaseName, cfg.Identity = "verdict-reports-bench", "bench-"+strconv.Itoa(port)
+	cfg.ServeAPIServices = []string{apiService}
+	cfg.Scan = false
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- reporterapp.Run(sctx, cfg, zerolog.Nop()) }()
+	b.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			b.Errorf("serving reporter: %v", err)
+		}
+	})
+	reports := reportserver.OpenReports.WithResource("reports")
+	eventuallyB(b, 2*time.Minute, func() error {
+		_, err := dyn.Resource(reports).List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
+	return reports
+}
+
+// reportWrites is the kube-apiserver's own count of write requests
+// (POST, PUT, PATCH, APPLY, DELETE) to the report groups so far, from
+// its apiserver_request_total metric.
+func reportWrites(b *testing.B, kube kubernetes.Interface) float64 {
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n float64
+	for line := range strings.Lines(string(raw)) {
+		if !strings.HasPrefix(line, "apiserver_request_total{") ||
+			!strings.Contains(line, `group="wgpolicyk8s.io"`) && !strings.Contains(line, `group="openreports.io"`) {
+			continue
+		}
+		if !slices.ContainsFunc([]string{"POST", "PUT", "PATCH", "APPLY", "DELETE"}, func(v string) bool { return strings.Contains(line, `verb="`+v+`"`) }) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			b.Fatalf("apiserver metrics: %q: %v", line, err)
+		}
+		n += v
+	}
+	return n
 }
 
 // lagPod is one Pod of the bench file: its namespace and name, and a

@@ -2,9 +2,12 @@ package reporterapp_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/events"
@@ -27,7 +34,7 @@ import (
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,7 +49,10 @@ func freePort(t *testing.T) int {
 // it has read the stream, and a result published for a real object is
 // served through the kube-apiserver's aggregation layer as that object's
 // PolicyReport; etcd holds no report. Deleting the report takes it out
-// until a newer evaluation brings it back.
+// until a newer evaluation brings it back. A client in the style of
+// policy-reporter (a client-go metadata informer, then a GET of each
+// report) keeps its view current through all of it, and the service
+// stops promptly while its watch is open.
 func TestE2EServeMode(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.WithoutCRDs())
 	ctx := t.Context()
@@ -100,6 +110,10 @@ func TestE2EServeMode(t *testing.T) {
 		return nil
 	})
 
+	// A client in the style of policy-reporter: a metadata informer on
+	// the reports, and a GET of each report it sees added or changed.
+	view := watchReportView(t, cp.RESTConfig())
+
 	cm, err := kube.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +138,9 @@ func TestE2EServeMode(t *testing.T) {
 		}
 		return reportertest.SummaryIs(got, 1, 1, 0, 0, 0)
 	})
+	view.eventually(t, "team/"+string(cm.UID), func(u *unstructured.Unstructured) error {
+		return reportertest.SummaryIs(u, 1, 1, 0, 0, 0)
+	})
 
 	// Through a verified connection: the leader set the caBundle to its
 	// CA, and the replica serves the certificate that CA signed.
@@ -146,6 +163,7 @@ func TestE2EServeMode(t *testing.T) {
 	if _, err := polr.Get(ctx, string(cm.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a deleted report: %v", err)
 	}
+	view.eventually(t, "team/"+string(cm.UID), nil)
 	m, err = events.ResultMessage(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cm), Policy: "require-labels", Version: "2", Request: "r2", Scored: true,
 		Rules: reportertest.Rules(engine.StatusPass)}.Event())
 	if err != nil {
@@ -161,6 +179,12 @@ func TestE2EServeMode(t *testing.T) {
 		}
 		return reportertest.SummaryIs(got, 1, 0, 0, 0, 0)
 	})
+	view.eventually(t, "team/"+string(cm.UID), func(u *unstructured.Unstructured) error {
+		return reportertest.SummaryIs(u, 1, 0, 0, 0, 0)
+	})
+	if n := view.getErrors.Load(); n > 0 {
+		t.Logf("the view's GETs failed %d times (a report deleted between the event and the GET)", n)
+	}
 	stop()
 	select {
 	case err := <-done:
@@ -170,4 +194,86 @@ func TestE2EServeMode(t *testing.T) {
 	case <-time.After(40 * time.Second):
 		t.Fatal("service did not stop")
 	}
+}
+
+// reportView is a client in the style of policy-reporter: a metadata
+// informer on PolicyReports, and a GET of every report it adds or
+// updates; it holds each report as last read, by namespace/name.
+type reportView struct {
+	mu        sync.Mutex
+	reports   map[string]*unstructured.Unstructured
+	getErrors atomic.Int64
+}
+
+func watchReportView(t *testing.T, cfg *rest.Config) *reportView {
+	t.Helper()
+	v := &reportView{reports: map[string]*unstructured.Unstructured{}}
+	polr := dynamic.NewForConfigOrDie(cfg).Resource(reporter.PolicyReports)
+	meta := metadata.NewForConfigOrDie(cfg)
+	reportertest.Eventually(t, 60*time.Second, "a metadata list of the reports", func() error {
+		_, err := meta.Resource(reporter.PolicyReports).List(t.Context(), metav1.ListOptions{})
+		return err
+	})
+	factory := metadatainformer.NewSharedInformerFactory(meta, 0)
+	inf := factory.ForResource(reporter.PolicyReports).Informer()
+	get := func(obj any) {
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return
+		}
+		got, err := polr.Namespace(m.Namespace).Get(t.Context(), m.Name, metav1.GetOptions{})
+		if err != nil {
+			v.getErrors.Add(1)
+			return
+		}
+		v.mu.Lock()
+		v.reports[m.Namespace+"/"+m.Name] = got
+		v.mu.Unlock()
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    get,
+		UpdateFunc: func(_, obj any) { get(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				v.mu.Lock()
+				delete(v.reports, m.Namespace+"/"+m.Name)
+				v.mu.Unlock()
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(t.Context().Done())
+	t.Cleanup(factory.Shutdown)
+	syncCtx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for gvr, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			t.Fatalf("the metadata informer on %s did not sync", gvr)
+		}
+	}
+	return v
+}
+
+// eventually waits until the view holds the report key and check accepts
+// it, or, with a nil check, until the view no longer holds it.
+func (v *reportView) eventually(t *testing.T, key string, check func(*unstructured.Unstructured) error) {
+	t.Helper()
+	reportertest.Eventually(t, 30*time.Second, "the policy-reporter-style view of "+key, func() error {
+		v.mu.Lock()
+		u, ok := v.reports[key]
+		v.mu.Unlock()
+		switch {
+		case check == nil && ok:
+			return fmt.Errorf("still holds %s", key)
+		case check == nil:
+			return nil
+		case !ok:
+			return reportertest.ErrNotYet
+		}
+		return check(u)
+	})
 }

@@ -238,6 +238,55 @@ func TestE2EServeReports(t *testing.T) {
 		t.Fatal("the watch saw no new report")
 	}
 
+	// Watches that start with the state: without a resourceVersion every
+	// report comes first as Added; with sendInitialEvents (client-go's
+	// streaming lists) a bookmark annotated k8s.io/initial-events-end
+	// follows them.
+	all, err := polr.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	for _, opts := range []metav1.ListOptions{
+		{},
+		{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true},
+		{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true, ResourceVersion: all.GetResourceVersion()},
+	} {
+		w, err := polr.Watch(ctx, opts)
+		if err != nil {
+			t.Fatalf("watch %+v: %v", opts, err)
+		}
+		added := map[string]bool{}
+		for len(added) < len(all.Items) {
+			select {
+			case ev := <-w.ResultChan():
+				if ev.Type != watch.Added {
+					t.Fatalf("watch %+v: %s before the initial reports were all given (%d of %d)", opts, ev.Type, len(added), len(all.Items))
+				}
+				added[ev.Object.(*unstructured.Unstructured).GetName()] = true
+			case <-time.After(20 * time.Second):
+				t.Fatalf("watch %+v: %d of %d initial reports", opts, len(added), len(all.Items))
+			}
+		}
+		for _, it := range all.Items {
+			if !added[it.GetName()] {
+				t.Errorf("watch %+v: no initial event for %s", opts, it.GetName())
+			}
+		}
+		if opts.SendInitialEvents != nil {
+			select {
+			case ev := <-w.ResultChan():
+				u, _ := ev.Object.(*unstructured.Unstructured)
+				if ev.Type != watch.Bookmark || u == nil || u.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" || u.GetResourceVersion() == "" {
+					t.Fatalf("watch %+v: after the initial reports %s %v, want the initial-events-end bookmark", opts, ev.Type, ev.Object)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("watch %+v: no bookmark after the initial reports", opts)
+			}
+		}
+		w.Stop()
+	}
+
 	// The table: the CRD mode's columns.
 	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/apis/wgpolicyk8s.io/v1alpha2/namespaces/team/policyreports").
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)

@@ -47,6 +47,10 @@ type Config struct {
 type Server struct {
 	srv  *genericapiserver.GenericAPIServer
 	port int
+	// stop is closed when Run's context ends: watches end at once, so
+	// their clients go on with another replica and shutdown does not
+	// wait for them.
+	stop chan struct{}
 }
 
 // New builds the server on the index; it answers readiness once ready is
@@ -103,6 +107,7 @@ func New(cfg Config, x *reportindex.Index, ready <-chan struct{}) (*Server, erro
 	if err := authz.ApplyTo(&gc.Authorization); err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)
 	}
+	stop := make(chan struct{})
 	srv, err := gc.Complete().New("verdict-reports", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -112,7 +117,7 @@ func New(cfg Config, x *reportindex.Index, ready <-chan struct{}) (*Server, erro
 		storage := map[string]rest.Storage{}
 		for _, k := range kinds {
 			if k.gv == gv {
-				storage[k.plural] = &reports{kind: k, x: x, del: cfg.Delete}
+				storage[k.plural] = &reports{kind: k, x: x, del: cfg.Delete, stop: stop}
 			}
 		}
 		info.VersionedResourcesStorageMap[gv.Version] = storage
@@ -130,7 +135,7 @@ func New(cfg Config, x *reportindex.Index, ready <-chan struct{}) (*Server, erro
 	})); err != nil {
 		return nil, err
 	}
-	return &Server{srv: srv, port: serving.BindPort}, nil
+	return &Server{srv: srv, port: serving.BindPort, stop: stop}, nil
 }
 
 // Port is the port the server listens on.
@@ -138,5 +143,7 @@ func (s *Server) Port() int { return s.port }
 
 // Run serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
+	ending := context.AfterFunc(ctx, func() { close(s.stop) })
+	defer ending()
 	return s.srv.PrepareRun().RunWithContext(ctx)
 }

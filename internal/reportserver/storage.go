@@ -89,6 +89,8 @@ type reports struct {
 	kind
 	x   *reportindex.Index
 	del func(ctx context.Context, uid string) (bool, error)
+	// stop ends every watch (the server is stopping).
+	stop <-chan struct{}
 }
 
 var (
@@ -217,34 +219,39 @@ func (r *reports) List(ctx context.Context, opts *metainternalversion.ListOption
 			after = c
 		}
 	}
-	var items []*PolicyReport
-	var more bool
 	version := r.x.Version()
-	// Pages are read from the index by key order; selectors apply to
-	// what is read, so a page is filled from as many reads as it takes.
+	items, after, more := r.page(s, after, limit)
+	meta := metav1.ListMeta{ResourceVersion: strconv.FormatUint(r.x.Served(version), 10)}
+	if more && limit > 0 {
+		meta.Continue = encodeContinue(after)
+	}
+	return r.list(meta, items), nil
+}
+
+// page reads up to limit reports (all when limit is 0) the selector
+// selects, in key order after the key after: the reports, the key of the
+// last one read, and whether there are more. Selectors apply to what is
+// read, so a page is filled from as many reads as it takes.
+func (r *reports) page(s selector, after string, limit int64) (items []*PolicyReport, last string, more bool) {
+	last = after
 	for {
 		batch := 500
 		if limit > 0 {
 			batch = int(limit) - len(items)
 		}
-		uids, _, m := r.x.Reports(s.ns, s.all || r.cluster && s.ns == "", after, batch)
+		uids, _, m := r.x.Reports(s.ns, s.all || r.cluster && s.ns == "", last, batch)
 		for _, uid := range uids {
 			o, ok := r.object(uid)
-			after = reportindex.ContinueKey(o.namespaceOr(), uid)
+			last = reportindex.ContinueKey(o.namespaceOr(), uid)
 			if ok && s.matches(o) {
 				items = append(items, o)
 			}
 		}
 		more = m
 		if !m || (limit > 0 && int64(len(items)) >= limit) {
-			break
+			return items, last, more
 		}
 	}
-	meta := metav1.ListMeta{ResourceVersion: strconv.FormatUint(r.x.Served(version), 10)}
-	if more && limit > 0 {
-		meta.Continue = encodeContinue(after)
-	}
-	return r.list(meta, items), nil
 }
 
 // namespaceOr is the report's namespace, for continue keys (nil-safe).
@@ -267,28 +274,67 @@ func decodeContinue(token string) (string, error) {
 	return strings.TrimPrefix(string(b), "v1:"), nil
 }
 
-// Watch streams the changes after opts.ResourceVersion (from now when it
-// is empty or 0).
+// Watch streams the changes after opts.ResourceVersion. Without one (or
+// with "0") it first gives every report it selects as Added, as the API
+// server's watches do, unless sendInitialEvents is false; with
+// sendInitialEvents (client-go's streaming lists) it then marks the end
+// of them with a bookmark annotated k8s.io/initial-events-end.
 func (r *reports) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	if opts == nil {
+		opts = &metainternalversion.ListOptions{}
+	}
 	s := r.selector(ctx, opts)
 	var since uint64
-	if opts != nil && opts.ResourceVersion != "" {
+	if opts.ResourceVersion != "" {
 		v, err := strconv.ParseUint(opts.ResourceVersion, 10, 64)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q is not one this server gave", opts.ResourceVersion))
 		}
 		since = v
 	}
-	if since == 0 {
-		since = r.x.Version()
+	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	initial := streaming || opts.SendInitialEvents == nil && since == 0
+	w := &watcher{r: r, s: s, out: make(chan watch.Event, 64), done: make(chan struct{})}
+	if !initial {
+		if since == 0 {
+			since = r.x.Version()
+		}
+		sub, err := r.x.Subscribe(since)
+		if err != nil {
+			return nil, apierrors.NewResourceExpired(err.Error())
+		}
+		w.sub, w.since = sub, since
+		go w.run(ctx)
+		return w, nil
 	}
-	sub, err := r.x.Subscribe(since)
-	if err != nil {
-		return nil, apierrors.NewResourceExpired(err.Error())
+	// The initial state must be no older than the version asked for: a
+	// replica behind the one that gave it waits a little, then says so
+	// as the API server does (the client retries).
+	if since > 0 {
+		if err := r.reach(ctx, since); err != nil {
+			return nil, err
+		}
 	}
-	w := &watcher{r: r, s: s, sub: sub, since: since, out: make(chan watch.Event, 64), done: make(chan struct{})}
-	go w.run(ctx)
+	go w.runInitial(ctx, streaming && opts.AllowWatchBookmarks)
 	return w, nil
+}
+
+// reach waits until the index has served version v, for up to 5 s.
+func (r *reports) reach(ctx context.Context, v uint64) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for r.x.Served(r.x.Version()) < v {
+		if time.Now().After(deadline) {
+			err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", v, r.x.Served(r.x.Version())), 1)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // watcher turns index changes into watch events.
@@ -314,6 +360,46 @@ func (w *watcher) Stop() {
 	}
 }
 
+// runInitial gives every report selected now as Added, the end of them
+// as a bookmark if asked, then the changes since they were read.
+func (w *watcher) runInitial(ctx context.Context, bookmark bool) {
+	version := w.r.x.Version()
+	items, after, more := w.r.page(w.s, "", 500)
+	for {
+		for _, o := range items {
+			o.APIVersion, o.Kind = w.r.gv.String(), w.r.name
+			if !w.send(ctx, watch.Event{Type: watch.Added, Object: w.r.typed(o)}) {
+				close(w.out)
+				return
+			}
+		}
+		if !more {
+			break
+		}
+		items, after, more = w.r.page(w.s, after, 500)
+	}
+	served := w.r.x.Served(version)
+	if bookmark {
+		mark := &PolicyReport{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.FormatUint(served, 10),
+			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+		mark.APIVersion, mark.Kind = w.r.gv.String(), w.r.name
+		if !w.send(ctx, watch.Event{Type: watch.Bookmark, Object: w.r.typed(mark)}) {
+			close(w.out)
+			return
+		}
+	}
+	// The reports were read at version or later: the changes after it
+	// bring the watcher up to date (some of them twice, as Modified).
+	sub, err := w.r.x.Subscribe(version)
+	if err != nil {
+		w.send(ctx, watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired(err.Error()).ErrStatus})
+		close(w.out)
+		return
+	}
+	w.sub, w.since = sub, version
+	w.run(ctx)
+}
+
 func (w *watcher) run(ctx context.Context) {
 	defer close(w.out)
 	defer w.sub.Close()
@@ -322,6 +408,8 @@ func (w *watcher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.done:
+			return
+		case <-w.r.stop:
 			return
 		case ch, ok := <-w.sub.C:
 			if !ok {
@@ -343,6 +431,7 @@ func (w *watcher) send(ctx context.Context, ev watch.Event) bool {
 		return true
 	case <-ctx.Done():
 	case <-w.done:
+	case <-w.r.stop:
 	}
 	return false
 }
