@@ -42,6 +42,9 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	kinds map[schema.GroupVersionResource]*kindWatch
+	// seen is signalled (without blocking) whenever a watch adds or
+	// changes an object.
+	seen chan struct{}
 }
 
 // kindWatch is one kind's watch.
@@ -67,14 +70,28 @@ func WithGone(fn func(uid string)) ClusterOption {
 
 // NewCluster returns a Cluster whose watches run until ctx ends.
 func NewCluster(ctx context.Context, client metadata.Interface, mapper meta.RESTMapper, opts ...ClusterOption) *Cluster {
-	c := &Cluster{meta: client, mapper: mapper, grace: 30 * time.Second, now: time.Now, ctx: ctx, kinds: map[schema.GroupVersionResource]*kindWatch{}}
+	c := &Cluster{meta: client, mapper: mapper, grace: 30 * time.Second, now: time.Now, ctx: ctx, kinds: map[schema.GroupVersionResource]*kindWatch{}, seen: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(c)
 	}
 	return c
 }
 
-var _ Checker = (*Cluster)(nil)
+var (
+	_ Checker = (*Cluster)(nil)
+	_ seer    = (*Cluster)(nil)
+)
+
+// Seen is signalled whenever a watch has added or changed an object: a
+// result waiting for it can be confirmed now rather than at its retry.
+func (c *Cluster) Seen() <-chan struct{} { return c.seen }
+
+func (c *Cluster) signalSeen() {
+	select {
+	case c.seen <- struct{}{}:
+	default:
+	}
+}
 
 // Check says whether ref names an object the API server has, with its
 // uid, at its resourceVersion or later. An error means the kind's watch
@@ -162,6 +179,10 @@ func (c *Cluster) start(gvr schema.GroupVersionResource) *kindWatch {
 			}}, nil
 		}
 		return obj, nil
+	})
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.signalSeen() },
+		UpdateFunc: func(any, any) { c.signalSeen() },
 	})
 	if c.gone != nil {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {

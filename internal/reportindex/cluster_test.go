@@ -2,6 +2,7 @@ package reportindex_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reportindex"
+	"github.com/verdict-dev/verdict/internal/verify"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -87,4 +90,85 @@ func TestFeedCluster(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// seenChecker holds results pending, with a retry an hour away, until
+// their objects are there; it says so on Seen, as Cluster does when its
+// watches deliver an object.
+type seenChecker struct {
+	mu    sync.Mutex
+	there map[string]bool
+	seen  chan struct{}
+}
+
+func (c *seenChecker) Check(_ context.Context, ref events.ResourceRef, _ time.Time) (verify.Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.there[ref.UID] {
+		return verify.Verified, nil
+	}
+	return verify.Pending, nil
+}
+func (c *seenChecker) RetryIn(time.Time) time.Duration { return time.Hour }
+func (c *seenChecker) Seen() <-chan struct{}           { return c.seen }
+
+func (c *seenChecker) arrive(uid string) {
+	c.mu.Lock()
+	c.there[uid] = true
+	c.mu.Unlock()
+	select {
+	case c.seen <- struct{}{}:
+	default:
+	}
+}
+
+// TestFeedRechecksWhenSeen: a pending result is checked again as soon as
+// its checker has seen new objects, not at its retry (the lag from an
+// admission to its report is not the retry's second), and a new pending
+// result arriving meanwhile does not put that check off to its own retry.
+func TestFeedRechecksWhenSeen(t *testing.T) {
+	e := reportertest.NewEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ns := e.Namespace("seen-")
+	cms := e.CreateConfigMaps(ns.Name, 3)
+	check := &seenChecker{there: map[string]bool{}, seen: make(chan struct{}, 1)}
+	x := reportindex.New()
+	f := reportindex.NewFeed(x, e.Connect(), check, zerolog.Nop())
+	go func() { _ = f.Run(ctx) }()
+	publish := func(i int) {
+		e.Publish(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cms[i]), Policy: "p", Version: "1", Request: cms[i].Name, Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
+	}
+	pending := func(n int) {
+		reportertest.Eventually(t, 20*time.Second, "results pending", func() error {
+			if f.Stats().Pending != n {
+				return reportertest.ErrNotYet
+			}
+			return nil
+		})
+	}
+	publish(0)
+	pending(1)
+	check.arrive(string(cms[0].UID))
+	publish(1)
+	reportertest.Eventually(t, 20*time.Second, "the first report, long before the hour's retry", func() error {
+		if _, ok := x.Report(string(cms[0].UID)); !ok {
+			return reportertest.ErrNotYet
+		}
+		return nil
+	})
+	pending(1)
+	check.arrive(string(cms[1].UID))
+	reportertest.Eventually(t, 20*time.Second, "the second report", func() error {
+		if _, ok := x.Report(string(cms[1].UID)); !ok {
+			return reportertest.ErrNotYet
+		}
+		return nil
+	})
+	if _, ok := x.Report(string(cms[2].UID)); ok {
+		t.Fatal("a report for a resource with no result")
+	}
+	if st := f.Stats(); st.Pending != 0 || st.Applied != 2 {
+		t.Fatalf("stats %+v", st)
+	}
 }

@@ -1,11 +1,13 @@
 package reportindex
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -23,6 +25,13 @@ import (
 type Checker interface {
 	Check(ctx context.Context, ref events.ResourceRef, stored time.Time) (verify.Status, error)
 	RetryIn(stored time.Time) time.Duration
+}
+
+// seer is a Checker that tells when it has seen objects it had not
+// (Cluster: its watches delivered an addition or a change): the pending
+// results are checked again then, not only after RetryIn.
+type seer interface {
+	Seen() <-chan struct{}
 }
 
 // FeedStats counts what a Feed did with the messages it read.
@@ -142,8 +151,13 @@ func (f *Feed) Run(ctx context.Context) error {
 	}
 	var target uint64
 	targetKnown := false
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
+	retry := &wakeup{t: time.NewTimer(time.Hour)}
+	retry.t.Stop()
+	defer retry.t.Stop()
+	var seen <-chan struct{}
+	if sc, ok := f.check.(seer); ok {
+		seen = sc.Seen()
+	}
 	for {
 		// Ready once the stream is read up to where it stood at the start
 		// and nothing read so far is still unchecked.
@@ -160,8 +174,16 @@ func (f *Feed) Run(ctx context.Context) error {
 			return fmt.Errorf("follow VERDICT_RESULTS: %w", err)
 		case seq := <-caughtUp:
 			target, targetKnown = seq, true
-		case <-retry.C:
+		case <-retry.t.C:
+			retry.due = time.Time{}
 			f.recheck(ctx, retry)
+		case <-seen:
+			// An object arrived: its pending results, if any, are
+			// checked after a short pause that gathers a burst of
+			// arrivals into one pass.
+			if f.Stats().Pending > 0 {
+				retry.within(seenPause)
+			}
 		case d := <-out:
 			if err := f.apply(ctx, d, retry); err != nil {
 				return err
@@ -268,7 +290,7 @@ func (f *Feed) markReady() {
 }
 
 // apply checks and applies a decoded batch, in stream order.
-func (f *Feed) apply(ctx context.Context, d decoded, retry *time.Timer) error {
+func (f *Feed) apply(ctx context.Context, d decoded, retry *wakeup) error {
 	for i, r := range d.results {
 		f.count(func(s *FeedStats) { s.Read++ })
 		if d.errs[i] != nil {
@@ -287,7 +309,7 @@ func (f *Feed) apply(ctx context.Context, d decoded, retry *time.Timer) error {
 // checkAndApply applies r once its resource is confirmed. An API server
 // that cannot answer is retried: the index waits rather than serve an
 // unchecked result.
-func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *time.Timer) error {
+func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *wakeup) error {
 	for attempt := 0; ; attempt++ {
 		st, err := f.check.Check(ctx, r.Event.Resource, r.Stored)
 		if err == nil {
@@ -309,7 +331,7 @@ func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *time
 }
 
 // settle acts on a check: apply, wait, or leave out.
-func (f *Feed) settle(r reporter.Result, st verify.Status, retry *time.Timer) {
+func (f *Feed) settle(r reporter.Result, st verify.Status, retry *wakeup) {
 	switch st {
 	case verify.Verified:
 		f.x.Apply(r)
@@ -324,7 +346,7 @@ func (f *Feed) settle(r reporter.Result, st verify.Status, retry *time.Timer) {
 		f.mu.Unlock()
 		f.hold()
 		f.x.Advance(r.Sequence)
-		retry.Reset(f.check.RetryIn(r.Stored))
+		retry.within(f.check.RetryIn(r.Stored))
 	default:
 		f.mu.Lock()
 		delete(f.pending, r.Sequence)
@@ -350,7 +372,7 @@ func (f *Feed) hold() {
 }
 
 // recheck checks the pending results again, oldest first.
-func (f *Feed) recheck(ctx context.Context, retry *time.Timer) {
+func (f *Feed) recheck(ctx context.Context, retry *wakeup) {
 	f.mu.Lock()
 	rs := make([]reporter.Result, 0, len(f.pending))
 	for _, r := range f.pending {
@@ -362,7 +384,7 @@ func (f *Feed) recheck(ctx context.Context, retry *time.Timer) {
 		st, err := f.check.Check(ctx, r.Event.Resource, r.Stored)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
-				retry.Reset(time.Second)
+				retry.within(time.Second)
 			}
 			return
 		}
@@ -377,9 +399,25 @@ func (f *Feed) count(fn func(*FeedStats)) {
 }
 
 func sortBySeq(rs []reporter.Result) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].Sequence < rs[j-1].Sequence; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
+	slices.SortFunc(rs, func(a, b reporter.Result) int { return cmp.Compare(a.Sequence, b.Sequence) })
+}
+
+// wakeup is when the pending results are checked again: the earliest
+// time asked for. Asking for a later one changes nothing, so a steady
+// arrival of new pending results cannot put off the check of older ones.
+type wakeup struct {
+	t   *time.Timer
+	due time.Time // zero when not set
+}
+
+func (w *wakeup) within(d time.Duration) {
+	at := time.Now().Add(d)
+	if w.due.IsZero() || at.Before(w.due) {
+		w.t.Reset(d)
+		w.due = at
 	}
 }
+
+// seenPause is how long pending results wait after their checker has
+// seen new objects before they are checked again.
+const seenPause = 5 * time.Millisecond
