@@ -394,7 +394,7 @@ func lbPort(t *testing.T, lb *topoBalancer) int {
 func directList(ctx context.Context, admin *rest.Config, r *topoReplica) ([]byte, error) {
 	cfg := rest.CopyConfig(admin)
 	cfg.Host = "https://" + r.serve
-	cfg.TLSClientConfig.Insecure, cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.CAData = true, "", nil
+	cfg.Insecure, cfg.CAFile, cfg.CAData = true, "", nil
 	l, err := dynamic.NewForConfigOrDie(cfg).Resource(reporter.PolicyReports).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err

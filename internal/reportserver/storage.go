@@ -456,8 +456,3 @@ func (w *watcher) event(ch reportindex.Change) (watch.Event, bool) {
 	o.APIVersion, o.Kind = w.r.gv.String(), w.r.name
 	return watch.Event{Type: typ, Object: w.r.typed(o)}, true
 }
-
-func versionOf(o *PolicyReport) uint64 {
-	v, _ := strconv.ParseUint(o.ResourceVersion, 10, 64)
-	return v
-}
