@@ -287,6 +287,15 @@ func TestE2EServeReports(t *testing.T) {
 		w.Stop()
 	}
 
+	// A list from a version: not older than it (this replica has it),
+	// and never exactly a past one (no history is kept).
+	if _, err := polr.List(ctx, metav1.ListOptions{ResourceVersion: all.GetResourceVersion()}); err != nil {
+		t.Fatalf("list not older than %s: %v", all.GetResourceVersion(), err)
+	}
+	if _, err := polr.List(ctx, metav1.ListOptions{ResourceVersion: all.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact}); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+		t.Fatalf("list exactly at %s: %v, want expired", all.GetResourceVersion(), err)
+	}
+
 	// The table: the CRD mode's columns.
 	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/apis/wgpolicyk8s.io/v1alpha2/namespaces/team/policyreports").
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)

@@ -219,6 +219,21 @@ func (r *reports) List(ctx context.Context, opts *metainternalversion.ListOption
 			after = c
 		}
 	}
+	if opts != nil && opts.ResourceVersion != "" && opts.ResourceVersion != "0" && opts.Continue == "" {
+		v, err := strconv.ParseUint(opts.ResourceVersion, 10, 64)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q is not one this server gave", opts.ResourceVersion))
+		}
+		if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+			// No history is kept: only the present can be listed.
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %d: this server keeps no past states to list exactly; list without resourceVersionMatch=Exact", v))
+		}
+		// Not older than v: a replica behind the one that gave it
+		// waits a little for it.
+		if err := r.reach(ctx, v); err != nil {
+			return nil, err
+		}
+	}
 	version := r.x.Version()
 	items, after, more := r.page(s, after, limit)
 	meta := metav1.ListMeta{ResourceVersion: strconv.FormatUint(r.x.Served(version), 10)}
