@@ -335,6 +335,9 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 	x := reportindex.New()
 	check := reportindex.NewCluster(ctx, d.meta, d.mapper, reportindex.WithClusterGrace(cfg.VerifyGrace), reportindex.WithGone(func(uid string) { x.Forget(uid) }))
 	feed := reportindex.NewFeed(x, d.conn, check, log.With().Str("component", "reportIndex").Logger(), reportindex.WithCatchUpGCPercent(400))
+	if err := reportindex.RegisterMetrics(d.reg, x, feed); err != nil {
+		return err
+	}
 	var cert dynamiccertificates.CertKeyContentProvider
 	if cfg.ServeTLSSecret != "" {
 		kube, err := kubernetes.NewForConfig(d.rc)

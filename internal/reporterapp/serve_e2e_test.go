@@ -3,9 +3,11 @@ package reporterapp_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,6 +143,22 @@ func TestE2EServeMode(t *testing.T) {
 	view.eventually(t, "team/"+string(cm.UID), func(u *unstructured.Unstructured) error {
 		return reportertest.SummaryIs(u, 1, 1, 0, 0, 0)
 	})
+
+	// The serving mode's metrics say what the index holds and did.
+	resp, err := http.Get("http://" + cfg.ProbeAddress + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"verdict_report_index_resources 1", "verdict_report_index_results_applied_total 1", "verdict_report_index_results_rejected_total 0", "verdict_report_index_ready 1"} {
+		if !strings.Contains(string(metrics), "\n"+want+"\n") {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
 
 	// Through a verified connection: the leader set the caBundle to its
 	// CA, and the replica serves the certificate that CA signed.
