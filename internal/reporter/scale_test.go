@@ -1,6 +1,7 @@
 package reporter_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -9,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/reportindex"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -165,5 +170,33 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 
 	if st := rebuild(); st.Outcomes[reporter.OutcomeUnchanged] != n || st.Pruned != 0 {
 		t.Errorf("second rebuild: outcomes %v, pruned %d; want %d unchanged", st.Outcomes, st.Pruned, n)
+	}
+
+	// The serving mode on the same stream, side by side with the replay
+	// above: a replica's index from a cold start, its results checked
+	// against watches of their kinds, ready to serve; no report written;
+	// the same reports, field for field.
+	begin = time.Now()
+	x := reportindex.New()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Kube.Discovery()))
+	fctx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	feed := reportindex.NewFeed(x, e.Connect(), reportindex.NewCluster(fctx, e.Meta, mapper), zerolog.Nop())
+	go func() { _ = feed.Run(fctx) }()
+	select {
+	case <-feed.Ready():
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the serving index not ready: %+v", feed.Stats())
+	}
+	t.Logf("serving mode: %d resources ready to serve from a cold start in %v (the replay above: %v); feed %+v",
+		x.Len(), time.Since(begin).Round(time.Millisecond), st.Elapsed.Round(time.Millisecond), feed.Stats())
+	for uid, c := range live {
+		rep, ok := x.Report(uid)
+		if !ok {
+			t.Fatalf("the serving index has no report for %s", uid)
+		}
+		if got, _ := reportertest.Content(rep.Object); string(got) != string(c) {
+			t.Fatalf("the served report %s differs from the written one:\n%s\n%s", uid, got, c)
+		}
 	}
 }
