@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -106,12 +107,17 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 	}
 
 	// Delete every report; add an orphan of Verdict's and a foreign one.
-	if err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	// With 10,000 reports the API server may answer before it is done
+	// (a timeout that goes on deleting): wait for it.
+	if err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
 		t.Fatal(err)
 	}
-	if left := e.ListReports(ns); len(left) != 0 {
-		t.Fatalf("%d reports left after the delete", len(left))
-	}
+	reportertest.Eventually(t, 5*time.Minute, "every report deleted", func() error {
+		if left := e.ListReports(ns); len(left) != 0 {
+			return fmt.Errorf("%d reports left after the delete", len(left))
+		}
+		return nil
+	})
 	orphan := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": reporter.ReportAPIVersion, "kind": reporter.KindPolicyReport,
 		"metadata": map[string]any{"name": "orphan", "namespace": ns, "labels": map[string]any{reporter.LabelManagedBy: reporter.ManagedByValue},
