@@ -190,9 +190,14 @@ func TestE2EServeTopology(t *testing.T) {
 			_, err := polr.List(ctx, metav1.ListOptions{Limit: 500})
 			lists.Add(1)
 			// A request in flight on the replica killed fails, as it
-			// would through a Service; from a second after the kill,
-			// every list must be answered.
-			if err != nil && (killedAt.IsZero() || time.Since(killedAt) > time.Second) {
+			// would through a Service, and so may one while the
+			// aggregator replaces its connection to that replica (it
+			// answers 503 until then); from 5 s after the kill, every
+			// list must be answered.
+			if err != nil && !killedAt.IsZero() && time.Since(killedAt) <= 5*time.Second {
+				t.Logf("a list %v after the kill: %v", time.Since(killedAt).Round(time.Millisecond), err)
+			}
+			if err != nil && (killedAt.IsZero() || time.Since(killedAt) > 5*time.Second) {
 				listErrs.Add(1)
 				lastListErr.Store(err.Error())
 			}
@@ -324,9 +329,9 @@ func TestE2EServeTopology(t *testing.T) {
 	close(stopLists)
 	stopWatch()
 	wg.Wait()
-	t.Logf("%d lists through the API server during the run, %d failed after the kill; the watch resumed %d times, %d expired", lists.Load(), listErrs.Load(), resumes.Load(), gone.Load())
+	t.Logf("%d lists through the API server during the run, %d failed from 5 s after the kill; the watch resumed %d times, %d expired", lists.Load(), listErrs.Load(), resumes.Load(), gone.Load())
 	if listErrs.Load() > 0 {
-		t.Errorf("lists failed after the kill: %d, the last: %v", listErrs.Load(), lastListErr.Load())
+		t.Errorf("lists failed from 5 s after the kill: %d, the last: %v", listErrs.Load(), lastListErr.Load())
 	}
 	if resumes.Load() == 0 {
 		t.Errorf("the watch never resumed: the kill of %s did not reach it (%d connections through the balancer)", victim.name, conns)

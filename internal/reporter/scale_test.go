@@ -112,7 +112,7 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 		// A timeout, or the stream reset with it, is retried; a report
 		// still listed is what fails.
 		_ = e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		if left := e.ListReports(ns); len(left) != 0 {
+		if left := e.ListReports(ns); len(left) != 0 { //nolint:contextcheck // the helper lists with the test's context
 			return fmt.Errorf("%d reports left after the delete", len(left))
 		}
 		return nil
