@@ -45,23 +45,8 @@ func TestE2EDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The chart's crds/, as helm installs them (create or update).
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	entries, err := os.ReadDir(filepath.Join(chartDir, "crds"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(chartDir, "crds", e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range decode(t, b) {
-			apply(t, dyn, mapper, u, false)
-			waitEstablished(t, dyn, u.GetName())
-		}
-	}
-	mapper.Reset()
+	applyChartCRDs(t, dyn, mapper)
 
 	for name, args := range renders {
 		t.Run("dry run "+name, func(t *testing.T) {
@@ -99,6 +84,27 @@ func TestE2EDryRun(t *testing.T) {
 
 // apply server-side applies u as helm's field manager (a dry run when
 // dryRun), refusing unknown or duplicate fields.
+// applyChartCRDs applies the chart's crds/ as helm installs them (create
+// or update), waits until each is established, and resets mapper.
+func applyChartCRDs(t *testing.T, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(chartDir, "crds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(chartDir, "crds", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range decode(t, b) {
+			apply(t, dyn, mapper, u, false)
+			waitEstablished(t, dyn, u.GetName())
+		}
+	}
+	mapper.Reset()
+}
+
 func apply(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, u *unstructured.Unstructured, dryRun bool) {
 	t.Helper()
 	gvk := u.GroupVersionKind()

@@ -89,21 +89,7 @@ func TestE2EServeTopology(t *testing.T) {
 	}
 	// The chart's crds/, as helm installs them: no report CRD among them.
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	entries, err := os.ReadDir(filepath.Join(chartDir, "crds"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(chartDir, "crds", e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range decode(t, b) {
-			apply(t, dyn, mapper, u, false)
-			waitEstablished(t, dyn, u.GetName())
-		}
-	}
-	mapper.Reset()
+	applyChartCRDs(t, dyn, mapper)
 
 	b := <-bins
 	if b.err != nil {
@@ -163,6 +149,7 @@ func TestE2EServeTopology(t *testing.T) {
 	polr := dyn.Resource(reporter.PolicyReports).Namespace(topoNamespace)
 	var list *unstructured.UnstructuredList
 	topoEventually(t, 60*time.Second, "the reports served through the API server", func() error {
+		var err error
 		list, err = polr.List(ctx, metav1.ListOptions{})
 		return err
 	})
