@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,7 +33,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
-	"github.com/verdict-dev/verdict/internal/testproc"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -91,15 +89,7 @@ func TestE2EServeTopology(t *testing.T) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	applyChartCRDs(t, dyn, mapper)
 
-	b := <-bins
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	nats := testproc.StartNATSCluster(t, filepath.Join(b.dir, "nats-server"), 3, t.TempDir())
-	var urls []string
-	for _, s := range nats {
-		urls = append(urls, s.ClientURL)
-	}
+	b, _, urls := startTopoNATS(t, bins)
 	lb := startTopoBalancer(t)
 
 	args := []string{"-f", haValues, "--set", "reporter.mode=serve",

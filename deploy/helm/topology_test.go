@@ -166,15 +166,7 @@ func TestE2ETopology(t *testing.T) {
 
 	// JetStream: three nats-server processes on loopback (built from the
 	// module go.mod requires), as docs/install.md's NATS chart runs them.
-	b := <-bins
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	nats := testproc.StartNATSCluster(t, filepath.Join(b.dir, "nats-server"), 3, t.TempDir())
-	var urls []string
-	for _, s := range nats {
-		urls = append(urls, s.ClientURL)
-	}
+	b, nats, urls := startTopoNATS(t, bins)
 
 	// The Service stand-in: the API server reaches the webhook replicas
 	// through it, as through the chart's Service and kube-proxy.
@@ -783,6 +775,23 @@ type topoBalancer struct {
 	backends []*topoReplica
 	next     int
 	active   map[*topoReplica]int // connections open to each backend
+}
+
+// startTopoNATS waits for the built binaries and starts three
+// nats-server processes on loopback from them: the build, the servers
+// and their client URLs.
+func startTopoNATS(t *testing.T, bins <-chan topoBuild) (topoBuild, []*testproc.NATSServer, []string) {
+	t.Helper()
+	b := <-bins
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	nats := testproc.StartNATSCluster(t, filepath.Join(b.dir, "nats-server"), 3, t.TempDir())
+	urls := make([]string, 0, len(nats))
+	for _, s := range nats {
+		urls = append(urls, s.ClientURL)
+	}
+	return b, nats, urls
 }
 
 func startTopoBalancer(t *testing.T) *topoBalancer {
