@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +35,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/events"
 	"github.com/verdict-dev/verdict/internal/reporter"
 	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/reporterapp"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -94,7 +97,7 @@ func TestE2EServeTopology(t *testing.T) {
 
 	args := []string{"-f", haValues, "--set", "reporter.mode=serve",
 		"--set", "nats.credentials.secretName=", "--set", "nats.tls.caConfigMapName=",
-		"--set", "nats.streamReplicas=3"}
+		"--set", "nats.streamReplicas=3", "--set", "reporter.serve.snapshotInterval=10s"}
 	for i, u := range urls {
 		args = append(args, "--set", fmt.Sprintf("nats.urls[%d]=%s", i, u))
 	}
@@ -354,8 +357,34 @@ func TestE2EServeTopology(t *testing.T) {
 	topoEventually(t, 30*time.Second, "the surviving replicas' answers identical", func() error {
 		return identical(slices.DeleteFunc(slices.Clone(replicas), func(r *topoReplica) bool { return r == victim }))
 	})
+	// The survivors store a snapshot of their index every 10 s: the
+	// killed replica, restarted once one holds the whole run, starts from
+	// it and reads only what the stream holds after it.
+	topoEventually(t, 60*time.Second, "a snapshot of the whole run", func() error {
+		s, err := conn.JetStream().Stream(ctx, queue.StreamResults)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		snap, err := conn.StatSnapshot(ctx, reporterapp.SnapshotName)
+		if err != nil {
+			return err
+		}
+		if snap.Sequence < info.State.LastSeq {
+			return fmt.Errorf("the snapshot reaches sequence %d, the stream %d", snap.Sequence, info.State.LastSeq)
+		}
+		return nil
+	})
 	topo.restart(victim)
 	topoEventually(t, 30*time.Second, "every replica's answers identical, the restarted one's too", func() error { return identical(replicas) })
+	loaded, read := replicaMetric(t, victim, "verdict_report_index_results_loaded_total"), replicaMetric(t, victim, "verdict_report_index_messages_read_total")
+	t.Logf("%s restarted from the snapshot: %v results loaded, %v messages read from the stream", victim.name, loaded, read)
+	if loaded < float64(n) || read >= float64(n)/2 {
+		t.Errorf("%s did not start from the snapshot: %v results loaded, %v messages read (%d resources)", victim.name, loaded, read, n)
+	}
 
 	// No report in etcd: the group is served, not stored.
 	if _, err := kube.Discovery().ServerResourcesForGroupVersion("wgpolicyk8s.io/v1alpha2"); err != nil {
@@ -367,6 +396,32 @@ func TestE2EServeTopology(t *testing.T) {
 	topo.checkAlive()
 	topo.checkForbidden()
 	t.Logf("done in %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// replicaMetric is the value of an unlabelled metric on a replica's
+// probe port.
+func replicaMetric(t *testing.T, r *topoReplica, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(strings.Replace(r.ready, "/readyz", "/metrics", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", name, line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s has no metric %s", r.name, name)
+	return 0
 }
 
 // lbPort is the balancer's port.

@@ -101,6 +101,11 @@ type Config struct {
 	ServeCertFile string
 	ServeKeyFile  string
 	ServeCertDir  string
+	// ServeSnapshotInterval is how often a serving replica stores a
+	// snapshot of its index in JetStream (queue.BucketSnapshots), which
+	// replicas starting later begin from instead of the stream's first
+	// message; 0: none is stored (one stored already is still read).
+	ServeSnapshotInterval time.Duration
 	// ServeTLSSecret, when set, is the kubernetes.io/tls Secret (in
 	// Namespace) whose certificate the serving mode serves, followed as
 	// it is renewed; it takes the place of the files.
@@ -124,30 +129,31 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Kube:             service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
-		WriteQPS:         50,
-		WriteBurst:       100,
-		NATS:             service.DefaultNATSConfig(),
-		VerifyGrace:      30 * time.Second,
-		CoalesceWindow:   250 * time.Millisecond,
-		Concurrency:      64,
-		FlushWorkers:     8,
-		AckWait:          30 * time.Second,
-		Attempts:         10,
-		ShutdownTimeout:  30 * time.Second,
-		Scan:             true,
-		ScanInterval:     time.Hour,
-		ScanConcurrency:  2,
-		ProbeAddress:     ":8080",
-		Log:              service.DefaultLogConfig(),
-		ServeAddress:     "0.0.0.0",
-		ServePort:        8443,
-		ServeCertDir:     "/tmp/verdict-reports",
-		ServeServiceName: "verdict-reporter",
-		ServeLeaseName:   "verdict-reporter-serving",
-		ServeAPIServices: []string{"v1alpha2.wgpolicyk8s.io", "v1alpha1.openreports.io"},
-		Namespace:        "verdict",
-		Identity:         host,
+		Kube:                  service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
+		WriteQPS:              50,
+		WriteBurst:            100,
+		NATS:                  service.DefaultNATSConfig(),
+		VerifyGrace:           30 * time.Second,
+		CoalesceWindow:        250 * time.Millisecond,
+		Concurrency:           64,
+		FlushWorkers:          8,
+		AckWait:               30 * time.Second,
+		Attempts:              10,
+		ShutdownTimeout:       30 * time.Second,
+		Scan:                  true,
+		ScanInterval:          time.Hour,
+		ScanConcurrency:       2,
+		ProbeAddress:          ":8080",
+		Log:                   service.DefaultLogConfig(),
+		ServeAddress:          "0.0.0.0",
+		ServePort:             8443,
+		ServeCertDir:          "/tmp/verdict-reports",
+		ServeSnapshotInterval: 5 * time.Minute,
+		ServeServiceName:      "verdict-reporter",
+		ServeLeaseName:        "verdict-reporter-serving",
+		ServeAPIServices:      []string{"v1alpha2.wgpolicyk8s.io", "v1alpha1.openreports.io"},
+		Namespace:             "verdict",
+		Identity:              host,
 	}
 }
 
@@ -188,6 +194,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Serve && (c.ServePort < 0 || c.ServePort > 65535 || net.ParseIP(c.ServeAddress) == nil || (c.ServeCertFile == "") != (c.ServeKeyFile == "")) {
 		errs = append(errs, fmt.Errorf("serving mode: address %q port %d: an IP address, a port, and a certificate with its key (or neither)", c.ServeAddress, c.ServePort))
+	}
+	if c.ServeSnapshotInterval < 0 || (c.ServeSnapshotInterval > 0 && c.ServeSnapshotInterval < 10*time.Second) {
+		errs = append(errs, fmt.Errorf("serving mode: snapshot interval %s: 0 (none) or at least 10s", c.ServeSnapshotInterval))
 	}
 	if c.Serve && c.ServeTLSSecret != "" && c.ServeCertFile != "" {
 		errs = append(errs, errors.New("serving mode: a certificate Secret or certificate files, not both"))
@@ -332,9 +341,13 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 	if err := d.conn.Provision(ctx, append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(consumers(cfg)[1:]...))...); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
+	if err := d.conn.ProvisionSnapshots(ctx, cfg.NATS.StreamReplicas, snapshotBucketBytes); err != nil {
+		log.Warn().Err(err).Msg("snapshotsNotProvisioned")
+	}
 	x := reportindex.New()
 	check := reportindex.NewCluster(ctx, d.meta, d.mapper, reportindex.WithClusterGrace(cfg.VerifyGrace), reportindex.WithGone(func(uid string) { x.Forget(uid) }))
-	feed := reportindex.NewFeed(x, d.conn, check, log.With().Str("component", "reportIndex").Logger(), reportindex.WithCatchUpGCPercent(400))
+	feed := reportindex.NewFeed(x, d.conn, check, log.With().Str("component", "reportIndex").Logger(), reportindex.WithCatchUpGCPercent(400),
+		reportindex.WithSnapshots(SnapshotName, cfg.ServeSnapshotInterval))
 	if err := reportindex.RegisterMetrics(d.reg, x, feed); err != nil {
 		return err
 	}
@@ -405,6 +418,15 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 	log.Info().Err(first).Msg("reporterStopped")
 	return first
 }
+
+// SnapshotName is the serving replicas' snapshot of their index (in
+// queue.BucketSnapshots); snapshotBucketBytes bounds the snapshot bucket (a snapshot of 100,000
+// resources with 20 results each takes about 45 MiB, and a new one is
+// stored before the one it replaces is removed).
+const (
+	SnapshotName        = "report-index"
+	snapshotBucketBytes = 4 << 30
+)
 
 // provisionOptions are the streams and consumers the reporter provisions.
 func provisionOptions(cfg Config) []queue.ProvisionOption {

@@ -105,7 +105,9 @@ func (trustAll) RetryIn(time.Time) time.Duration { return time.Second }
 // BenchmarkFeedColdStart: a replica starting on a VERDICT_RESULTS of
 // VERDICT_BENCH_RESOURCES resources (default 100,000) × 10 policies × 2
 // rules (20 results each), in a real JetStream (one embedded server, file
-// store), until it is ready; results are taken as checked.
+// store), until it is ready; results are taken as checked. from=stream
+// reads the stream from its first message; from=snapshot starts from the
+// snapshot a ready replica stored (WithSnapshots).
 //
 //	go test -run '^$' -bench FeedColdStart -benchtime 1x ./internal/reportindex/
 func BenchmarkFeedColdStart(b *testing.B) {
@@ -165,27 +167,57 @@ func BenchmarkFeedColdStart(b *testing.B) {
 	<-caught
 	rcancel()
 	b.Logf("the stream read alone: %s", time.Since(start).Round(10*time.Millisecond))
-	b.ResetTimer()
-	for range b.N {
+	if err := conn.ProvisionSnapshots(ctx, 1, 8<<30); err != nil {
+		b.Fatal(err)
+	}
+	// ready starts a replica with opts and waits until it is ready.
+	ready := func(b *testing.B, opts ...reportindex.FeedOption) (*reportindex.Index, *reportindex.Feed, context.CancelFunc) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		start := time.Now()
 		x := reportindex.New()
-		f := reportindex.NewFeed(x, conn, trustAll{}, zerolog.Nop(), reportindex.WithCatchUpGCPercent(400))
+		f := reportindex.NewFeed(x, conn, trustAll{}, zerolog.Nop(), append(opts, reportindex.WithCatchUpGCPercent(400))...)
 		fctx, cancel := context.WithCancel(ctx)
 		go func() { _ = f.Run(fctx) }()
 		<-f.Ready()
 		took := time.Since(start)
-		cancel()
 		runtime.GC()
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(took.Seconds(), "s-to-ready")
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-held")
-		if x.Len() != resources || f.Stats().Applied != uint64(resources*policies) {
-			b.Fatalf("%d resources, %+v", x.Len(), f.Stats())
+		if st := f.Stats(); x.Len() != resources || st.Applied+st.Loaded != uint64(resources*policies) {
+			b.Fatalf("%d resources, %+v", x.Len(), st)
 		}
-		runtime.KeepAlive(x)
+		return x, f, cancel
 	}
+	// From the stream's first message, as without a snapshot.
+	b.Run("from=stream", func(b *testing.B) {
+		for range b.N {
+			x, _, cancel := ready(b)
+			cancel()
+			runtime.KeepAlive(x)
+		}
+	})
+	// From a snapshot written by a replica that was ready.
+	x, f, cancel := ready(b, reportindex.WithSnapshots("bench", 0))
+	start = time.Now()
+	snap, err := f.WriteSnapshot(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("snapshot of %d resources: %.1f MiB written in %s", x.Len(), float64(snap.Size)/(1<<20), time.Since(start).Round(10*time.Millisecond))
+	cancel()
+	b.Run("from=snapshot", func(b *testing.B) {
+		for range b.N {
+			x, f, cancel := ready(b, reportindex.WithSnapshots("bench", 0))
+			cancel()
+			if st := f.Stats(); st.Loaded != uint64(resources*policies) || st.Read != 0 {
+				b.Fatalf("not from the snapshot: %+v", st)
+			}
+			b.ReportMetric(float64(snap.Size)/(1<<20), "MiB-snapshot")
+			runtime.KeepAlive(x)
+		}
+	})
 }

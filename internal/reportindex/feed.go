@@ -41,6 +41,16 @@ type FeedStats struct {
 	Undecodable uint64 // messages that are no result: left out
 	Rejected    uint64 // results the checker rejected: left out
 	Pending     int    // results waiting for their resource to be stored
+
+	// Loaded counts the results taken from a snapshot at the start (and
+	// confirmed); SnapshotLoadFailures the snapshots found but not
+	// usable (the stream is then read in full).
+	Loaded               uint64
+	SnapshotLoadFailures uint64
+	// SnapshotsWritten and SnapshotWriteFailures count the snapshots
+	// this replica stored, or failed to.
+	SnapshotsWritten      uint64
+	SnapshotWriteFailures uint64
 }
 
 // Feed keeps an Index current with VERDICT_RESULTS: it follows the
@@ -58,6 +68,10 @@ type Feed struct {
 	ready chan struct{}
 	// gcPercent, when set, is the GC percentage while catching up.
 	gcPercent int
+	// snapshot is the snapshot's name ("": none read or written);
+	// snapshotEvery how often one is written (0: never).
+	snapshot      string
+	snapshotEvery time.Duration
 
 	mu      sync.Mutex
 	stats   FeedStats
@@ -85,6 +99,17 @@ type FeedOption func(*Feed)
 // process-wide: a service sets it, a library should not.
 func WithCatchUpGCPercent(p int) FeedOption {
 	return func(f *Feed) { f.gcPercent = p }
+}
+
+// WithSnapshots makes the feed start from the snapshot name
+// (queue.BucketSnapshots) when there is a usable one, following the
+// stream from the sequence it resumes from rather than from the first
+// message; and, once ready, store one every interval (0: never), unless
+// another replica stored one within it. Without a usable snapshot (none
+// yet, damaged, of an older incarnation of the stream) the stream is
+// read in full, as without this option: a snapshot only ever saves time.
+func WithSnapshots(name string, interval time.Duration) FeedOption {
+	return func(f *Feed) { f.snapshot, f.snapshotEvery = name, interval }
 }
 
 // Ready is closed once the index holds what the stream held when the
@@ -115,6 +140,13 @@ type decoded struct {
 func (f *Feed) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	retry := &wakeup{t: time.NewTimer(time.Hour)}
+	retry.t.Stop()
+	defer retry.t.Stop()
+	after, err := f.loadSnapshot(ctx, retry)
+	if err != nil {
+		return err
+	}
 	in := make(chan queue.ReplayMsg, 4*decodeBatch)
 	out := make(chan decoded, 2)
 	caughtUp := make(chan uint64, 1)
@@ -127,7 +159,7 @@ func (f *Feed) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-		}, queue.WithFollowCaughtUp(func(seq uint64) { caughtUp <- seq }))
+		}, queue.WithFollowAfter(after), queue.WithFollowCaughtUp(func(seq uint64) { caughtUp <- seq }))
 		followErr <- err
 	}()
 	go decodeLoop(ctx, in, out)
@@ -149,11 +181,11 @@ func (f *Feed) Run(ctx context.Context) error {
 			restore()
 		}()
 	}
+	if f.snapshot != "" && f.snapshotEvery > 0 {
+		go f.writeSnapshots(ctx)
+	}
 	var target uint64
 	targetKnown := false
-	retry := &wakeup{t: time.NewTimer(time.Hour)}
-	retry.t.Stop()
-	defer retry.t.Stop()
 	var seen <-chan struct{}
 	if sc, ok := f.check.(seer); ok {
 		seen = sc.Seen()
@@ -310,21 +342,31 @@ func (f *Feed) apply(ctx context.Context, d decoded, retry *wakeup) error {
 // that cannot answer is retried: the index waits rather than serve an
 // unchecked result.
 func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *wakeup) error {
+	st, err := f.checkRetrying(ctx, r.Event.Resource, r.Stored, r.Sequence)
+	if err != nil {
+		return err
+	}
+	f.settle(r, st, retry)
+	return nil
+}
+
+// checkRetrying checks a result's resource, asking again while the
+// checker cannot answer, until ctx ends.
+func (f *Feed) checkRetrying(ctx context.Context, ref events.ResourceRef, stored time.Time, seq uint64) (verify.Status, error) {
 	for attempt := 0; ; attempt++ {
-		st, err := f.check.Check(ctx, r.Event.Resource, r.Stored)
+		st, err := f.check.Check(ctx, ref, stored)
 		if err == nil {
-			f.settle(r, st, retry)
-			return nil
+			return st, nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return "", ctx.Err()
 		}
 		if attempt%10 == 0 {
-			f.log.Warn().Err(err).Uint64("sequence", r.Sequence).Msg("resultNotChecked")
+			f.log.Warn().Err(err).Uint64("sequence", seq).Msg("resultNotChecked")
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 5*time.Second)):
 		}
 	}

@@ -32,6 +32,7 @@ func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	fs.IntVar(&cfg.ServePort, "serve-port", cfg.ServePort, "HTTPS port of the serving mode")
 	fs.StringVar(&cfg.ServeCertFile, "serve-tls-cert-file", cfg.ServeCertFile, "serving mode certificate (PEM; empty: self-signed, in --serve-cert-dir)")
 	fs.StringVar(&cfg.ServeKeyFile, "serve-tls-private-key-file", cfg.ServeKeyFile, "serving mode private key (PEM)")
+	fs.DurationVar(&cfg.ServeSnapshotInterval, "serve-snapshot-interval", cfg.ServeSnapshotInterval, "serving mode: how often a replica stores a snapshot of its index in JetStream, which starting replicas begin from instead of reading VERDICT_RESULTS from its first message (0: none stored)")
 	fs.StringVar(&cfg.ServeCertDir, "serve-cert-dir", cfg.ServeCertDir, "where the serving mode writes its self-signed certificate")
 	fs.StringVar(&cfg.ServeTLSSecret, "serve-tls-secret", cfg.ServeTLSSecret, "serving mode: the kubernetes.io/tls Secret (in --namespace) whose certificate is served, followed as it is renewed (instead of the files)")
 	fs.StringVar(&cfg.ServeCASecret, "serve-ca-secret", cfg.ServeCASecret, "serving mode: the CA Secret; when set, the replica holding --serve-lease keeps it, --serve-tls-secret and the APIServices' caBundle current (empty: another keeps the certificate)")
