@@ -41,12 +41,13 @@ func TestFeedSnapshot(t *testing.T) {
 		eval(i, "p", "1", engine.StatusPass)
 		eval(i, "q", "1", engine.StatusFail, engine.StatusPass)
 	}
+	conn := e.Connect()
 	start := func(opts ...reportindex.FeedOption) (*reportindex.Index, *reportindex.Feed) {
 		t.Helper()
 		x := reportindex.New()
 		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Kube.Discovery()))
 		check := reportindex.NewCluster(ctx, e.Meta, mapper, reportindex.WithClusterGrace(2*time.Second), reportindex.WithGone(func(uid string) { x.Forget(uid) }))
-		f := reportindex.NewFeed(x, e.Connect(), check, zerolog.Nop(), opts...)
+		f := reportindex.NewFeed(x, conn, check, zerolog.Nop(), opts...)
 		go func() { _ = f.Run(ctx) }()
 		select {
 		case <-f.Ready():

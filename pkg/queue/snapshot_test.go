@@ -53,8 +53,11 @@ func TestSnapshots(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		defer rc.Close()
-		return io.ReadAll(rc)
+		b, err := io.ReadAll(rc)
+		if cerr := rc.Close(); err == nil {
+			err = cerr
+		}
+		return b, err
 	}
 	if got, err := read(); err != nil || !bytes.Equal(got, payload) {
 		t.Fatalf("read back %d bytes, %v", len(got), err)
