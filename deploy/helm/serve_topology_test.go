@@ -369,7 +369,7 @@ func TestE2EServeTopology(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		snap, err := conn.StatSnapshot(ctx, reporterapp.SnapshotName)
+		snap, err := conn.StatSnapshot(ctx, reporterapp.SnapshotName, queue.StreamResults)
 		if err != nil {
 			return err
 		}

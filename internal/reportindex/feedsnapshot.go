@@ -109,11 +109,11 @@ func (f *Feed) writeSnapshots(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		cur, err := f.conn.StatSnapshot(ctx, f.snapshot)
+		cur, err := f.conn.StatSnapshot(ctx, f.snapshot, queue.StreamResults)
 		switch {
 		case err == nil && (cur.Sequence >= f.x.snapshotResume() || time.Since(cur.Written) < every*4/5):
 			continue // nothing new, or another replica's is recent
-		case err != nil && !errors.Is(err, queue.ErrNoSnapshot):
+		case err != nil && !errors.Is(err, queue.ErrNoSnapshot) && !errors.Is(err, queue.ErrSnapshotStale):
 			f.snapshotFailed(ctx, err)
 			continue
 		}

@@ -22,8 +22,9 @@ import (
 // stream after it, leaves out a resource deleted since the snapshot was
 // taken (checked against the API server as a stream result is), and
 // serves, field for field, what a replica folding the whole stream
-// serves; a snapshot that cannot be read is counted, and the stream is
-// then read in full.
+// serves; a snapshot that cannot be read, or is of an earlier
+// incarnation of the stream, is counted, the stream is then read in
+// full, and a snapshot of the stream as it is replaces the stale one.
 func TestFeedSnapshot(t *testing.T) {
 	e := reportertest.NewEnv(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -91,6 +92,32 @@ func TestFeedSnapshot(t *testing.T) {
 		t.Fatalf("damaged snapshot: %+v", st)
 	}
 	sameReports(t, d, full, 4)
+
+	// The stream deleted and made again: its snapshot is of the old one.
+	// A replica reads the new stream in full, and stores a snapshot of it
+	// at its first chance, whatever sequence the stale one had reached.
+	if err := e.Conn.JetStream().DeleteStream(ctx, queue.StreamResults); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Conn.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eval(0, "p", "3", engine.StatusPass)
+	_, fe := start(reportindex.WithSnapshots("index", 300*time.Millisecond))
+	if st := fe.Stats(); st.SnapshotLoadFailures != 1 || st.Loaded != 0 || st.Read != 1 {
+		t.Fatalf("stale snapshot: %+v", st)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := e.Conn.StatSnapshot(ctx, "index", queue.StreamResults)
+		if err == nil && s.Sequence == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot of the new stream: %+v, %v (%+v)", s, err, fe.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // sameReports fails unless a and b list the same n reports, equal field

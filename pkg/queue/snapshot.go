@@ -93,9 +93,10 @@ func (c *Conn) PutSnapshot(ctx context.Context, name, stream string, seq uint64,
 	return snapshotOf(info)
 }
 
-// StatSnapshot describes the snapshot name (ErrNoSnapshot when there is
-// none).
-func (c *Conn) StatSnapshot(ctx context.Context, name string) (Snapshot, error) {
+// StatSnapshot describes the snapshot name of stream: ErrNoSnapshot when
+// there is none, ErrSnapshotStale (with the description) when it is not
+// of the stream as it is now (OpenSnapshot).
+func (c *Conn) StatSnapshot(ctx context.Context, name, stream string) (Snapshot, error) {
 	store, err := c.snapshots(ctx)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", name, err)
@@ -107,7 +108,11 @@ func (c *Conn) StatSnapshot(ctx context.Context, name string) (Snapshot, error) 
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", name, err)
 	}
-	return snapshotOf(info)
+	s, err := snapshotOf(info)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return s, c.checkSnapshot(ctx, s, stream)
 }
 
 // OpenSnapshot opens the snapshot name of stream for reading, once it
@@ -137,26 +142,34 @@ func (c *Conn) OpenSnapshot(ctx context.Context, name, stream string, maxSize ui
 		_ = res.Close()
 		return nil, Snapshot{}, err
 	}
-	stale := func(why string) (io.ReadCloser, Snapshot, error) {
+	if err := c.checkSnapshot(ctx, s, stream); err != nil {
 		_ = res.Close()
-		return nil, s, fmt.Errorf("open snapshot %s: %w: %s", name, ErrSnapshotStale, why)
-	}
-	if s.Stream != stream {
-		return stale("it is of stream " + s.Stream)
+		return nil, s, err
 	}
 	if maxSize > 0 && s.Size > maxSize {
 		_ = res.Close()
 		return nil, s, fmt.Errorf("open snapshot %s: %d bytes, more than the %d allowed", name, s.Size, maxSize)
 	}
+	return res, s, nil
+}
+
+// checkSnapshot says whether s is of stream as it is now: the same
+// incarnation (not deleted and created again since), and no further
+// than the stream reaches.
+func (c *Conn) checkSnapshot(ctx context.Context, s Snapshot, stream string) error {
+	stale := func(why string) error {
+		return fmt.Errorf("snapshot %s: %w: %s", s.Name, ErrSnapshotStale, why)
+	}
+	if s.Stream != stream {
+		return stale("it is of stream " + s.Stream)
+	}
 	str, err := c.js.Stream(ctx, stream)
 	if err != nil {
-		_ = res.Close()
-		return nil, s, fmt.Errorf("open snapshot %s: stream %s: %w", name, stream, err)
+		return fmt.Errorf("snapshot %s: stream %s: %w", s.Name, stream, err)
 	}
 	si, err := str.Info(ctx)
 	if err != nil {
-		_ = res.Close()
-		return nil, s, fmt.Errorf("open snapshot %s: stream %s: %w", name, stream, err)
+		return fmt.Errorf("snapshot %s: stream %s: %w", s.Name, stream, err)
 	}
 	if !si.Created.Equal(s.streamCreated) {
 		return stale(fmt.Sprintf("it is of the %s created at %s, the stream now was created at %s", stream,
@@ -165,7 +178,7 @@ func (c *Conn) OpenSnapshot(ctx context.Context, name, stream string, maxSize ui
 	if s.Sequence > si.State.LastSeq {
 		return stale(fmt.Sprintf("it reaches sequence %d, the stream only %d", s.Sequence, si.State.LastSeq))
 	}
-	return res, s, nil
+	return nil
 }
 
 func (c *Conn) snapshots(ctx context.Context) (jetstream.ObjectStore, error) {

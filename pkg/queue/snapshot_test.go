@@ -19,7 +19,7 @@ func TestSnapshots(t *testing.T) {
 	c := connect(t, e.ClientURL())
 	provision(t, c)
 	ctx := context.Background()
-	if _, err := c.StatSnapshot(ctx, "index"); !errors.Is(err, ErrNoSnapshot) {
+	if _, err := c.StatSnapshot(ctx, "index", StreamResults); !errors.Is(err, ErrNoSnapshot) {
 		t.Fatalf("before the bucket exists: %v", err)
 	}
 	for range 2 { // idempotent
@@ -70,7 +70,7 @@ func TestSnapshots(t *testing.T) {
 	}
 
 	put(3, []byte("newer"))
-	if st, err := c.StatSnapshot(ctx, "index"); err != nil || st.Sequence != 3 || st.Size != 5 {
+	if st, err := c.StatSnapshot(ctx, "index", StreamResults); err != nil || st.Sequence != 3 || st.Size != 5 {
 		t.Fatalf("replaced: %+v, %v", st, err)
 	}
 	put(9, []byte("ahead"))
@@ -121,5 +121,8 @@ func TestSnapshots(t *testing.T) {
 	}
 	if _, err := read(); !errors.Is(err, ErrSnapshotStale) {
 		t.Fatalf("of the stream's previous incarnation: %v", err)
+	}
+	if _, err := c.StatSnapshot(ctx, "index", StreamResults); !errors.Is(err, ErrSnapshotStale) {
+		t.Fatalf("described, of the stream's previous incarnation: %v", err)
 	}
 }
