@@ -179,7 +179,7 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 			if ctx.Err() != nil {
 				return p, fmt.Errorf("replay %s: %w", stream, ctx.Err())
 			}
-			return p, fmt.Errorf("replay %s after %d messages: %w", stream, p.Done, err)
+			return p, fmt.Errorf("replay %s after %d messages (%s): %w", stream, p.Done, c.consumerPlace(ctx, cons), err)
 		}
 		meta, err := raw.Metadata()
 		if err != nil {
@@ -205,4 +205,21 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 			return p, nil
 		}
 	}
+}
+
+// consumerPlace says where a consumer runs and how far it is, for an
+// error that needs it (a consumer that sends no heartbeat): its server,
+// or why that cannot be told.
+func (c *Conn) consumerPlace(ctx context.Context, cons jetstream.Consumer) string {
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := cons.Info(ictx)
+	if err != nil {
+		return "consumer info: " + err.Error()
+	}
+	where := "a single server"
+	if info.Cluster != nil {
+		where = fmt.Sprintf("server %q of cluster %q", info.Cluster.Leader, info.Cluster.Name)
+	}
+	return fmt.Sprintf("consumer %s on %s, %d pending, %d pull requests waiting", info.Name, where, info.NumPending, info.NumWaiting)
 }
