@@ -3,7 +3,12 @@
 # ../shared/bench/pss-classic, results published to a real JetStream
 # (nats-server built from the module this repository depends on), and
 # AdmissionReviews built from ../shared/bench/pods-1000.yaml sent over TLS
-# on loopback by cmd/loadgen. Everything stops when the script ends.
+# on loopback by cmd/loadgen, which reports the webhook's CPU time per
+# request from its /metrics. Everything stops when the script ends.
+#   DURATION=10s per level; CONCURRENCY=1,4,16,64 closed-loop levels;
+#   RATE="1000 2000" open-loop rates; RATES_ONLY=1 skips the closed loop;
+#   PROFILE=/tmp/webhook writes a CPU profile of each open-loop level
+#   (/tmp/webhook.<rate>.pprof) through the webhook's --pprof.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bench=${BENCH_DIR:-$repo/../shared/bench}
@@ -24,19 +29,32 @@ go build -o bin/nats-server github.com/nats-io/nats-server/v2
 bin/loadgen certs -dir "$work" >/dev/null
 bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 &
 pids+=($!)
-bin/webhook --mode files --address 127.0.0.1:19443 --policies "$bench/pss-classic" \
+pprof=()
+[ -n "${PROFILE:-}" ] && pprof=(--pprof)
+bin/webhook --mode files --address 127.0.0.1:19443 --probe-address 127.0.0.1:18080 "${pprof[@]}" \
+  --policies "$bench/pss-classic" \
   --tls-cert-file "$work/tls.crt" --tls-private-key-file "$work/tls.key" \
   --nats-url nats://127.0.0.1:14222 --log-level warn >"$work/webhook.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
-  curl -sfk https://127.0.0.1:19443/readyz >/dev/null 2>&1 && break
+  curl -sf http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break
   sleep 0.1
 done
+load=(bin/loadgen --url https://127.0.0.1:19443/validate --ca-file "$work/ca.crt" --pods "$bench/pods-1000.yaml"
+  --metrics-url http://127.0.0.1:18080/metrics --duration "${DURATION:-10s}" --warmup 2s)
 
-echo "# closed loop: each worker sends the next review when the answer arrives"
-bin/loadgen --url https://127.0.0.1:19443/validate --ca-file "$work/ca.crt" --pods "$bench/pods-1000.yaml" \
-  --concurrency "${CONCURRENCY:-1,4,16,64}" --duration "${DURATION:-10s}" --warmup 2s
-echo
-echo "# open loop at ${RATE:-1000} requests/s"
-bin/loadgen --url https://127.0.0.1:19443/validate --ca-file "$work/ca.crt" --pods "$bench/pods-1000.yaml" \
-  --concurrency 64 --rate "${RATE:-1000}" --duration "${DURATION:-10s}" --warmup 2s
+if [ -z "${RATES_ONLY:-}" ]; then
+  echo "# closed loop: each worker sends the next review when the answer arrives"
+  "${load[@]}" --concurrency "${CONCURRENCY:-1,4,16,64}"
+  echo
+fi
+for rate in ${RATE:-1000}; do
+  echo "# open loop at $rate requests/s"
+  if [ -n "${PROFILE:-}" ]; then
+    # A CPU profile of the webhook over the measured part of the level.
+    (sleep 2.5; curl -sf -o "$PROFILE.$rate.pprof" "http://127.0.0.1:18080/debug/pprof/profile?seconds=${PROFILE_SECONDS:-8}") &
+    pids+=($!)
+  fi
+  "${load[@]}" --concurrency 64 --rate "$rate"
+  echo
+done

@@ -1,8 +1,13 @@
 // Command loadgen sends AdmissionReviews built from a file of Pods to a
 // webhook over TLS and reports throughput and latency percentiles, at
 // fixed concurrency levels (closed loop) or at a fixed request rate (open
-// loop). It only talks to the address it is given; every run is bounded
-// in time and in requests.
+// loop). Every review has its own request uid and object uid, as the API
+// server sends them (so every admitted review publishes its results).
+// With --metrics-url (the webhook's /metrics on its probe address) it
+// also reports the webhook's CPU time per request, from its
+// process_cpu_seconds_total before and after each level. It only talks to
+// the addresses it is given; every run is bounded in time and in
+// requests.
 package main
 
 import (
@@ -44,6 +49,7 @@ type config struct {
 	warmup      time.Duration
 	maxRequests int
 	operation   string
+	metricsURL  string
 }
 
 func main() {
@@ -72,19 +78,39 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tconcurrency\trequests\terrors\treq/s\tp50\tp90\tp99\tmax\t")
+	header := "mode\tconcurrency\trequests\terrors\treq/s\tp50\tp90\tp99\tmax\t"
+	if cfg.metricsURL != "" {
+		header += "webhook CPU/req\t"
+	}
+	fmt.Fprintln(tw, header)
 	levels := cfg.concurrency
 	for _, c := range levels {
 		if cfg.warmup > 0 {
 			_ = measure(ctx, client, cfg, bodies, c, 0, cfg.warmup)
+		}
+		var cpu0 float64
+		if cfg.metricsURL != "" {
+			if cpu0, err = processCPU(ctx, cfg.metricsURL); err != nil {
+				return err
+			}
 		}
 		r := measure(ctx, client, cfg, bodies, c, cfg.rate, cfg.duration)
 		mode := "closed"
 		if cfg.rate > 0 {
 			mode = fmt.Sprintf("open %d/s", cfg.rate)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t\n", mode, c, r.n, r.errors, r.rps,
+		line := fmt.Sprintf("%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t", mode, c, r.n, r.errors, r.rps,
 			ms(r.pct(50)), ms(r.pct(90)), ms(r.pct(99)), ms(r.pct(100)))
+		if cfg.metricsURL != "" {
+			cpu1, err := processCPU(context.WithoutCancel(ctx), cfg.metricsURL)
+			if err != nil {
+				return err
+			}
+			// Requests still in flight when the level ended are not
+			// counted, and their CPU is: a slight overestimate.
+			line += fmt.Sprintf("%.0fµs\t", (cpu1-cpu0)/float64(max(r.sent, 1))*1e6)
+		}
+		fmt.Fprintln(tw, line)
 		if r.firstErr != nil {
 			fmt.Fprintf(tw, "first error: %v\t\t\t\t\t\t\t\t\t\n", r.firstErr)
 		}
@@ -113,6 +139,7 @@ func parse(args []string) (config, error) {
 	fs.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "warm-up time per level, not measured")
 	fs.IntVar(&cfg.maxRequests, "max-requests", 1_000_000, "upper bound of requests per level")
 	fs.StringVar(&cfg.operation, "operation", "CREATE", "admission operation")
+	fs.StringVar(&cfg.metricsURL, "metrics-url", "", "the webhook's /metrics (on its probe address): report its CPU time per request")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -129,8 +156,30 @@ func parse(args []string) (config, error) {
 	return cfg, nil
 }
 
-// reviews builds one AdmissionReview body per Pod.
-func reviews(cfg config) ([][]byte, error) {
+// Placeholders of the uids every review gets its own of (uidAt fills
+// them in): the request's and the object's, 36 characters as a UUID.
+const (
+	requestUIDMark = "loadgen-request-uid-0000000000000000"
+	objectUIDMark  = "loadgen-object-uid-00000000000000000"
+)
+
+// review is one AdmissionReview body, with where its uids are.
+type review struct {
+	body             []byte
+	requestAt, uidAt int
+}
+
+// withUIDs is the review with uids made from n: unique for each n, as
+// the API server gives every request and every created object its own.
+func (r review) withUIDs(n uint64) []byte {
+	b := bytes.Clone(r.body)
+	copy(b[r.requestAt:], fmt.Sprintf("%08x-0000-4000-a000-%012x", n>>48, n&(1<<48-1)))
+	copy(b[r.uidAt:], fmt.Sprintf("%08x-0000-4000-8000-%012x", n>>48, n&(1<<48-1)))
+	return b
+}
+
+// reviews builds one AdmissionReview per Pod.
+func reviews(cfg config) ([]review, error) {
 	data, err := os.ReadFile(cfg.podsFile)
 	if err != nil {
 		return nil, err
@@ -139,7 +188,7 @@ func reviews(cfg config) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]byte, 0, len(docs))
+	out := make([]review, 0, len(docs))
 	for i, d := range docs {
 		obj := d.Object
 		ns := document.String(obj, "metadata", "namespace")
@@ -148,14 +197,16 @@ func reviews(cfg config) ([][]byte, error) {
 		}
 		// The API server gives validating webhooks the created object's
 		// uid; without one the webhook publishes no results.
-		if md, ok := obj["metadata"].(map[string]any); ok && document.String(obj, "metadata", "uid") == "" {
-			md["uid"] = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		md, ok := obj["metadata"].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("document %d of %s has no metadata", i+1, cfg.podsFile)
 		}
-		review := map[string]any{
+		md["uid"] = objectUIDMark
+		ar := map[string]any{
 			"apiVersion": "admission.k8s.io/v1",
 			"kind":       "AdmissionReview",
 			"request": map[string]any{
-				"uid":       fmt.Sprintf("loadgen-%06d", i),
+				"uid":       requestUIDMark,
 				"kind":      map[string]any{"group": "", "version": "v1", "kind": "Pod"},
 				"resource":  map[string]any{"group": "", "version": "v1", "resource": "pods"},
 				"name":      document.String(obj, "metadata", "name"),
@@ -166,11 +217,15 @@ func reviews(cfg config) ([][]byte, error) {
 				"dryRun":    false,
 			},
 		}
-		b, err := json.Marshal(review)
+		b, err := json.Marshal(ar)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, b)
+		r := review{body: b, requestAt: bytes.Index(b, []byte(requestUIDMark)), uidAt: bytes.Index(b, []byte(objectUIDMark))}
+		if r.requestAt < 0 || r.uidAt < 0 || bytes.Count(b, []byte(requestUIDMark))+bytes.Count(b, []byte(objectUIDMark)) != 2 {
+			return nil, fmt.Errorf("document %d of %s: its uids cannot be placed", i+1, cfg.podsFile)
+		}
+		out = append(out, r)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no documents in " + cfg.podsFile)
@@ -197,6 +252,7 @@ func newClient(cfg config) (*http.Client, error) {
 
 type result struct {
 	n, errors int
+	sent      int // requests sent, answered or not
 	rps       float64
 	lat       []time.Duration
 	firstErr  error
@@ -213,7 +269,7 @@ func (r *result) pct(p float64) time.Duration {
 // measure runs one level: c workers, each sending the next review as soon
 // as the previous answer arrives (rate 0), or all together holding rate
 // requests per second.
-func measure(ctx context.Context, client *http.Client, cfg config, bodies [][]byte, c, rate int, d time.Duration) *result {
+func measure(ctx context.Context, client *http.Client, cfg config, bodies []review, c, rate int, d time.Duration) *result {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var next atomic.Int64
@@ -246,7 +302,7 @@ func measure(ctx context.Context, client *http.Client, cfg config, bodies [][]by
 				if int(i) > cfg.maxRequests {
 					break
 				}
-				body := bodies[int(i)%len(bodies)]
+				body := bodies[int(i)%len(bodies)].withUIDs(uidCounter.Add(1))
 				t0 := time.Now()
 				err := send(ctx, client, cfg.url, body)
 				if ctx.Err() != nil {
@@ -273,8 +329,44 @@ func measure(ctx context.Context, client *http.Client, cfg config, bodies [][]by
 	elapsed := time.Since(start)
 	sort.Slice(res.lat, func(i, j int) bool { return res.lat[i] < res.lat[j] })
 	res.n = len(res.lat)
+	res.sent = int(min(next.Load(), int64(cfg.maxRequests)))
 	res.rps = float64(res.n) / elapsed.Seconds()
 	return res
+}
+
+// uidCounter numbers the reviews of a run, warm-up included: no two
+// share a uid.
+var uidCounter atomic.Uint64
+
+// processCPU reads process_cpu_seconds_total from a Prometheus text
+// exposition.
+func processCPU(ctx context.Context, url string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("webhook metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, fmt.Errorf("webhook metrics: %w", err)
+	}
+	return cpuSeconds(body)
+}
+
+// cpuSeconds finds process_cpu_seconds_total in a text exposition.
+func cpuSeconds(exposition []byte) (float64, error) {
+	for line := range strings.Lines(string(exposition)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_cpu_seconds_total "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, errors.New("webhook metrics: no process_cpu_seconds_total (is --metrics-url the webhook's /metrics?)")
 }
 
 func send(ctx context.Context, client *http.Client, url string, body []byte) error {

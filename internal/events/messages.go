@@ -66,7 +66,7 @@ func ResultMessage(ev ResultEvent) (queue.Message, error) {
 	if ev.Resource.UID == "" || ev.Policy.Key == "" {
 		return queue.Message{}, fmt.Errorf("%w: a result needs a resource uid and a policy key", ErrIncomplete)
 	}
-	data, err := json.Marshal(ev)
+	data, err := EncodeResultEvent(ev)
 	if err != nil {
 		return queue.Message{}, err
 	}

@@ -41,6 +41,10 @@ type Config struct {
 	// over plain HTTP there (for probes and scrapers that do not speak TLS
 	// to the webhook, and to answer readiness before a certificate exists).
 	ProbeAddress string
+	// Pprof serves Go's profiles (/debug/pprof/) on the probe address (off
+	// by default; never on the HTTPS address, which the API server and
+	// anything else that reaches the Service can call).
+	Pprof bool
 
 	// CertFile and KeyFile are the serving certificate (PEM chain) and
 	// private key; they are reloaded when they change.

@@ -2,9 +2,10 @@ package webhook
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
-	"sigs.k8s.io/yaml"
+	yamlv2 "go.yaml.in/yaml/v2"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -26,14 +27,70 @@ func ruleWarning(p *engine.Policy, rr engine.RuleResponse) string {
 // blockedMessage is Kyverno's denial message: the resource as
 // Kind/namespace/name, then a YAML map of policy name → rule name →
 // message, sorted, formatted as yaml.v2 formats it (Kyverno marshals it
-// with yaml.v2, so long messages fold at 80 columns the same way).
+// with sigs.k8s.io/yaml, which is yaml.v2 after a JSON round trip, so long
+// messages fold at 80 columns the same way). The map is given to yaml.v2
+// directly: the round trip only coerces strings to valid UTF-8, which
+// validUTF8 does as encoding/json would (TestBlockedMessageAsKyverno
+// holds the two to the same bytes).
 func blockedMessage(obj map[string]any, failures map[string]map[string]string) (string, error) {
-	results, err := yaml.Marshal(failures)
+	clean := failures
+	for p, rules := range failures {
+		ok := utf8.ValidString(p)
+		for rule, msg := range rules {
+			ok = ok && utf8.ValidString(rule) && utf8.ValidString(msg)
+		}
+		if !ok {
+			clean = validUTF8Map(failures)
+			break
+		}
+	}
+	results, err := yamlv2.Marshal(clean)
 	if err != nil {
 		return "", err
 	}
-	resource := fmt.Sprintf("%s/%s/%s", document.String(obj, "kind"), document.String(obj, "metadata", "namespace"), document.String(obj, "metadata", "name"))
-	return fmt.Sprintf("\n\nresource %s was blocked due to the following policies \n\n%s", resource, results), nil
+	var b strings.Builder
+	b.Grow(96 + len(results))
+	b.WriteString("\n\nresource ")
+	b.WriteString(document.String(obj, "kind"))
+	b.WriteByte('/')
+	b.WriteString(document.String(obj, "metadata", "namespace"))
+	b.WriteByte('/')
+	b.WriteString(document.String(obj, "metadata", "name"))
+	b.WriteString(" was blocked due to the following policies \n\n")
+	b.Write(results)
+	return b.String(), nil
+}
+
+// validUTF8Map is failures with every string coerced to valid UTF-8.
+func validUTF8Map(failures map[string]map[string]string) map[string]map[string]string {
+	out := make(map[string]map[string]string, len(failures))
+	for p, rules := range failures {
+		m := make(map[string]string, len(rules))
+		for r, msg := range rules {
+			m[validUTF8(r)] = validUTF8(msg)
+		}
+		out[validUTF8(p)] = m
+	}
+	return out
+}
+
+// validUTF8 replaces each byte that is not part of valid UTF-8 with
+// U+FFFD, as encoding/json does.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // capWarnings keeps at most cfg.MaxWarnings warnings, each at most 256

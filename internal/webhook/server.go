@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -342,6 +343,13 @@ func (s *Server) routes() (all, probes http.Handler) {
 	pm.Handle(PathHealthz, healthz)
 	pm.Handle(PathReadyz, readyz)
 	pm.Handle(PathMetrics, metricsHandler)
+	if s.cfg.Pprof {
+		pm.HandleFunc("/debug/pprof/", pprof.Index)
+		pm.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux, pm
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -529,5 +530,25 @@ func TestErrorsMatchByCode(t *testing.T) {
 	wrapped := errors.Join(errors.New("context"), err)
 	if !errors.Is(wrapped, ErrRequestTooLarge) {
 		t.Fatal("wrapped error does not match")
+	}
+}
+
+// TestPprofOnlyOnProbes: Go's profiles are served on the probe address
+// when asked for, never on the HTTPS address, and not by default.
+func TestPprofOnlyOnProbes(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		h := newHarness(t, staticSource(t), testConfig(func(c *Config) { c.Pprof = on }))
+		probes := httptest.NewServer(h.s.ProbeHandler())
+		t.Cleanup(probes.Close)
+		want := http.StatusNotFound
+		if on {
+			want = http.StatusOK
+		}
+		if code, _ := get(t, probes.Client(), probes.URL+"/debug/pprof/"); code != want {
+			t.Errorf("pprof %v: probe address answers %d, want %d", on, code, want)
+		}
+		if code, _ := get(t, h.client, h.url+"/debug/pprof/"); code != http.StatusNotFound {
+			t.Errorf("pprof %v: HTTPS address answers %d, want 404", on, code)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	fs.StringVar(&cfg.Address, "address", cfg.Address, "address of the HTTPS admission server")
 	fs.StringVar(&cfg.ProbeAddress, "probe-address", cfg.ProbeAddress, "address that also serves /healthz, /readyz and /metrics over plain HTTP (empty: none)")
+	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's profiles at /debug/pprof/ on the probe address (off by default; for measuring, not for production)")
 	fs.StringVar(&cfg.CertFile, "tls-cert-file", cfg.CertFile, "serving certificate chain (PEM), reloaded when it changes")
 	fs.StringVar(&cfg.KeyFile, "tls-private-key-file", cfg.KeyFile, "serving private key (PEM), reloaded when it changes")
 	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", cfg.ClientCAFile, "CA bundle (PEM) that callers' client certificates must chain to: mutual TLS, so that only the API server can send reviews (empty: any caller)")

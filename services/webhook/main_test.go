@@ -18,7 +18,7 @@ func TestFlags(t *testing.T) {
 	bindFlags(fs, &cfg)
 	err := fs.Parse([]string{
 		"--address=127.0.0.1:8443",
-		"--probe-address=:8081",
+		"--probe-address=:8081", "--pprof",
 		"--tls-cert-file=/certs/tls.crt", "--tls-private-key-file=/certs/tls.key",
 		"--tls-reload-interval=1m",
 		"--max-request-bytes=1024",
@@ -37,7 +37,7 @@ func TestFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := webhook.Config{
-		Address: "127.0.0.1:8443", ProbeAddress: ":8081",
+		Address: "127.0.0.1:8443", ProbeAddress: ":8081", Pprof: true,
 		CertFile: "/certs/tls.crt", KeyFile: "/certs/tls.key", CertReloadInterval: time.Minute,
 		MaxRequestBytes: 1024, RequestTimeout: 3 * time.Second, MaxWarnings: 4,
 		WorkPublishTimeout: 500 * time.Millisecond, OnWorkPublishFailure: webhook.WorkFailureAllow,

@@ -1,0 +1,78 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+)
+
+// TestEncodeResultEvent: the direct encoding is json.Marshal's, byte for
+// byte, for events with every field, none, empty rules, and strings that
+// need escaping; a timestamp json.Marshal refuses is refused too.
+func TestEncodeResultEvent(t *testing.T) {
+	odd := sampleEvent()
+	odd.Rules[0].Message = "ctl \x00\x01\x1f \b\f\n\r\t quote \" back \\ html <a href='x'>&amp;</a> sep \u2028\u2029 bad \xff\xfe\xc3 ok é ✓ 😀"
+	odd.Resource.Name = "\u007f\u0080"
+	for _, ev := range []ResultEvent{sampleEvent(), odd, {Resource: ResourceRef{UID: "u"}, Retracted: RetractedPolicyDeleted, Rules: []RuleResult{}}, {}} {
+		want, werr := json.Marshal(ev)
+		got, err := EncodeResultEvent(ev)
+		if werr != nil || err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("got  %s (%v)\nwant %s (%v)", got, err, want, werr)
+		}
+	}
+	bad := sampleEvent()
+	bad.Timestamp = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := EncodeResultEvent(bad); err == nil {
+		t.Fatal("a timestamp past year 9999 encoded")
+	}
+}
+
+// FuzzEncodeResultEvent holds EncodeResultEvent to json.Marshal's bytes
+// for any strings and times.
+func FuzzEncodeResultEvent(f *testing.F) {
+	f.Add("label <team> & \"owner\" required: ü ✓", "ns/p", "web", int64(1_700_000_000_123_456_789), true)
+	f.Add("\xff\u2028\x00", "", "", int64(0), false)
+	f.Fuzz(func(t *testing.T, msg, key, name string, nanos int64, scored bool) {
+		ev := ResultEvent{
+			Resource:  ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: name, Name: name, UID: key, ResourceVersion: msg},
+			Policy:    PolicyRef{Key: key, Kind: name, UID: msg},
+			Rules:     []RuleResult{{Name: name, Type: engine.TypeValidation, Status: engine.Status(key), Message: msg, Exception: name}},
+			Category:  msg,
+			Scored:    scored,
+			Timestamp: time.Unix(0, nanos).In(time.FixedZone("z", int(nanos%50000))),
+			Admission: !scored,
+			Retracted: key,
+		}
+		want, werr := json.Marshal(ev)
+		got, err := EncodeResultEvent(ev)
+		if (werr == nil) != (err == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("got  %s (%v)\nwant %s (%v)", got, err, want, werr)
+		}
+	})
+}
+
+// BenchmarkEncodeResultEvent: the direct encoding against json.Marshal.
+//
+//	go test -run '^$' -bench EncodeResultEvent -benchmem ./internal/events/
+func BenchmarkEncodeResultEvent(b *testing.B) {
+	ev := sampleEvent()
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := EncodeResultEvent(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
