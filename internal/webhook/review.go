@@ -86,9 +86,12 @@ func (rv *review) isNamespace() bool {
 // decodeReview reads an admission.k8s.io/v1 AdmissionReview request. Every
 // problem is an ErrBadRequest with a reason.
 func decodeReview(body []byte) (*review, error) {
-	var ar admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &ar); err != nil {
-		return nil, httpError(ErrBadRequest, err, "malformed AdmissionReview")
+	ar, object, oldObject, fast := fastReview(body)
+	if !fast {
+		ar = admissionv1.AdmissionReview{}
+		if err := json.Unmarshal(body, &ar); err != nil {
+			return nil, httpError(ErrBadRequest, err, "malformed AdmissionReview")
+		}
 	}
 	if ar.APIVersion != admissionAPIVersion || ar.Kind != admissionKind {
 		return nil, httpError(ErrBadRequest, nil, "expected %s %s, got apiVersion %q kind %q", admissionAPIVersion, admissionKind, ar.APIVersion, ar.Kind)
@@ -105,13 +108,15 @@ func decodeReview(body []byte) (*review, error) {
 	default:
 		return nil, httpError(ErrBadRequest, nil, "request.operation %q is not CREATE, UPDATE, DELETE or CONNECT", req.Operation)
 	}
-	rv := &review{req: req}
-	var err error
-	if rv.object, err = decodeObject(req.Object.Raw); err != nil {
-		return nil, httpError(ErrBadRequest, err, "request.object")
-	}
-	if rv.oldObject, err = decodeObject(req.OldObject.Raw); err != nil {
-		return nil, httpError(ErrBadRequest, err, "request.oldObject")
+	rv := &review{req: req, object: object, oldObject: oldObject}
+	if !fast {
+		var err error
+		if rv.object, err = decodeObject(req.Object.Raw); err != nil {
+			return nil, httpError(ErrBadRequest, err, "request.object")
+		}
+		if rv.oldObject, err = decodeObject(req.OldObject.Raw); err != nil {
+			return nil, httpError(ErrBadRequest, err, "request.oldObject")
+		}
 	}
 	if rv.object == nil && (req.Operation == admissionv1.Create || req.Operation == admissionv1.Update) {
 		return nil, httpError(ErrBadRequest, nil, "request.object is required for %s", req.Operation)

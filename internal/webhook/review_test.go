@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// FuzzDecodeReview: any body is a review or a bad request, and the fast
+// path, whenever it takes a body, decodes it as encoding/json does.
 func FuzzDecodeReview(f *testing.F) {
 	f.Add(mustJSON(f, reviewOf(f, admissionv1.Create, pod("p", privileged))))
 	f.Add(mustJSON(f, reviewOf(f, admissionv1.Delete, pod("p"))))
@@ -18,7 +20,10 @@ func FuzzDecodeReview(f *testing.F) {
 	f.Add([]byte(`{"request":{"object":{"metadata":{"name":1e400}}}}`))
 	f.Add([]byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`))
 	f.Add([]byte(``))
+	f.Add([]byte(`{"request":{"object":{"a":"\u00e9\ud800","b":[1,-2.5e3,{}],"c":null}},"kind":"AdmissionReview"}`))
+	f.Add([]byte(`{"request":{"userInfo":{"extra":{"k":[]}},"dryRun":null,"requestKind":null}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		sameAsSlow(t, body)
 		rv, err := decodeReview(body)
 		if err != nil {
 			if !errors.Is(err, ErrBadRequest) {
