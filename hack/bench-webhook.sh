@@ -8,7 +8,9 @@
 #   DURATION=10s per level; CONCURRENCY=1,4,16,64 closed-loop levels;
 #   RATE="1000 2000" open-loop rates; RATES_ONLY=1 skips the closed loop;
 #   PROFILE=/tmp/webhook writes a CPU profile of each open-loop level
-#   (/tmp/webhook.<rate>.pprof) through the webhook's --pprof.
+#   (/tmp/webhook.<rate>.pprof) through the webhook's --pprof;
+#   WEBHOOK_BIN=path runs that binary instead of building one (to compare
+#   builds in one session).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bench=${BENCH_DIR:-$repo/../shared/bench}
@@ -22,7 +24,8 @@ cleanup() {
 trap cleanup EXIT
 
 cd "$repo"
-go build -o bin/webhook ./services/webhook
+webhook=${WEBHOOK_BIN:-bin/webhook}
+[ -z "${WEBHOOK_BIN:-}" ] && go build -o bin/webhook ./services/webhook
 go build -o bin/loadgen ./cmd/loadgen
 go build -o bin/nats-server github.com/nats-io/nats-server/v2
 
@@ -31,7 +34,7 @@ bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 
 pids+=($!)
 pprof=()
 [ -n "${PROFILE:-}" ] && pprof=(--pprof)
-bin/webhook --mode files --address 127.0.0.1:19443 --probe-address 127.0.0.1:18080 "${pprof[@]}" \
+"$webhook" --mode files --address 127.0.0.1:19443 --probe-address 127.0.0.1:18080 "${pprof[@]}" \
   --policies "$bench/pss-classic" \
   --tls-cert-file "$work/tls.crt" --tls-private-key-file "$work/tls.key" \
   --nats-url nats://127.0.0.1:14222 --log-level warn >"$work/webhook.log" 2>&1 &

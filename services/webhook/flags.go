@@ -54,6 +54,7 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 		return nil
 	})
 	service.BindNATSFlags(fs, &cfg.NATS)
+	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "the garbage collector's target percentage when the GOGC environment variable is not set (the memory limit, GOMEMLIMIT, still bounds the heap)")
 	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
 	service.BindKubeFlags(fs, &cfg.Kube)
 	service.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -51,6 +52,9 @@ func run(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: cluster mode's flags, not used in files mode\n", strings.Join(refused, ", "))
 			return exitUsage
 		}
+	}
+	if os.Getenv("GOGC") == "" && app.Validate() == nil {
+		debug.SetGCPercent(app.GCPercent)
 	}
 	return service.Serve(stderr, "webhook", app.Validate, app.Webhook.Log, func(ctx context.Context, log zerolog.Logger) error {
 		return webhookapp.Run(ctx, app, log)

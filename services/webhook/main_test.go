@@ -64,6 +64,7 @@ func TestExitCodes(t *testing.T) {
 		"bad excluded resource":       {args: []string{"--excluded-resources=Lease"}, code: exitUsage, out: "excluded-resources"},
 		"shutdown over budget":        {args: []string{"--shutdown-budget=5s"}, code: exitUsage, out: "shutdown-budget"},
 		"bad stream limit":            {args: []string{"--work-max-bytes=1"}, code: exitUsage, out: "work max bytes"},
+		"bad gc percent":              {args: []string{"--gc-percent=5"}, code: exitUsage, out: "gc-percent 5"},
 		"stray argument":              {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
 		"unknown mode":                {args: []string{"--mode=local"}, code: exitUsage, out: `mode "local": cluster or files`},
 		"files without policies":      {args: []string{"--mode=files", "--tls-cert-file=a", "--tls-private-key-file=b"}, code: exitUsage, out: "files mode needs --policies"},
