@@ -26,6 +26,8 @@ type evalCache struct {
 	match    *matchInput
 	matchObj uintptr
 	budget   *budget
+	// meter is the meter of the request's calls (meterFor).
+	meter *meter
 	// celIn is what CEL expressions see of the request, built from the
 	// object at celObj; it keeps the CEL values expressions have read.
 	celIn  *celeval.Prepared
