@@ -143,6 +143,24 @@ func (f *Feed) Run(ctx context.Context) error {
 	retry := &wakeup{t: time.NewTimer(time.Hour)}
 	retry.t.Stop()
 	defer retry.t.Stop()
+	if f.gcPercent > 0 {
+		prev := debug.SetGCPercent(f.gcPercent)
+		restored := false
+		restore := func() {
+			if !restored {
+				restored = true
+				debug.SetGCPercent(prev)
+			}
+		}
+		defer restore()
+		go func() {
+			select {
+			case <-f.ready:
+			case <-ctx.Done():
+			}
+			restore()
+		}()
+	}
 	after, err := f.loadSnapshot(ctx, retry)
 	if err != nil {
 		return err
@@ -163,24 +181,6 @@ func (f *Feed) Run(ctx context.Context) error {
 		followErr <- err
 	}()
 	go decodeLoop(ctx, in, out)
-	if f.gcPercent > 0 {
-		prev := debug.SetGCPercent(f.gcPercent)
-		restored := false
-		restore := func() {
-			if !restored {
-				restored = true
-				debug.SetGCPercent(prev)
-			}
-		}
-		defer restore()
-		go func() {
-			select {
-			case <-f.ready:
-			case <-ctx.Done():
-			}
-			restore()
-		}()
-	}
 	if f.snapshot != "" && f.snapshotEvery > 0 {
 		go f.writeSnapshots(ctx)
 	}

@@ -269,22 +269,15 @@ func (d *snapshotDecoder) readErr(err error) {
 	}
 }
 
-func (d *snapshotDecoder) uint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, err := binary.ReadUvarint(d.r)
-	if err != nil {
-		d.readErr(err)
-	}
-	return v
-}
+func (d *snapshotDecoder) uint() uint64 { return readVarint(d, binary.ReadUvarint) }
+func (d *snapshotDecoder) int() int64   { return readVarint(d, binary.ReadVarint) }
 
-func (d *snapshotDecoder) int() int64 {
+// readVarint reads one varint with read, unless an error came before.
+func readVarint[T uint64 | int64](d *snapshotDecoder, read func(io.ByteReader) (T, error)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, err := binary.ReadVarint(d.r)
+	v, err := read(d.r)
 	if err != nil {
 		d.readErr(err)
 	}

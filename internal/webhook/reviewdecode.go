@@ -149,30 +149,22 @@ func (d *jsonReader) rawObject(raw *[]byte, obj *map[string]any) bool {
 }
 
 func (d *jsonReader) gvk(g *metav1.GroupVersionKind) bool {
-	seen := 0
-	return d.object(func(key string) bool {
-		switch key {
-		case "group":
-			return d.once(&seen, 1) && d.stringInto(&g.Group)
-		case "version":
-			return d.once(&seen, 2) && d.stringInto(&g.Version)
-		case "kind":
-			return d.once(&seen, 4) && d.stringInto(&g.Kind)
-		}
-		return false
-	})
+	return d.stringFields([]string{"group", "version", "kind"}, &g.Group, &g.Version, &g.Kind)
 }
 
 func (d *jsonReader) gvr(g *metav1.GroupVersionResource) bool {
+	return d.stringFields([]string{"group", "version", "resource"}, &g.Group, &g.Version, &g.Resource)
+}
+
+// stringFields takes an object of string fields named names, each at
+// most once, into dst (in the same order).
+func (d *jsonReader) stringFields(names []string, dst ...*string) bool {
 	seen := 0
 	return d.object(func(key string) bool {
-		switch key {
-		case "group":
-			return d.once(&seen, 1) && d.stringInto(&g.Group)
-		case "version":
-			return d.once(&seen, 2) && d.stringInto(&g.Version)
-		case "resource":
-			return d.once(&seen, 4) && d.stringInto(&g.Resource)
+		for i, n := range names {
+			if key == n {
+				return d.once(&seen, 1<<i) && d.stringInto(dst[i])
+			}
 		}
 		return false
 	})
