@@ -23,10 +23,20 @@ func TestEncodeResultEvent(t *testing.T) {
 			t.Fatalf("got  %s (%v)\nwant %s (%v)", got, err, want, werr)
 		}
 	}
-	bad := sampleEvent()
-	bad.Timestamp = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := EncodeResultEvent(bad); err == nil {
-		t.Fatal("a timestamp past year 9999 encoded")
+	for _, off := range []int{86399, -86399, -1, 59, 3601} {
+		ev := sampleEvent()
+		ev.Timestamp = time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("z", off))
+		want, _ := json.Marshal(ev)
+		if got, err := EncodeResultEvent(ev); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("zone %+d s: got %s (%v)\nwant %s", off, got, err, want)
+		}
+	}
+	for _, at := range []time.Time{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("z", 86400))} {
+		bad := sampleEvent()
+		bad.Timestamp = at
+		if _, err := EncodeResultEvent(bad); err == nil {
+			t.Fatalf("%v encoded; json.Marshal refuses it", at)
+		}
 	}
 }
 
