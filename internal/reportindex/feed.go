@@ -145,13 +145,8 @@ func (f *Feed) Run(ctx context.Context) error {
 	defer retry.t.Stop()
 	if f.gcPercent > 0 {
 		prev := debug.SetGCPercent(f.gcPercent)
-		restored := false
-		restore := func() {
-			if !restored {
-				restored = true
-				debug.SetGCPercent(prev)
-			}
-		}
+		var once sync.Once
+		restore := func() { once.Do(func() { debug.SetGCPercent(prev) }) }
 		defer restore()
 		go func() {
 			select {
