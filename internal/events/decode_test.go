@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/jsonread"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -35,7 +36,7 @@ func TestDecodeResultEvent(t *testing.T) {
 		if err := json.Unmarshal(data, &want); err != nil {
 			t.Fatal(err)
 		}
-		d := fastDecoder{data: data}
+		d := fastDecoder{jsonread.Reader{Data: data}}
 		var direct ResultEvent
 		if !d.resultEvent(&direct) {
 			t.Fatalf("%s: not taken by the direct path", data)

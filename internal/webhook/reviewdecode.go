@@ -1,14 +1,12 @@
 package webhook
 
 import (
-	"encoding/json"
-	"strconv"
-	"unicode/utf8"
-
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/verdict-dev/verdict/internal/jsonread"
 )
 
 // fastReview decodes an AdmissionReview request body in one pass, its
@@ -26,16 +24,16 @@ import (
 // The raw objects (Object.Raw, OldObject.Raw, Options.Raw) are slices of
 // body, not copies.
 func fastReview(body []byte) (ar admissionv1.AdmissionReview, object, oldObject map[string]any, ok bool) {
-	d := jsonReader{data: body}
-	seen := 0
-	ok = d.object(func(key string) bool {
-		switch key {
+	d := jsonReader{jsonread.Reader{Data: body}}
+	var seen uint32
+	ok = d.Object(func(key []byte) bool {
+		switch string(key) {
 		case "kind":
-			return d.once(&seen, 1) && d.stringInto(&ar.Kind)
+			return jsonread.Once(&seen, 0) && d.StringInto(&ar.Kind)
 		case "apiVersion":
-			return d.once(&seen, 2) && d.stringInto(&ar.APIVersion)
+			return jsonread.Once(&seen, 1) && d.StringInto(&ar.APIVersion)
 		case "request":
-			if !d.once(&seen, 4) {
+			if !jsonread.Once(&seen, 2) {
 				return false
 			}
 			ar.Request = &admissionv1.AdmissionRequest{}
@@ -43,7 +41,7 @@ func fastReview(body []byte) (ar admissionv1.AdmissionReview, object, oldObject 
 		}
 		return false
 	})
-	if !ok || !d.end() {
+	if !ok || !d.End() {
 		return admissionv1.AdmissionReview{}, nil, nil, false
 	}
 	return ar, object, oldObject, true
@@ -51,81 +49,81 @@ func fastReview(body []byte) (ar admissionv1.AdmissionReview, object, oldObject 
 
 // request decodes the AdmissionRequest.
 func (d *jsonReader) request(req *admissionv1.AdmissionRequest, object, oldObject *map[string]any) bool {
-	seen := 0
-	return d.object(func(key string) bool {
-		switch key {
+	var seen uint32
+	return d.Object(func(key []byte) bool {
+		switch string(key) {
 		case "uid":
 			var s string
-			ok := d.once(&seen, 1<<0) && d.stringInto(&s)
+			ok := jsonread.Once(&seen, 0) && d.StringInto(&s)
 			req.UID = types.UID(s)
 			return ok
 		case "kind":
-			return d.once(&seen, 1<<1) && d.gvk(&req.Kind)
+			return jsonread.Once(&seen, 1) && d.gvk(&req.Kind)
 		case "resource":
-			return d.once(&seen, 1<<2) && d.gvr(&req.Resource)
+			return jsonread.Once(&seen, 2) && d.gvr(&req.Resource)
 		case "subResource":
-			return d.once(&seen, 1<<3) && d.stringInto(&req.SubResource)
+			return jsonread.Once(&seen, 3) && d.StringInto(&req.SubResource)
 		case "requestKind":
-			if !d.once(&seen, 1<<4) {
+			if !jsonread.Once(&seen, 4) {
 				return false
 			}
-			if d.null() {
+			if d.Null() {
 				return true
 			}
 			req.RequestKind = &metav1.GroupVersionKind{}
 			return d.gvk(req.RequestKind)
 		case "requestResource":
-			if !d.once(&seen, 1<<5) {
+			if !jsonread.Once(&seen, 5) {
 				return false
 			}
-			if d.null() {
+			if d.Null() {
 				return true
 			}
 			req.RequestResource = &metav1.GroupVersionResource{}
 			return d.gvr(req.RequestResource)
 		case "requestSubResource":
-			return d.once(&seen, 1<<6) && d.stringInto(&req.RequestSubResource)
+			return jsonread.Once(&seen, 6) && d.StringInto(&req.RequestSubResource)
 		case "name":
-			return d.once(&seen, 1<<7) && d.stringInto(&req.Name)
+			return jsonread.Once(&seen, 7) && d.StringInto(&req.Name)
 		case "namespace":
-			return d.once(&seen, 1<<8) && d.stringInto(&req.Namespace)
+			return jsonread.Once(&seen, 8) && d.StringInto(&req.Namespace)
 		case "operation":
 			var s string
-			ok := d.once(&seen, 1<<9) && d.stringInto(&s)
+			ok := jsonread.Once(&seen, 9) && d.StringInto(&s)
 			req.Operation = admissionv1.Operation(s)
 			return ok
 		case "userInfo":
-			return d.once(&seen, 1<<10) && d.userInfo(&req.UserInfo)
+			return jsonread.Once(&seen, 10) && d.userInfo(&req.UserInfo)
 		case "object":
-			return d.once(&seen, 1<<11) && d.rawObject(&req.Object.Raw, object)
+			return jsonread.Once(&seen, 11) && d.rawObject(&req.Object.Raw, object)
 		case "oldObject":
-			return d.once(&seen, 1<<12) && d.rawObject(&req.OldObject.Raw, oldObject)
+			return jsonread.Once(&seen, 12) && d.rawObject(&req.OldObject.Raw, oldObject)
 		case "dryRun":
-			if !d.once(&seen, 1<<13) {
+			if !jsonread.Once(&seen, 13) {
 				return false
 			}
-			if d.null() {
+			if d.Null() {
 				return true
 			}
 			var b bool
-			if !d.boolInto(&b) {
+			if !d.BoolInto(&b) {
 				return false
 			}
 			req.DryRun = &b
 			return true
 		case "options":
-			if !d.once(&seen, 1<<14) {
+			if !jsonread.Once(&seen, 14) {
 				return false
 			}
-			if d.null() {
+			if d.Null() {
 				return true
 			}
-			start := d.skipSpace()
-			d.depth = 2
-			if _, ok := d.value(); !ok {
+			start := d.Space()
+			d.Depth = 2
+			if _, ok := d.Value(); !ok {
 				return false
 			}
-			req.Options.Raw = d.data[start:d.pos]
+			req.Options.Raw = d.Data[start:d.Pos]
 			return true
 		}
 		return false
@@ -134,17 +132,17 @@ func (d *jsonReader) request(req *admissionv1.AdmissionRequest, object, oldObjec
 
 // rawObject decodes an object (or null) into obj, keeping its bytes.
 func (d *jsonReader) rawObject(raw *[]byte, obj *map[string]any) bool {
-	if d.null() {
+	if d.Null() {
 		return true
 	}
-	start := d.skipSpace()
-	d.depth = 2 // inside the review and its request, as encoding/json counts
-	v, ok := d.value()
+	start := d.Space()
+	d.Depth = 2 // inside the review and its request, as encoding/json counts
+	v, ok := d.Value()
 	m, isMap := v.(map[string]any)
 	if !ok || !isMap {
 		return false // not an object: decodeReview's error
 	}
-	*raw, *obj = d.data[start:d.pos], m
+	*raw, *obj = d.Data[start:d.Pos], m
 	return true
 }
 
@@ -159,11 +157,11 @@ func (d *jsonReader) gvr(g *metav1.GroupVersionResource) bool {
 // stringFields takes an object of string fields named names, each at
 // most once, into dst (in the same order).
 func (d *jsonReader) stringFields(names []string, dst ...*string) bool {
-	seen := 0
-	return d.object(func(key string) bool {
+	var seen uint32
+	return d.Object(func(key []byte) bool {
 		for i, n := range names {
-			if key == n {
-				return d.once(&seen, 1<<i) && d.stringInto(dst[i])
+			if string(key) == n {
+				return jsonread.Once(&seen, uint32(i)) && d.StringInto(dst[i])
 			}
 		}
 		return false
@@ -171,29 +169,29 @@ func (d *jsonReader) stringFields(names []string, dst ...*string) bool {
 }
 
 func (d *jsonReader) userInfo(u *authenticationv1.UserInfo) bool {
-	seen := 0
-	return d.object(func(key string) bool {
-		switch key {
+	var seen uint32
+	return d.Object(func(key []byte) bool {
+		switch string(key) {
 		case "username":
-			return d.once(&seen, 1) && d.stringInto(&u.Username)
+			return jsonread.Once(&seen, 0) && d.StringInto(&u.Username)
 		case "uid":
-			return d.once(&seen, 2) && d.stringInto(&u.UID)
+			return jsonread.Once(&seen, 1) && d.StringInto(&u.UID)
 		case "groups":
-			return d.once(&seen, 4) && d.strings(&u.Groups)
+			return jsonread.Once(&seen, 2) && d.Strings(&u.Groups)
 		case "extra":
-			if !d.once(&seen, 8) {
+			if !jsonread.Once(&seen, 3) {
 				return false
 			}
 			u.Extra = map[string]authenticationv1.ExtraValue{}
-			return d.object(func(key string) bool {
-				if _, dup := u.Extra[key]; dup {
+			return d.Object(func(key []byte) bool {
+				if _, dup := u.Extra[string(key)]; dup {
 					return false
 				}
 				var vs []string
-				if !d.strings(&vs) {
+				if !d.Strings(&vs) {
 					return false
 				}
-				u.Extra[key] = vs
+				u.Extra[string(key)] = vs
 				return true
 			})
 		}
@@ -201,284 +199,6 @@ func (d *jsonReader) userInfo(u *authenticationv1.UserInfo) bool {
 	})
 }
 
-// jsonReader reads JSON as encoding/json does; each method reports false
-// when the input leaves the shape it takes (the caller then hands the
-// whole input to encoding/json).
-type jsonReader struct {
-	data  []byte
-	pos   int
-	depth int
-}
-
-// maxJSONDepth is encoding/json's nesting limit: deeper input is its
-// error to give.
-const maxJSONDepth = 10000
-
-func (d *jsonReader) skipSpace() int {
-	for d.pos < len(d.data) {
-		switch d.data[d.pos] {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return d.pos
-		}
-	}
-	return d.pos
-}
-
-// consume takes c (after white space).
-func (d *jsonReader) consume(c byte) bool {
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == c {
-		d.pos++
-		return true
-	}
-	return false
-}
-
-// end reports whether only white space is left.
-func (d *jsonReader) end() bool { return d.skipSpace() == len(d.data) }
-
-// once marks a field seen, refusing one seen before.
-func (d *jsonReader) once(seen *int, bit int) bool {
-	if *seen&bit != 0 {
-		return false
-	}
-	*seen |= bit
-	return true
-}
-
-// literal takes a literal (true, false, null).
-func (d *jsonReader) literal(lit string) bool {
-	d.skipSpace()
-	if len(d.data)-d.pos >= len(lit) && string(d.data[d.pos:d.pos+len(lit)]) == lit {
-		d.pos += len(lit)
-		return true
-	}
-	return false
-}
-
-// null takes a null if one is next.
-func (d *jsonReader) null() bool { return d.literal("null") }
-
-func (d *jsonReader) boolInto(b *bool) bool {
-	switch {
-	case d.literal("true"):
-		*b = true
-	case d.literal("false"):
-		*b = false
-	default:
-		return false
-	}
-	return true
-}
-
-func (d *jsonReader) stringInto(s *string) bool {
-	v, ok := d.str()
-	*s = v
-	return ok
-}
-
-// strings takes an array of strings.
-func (d *jsonReader) strings(out *[]string) bool {
-	if !d.consume('[') {
-		return false
-	}
-	vs := []string{}
-	if d.consume(']') {
-		*out = vs
-		return true
-	}
-	for {
-		s, ok := d.str()
-		if !ok {
-			return false
-		}
-		vs = append(vs, s)
-		if d.consume(']') {
-			*out = vs
-			return true
-		}
-		if !d.consume(',') {
-			return false
-		}
-	}
-}
-
-// str takes a string. One with escapes or bytes that are not UTF-8 is
-// unquoted by encoding/json.
-func (d *jsonReader) str() (string, bool) {
-	if !d.consume('"') {
-		return "", false
-	}
-	start := d.pos
-	plain := true
-	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		switch {
-		case c == '"':
-			s := d.data[start:d.pos]
-			d.pos++
-			if plain {
-				return string(s), true
-			}
-			var out string
-			if err := json.Unmarshal(d.data[start-1:d.pos], &out); err != nil {
-				return "", false
-			}
-			return out, true
-		case c == '\\':
-			plain = false
-			d.pos += 2
-		case c < 0x20:
-			return "", false
-		case c >= utf8.RuneSelf:
-			r, size := utf8.DecodeRune(d.data[d.pos:])
-			if r == utf8.RuneError && size == 1 {
-				plain = false
-			}
-			d.pos += size
-		default:
-			d.pos++
-		}
-	}
-	return "", false
-}
-
-// object takes an object, handing each key to field, which takes the
-// value.
-func (d *jsonReader) object(field func(key string) bool) bool {
-	if !d.consume('{') {
-		return false
-	}
-	if d.consume('}') {
-		return true
-	}
-	for {
-		key, ok := d.str()
-		if !ok || !d.consume(':') || !field(key) {
-			return false
-		}
-		if d.consume('}') {
-			return true
-		}
-		if !d.consume(',') {
-			return false
-		}
-	}
-}
-
-// value takes any value, as encoding/json decodes it into an any: maps,
-// slices, strings, float64 numbers, bools and nil.
-func (d *jsonReader) value() (any, bool) {
-	d.skipSpace()
-	if d.pos >= len(d.data) {
-		return nil, false
-	}
-	switch c := d.data[d.pos]; {
-	case c == '{':
-		if d.depth++; d.depth > maxJSONDepth {
-			return nil, false
-		}
-		d.pos++
-		m := map[string]any{}
-		if d.consume('}') {
-			d.depth--
-			return m, true
-		}
-		for {
-			key, ok := d.str()
-			if !ok || !d.consume(':') {
-				return nil, false
-			}
-			v, ok := d.value()
-			if !ok {
-				return nil, false
-			}
-			m[key] = v
-			if d.consume('}') {
-				d.depth--
-				return m, true
-			}
-			if !d.consume(',') {
-				return nil, false
-			}
-		}
-	case c == '[':
-		if d.depth++; d.depth > maxJSONDepth {
-			return nil, false
-		}
-		d.pos++
-		vs := []any{}
-		if d.consume(']') {
-			d.depth--
-			return vs, true
-		}
-		for {
-			v, ok := d.value()
-			if !ok {
-				return nil, false
-			}
-			vs = append(vs, v)
-			if d.consume(']') {
-				d.depth--
-				return vs, true
-			}
-			if !d.consume(',') {
-				return nil, false
-			}
-		}
-	case c == '"':
-		return d.str()
-	case c == 't':
-		return true, d.literal("true")
-	case c == 'f':
-		return false, d.literal("false")
-	case c == 'n':
-		return nil, d.literal("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		return d.number()
-	}
-	return nil, false
-}
-
-// number takes a number as JSON writes them, into a float64.
-func (d *jsonReader) number() (any, bool) {
-	start := d.pos
-	if d.data[d.pos] == '-' {
-		d.pos++
-	}
-	digits := func() int {
-		n := 0
-		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
-			d.pos++
-			n++
-		}
-		return n
-	}
-	if d.pos < len(d.data) && d.data[d.pos] == '0' {
-		d.pos++
-	} else if digits() == 0 {
-		return nil, false
-	}
-	if d.pos < len(d.data) && d.data[d.pos] == '.' {
-		d.pos++
-		if digits() == 0 {
-			return nil, false
-		}
-	}
-	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
-		d.pos++
-		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
-			d.pos++
-		}
-		if digits() == 0 {
-			return nil, false
-		}
-	}
-	f, err := strconv.ParseFloat(string(d.data[start:d.pos]), 64)
-	if err != nil {
-		return nil, false // out of range: encoding/json's error
-	}
-	return f, true
-}
+// jsonReader is the review's reader: jsonread's, with the review's
+// fields.
+type jsonReader struct{ jsonread.Reader }

@@ -9,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/verdict-dev/verdict/internal/jsonread"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
 
@@ -117,8 +118,8 @@ func TestFastReview(t *testing.T) {
 		[]byte(`{"request":{"userInfo":{"extra":{"a":["x"],"a":["y"]}}}}`),
 		[]byte(`{"request":{}} x`),
 		[]byte(`null`),
-		deep(maxJSONDepth - 1),
-		deep(maxJSONDepth + 5),
+		deep(jsonread.MaxDepth - 1),
+		deep(jsonread.MaxDepth + 5),
 	} {
 		if sameAsSlow(t, body) {
 			t.Fatalf("%.200s: taken by the fast path", body)
@@ -126,7 +127,7 @@ func TestFastReview(t *testing.T) {
 	}
 	// Nesting up to encoding/json's limit is taken; the review's own two
 	// levels count.
-	if !sameAsSlow(t, deep(maxJSONDepth-2)) {
+	if !sameAsSlow(t, deep(jsonread.MaxDepth-2)) {
 		t.Fatal("nesting within the limit: not taken by the fast path")
 	}
 }
