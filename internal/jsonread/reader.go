@@ -9,6 +9,7 @@ package jsonread
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -81,6 +82,33 @@ func (r *Reader) BoolInto(b *bool) bool {
 	v, ok := r.Bool()
 	*b = v
 	return ok
+}
+
+// Uint64Into takes a whole number without sign, fraction or exponent into
+// n; anything else, and a number past a uint64, leaves the direct path.
+func (r *Reader) Uint64Into(n *uint64) bool {
+	r.Space()
+	start := r.Pos
+	var v uint64
+	for r.Pos < len(r.Data) && r.Data[r.Pos] >= '0' && r.Data[r.Pos] <= '9' {
+		d := uint64(r.Data[r.Pos] - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return false
+		}
+		v = v*10 + d
+		r.Pos++
+	}
+	if digits := r.Pos - start; digits == 0 || digits > 1 && r.Data[start] == '0' {
+		return false
+	}
+	if r.Pos < len(r.Data) {
+		switch r.Data[r.Pos] {
+		case '.', 'e', 'E':
+			return false
+		}
+	}
+	*n = v
+	return true
 }
 
 // StringInto takes a string into s.

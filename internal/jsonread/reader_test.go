@@ -45,3 +45,35 @@ func TestValueTakesWhatAPIServersSend(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUint64Into: whenever Uint64Into takes a whole input, encoding/json
+// decodes the same number into a uint64.
+func FuzzUint64Into(f *testing.F) {
+	for _, s := range []string{`0`, `18446744073709551615`, `18446744073709551616`, `01`, `-1`, `1.0`, `1e3`, ` 42 `, `""`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := Reader{Data: data}
+		var n uint64
+		if !r.Uint64Into(&n) || !r.End() {
+			return
+		}
+		var want uint64
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("%q: taken as %d, encoding/json refuses it: %v", data, n, err)
+		}
+		if n != want {
+			t.Fatalf("%q: got %d, want %d", data, n, want)
+		}
+	})
+}
+
+func TestUint64IntoTakesSequences(t *testing.T) {
+	for s, want := range map[string]uint64{`0`: 0, `7`: 7, ` 1234567890123`: 1234567890123, `18446744073709551615`: 1<<64 - 1} {
+		r := Reader{Data: []byte(s)}
+		var n uint64
+		if !r.Uint64Into(&n) || !r.End() || n != want {
+			t.Errorf("%s: got %d, taken %v", s, n, r.End())
+		}
+	}
+}

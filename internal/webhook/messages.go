@@ -33,6 +33,41 @@ func ruleWarning(p *engine.Policy, rr engine.RuleResponse) string {
 // validUTF8 does as encoding/json would (TestBlockedMessageAsKyverno
 // holds the two to the same bytes).
 func blockedMessage(obj map[string]any, failures map[string]map[string]string) (string, error) {
+	const head = " was blocked due to the following policies \n\n"
+	kind, ns, name := document.String(obj, "kind"), document.String(obj, "metadata", "namespace"), document.String(obj, "metadata", "name")
+	b := make([]byte, 0, 128+len(kind)+len(ns)+len(name)+blockedSize(failures))
+	b = append(b, "\n\nresource "...)
+	b = append(b, kind...)
+	b = append(b, '/')
+	b = append(b, ns...)
+	b = append(b, '/')
+	b = append(b, name...)
+	b = append(b, head...)
+	if out, ok := appendBlockedYAML(b, failures); ok {
+		return string(out), nil
+	}
+	results, err := blockedYAMLv2(failures)
+	if err != nil {
+		return "", err
+	}
+	return string(append(b, results...)), nil
+}
+
+// blockedSize is about the length of the YAML of failures.
+func blockedSize(failures map[string]map[string]string) int {
+	n := 0
+	for p, rules := range failures {
+		n += len(p) + 2
+		for r, msg := range rules {
+			n += len(r) + len(msg) + 16
+		}
+	}
+	return n
+}
+
+// blockedYAMLv2 is failures written by yaml.v2, for what
+// appendBlockedYAML does not take.
+func blockedYAMLv2(failures map[string]map[string]string) ([]byte, error) {
 	clean := failures
 	for p, rules := range failures {
 		ok := utf8.ValidString(p)
@@ -44,21 +79,7 @@ func blockedMessage(obj map[string]any, failures map[string]map[string]string) (
 			break
 		}
 	}
-	results, err := yamlv2.Marshal(clean)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	b.Grow(96 + len(results))
-	b.WriteString("\n\nresource ")
-	b.WriteString(document.String(obj, "kind"))
-	b.WriteByte('/')
-	b.WriteString(document.String(obj, "metadata", "namespace"))
-	b.WriteByte('/')
-	b.WriteString(document.String(obj, "metadata", "name"))
-	b.WriteString(" was blocked due to the following policies \n\n")
-	b.Write(results)
-	return b.String(), nil
+	return yamlv2.Marshal(clean)
 }
 
 // validUTF8Map is failures with every string coerced to valid UTF-8.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -256,11 +258,25 @@ func WithDropHandler(fn func(Message, error)) PublisherOption {
 // exponential backoff until the message's deadline, and counts the outcome.
 // When the buffer is full, Publish fails at once with ErrBufferFull (counted
 // as dropped): the admission path never blocks on it.
+//
+// It keeps its own acknowledgements rather than nats.go's asynchronous
+// JetStream publishing, which is the same protocol (a publish with a reply
+// subject under one wildcard subscription): one timer per message, a
+// future, and encoding/json for every ack cost the webhook about a tenth of
+// its CPU per admission, as each admitted object publishes one result per
+// policy. Here a sent message is an entry in a map keyed by its attempt's
+// number (the reply subject's last token), acks are read by decodePubAck,
+// and one ticker times out what is unanswered.
 type AsyncPublisher struct {
 	c    *Conn
-	js   jetstream.JetStream
 	opts publisherOptions
 	log  zerolog.Logger
+
+	// replyPrefix is the reply subjects' prefix (an inbox of its own,
+	// ending in a dot); the pump alone numbers attempts with nextID.
+	replyPrefix string
+	replySub    *nats.Subscription
+	nextID      uint64
 
 	queue   chan *pubEntry
 	pending atomic.Int64
@@ -270,7 +286,10 @@ type AsyncPublisher struct {
 	stopped bool
 
 	flightMu sync.Mutex // guards inflight
-	inflight map[*nats.Msg]*pubEntry
+	inflight map[uint64]*pubEntry
+	// room wakes a pump waiting for a slot (WithMaxInFlight): sent to,
+	// without blocking, when an entry leaves a full map.
+	room chan struct{}
 
 	connected atomic.Bool // follows the connection's status
 	statusCh  chan nats.Status
@@ -287,10 +306,11 @@ type AsyncPublisher struct {
 }
 
 type pubEntry struct {
-	msg      nats.Msg // its address keys the in-flight map
+	msg      nats.Msg
 	orig     Message
 	deadline time.Time
 	bo       *backoff.ExponentialBackOff
+	sent     time.Time // of the attempt in flight
 }
 
 // NewAsyncPublisher starts an asynchronous publisher on c. Stop it with
@@ -310,7 +330,8 @@ func (c *Conn) NewAsyncPublisher(opts ...PublisherOption) (*AsyncPublisher, erro
 		opts:     o,
 		log:      c.log.With().Str(logKeyPublisher, o.name).Logger(),
 		queue:    make(chan *pubEntry, o.buffer),
-		inflight: make(map[*nats.Msg]*pubEntry, min(o.maxInFlight, o.buffer)),
+		inflight: make(map[uint64]*pubEntry, min(o.maxInFlight, o.buffer)),
+		room:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		pumpDone: make(chan struct{}),
 
@@ -323,40 +344,80 @@ func (c *Conn) NewAsyncPublisher(opts ...PublisherOption) (*AsyncPublisher, erro
 	for _, r := range []string{dropFull, dropExpired, dropRejected, dropClosed, dropStreamFull} {
 		p.mDropped[r] = c.metrics.dropped.WithLabelValues(o.name, r)
 	}
-	js, err := jetstream.New(c.nc,
-		jetstream.WithPublishAsyncMaxPending(o.maxInFlight),
-		jetstream.WithPublishAsyncTimeout(o.ackTimeout),
-		jetstream.WithPublishAsyncAckHandler(p.onAck),
-		jetstream.WithPublishAsyncErrHandler(p.onErr),
-	)
+	p.replyPrefix = c.nc.NewInbox() + "."
+	sub, err := c.nc.Subscribe(p.replyPrefix+"*", p.onReply)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream context: %w", err)
+		return nil, fmt.Errorf("subscribe to acknowledgements: %w", err)
 	}
-	p.js = js
+	p.replySub = sub
 	// Follow the connection's status without taking its lock per message.
 	p.statusCh = c.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	p.connected.Store(c.nc.IsConnected())
-	go p.watchStatus()
+	go p.watch()
 	go p.pump()
 	return p, nil
 }
 
-func (p *AsyncPublisher) watchStatus() {
+// watch follows the connection's status and times out unanswered
+// attempts. A lost connection fails every attempt in flight (their acks
+// may be lost with it): each is retried under its message id, so one the
+// stream stored before is acknowledged as a duplicate.
+func (p *AsyncPublisher) watch() {
+	tick := time.NewTicker(min(max(p.opts.ackTimeout/4, 5*time.Millisecond), time.Second))
+	defer tick.Stop()
+	statusCh := p.statusCh
 	for {
 		select {
-		case st, ok := <-p.statusCh:
+		case st, ok := <-statusCh:
 			if !ok {
-				return
+				statusCh = nil
+				continue
 			}
 			// Read the state itself: events can be dropped, never wrong.
 			p.connected.Store(p.c.nc.IsConnected())
-			if st == nats.CLOSED {
-				return
+			switch st {
+			case nats.DISCONNECTED, nats.RECONNECTING:
+				p.failInFlight(func(*pubEntry) bool { return true }, nats.ErrDisconnected)
+			case nats.CLOSED:
+				statusCh = nil
 			}
+		case now := <-tick.C:
+			p.failInFlight(func(e *pubEntry) bool { return now.Sub(e.sent) >= p.opts.ackTimeout }, errAckTimeout)
 		case <-p.pumpDone:
 			p.c.nc.RemoveStatusListener(p.statusCh)
 			return
 		}
+	}
+}
+
+// errAckTimeout: an attempt's ack did not come within WithAckTimeout.
+var errAckTimeout = errors.New("no acknowledgement in time")
+
+// failInFlight takes the attempts in flight that match and fails each with
+// err (retried or dropped).
+func (p *AsyncPublisher) failInFlight(match func(*pubEntry) bool, err error) {
+	var failed []*pubEntry
+	p.flightMu.Lock()
+	full := len(p.inflight) >= p.opts.maxInFlight
+	for id, e := range p.inflight {
+		if match(e) {
+			delete(p.inflight, id)
+			failed = append(failed, e)
+		}
+	}
+	p.flightMu.Unlock()
+	if full && len(failed) > 0 {
+		p.signalRoom()
+	}
+	for _, e := range failed {
+		p.failed(e, err)
+	}
+}
+
+func (p *AsyncPublisher) signalRoom() {
+	select {
+	case p.room <- struct{}{}:
+	default:
 	}
 }
 
@@ -469,6 +530,7 @@ func (p *AsyncPublisher) Close(ctx context.Context) error {
 // pump sends queued entries, one at a time, waiting while disconnected.
 func (p *AsyncPublisher) pump() {
 	defer close(p.pumpDone)
+	defer func() { _ = p.replySub.Unsubscribe() }()
 	for {
 		select {
 		case <-p.stop:
@@ -483,44 +545,74 @@ func (p *AsyncPublisher) pump() {
 
 // send publishes one entry; false when the publisher is stopping.
 func (p *AsyncPublisher) send(e *pubEntry) bool {
-	for {
-		select {
-		case <-p.stop:
-			p.requeueOrDrop(e) // drops: the publisher is stopped
-			return false
-		default:
-		}
-		if time.Now().After(e.deadline) {
-			p.drop(e, dropExpired, ErrPublishTimeout)
-			return true
-		}
-		if !p.connected.Load() {
-			switch p.waitForConnection(e.deadline) {
-			case waitStopped:
-				p.requeueOrDrop(e)
-				return false
-			case waitExpired:
-				p.drop(e, dropExpired, fmt.Errorf("%w: not connected", ErrPublishTimeout))
-				return true
-			}
-		}
-		p.flightMu.Lock()
-		p.inflight[&e.msg] = e
-		p.flightMu.Unlock()
-		// No options: the client's default stall wait (200ms) applies at
-		// WithMaxInFlight, and a stall is simply tried again below.
-		_, err := p.js.PublishMsgAsync(&e.msg)
-		if err == nil {
-			return true
-		}
-		if p.take(&e.msg) == nil {
-			return true // settled by a callback meanwhile
-		}
-		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			continue // the server is slow to ack: keep waiting, nothing was sent
-		}
-		p.failed(e, err)
+	select {
+	case <-p.stop:
+		p.requeueOrDrop(e) // drops: the publisher is stopped
+		return false
+	default:
+	}
+	if time.Now().After(e.deadline) {
+		p.drop(e, dropExpired, ErrPublishTimeout)
 		return true
+	}
+	if !p.connected.Load() {
+		switch p.waitForConnection(e.deadline) {
+		case waitStopped:
+			p.requeueOrDrop(e)
+			return false
+		case waitExpired:
+			p.drop(e, dropExpired, fmt.Errorf("%w: not connected", ErrPublishTimeout))
+			return true
+		}
+	}
+	id, res := p.register(e)
+	switch res {
+	case waitStopped:
+		p.requeueOrDrop(e)
+		return false
+	case waitExpired:
+		p.drop(e, dropExpired, fmt.Errorf("%w: %d acknowledgements outstanding", ErrPublishTimeout, p.opts.maxInFlight))
+		return true
+	}
+	e.msg.Reply = p.replyPrefix + strconv.FormatUint(id, 36)
+	if err := p.c.nc.PublishMsg(&e.msg); err != nil && p.take(id) != nil {
+		// Not taken meanwhile (by a lost connection): retried or dropped.
+		p.failed(e, err)
+	}
+	return true
+}
+
+// register puts e in flight under a new attempt number once fewer than
+// WithMaxInFlight are, waiting (while the server is slow to acknowledge)
+// until e's deadline or the publisher's stop.
+func (p *AsyncPublisher) register(e *pubEntry) (uint64, waitResult) {
+	var expire *time.Timer
+	defer func() {
+		if expire != nil {
+			expire.Stop()
+		}
+	}()
+	for {
+		p.flightMu.Lock()
+		if len(p.inflight) < p.opts.maxInFlight {
+			p.nextID++
+			id := p.nextID
+			e.sent = time.Now()
+			p.inflight[id] = e
+			p.flightMu.Unlock()
+			return id, waitOK
+		}
+		p.flightMu.Unlock()
+		if expire == nil {
+			expire = time.NewTimer(time.Until(e.deadline))
+		}
+		select {
+		case <-p.room:
+		case <-p.stop:
+			return 0, waitStopped
+		case <-expire.C:
+			return 0, waitExpired
+		}
 	}
 }
 
@@ -549,20 +641,52 @@ func (p *AsyncPublisher) waitForConnection(deadline time.Time) waitResult {
 	return waitOK
 }
 
-func (p *AsyncPublisher) take(msg *nats.Msg) *pubEntry {
+// take removes attempt id from the map; nil if it is not there (answered,
+// timed out, or failed with the connection).
+func (p *AsyncPublisher) take(id uint64) *pubEntry {
 	p.flightMu.Lock()
-	e, ok := p.inflight[msg]
+	e, ok := p.inflight[id]
+	full := false
 	if ok {
-		delete(p.inflight, msg)
+		full = len(p.inflight) >= p.opts.maxInFlight
+		delete(p.inflight, id)
 	}
 	p.flightMu.Unlock()
+	if full {
+		p.signalRoom()
+	}
 	return e
 }
 
-// onAck runs on the ack goroutine: it must stay short.
-func (p *AsyncPublisher) onAck(_ jetstream.JetStream, msg *nats.Msg, ack *jetstream.PubAck) {
-	e := p.take(msg)
+// onReply reads an acknowledgement, on the subscription's goroutine: it
+// must stay short. Anything on the reply subjects is checked: a reply to
+// no attempt in flight (late, or not the server's) changes nothing.
+func (p *AsyncPublisher) onReply(m *nats.Msg) {
+	token := strings.TrimPrefix(m.Subject, p.replyPrefix)
+	id, err := strconv.ParseUint(token, 36, 64)
+	if err != nil || len(token) == len(m.Subject) {
+		return
+	}
+	e := p.take(id)
 	if e == nil {
+		return
+	}
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		// No responders: no stream takes the subject (yet), or JetStream
+		// is not answering. Tried again until the deadline.
+		p.failed(e, jetstream.ErrNoStreamResponse)
+		return
+	}
+	ack, err := decodePubAck(m.Data)
+	switch {
+	case err != nil:
+		p.failed(e, fmt.Errorf("%w: %w", jetstream.ErrInvalidJSAck, err))
+		return
+	case ack.Error != nil:
+		p.failed(e, ack.Error)
+		return
+	case ack.Stream == "":
+		p.failed(e, jetstream.ErrInvalidJSAck)
 		return
 	}
 	if ack.Duplicate {
@@ -573,12 +697,6 @@ func (p *AsyncPublisher) onAck(_ jetstream.JetStream, msg *nats.Msg, ack *jetstr
 		p.mPublished.Inc()
 	}
 	p.settle()
-}
-
-func (p *AsyncPublisher) onErr(_ jetstream.JetStream, msg *nats.Msg, err error) {
-	if e := p.take(msg); e != nil {
-		p.failed(e, err)
-	}
 }
 
 // failed retries e after a backoff, or drops it if the error is permanent

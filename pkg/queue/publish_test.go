@@ -2,11 +2,18 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+	"reflect"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // A publish retried with the same id is stored once: synchronously,
@@ -256,4 +263,210 @@ func TestAsyncPublisherInFlightAtCrash(t *testing.T) {
 		t.Fatalf("VERDICT_WORK holds %d messages, want %d", n, total)
 	}
 	t.Logf("stats %+v", st)
+}
+
+// The publisher reads the server's answers itself: each kind of answer has
+// its outcome, on a real server.
+func TestAsyncPublisherAnswers(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var mu sync.Mutex
+	var drops []error
+	onDrop := WithDropHandler(func(_ Message, err error) {
+		mu.Lock()
+		drops = append(drops, err)
+		mu.Unlock()
+	})
+	takeDrops := func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		d := drops
+		drops = nil
+		return d
+	}
+
+	t.Run("no stream yet, then one", func(t *testing.T) {
+		// No responders until the streams exist: tried again, then stored.
+		p, err := c.NewAsyncPublisher(onDrop, WithMessageDeadline(20*time.Second), WithRetryBackoff(20*time.Millisecond, 100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(ctx) //nolint:errcheck // checked below
+		m := workMsg(t, WorkScan, "early")
+		if err := p.Publish(m); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "a retry", func() bool { return p.Stats().Retried > 0 })
+		if err := c.Provision(ctx, WithConsumers(testConsumers(time.Second)...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := p.Stats(); st.Published != 1 || st.Dropped != 0 {
+			t.Fatalf("stats %+v, want 1 published after retries", st)
+		}
+		s, err := c.JetStream().Stream(ctx, StreamWork)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := s.Info(ctx); err != nil || info.State.Msgs != 1 {
+			t.Fatalf("stream info %+v, %v: want 1 message stored", info, err)
+		}
+	})
+
+	t.Run("rejected", func(t *testing.T) {
+		// An expectation the stream does not meet is a 400: dropped at
+		// once, not retried.
+		p, err := c.NewAsyncPublisher(onDrop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := workMsg(t, WorkScan, "rejected")
+		m.Header = nats.Header{jetstream.ExpectedStreamHeader: []string{"ANOTHER_STREAM"}}
+		if err := p.Publish(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d := takeDrops()
+		if st := p.Stats(); st.Dropped != 1 || st.Retried != 0 || len(d) != 1 || !errors.Is(d[0], ErrPublishRejected) {
+			t.Fatalf("stats %+v, drops %v: want one rejection", st, d)
+		}
+	})
+
+	t.Run("duplicate", func(t *testing.T) {
+		p, err := c.NewAsyncPublisher(onDrop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := p.Publish(workMsg(t, WorkScan, "twice")); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := p.Stats(); st.Published != 1 || st.Duplicates != 1 {
+			t.Fatalf("stats %+v, want 1 published and 1 duplicate", st)
+		}
+	})
+
+	t.Run("no answer", func(t *testing.T) {
+		// Something other than JetStream takes the subject and never
+		// answers: each attempt times out and is tried again until the
+		// deadline.
+		sub, err := c.NATS().SubscribeSync("verdict.silent.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe() //nolint:errcheck // test cleanup
+		p, err := c.NewAsyncPublisher(onDrop, WithAckTimeout(50*time.Millisecond), WithMessageDeadline(time.Second),
+			WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Publish(Message{Subject: "verdict.silent.x", ID: "silent", Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d := takeDrops()
+		if st := p.Stats(); st.Dropped != 1 || st.Retried < 2 || len(d) != 1 || !errors.Is(d[0], ErrPublishTimeout) {
+			t.Fatalf("stats %+v, drops %v: want retries, then a timeout", st, d)
+		}
+		if n, _, _ := sub.Pending(); n < 3 {
+			t.Fatalf("%d attempts reached the subscriber, want at least 3", n)
+		}
+	})
+
+	t.Run("replies that answer nothing", func(t *testing.T) {
+		p, err := c.NewAsyncPublisher(onDrop, WithMaxInFlight(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Forged or late replies: unknown attempts, not numbers, errors.
+		for _, subj := range []string{p.replyPrefix + "zz", p.replyPrefix + "not-a-number", p.replyPrefix + "1"} {
+			if err := c.NATS().Publish(subj, []byte(`{"stream":"X","seq":1}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// One in flight at a time: every one still goes through.
+		for i := range 50 {
+			if err := p.Publish(workMsg(t, WorkScan, fmt.Sprint("one-at-a-time-", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := p.Stats(); st.Published != 50 || st.Dropped != 0 || st.Duplicates != 0 {
+			t.Fatalf("stats %+v, want 50 published", st)
+		}
+	})
+}
+
+// FuzzDecodePubAck: the direct reading of an acknowledgement gives what
+// encoding/json gives.
+func FuzzDecodePubAck(f *testing.F) {
+	for _, s := range []string{
+		`{"stream":"VERDICT_RESULTS","seq":12}`, `{"stream":"S","seq":3,"duplicate":true}`,
+		`{"stream":"S","domain":"hub","seq":18446744073709551615}`,
+		`{"error":{"code":400,"err_code":10060,"description":"expected stream does not match"},"stream":"S","seq":0}`,
+		`{"stream":"S","seq":1,"seq":2}`, `{"Stream":"S","seq":1}`, `{"stream":"S","seq":-1}`, ``, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast pubAckReply
+		if !fastPubAck(data, &fast) {
+			return
+		}
+		var want pubAckReply
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("%q: taken as %+v, encoding/json refuses it: %v", data, fast, err)
+		}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("%q:\ngot  %+v\nwant %+v", data, fast, want)
+		}
+		got, err := decodePubAck(data)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decodePubAck gave %+v, %v", data, got, err)
+		}
+	})
+}
+
+func TestDecodePubAck(t *testing.T) {
+	for in, want := range map[string]pubAckReply{
+		`{"stream":"VERDICT_RESULTS","seq":12}`:   {Stream: "VERDICT_RESULTS", Sequence: 12},
+		`{"stream":"S","seq":3,"duplicate":true}`: {Stream: "S", Sequence: 3, Duplicate: true},
+		`{"stream":"S","domain":"hub","seq":7}`:   {Stream: "S", Sequence: 7},
+		`{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}`: {
+			Stream: "S", Error: &jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "maximum messages exceeded"},
+		},
+	} {
+		got, err := decodePubAck([]byte(in))
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: got %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	if _, err := decodePubAck([]byte(`{"stream":`)); err == nil {
+		t.Error("a cut acknowledgement: no error")
+	}
+	// The server's usual answers take the direct path.
+	for _, in := range []string{`{"stream":"VERDICT_RESULTS","seq":12}`, `{"stream":"S","seq":3,"duplicate":true}`, `{"stream":"S", "domain":"hub", "seq":7}`} {
+		var a pubAckReply
+		if !fastPubAck([]byte(in), &a) {
+			t.Errorf("%s: not on the direct path", in)
+		}
+	}
 }

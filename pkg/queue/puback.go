@@ -1,0 +1,55 @@
+package queue
+
+import (
+	"encoding/json"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/verdict-dev/verdict/internal/jsonread"
+)
+
+// pubAckReply is JetStream's answer to a publish: the stored message's
+// stream and sequence, or an API error.
+type pubAckReply struct {
+	Stream    string              `json:"stream"`
+	Sequence  uint64              `json:"seq"`
+	Duplicate bool                `json:"duplicate"`
+	Error     *jetstream.APIError `json:"error"`
+}
+
+// decodePubAck reads an acknowledgement. The server's usual answer
+// ({"stream":…,"seq":…} and perhaps "duplicate" and "domain") is read
+// directly, as the asynchronous publisher reads one per message; anything
+// else, errors included, is encoding/json's to read (FuzzDecodePubAck
+// holds the two to the same answer).
+func decodePubAck(data []byte) (pubAckReply, error) {
+	var a pubAckReply
+	if fastPubAck(data, &a) {
+		return a, nil
+	}
+	a = pubAckReply{}
+	if err := json.Unmarshal(data, &a); err != nil {
+		return pubAckReply{}, err
+	}
+	return a, nil
+}
+
+func fastPubAck(data []byte, a *pubAckReply) bool {
+	r := jsonread.Reader{Data: data}
+	var seen uint32
+	var domain string
+	ok := r.Object(func(key []byte) bool {
+		switch string(key) {
+		case "stream":
+			return jsonread.Once(&seen, 0) && r.StringInto(&a.Stream)
+		case "seq":
+			return jsonread.Once(&seen, 1) && r.Uint64Into(&a.Sequence)
+		case "duplicate":
+			return jsonread.Once(&seen, 2) && r.BoolInto(&a.Duplicate)
+		case "domain":
+			return r.StringInto(&domain)
+		}
+		return false
+	})
+	return ok && r.End()
+}
