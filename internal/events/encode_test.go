@@ -86,3 +86,17 @@ func BenchmarkEncodeResultEvent(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkResultMessage: a result as the message the webhook publishes
+// (payload, subject, message id), one per policy and admission.
+//
+//	go test -run '^$' -bench ResultMessage -benchmem ./internal/events/
+func BenchmarkResultMessage(b *testing.B) {
+	ev := sampleEvent()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ResultMessage(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -240,10 +240,7 @@ func (s *Server) admissionHandler(fn admissionFunc) Handler {
 			return nil, err
 		}
 		d.resp.UID = rv.req.UID
-		out, err := json.Marshal(admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{APIVersion: admissionAPIVersion, Kind: admissionKind},
-			Response: d.resp,
-		})
+		out, err := encodeReview(d.resp)
 		if err != nil {
 			return nil, fmt.Errorf("encode AdmissionReview: %w", err)
 		}
