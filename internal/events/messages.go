@@ -17,7 +17,35 @@ var ErrIncomplete = errors.New("incomplete event")
 
 // NewResult is the result event of one policy's response on a resource.
 func NewResult(res ResourceRef, p *engine.Policy, resp engine.Response, at time.Time) ResultEvent {
-	rules := make([]RuleResult, len(resp.Rules))
+	return (*RuleArena)(nil).NewResult(res, p, resp, at)
+}
+
+// RuleArena hands out the rule results of many events from shared
+// allocations (the webhook makes one event per policy of an admission).
+// The zero value is ready; a nil arena allocates each event's own.
+type RuleArena struct {
+	free []RuleResult
+}
+
+// ruleArenaSize is how many rule results an arena allocates at a time.
+const ruleArenaSize = 32
+
+func (a *RuleArena) take(n int) []RuleResult {
+	if a == nil {
+		return make([]RuleResult, n)
+	}
+	if cap(a.free)-len(a.free) < n {
+		a.free = make([]RuleResult, 0, max(n, ruleArenaSize))
+	}
+	start := len(a.free)
+	a.free = a.free[:start+n]
+	return a.free[start : start+n : start+n]
+}
+
+// NewResult is the package's NewResult with the rule results taken from
+// the arena.
+func (a *RuleArena) NewResult(res ResourceRef, p *engine.Policy, resp engine.Response, at time.Time) ResultEvent {
+	rules := a.take(len(resp.Rules))
 	for i, rr := range resp.Rules {
 		rules[i] = RuleResult{Name: rr.Name, Type: rr.Type, Status: rr.Status, Message: rr.Message, Exception: rr.Exception}
 	}

@@ -17,6 +17,13 @@ import (
 // Reader reads Data from Pos.
 type Reader struct {
 	Data []byte
+	// Text, when set, is Data as a string (string(Data), made once): the
+	// strings read without escapes are then slices of it instead of
+	// copies, which saves an allocation per key and string value. They
+	// keep all of Text alive, so set it only when what is read lives no
+	// longer than the input would (the objects of one admission review);
+	// a long-lived cache keyed by them must clone its keys.
+	Text string
 	Pos  int
 	// Depth is the nesting Value counts, as encoding/json does (set it
 	// to the depth of the value about to be read).
@@ -133,6 +140,9 @@ func (r *Reader) Str() (string, bool) {
 			s := r.Data[start:r.Pos]
 			r.Pos++
 			if plain {
+				if len(r.Text) == len(r.Data) && r.Text != "" {
+					return r.Text[start : r.Pos-1], true
+				}
 				return string(s), true
 			}
 			var out string

@@ -22,6 +22,11 @@ func FuzzValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := Reader{Data: data}
 		v, ok := r.Value()
+		// With Text, strings are slices of it: the same values.
+		rt := Reader{Data: data, Text: string(data)}
+		if vt, okt := rt.Value(); okt != ok || rt.Pos != r.Pos || !reflect.DeepEqual(vt, v) {
+			t.Fatalf("%q: with Text, got %#v (%v), want %#v (%v)", data, vt, okt, v, ok)
+		}
 		if !ok || !r.End() {
 			return
 		}

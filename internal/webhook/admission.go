@@ -27,6 +27,8 @@ type evaluation struct {
 	set *engine.Set
 	req *engine.Request
 	now time.Time
+	// rules holds the rule results of the request's result events.
+	rules evt.RuleArena
 }
 
 // evaluate prepares one admission request: the current policy set and the
@@ -454,7 +456,7 @@ func workPublishBudget(ctx context.Context, max time.Duration) time.Duration {
 func policyRef(p *engine.Policy) PolicyRef { return evt.PolicyRefOf(p) }
 
 func resultEvent(ev *evaluation, p *engine.Policy, resp engine.Response) ResultEvent {
-	r := evt.NewResult(ev.rv.ref(), p, resp, ev.now)
+	r := ev.rules.NewResult(ev.rv.ref(), p, resp, ev.now)
 	r.Admission = true
 	r.RequestUID = string(ev.rv.req.UID)
 	return r

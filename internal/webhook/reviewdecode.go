@@ -22,9 +22,12 @@ import (
 // FuzzDecodeReview holds the two to the same result.
 //
 // The raw objects (Object.Raw, OldObject.Raw, Options.Raw) are slices of
-// body, not copies.
+// body, not copies, and the strings slices of one copy of it: what keeps
+// them beyond the request (a cache) must clone them.
 func fastReview(body []byte) (ar admissionv1.AdmissionReview, object, oldObject map[string]any, ok bool) {
-	d := jsonReader{jsonread.Reader{Data: body}}
+	// Strings are slices of one copy of the body, which the raw objects
+	// keep anyway, rather than one allocation each.
+	d := jsonReader{jsonread.Reader{Data: body, Text: string(body)}}
 	var seen uint32
 	ok = d.Object(func(key []byte) bool {
 		switch string(key) {

@@ -209,9 +209,15 @@ func (e *Engine) meterFor(ctx context.Context, req *Request) *meter {
 		m = &meter{}
 		c.meter = m
 	}
-	*m = meter{ctx: ctx, limits: &e.limits, budget: c.budget, run: m.run}
+	// The calls of one request share the rule-run storage and the arena
+	// of rule responses: the webhook makes one call per policy.
+	*m = meter{ctx: ctx, limits: &e.limits, budget: c.budget, run: m.run, arena: m.arena, arenaSize: requestArenaSize}
 	return m
 }
+
+// requestArenaSize is how many rule responses the calls of a request
+// allocate at a time (Apply sizes its own from its policies).
+const requestArenaSize = 16
 
 // charge counts n steps and returns why the evaluation must stop, if it
 // must.

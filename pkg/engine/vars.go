@@ -305,6 +305,9 @@ func (tc *templateCache) get(e *Engine, s string) *template {
 		}
 		return t
 	}
+	// A clone, before the parse whose template refers to it: s may be a
+	// slice of a request's body, which the cache must not keep alive.
+	s = strings.Clone(s)
 	t := parseTemplate(e, s)
 	if tc.n.Load() < maxTemplates {
 		tc.n.Add(1)

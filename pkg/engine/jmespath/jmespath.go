@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jmespath-community/go-jmespath/pkg/functions"
@@ -189,6 +190,10 @@ func (i *Interpreter) Compile(expr string) (Query, error) {
 	if q, ok := i.cache.get(expr); ok {
 		return q, nil
 	}
+	// A clone, before the parse whose tree refers to it: expr may be a
+	// slice of a request's body (a substituted value), which the cache
+	// must not keep alive.
+	expr = strings.Clone(expr)
 	node, err := parse(expr)
 	if err != nil {
 		return nil, err
