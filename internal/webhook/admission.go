@@ -245,6 +245,9 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		// words for them ("Policy <name> failed: <message>").
 		vpolDenials []string
 	)
+	// A result per policy at most: one allocation, not one per doubling
+	// (a ResultEvent is a few hundred bytes).
+	st.results = slices.Grow(st.results, len(ev.set.Policies))
 	for _, p := range ev.set.Policies {
 		if !admits(p) || !hasRules(p, engine.TypeValidation) {
 			continue
