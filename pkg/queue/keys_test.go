@@ -1,7 +1,11 @@
 package queue
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -110,6 +114,27 @@ func TestMsgID(t *testing.T) {
 	}
 	if x1, x2 := MsgID("x", "y"), MsgID("x", "y"); x1 != x2 || len(a) != 32 {
 		t.Fatalf("MsgID not deterministic or wrong length: %q", a)
+	}
+	// Ids are compared across versions (a rolling upgrade publishes the
+	// same result from old and new replicas): pinned.
+	if got := MsgID("result", "uid-1", "7", "policy-uid", "3", "request-uid"); got != "16495b2f0623c3089e6ae667b7430c09" {
+		t.Fatalf("MsgID changed: %s", got)
+	}
+	// Parts of every length, past the stack buffer too.
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 200 {
+		parts := make([]string, rng.IntN(8))
+		for i := range parts {
+			parts[i] = strings.Repeat("é", rng.IntN(200))
+		}
+		h := sha256.New()
+		for _, p := range parts {
+			h.Write(binary.AppendUvarint(nil, uint64(len(p))))
+			h.Write([]byte(p))
+		}
+		if want := hex.EncodeToString(h.Sum(nil)[:16]); MsgID(parts...) != want {
+			t.Fatalf("MsgID(%d parts) = %s, want %s", len(parts), MsgID(parts...), want)
+		}
 	}
 }
 
