@@ -168,6 +168,27 @@ func (r *Reader) Str() (string, bool) {
 	return "", false
 }
 
+// Raw takes a string without escapes, returned as a slice of Data (no
+// copy, no check of its UTF-8): for a value only looked at, never kept.
+// One with escapes leaves the direct path.
+func (r *Reader) Raw() ([]byte, bool) {
+	if !r.Byte('"') {
+		return nil, false
+	}
+	start := r.Pos
+	for r.Pos < len(r.Data) {
+		switch c := r.Data[r.Pos]; {
+		case c == '"':
+			r.Pos++
+			return r.Data[start : r.Pos-1], true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		}
+		r.Pos++
+	}
+	return nil, false
+}
+
 // Key takes a member's key and its colon: plain ASCII without escapes
 // (the names of known fields); anything else leaves the direct path. The
 // key is a slice of Data: switch on string(key), which does not allocate.

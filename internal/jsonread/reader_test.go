@@ -82,3 +82,18 @@ func TestUint64IntoTakesSequences(t *testing.T) {
 		}
 	}
 }
+
+func TestRaw(t *testing.T) {
+	for in, want := range map[string]string{`"VERDICT_RESULTS"`: "VERDICT_RESULTS", ` ""`: "", `"é"`: "é"} {
+		r := Reader{Data: []byte(in)}
+		if got, ok := r.Raw(); !ok || string(got) != want || !r.End() {
+			t.Errorf("%s: got %q, %v", in, got, ok)
+		}
+	}
+	for _, in := range []string{`"a\"b"`, "\"a\x01\"", `"open`, `1`} {
+		r := Reader{Data: []byte(in)}
+		if got, ok := r.Raw(); ok {
+			t.Errorf("%s: taken as %q", in, got)
+		}
+	}
+}

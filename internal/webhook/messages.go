@@ -21,7 +21,7 @@ const (
 // ruleWarning is Kyverno's warning for a rule that failed without
 // blocking: "policy <name>.<rule>: <message>".
 func ruleWarning(p *engine.Policy, rr engine.RuleResponse) string {
-	return fmt.Sprintf("policy %s.%s: %s", p.Name(), rr.Name, rr.Message)
+	return "policy " + p.Name() + "." + rr.Name + ": " + rr.Message
 }
 
 // blockedMessage is Kyverno's denial message: the resource as

@@ -2,6 +2,8 @@ package queue
 
 import (
 	"encoding/json"
+	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -41,7 +43,12 @@ func fastPubAck(data []byte, a *pubAckReply) bool {
 	ok := r.Object(func(key []byte) bool {
 		switch string(key) {
 		case "stream":
-			return jsonread.Once(&seen, 0) && r.StringInto(&a.Stream)
+			raw, ok := r.Raw()
+			if !ok || !jsonread.Once(&seen, 0) {
+				return false
+			}
+			a.Stream, ok = streamName(raw)
+			return ok
 		case "seq":
 			return jsonread.Once(&seen, 1) && r.Uint64Into(&a.Sequence)
 		case "duplicate":
@@ -52,4 +59,25 @@ func fastPubAck(data []byte, a *pubAckReply) bool {
 		return false
 	})
 	return ok && r.End()
+}
+
+// lastStream is the stream name of the last acknowledgement: the
+// publisher's acks name the same stream again and again, so the name is
+// not allocated each time.
+var lastStream atomic.Pointer[string]
+
+// streamName is raw as a string (plain ASCII only: anything else is
+// encoding/json's to read).
+func streamName(raw []byte) (string, bool) {
+	for _, c := range raw {
+		if c >= utf8.RuneSelf {
+			return "", false
+		}
+	}
+	if p := lastStream.Load(); p != nil && *p == string(raw) {
+		return *p, true
+	}
+	s := string(raw)
+	lastStream.Store(&s)
+	return s, true
 }
