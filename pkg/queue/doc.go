@@ -126,7 +126,12 @@
 // exponential backoff (cenkalti/backoff) until the message's deadline
 // (WithMessageDeadline, default 30s); then the message is dropped, counted,
 // and reported to WithDropHandler. A refusal (ErrPublishRejected) and a full
-// stream (ErrStreamFull) are dropped at once. Flush waits for everything taken; Close
+// stream (ErrStreamFull) are dropped at once. The publisher reads the
+// stream's acknowledgements itself, on one inbox subscription, matched by
+// the attempt number in each reply subject: an attempt unanswered within
+// WithAckTimeout (default 5s), or in flight when the connection drops, is
+// retried under its message id; a reply to no attempt in flight is
+// ignored. Flush waits for everything taken; Close
 // stops taking, flushes, and reports what it had to drop. Stats returns the
 // counters published, duplicates, retried, dropped and pending; the same are
 // metrics (dropped by reason: full, expired, rejected, streamFull,
