@@ -9,18 +9,30 @@ import "unicode/utf8"
 
 const hexDigits = "0123456789abcdef"
 
+// plain marks the bytes written as they are: ASCII from space on, but for
+// the quote, the backslash and the HTML characters.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // String appends s quoted as encoding/json quotes it: HTML characters,
 // U+2028 and U+2029 escaped, bytes that are not UTF-8 replaced by U+FFFD.
 func String(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Runs of plain bytes first, a table lookup each.
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':

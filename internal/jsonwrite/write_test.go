@@ -20,3 +20,16 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkString: a Pod Security message, as result events carry one per
+// rule.
+//
+//	go test -run '^$' -bench String -benchmem ./internal/jsonwrite/
+func BenchmarkString(b *testing.B) {
+	s := "validation error: Privileged mode is disallowed. The fields spec.containers[*].securityContext.privileged, spec.initContainers[*].securityContext.privileged, and spec.ephemeralContainers[*].securityContext.privileged must be unset or set to `false`. rule privileged-containers failed at path /spec/containers/0/securityContext/privileged/"
+	buf := make([]byte, 0, 512)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = String(buf[:0], s)
+	}
+}
