@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -75,9 +76,13 @@ func httpHandler(h Handler) http.Handler {
 		case reply == nil:
 			reply = errorReply(httpError(ErrInternal, nil, "handler returned no reply"))
 		}
+		hdr := w.Header()
 		if reply.ContentType != "" {
-			w.Header().Set("Content-Type", reply.ContentType)
+			hdr.Set("Content-Type", reply.ContentType)
 		}
+		// Declared, so that an answer over net/http's 2 KiB buffer goes out
+		// whole rather than chunked.
+		hdr.Set("Content-Length", strconv.Itoa(len(reply.Body)))
 		code := reply.Code
 		if code == 0 {
 			code = http.StatusOK

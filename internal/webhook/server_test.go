@@ -552,3 +552,24 @@ func TestPprofOnlyOnProbes(t *testing.T) {
 		}
 	}
 }
+
+// Answers declare their length: one over net/http's 2 KiB buffer (a
+// denial with warnings) is not chunked.
+func TestAnswersDeclareTheirLength(t *testing.T) {
+	for _, n := range []int{0, 100, 5000} {
+		body := bytes.Repeat([]byte("x"), n)
+		srv := httptest.NewServer(httpHandler(func(context.Context, *http.Request) (*Reply, error) {
+			return &Reply{ContentType: contentTypeJSON, Body: body}, nil
+		}))
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		srv.Close()
+		if resp.ContentLength != int64(n) || len(resp.TransferEncoding) != 0 || len(got) != n {
+			t.Errorf("%d bytes: Content-Length %d, transfer encoding %v, read %d", n, resp.ContentLength, resp.TransferEncoding, len(got))
+		}
+	}
+}
