@@ -28,6 +28,9 @@ type review struct {
 	req       *admissionv1.AdmissionRequest
 	object    map[string]any
 	oldObject map[string]any
+	// resourceRef is ref's answer, made once by decodeReview: every
+	// result event of the request names the resource.
+	resourceRef ResourceRef
 }
 
 // dryRun reports whether the request is a dry run.
@@ -51,9 +54,12 @@ func (rv *review) resource() map[string]any {
 	return rv.oldObject
 }
 
-// ref names the request's resource, from the object where it has the
+// ref names the request's resource.
+func (rv *review) ref() ResourceRef { return rv.resourceRef }
+
+// makeRef names the request's resource, from the object where it has the
 // field and from the request otherwise.
-func (rv *review) ref() ResourceRef {
+func (rv *review) makeRef() ResourceRef {
 	obj := rv.resource()
 	r := ResourceRef{
 		APIVersion:      document.String(obj, "apiVersion"),
@@ -124,6 +130,7 @@ func decodeReview(body []byte) (*review, error) {
 	if err := rv.consistent(); err != nil {
 		return nil, err
 	}
+	rv.resourceRef = rv.makeRef()
 	return rv, nil
 }
 

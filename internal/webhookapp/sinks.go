@@ -20,7 +20,8 @@ type resultSink struct {
 	log zerolog.Logger
 	// unpublishable counts results that cannot become a message (no
 	// resource uid: the API server gives validating webhooks the uid of a
-	// created object, so this is a malformed or foreign request).
+	// created object, so this is a malformed or foreign request), or not
+	// a valid one.
 	unpublishable prometheus.Counter
 }
 
@@ -37,17 +38,22 @@ func newResultSink(pub *queue.AsyncPublisher, reg prometheus.Registerer, log zer
 var _ webhook.ResultSink = (*resultSink)(nil)
 
 func (s *resultSink) Publish(_ context.Context, evs []events.ResultEvent) {
+	ms := make([]queue.Message, 0, len(evs))
 	for _, ev := range evs {
 		m, err := events.ResultMessage(ev)
+		if err == nil {
+			err = m.Validate()
+		}
 		if err != nil {
 			s.unpublishable.Inc()
 			s.log.Debug().Err(err).Msg("result not published")
 			continue
 		}
-		// The publisher counts what it drops; the admission answer does
-		// not wait.
-		_ = s.pub.Publish(m)
+		ms = append(ms, m)
 	}
+	// One batch through the publisher's buffer. It counts what it drops;
+	// the admission answer does not wait.
+	_ = s.pub.PublishAll(ms)
 }
 
 func (s *resultSink) Flush(ctx context.Context) error { return s.pub.Flush(ctx) }

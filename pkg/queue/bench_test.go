@@ -75,31 +75,46 @@ func BenchmarkPublishAsync(b *testing.B) {
 		subjects[i] = "bench.pub." + strconv.Itoa(i)
 	}
 
-	b.Run("impl=queue", func(b *testing.B) {
-		_ = s.Purge(context.Background())
-		prefix := "q" + strconv.FormatInt(benchRun.Add(1), 10) + "-"
-		p, err := c.NewAsyncPublisher(WithBufferSize(b.N+1), WithMessageDeadline(time.Minute))
-		if err != nil {
-			b.Fatal(err)
+	// impl=queue publishes one message at a time; impl=queue-batch22
+	// hands the publisher 22 at a time, as the webhook does with an
+	// admission's results (one per Pod Security policy of the benchmark).
+	for _, batch := range []int{1, 22} {
+		name := "impl=queue"
+		if batch > 1 {
+			name += "-batch" + strconv.Itoa(batch)
 		}
-		b.SetBytes(benchPayload)
-		b.ResetTimer()
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			if err := p.Publish(Message{Subject: subjects[i%len(subjects)], ID: prefix + strconv.Itoa(i), Data: data}); err != nil {
+		b.Run(name, func(b *testing.B) {
+			_ = s.Purge(context.Background())
+			prefix := "q" + strconv.FormatInt(benchRun.Add(1), 10) + "-"
+			p, err := c.NewAsyncPublisher(WithBufferSize(b.N+1), WithMessageDeadline(time.Minute))
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-		if err := p.Close(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		if st := p.Stats(); st.Published != uint64(b.N) {
-			b.Fatalf("stats %+v, want %d published", st, b.N)
-		}
-		reportRate(b, b.N, elapsed)
-	})
+			b.SetBytes(benchPayload)
+			b.ResetTimer()
+			start := time.Now()
+			ms := make([]Message, 0, batch)
+			for i := 0; i < b.N; i++ {
+				ms = append(ms, Message{Subject: subjects[i%len(subjects)], ID: prefix + strconv.Itoa(i), Data: data})
+				if len(ms) < batch && i < b.N-1 {
+					continue
+				}
+				if err := p.PublishAll(ms); err != nil {
+					b.Fatal(err)
+				}
+				ms = ms[:0]
+			}
+			if err := p.Close(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if st := p.Stats(); st.Published != uint64(b.N) {
+				b.Fatalf("stats %+v, want %d published", st, b.N)
+			}
+			reportRate(b, b.N, elapsed)
+		})
+	}
 
 	b.Run("impl=nats", func(b *testing.B) {
 		_ = s.Purge(context.Background())

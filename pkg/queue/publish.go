@@ -46,13 +46,22 @@ func (m Message) natsMsg() (*nats.Msg, error) {
 	return msg, nil
 }
 
-// fill validates m and writes it into dst, with its id header.
-func (m Message) fill(dst *nats.Msg) error {
+// Validate checks that m can be published: a valid subject
+// (ErrInvalidSubject) and an id (ErrMissingID).
+func (m Message) Validate() error {
 	if !validSubject(m.Subject) {
 		return fmt.Errorf("%w: %q", ErrInvalidSubject, m.Subject)
 	}
 	if m.ID == "" {
 		return fmt.Errorf("%w: subject %q", ErrMissingID, m.Subject)
+	}
+	return nil
+}
+
+// fill validates m and writes it into dst, with its id header.
+func (m Message) fill(dst *nats.Msg) error {
+	if err := m.Validate(); err != nil {
+		return err
 	}
 	h := make(nats.Header, len(m.Header)+1)
 	for k, v := range m.Header {
@@ -278,8 +287,17 @@ type AsyncPublisher struct {
 	replySub    *nats.Subscription
 	nextID      uint64
 
-	queue   chan *pubEntry
+	// queue carries batches (one Publish or PublishAll, or one retry);
+	// its capacity, the buffer size, bounds pending entries, so a batch
+	// always fits.
+	queue   chan []*pubEntry
 	pending atomic.Int64
+
+	// out, outHeader and replyBuf are the pump's own: each attempt is
+	// written into them, as nats.go serialises a message as it takes it.
+	out      nats.Msg
+	outID    []string
+	replyBuf []byte
 
 	mu      sync.Mutex // guards idle, stopped
 	idle    chan struct{}
@@ -306,8 +324,7 @@ type AsyncPublisher struct {
 }
 
 type pubEntry struct {
-	msg      nats.Msg
-	orig     Message
+	msg      Message
 	deadline time.Time
 	bo       *backoff.ExponentialBackOff
 	sent     time.Time // of the attempt in flight
@@ -329,7 +346,7 @@ func (c *Conn) NewAsyncPublisher(opts ...PublisherOption) (*AsyncPublisher, erro
 		c:        c,
 		opts:     o,
 		log:      c.log.With().Str(logKeyPublisher, o.name).Logger(),
-		queue:    make(chan *pubEntry, o.buffer),
+		queue:    make(chan []*pubEntry, o.buffer),
 		inflight: make(map[uint64]*pubEntry, min(o.maxInFlight, o.buffer)),
 		room:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -431,25 +448,61 @@ func (p *AsyncPublisher) Publish(m Message) error {
 
 // PublishBefore is Publish with the message's own deadline.
 func (p *AsyncPublisher) PublishBefore(m Message, deadline time.Time) error {
+	return p.PublishAllBefore([]Message{m}, deadline)
+}
+
+// PublishAll takes ms as Publish takes each (an admission's results go
+// through the buffer as one batch). What fits in the buffer is taken, in
+// order; the rest is dropped and counted, and the error (ErrBufferFull)
+// says how many. A malformed message fails the whole call before any is
+// taken.
+func (p *AsyncPublisher) PublishAll(ms []Message) error {
+	return p.PublishAllBefore(ms, time.Now().Add(p.opts.deadline))
+}
+
+// PublishAllBefore is PublishAll with the messages' own deadline.
+func (p *AsyncPublisher) PublishAllBefore(ms []Message, deadline time.Time) error {
 	if p.closed.Load() {
-		p.countDrop(dropClosed)
+		for range ms {
+			p.countDrop(dropClosed)
+		}
 		return ErrPublisherClosed
 	}
-	e := &pubEntry{orig: m, deadline: deadline}
-	if err := m.fill(&e.msg); err != nil {
-		return err
+	for _, m := range ms {
+		if err := m.Validate(); err != nil {
+			return err
+		}
 	}
-	n := p.pending.Add(1)
-	if n > int64(p.opts.buffer) {
-		p.pending.Add(-1)
-		p.countDrop(dropFull)
-		return fmt.Errorf("%w: %d messages pending", ErrBufferFull, n-1)
+	if len(ms) == 0 {
+		return nil
+	}
+	k := int64(len(ms))
+	n := p.pending.Add(k)
+	var full error
+	if over := n - int64(p.opts.buffer); over > 0 {
+		over = min(over, k)
+		p.pending.Add(-over)
+		for range over {
+			p.countDrop(dropFull)
+		}
+		full = fmt.Errorf("%w: %d of %d messages dropped, %d pending", ErrBufferFull, over, k, n-k)
+		n -= over
+		k -= over
+		if k == 0 {
+			return full
+		}
 	}
 	p.mPending.Set(float64(n))
+	entries := make([]pubEntry, k)
+	batch := make([]*pubEntry, k)
+	for i := range batch {
+		entries[i] = pubEntry{msg: ms[i], deadline: deadline}
+		batch[i] = &entries[i]
+	}
 	// Always through the pump: a send can block on a full socket buffer,
 	// and the caller (the admission path) must never wait.
-	p.queue <- e
-	return nil
+	p.queue <- batch
+	return full
 }
 
 // Stats returns the publisher's counters.
@@ -501,9 +554,11 @@ func (p *AsyncPublisher) Close(ctx context.Context) error {
 	abandoned := 0
 	for {
 		select {
-		case e := <-p.queue:
-			p.drop(e, dropClosed, ErrPublisherClosed)
-			abandoned++
+		case batch := <-p.queue:
+			for _, e := range batch {
+				p.drop(e, dropClosed, ErrPublisherClosed)
+				abandoned++
+			}
 			continue
 		default:
 		}
@@ -531,13 +586,21 @@ func (p *AsyncPublisher) Close(ctx context.Context) error {
 func (p *AsyncPublisher) pump() {
 	defer close(p.pumpDone)
 	defer func() { _ = p.replySub.Unsubscribe() }()
+	p.outID = []string{""}
+	p.out.Header = nats.Header{jetstream.MsgIDHeader: p.outID}
 	for {
 		select {
 		case <-p.stop:
 			return
-		case e := <-p.queue:
-			if !p.send(e) {
-				return
+		case batch := <-p.queue:
+			for i, e := range batch {
+				if !p.send(e) {
+					// Stopping: the rest are dropped as the queue's are.
+					for _, e := range batch[i+1:] {
+						p.drop(e, dropClosed, ErrPublisherClosed)
+					}
+					return
+				}
 			}
 		}
 	}
@@ -574,12 +637,28 @@ func (p *AsyncPublisher) send(e *pubEntry) bool {
 		p.drop(e, dropExpired, fmt.Errorf("%w: %d acknowledgements outstanding", ErrPublishTimeout, p.opts.maxInFlight))
 		return true
 	}
-	e.msg.Reply = p.replyPrefix + strconv.FormatUint(id, 36)
-	if err := p.c.nc.PublishMsg(&e.msg); err != nil && p.take(id) != nil {
+	if err := p.c.nc.PublishMsg(p.attempt(e, id)); err != nil && p.take(id) != nil {
 		// Not taken meanwhile (by a lost connection): retried or dropped.
 		p.failed(e, err)
 	}
 	return true
+}
+
+// attempt writes e, as attempt id, into the pump's message: the id
+// header, any extra headers, and the reply subject naming the attempt.
+func (p *AsyncPublisher) attempt(e *pubEntry, id uint64) *nats.Msg {
+	m := &p.out
+	if len(m.Header) != 1 || len(e.msg.Header) > 0 {
+		clear(m.Header)
+		for k, v := range e.msg.Header {
+			m.Header[k] = v
+		}
+		m.Header[jetstream.MsgIDHeader] = p.outID
+	}
+	p.outID[0] = e.msg.ID
+	p.replyBuf = strconv.AppendUint(append(p.replyBuf[:0], p.replyPrefix...), id, 36)
+	m.Subject, m.Data, m.Reply = e.msg.Subject, e.msg.Data, string(p.replyBuf)
+	return m
 }
 
 // register puts e in flight under a new attempt number once fewer than
@@ -732,7 +811,7 @@ func (p *AsyncPublisher) requeueOrDrop(e *pubEntry) {
 		p.drop(e, dropClosed, ErrPublisherClosed)
 		return
 	}
-	p.queue <- e
+	p.queue <- []*pubEntry{e}
 	p.mu.Unlock()
 }
 
@@ -745,7 +824,7 @@ func (p *AsyncPublisher) drop(e *pubEntry, reason string, err error) {
 	p.countDrop(reason)
 	p.log.Debug().Err(err).Str(logKeySubject, e.msg.Subject).Str(logKeyReason, reason).Msg("publishDropped")
 	if p.opts.onDrop != nil {
-		p.opts.onDrop(e.orig, err)
+		p.opts.onDrop(e.msg, err)
 	}
 	p.settle()
 }

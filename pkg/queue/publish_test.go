@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,6 +181,88 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("retried %d attempts while the server was down", st.Retried)
+}
+
+// PublishAll takes a batch as Publish takes each message: what fits in
+// the buffer is taken and the rest counted as dropped, a malformed message
+// refuses the whole batch, and every message taken is stored once.
+func TestAsyncPublishAll(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c)
+	ctx := context.Background()
+	var dropHandler atomic.Int64
+	p, err := c.NewAsyncPublisher(WithBufferSize(10), WithAckTimeout(time.Second),
+		WithRetryBackoff(20*time.Millisecond, 200*time.Millisecond),
+		WithDropHandler(func(Message, error) { dropHandler.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(prefix string, n int) []Message {
+		ms := make([]Message, n)
+		for i := range ms {
+			ms[i] = workMsg(t, WorkScan, fmt.Sprintf("%s-%d", prefix, i))
+		}
+		return ms
+	}
+	// While the server is up: a batch larger than anything in flight.
+	if err := p.PublishAll(batch("up", 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishAll(nil); err != nil {
+		t.Fatalf("empty batch: %v", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := e.Config()
+	e.Shutdown()
+	waitFor(t, 5*time.Second, "client to notice the server is gone", func() bool { return !c.NATS().IsConnected() })
+	if err := p.PublishAll(batch("a", 4)); err != nil {
+		t.Fatal(err)
+	}
+	err = p.PublishAll(batch("b", 8))
+	if !errors.Is(err, ErrBufferFull) || !strings.Contains(err.Error(), "2 of 8 messages dropped") {
+		t.Fatalf("batch over the buffer: %v", err)
+	}
+	if err := p.PublishAll(batch("c", 1)); !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("batch into a full buffer: %v", err)
+	}
+	bad := batch("d", 3)
+	bad[1].Subject = "verdict.work.*.x"
+	if err := p.PublishAll(bad); !errors.Is(err, ErrInvalidSubject) {
+		t.Fatalf("malformed batch: %v", err)
+	}
+	if st := p.Stats(); st.Pending != 10 || st.Dropped != 3 {
+		t.Fatalf("stats while down = %+v, want 10 pending, 3 dropped", st)
+	}
+
+	e2, err := embedded.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(e2.Shutdown)
+	if err := p.Flush(fctx); err != nil {
+		t.Fatalf("flush after restart: %v (stats %+v)", err, p.Stats())
+	}
+	if st := p.Stats(); st.Published+st.Duplicates != 20 || st.Dropped != 3 || dropHandler.Load() != 0 {
+		t.Fatalf("stats after restart = %+v, drop handler %d; want 20 published, 3 dropped", st, dropHandler.Load())
+	}
+	if n := streamMsgs(t, c, StreamWork); n != 20 {
+		t.Fatalf("VERDICT_WORK holds %d messages, want 20", n)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishAll(batch("late", 2)); !errors.Is(err, ErrPublisherClosed) {
+		t.Fatalf("batch after close: %v", err)
+	}
+	if st := p.Stats(); st.Dropped != 5 {
+		t.Fatalf("dropped %d after a batch of 2 past Close, want 5", st.Dropped)
+	}
 }
 
 // Messages whose deadline passes while the server is down are dropped and
