@@ -10,7 +10,8 @@
 #   PROFILE=/tmp/webhook writes a CPU profile of each open-loop level
 #   (/tmp/webhook.<rate>.pprof) through the webhook's --pprof;
 #   WEBHOOK_BIN=path runs that binary instead of building one (to compare
-#   builds in one session).
+#   builds in one session); LOG_LEVEL=info logs as a default install does
+#   (a line per denied request; the default here, warn, logs none).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bench=${BENCH_DIR:-$repo/../shared/bench}
@@ -37,7 +38,7 @@ pprof=()
 "$webhook" --mode files --address 127.0.0.1:19443 --probe-address 127.0.0.1:18080 "${pprof[@]}" \
   --policies "$bench/pss-classic" \
   --tls-cert-file "$work/tls.crt" --tls-private-key-file "$work/tls.key" \
-  --nats-url nats://127.0.0.1:14222 --log-level warn >"$work/webhook.log" 2>&1 &
+  --nats-url nats://127.0.0.1:14222 --log-level "${LOG_LEVEL:-warn}" >"$work/webhook.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
   curl -sf http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break

@@ -1,12 +1,10 @@
 package cleanerapp_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	"github.com/verdict-dev/verdict/internal/cleanerapp"
 	"github.com/verdict-dev/verdict/internal/controlplane"
+	"github.com/verdict-dev/verdict/internal/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -82,24 +81,6 @@ spec:
   conditions:
   - {name: done, expression: "object.metadata.labels.state == 'done'"}
 `
-
-// syncBuffer is a log the cleaner writes and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
@@ -186,7 +167,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nats.Shutdown)
-	var logs syncBuffer
+	var logs testproc.LogBuffer
 	probe := freeAddr(t)
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

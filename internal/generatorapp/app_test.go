@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/generator"
 	"github.com/verdict-dev/verdict/internal/generatorapp"
 	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/testproc"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -209,24 +209,6 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	t.Fatalf("%s: not within %s: %v", what, d, err)
 }
 
-// syncBuffer is a buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startStack starts an embedded JetStream, the real webhook (one replica,
 // leader: it registers itself) and the generator service (its Run, as its
 // main does, with short retries) against the control plane. It returns
@@ -243,7 +225,7 @@ func startStack(t *testing.T, cp *controlplane.ControlPlane) (*embedded.Server, 
 	gcfg.ProbeAddress = probe
 	gcfg.Worker.RetryMin, gcfg.Worker.RetryMax = 100*time.Millisecond, time.Second
 	gcfg.Worker.ShutdownTimeout = 5 * time.Second
-	var logs syncBuffer
+	var logs testproc.LogBuffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("generator log:\n%s", logs.String())

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -244,6 +245,9 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		// vpolDenials are the ValidatingPolicies' reasons, in Kyverno's
 		// words for them ("Policy <name> failed: <message>").
 		vpolDenials []string
+		// deniedBy names the blocking policies, for the request's log
+		// line (one line per request, not one per policy).
+		deniedBy []string
 	)
 	// A result per policy at most: one allocation, not one per doubling
 	// (a ResultEvent is a few hundred bytes).
@@ -260,7 +264,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 			denials, warnings := vpolOutcome(p, resp)
 			if len(denials) > 0 {
 				vpolDenials = append(vpolDenials, denials...)
-				logFrom(ctx).Info().Str(keyPolicy, p.Raw.Key()).Msg("validation failed, request denied")
+				deniedBy = append(deniedBy, p.Raw.Key())
 				continue
 			}
 			v.warnings = append(v.warnings, warnings...)
@@ -283,7 +287,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 				}
 			}
 			blocked[p.Name()] = rules
-			logFrom(ctx).Info().Str(keyPolicy, p.Raw.Key()).Msg("validation failed, request denied")
+			deniedBy = append(deniedBy, p.Raw.Key())
 			continue
 		}
 		for _, rr := range resp.Rules {
@@ -292,6 +296,9 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 			}
 		}
 		st.results = append(st.results, resultEvent(ev, p, resp))
+	}
+	if len(deniedBy) > 0 {
+		logFrom(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context { return c.Strs(keyDeniedBy, deniedBy) })
 	}
 	if len(blocked) > 0 {
 		msg, err := blockedMessage(ev.rv.resource(), blocked)

@@ -6,14 +6,17 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/rs/zerolog"
 	admissionv1 "k8s.io/api/admission/v1"
 
 	evt "github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/testproc"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -83,6 +86,39 @@ func TestValidateEnforce(t *testing.T) {
 	})
 	if got := counter(t, h.reg, "verdict_webhook_requests_total", map[string]string{"endpoint": "validate", "outcome": "denied"}); got != 1 {
 		t.Fatalf("denied requests counted %v, want 1", got)
+	}
+}
+
+// A denied request is one line at info, "request served", naming every
+// policy that blocked it; an admitted one writes nothing at info.
+func TestDenialIsOneLogLine(t *testing.T) {
+	var buf testproc.LogBuffer
+	enforceLatest := strings.Replace(auditLatest, "validationFailureAction: Audit", "validationFailureAction: Enforce", 1)
+	h := newHarness(t, staticSource(t, enforcePrivileged, enforceLatest), testConfig(),
+		WithLogger(zerolog.New(&buf).Level(zerolog.InfoLevel)))
+	latest := func(p map[string]any) {
+		p["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "registry.example.com/app:latest"
+	}
+	if resp := h.admit(PathValidate, reviewOf(t, admissionv1.Create, pod("bad", privileged, latest))); resp.Allowed {
+		t.Fatal("violating pod admitted")
+	}
+	if resp := h.admit(PathValidate, reviewOf(t, admissionv1.Create, pod("good"))); !resp.Allowed {
+		t.Fatalf("compliant pod denied: %v", resp.Result)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines, want 1:\n%s", len(lines), buf.String())
+	}
+	var line struct {
+		Level, Message, Outcome, Name string
+		DeniedBy                      []string
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &line); err != nil {
+		t.Fatal(err)
+	}
+	if line.Level != "info" || line.Message != "request served" || line.Outcome != "denied" || line.Name != "bad" ||
+		!slices.Equal(line.DeniedBy, []string{"disallow-privileged", "disallow-latest"}) {
+		t.Fatalf("log line %s", lines[0])
 	}
 }
 

@@ -29,6 +29,9 @@ const (
 	keyStack       = "stack"
 	keySubresource = "subresource"
 	keyDryRun      = "dryRun"
+	// keyDeniedBy lists the policies that blocked a request, on its
+	// "request served" line.
+	keyDeniedBy = "deniedBy"
 )
 
 // logFrom returns the logger carried by ctx, or a disabled one.

@@ -29,11 +29,17 @@ func decodePubAck(data []byte) (pubAckReply, error) {
 	if fastPubAck(data, &a) {
 		return a, nil
 	}
-	a = pubAckReply{}
-	if err := json.Unmarshal(data, &a); err != nil {
+	return slowPubAck(data)
+}
+
+// slowPubAck is encoding/json's reading (apart, so that the fast path's
+// reply stays on the stack).
+func slowPubAck(data []byte) (pubAckReply, error) {
+	a := new(pubAckReply)
+	if err := json.Unmarshal(data, a); err != nil {
 		return pubAckReply{}, err
 	}
-	return a, nil
+	return *a, nil
 }
 
 func fastPubAck(data []byte, a *pubAckReply) bool {
