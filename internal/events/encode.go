@@ -14,17 +14,36 @@ import (
 // json.Marshal would refuse (a timestamp outside years 0 to 9999, or a
 // zone 24 hours or more from UTC) is handed to it for its error.
 func EncodeResultEvent(ev ResultEvent) ([]byte, error) {
-	_, offset := ev.Timestamp.Zone()
-	if y := ev.Timestamp.Year(); y < 0 || y > 9999 || offset <= -24*3600 || offset >= 24*3600 {
-		return json.Marshal(ev)
+	b, err := AppendResultEvent(make([]byte, 0, resultEventSize(ev)), ev)
+	if err != nil {
+		return nil, err
 	}
+	return b, nil
+}
+
+// resultEventSize is about the length of ev's encoding (a little more, as
+// a rule): what a buffer for it is given.
+func resultEventSize(ev ResultEvent) int {
 	r, p := ev.Resource, ev.Policy
 	size := 256 + len(r.APIVersion) + len(r.Kind) + len(r.Namespace) + len(r.Name) + len(r.UID) + len(r.ResourceVersion) +
 		len(p.Key) + len(p.Kind) + len(p.UID) + len(p.ResourceVersion) + len(ev.Category) + len(ev.Severity) + len(ev.RequestUID) + len(ev.Retracted)
 	for _, rr := range ev.Rules {
 		size += 64 + len(rr.Name) + len(rr.Type) + len(rr.Status) + len(rr.Message) + len(rr.Exception)
 	}
-	b := make([]byte, 0, size)
+	return size
+}
+
+// AppendResultEvent appends EncodeResultEvent's bytes to b.
+func AppendResultEvent(b []byte, ev ResultEvent) ([]byte, error) {
+	_, offset := ev.Timestamp.Zone()
+	if y := ev.Timestamp.Year(); y < 0 || y > 9999 || offset <= -24*3600 || offset >= 24*3600 {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return b, err
+		}
+		return append(b, data...), nil
+	}
+	r, p := ev.Resource, ev.Policy
 	b = append(b, `{"resource":{"apiVersion":`...)
 	b = jsonwrite.String(b, r.APIVersion)
 	b = append(b, `,"kind":`...)

@@ -91,18 +91,76 @@ func SameOutcome(a, b ResultEvent) bool {
 // deterministic id (a retried publish, or two replicas evaluating the same
 // admission or scanning the same versions, collapse).
 func ResultMessage(ev ResultEvent) (queue.Message, error) {
-	if ev.Resource.UID == "" || ev.Policy.Key == "" {
-		return queue.Message{}, fmt.Errorf("%w: a result needs a resource uid and a policy key", ErrIncomplete)
+	if err := resultComplete(ev); err != nil {
+		return queue.Message{}, err
 	}
 	data, err := EncodeResultEvent(ev)
 	if err != nil {
 		return queue.Message{}, err
 	}
-	parts := []string{"result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID}
-	if ev.Retracted != "" {
-		parts = append(parts, "retracted", ev.Retracted)
+	var text [256]byte
+	t, split := appendResultKeys(text[:0], ev)
+	return queue.Message{Subject: string(t[:split]), ID: string(t[split:]), Data: data}, nil
+}
+
+// ResultMessages is ResultMessage of each event, as a batch: the
+// payloads share one buffer and the subjects and ids one string, so an
+// admission's results (one per policy) cost three allocations, not three
+// per policy. An event with no message is left out and given to skip
+// with its error (ResultMessage's).
+func ResultMessages(evs []ResultEvent, skip func(ResultEvent, error)) []queue.Message {
+	ms := make([]queue.Message, 0, len(evs))
+	size := 0
+	for _, ev := range evs {
+		size += resultEventSize(ev)
 	}
-	return queue.Message{Subject: queue.ResultSubject(ev.Resource.UID, ev.Policy.ResultKey()), ID: queue.MsgID(parts...), Data: data}, nil
+	data := make([]byte, 0, size)
+	text := make([]byte, 0, len(evs)*160)
+	type span struct{ start, split, end int }
+	spans := make([]span, 0, len(evs))
+	for _, ev := range evs {
+		if err := resultComplete(ev); err != nil {
+			skip(ev, err)
+			continue
+		}
+		start := len(data)
+		var err error
+		if data, err = AppendResultEvent(data, ev); err != nil {
+			data = data[:start]
+			skip(ev, err)
+			continue
+		}
+		sp := span{start: len(text)}
+		text, sp.split = appendResultKeys(text, ev)
+		sp.end = len(text)
+		spans = append(spans, sp)
+		// Full slice expressions: a payload never reaches into the next.
+		ms = append(ms, queue.Message{Data: data[start:len(data):len(data)]})
+	}
+	keys := string(text)
+	for i, sp := range spans {
+		ms[i].Subject, ms[i].ID = keys[sp.start:sp.split], keys[sp.split:sp.end]
+	}
+	return ms
+}
+
+// resultComplete checks that ev has what its subject and id are made of.
+func resultComplete(ev ResultEvent) error {
+	if ev.Resource.UID == "" || ev.Policy.Key == "" {
+		return fmt.Errorf("%w: a result needs a resource uid and a policy key", ErrIncomplete)
+	}
+	return nil
+}
+
+// appendResultKeys appends ev's subject, then its message id, to b, and
+// says where the id starts.
+func appendResultKeys(b []byte, ev ResultEvent) ([]byte, int) {
+	b = queue.AppendResultSubject(b, ev.Resource.UID, ev.Policy.ResultKey())
+	split := len(b)
+	if ev.Retracted != "" {
+		return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID, "retracted", ev.Retracted), split
+	}
+	return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID), split
 }
 
 // ScanAction is what the scanner does with a ScanItem.

@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -148,4 +149,61 @@ func TestWorkMessage(t *testing.T) {
 	if _, err := WorkMessage(item); !errors.Is(err, queue.ErrInvalidKind) {
 		t.Fatalf("unknown kind: %v", err)
 	}
+}
+
+// FuzzResultMessages holds ResultMessage to the subject, id and payload
+// its parts make one by one (queue.ResultSubject, queue.MsgID,
+// EncodeResultEvent), and ResultMessages to ResultMessage of each event,
+// with the incomplete ones left out and reported.
+func FuzzResultMessages(f *testing.F) {
+	f.Add("uid-1", "7", "ns/p.x", "p-uid", "3", "req-1", "", "msg")
+	f.Add("", "", "", "", "", "", RetractedPolicyDeleted, "")
+	f.Add("a.b~c%", "\xff", "p", "", "", "", RetractedNotSelected, "ü ✓")
+	f.Fuzz(func(t *testing.T, uid, rv, key, puid, prv, req, retracted, msg string) {
+		ev := ResultEvent{
+			Resource:   ResourceRef{APIVersion: "v1", Kind: "Pod", Name: msg, UID: uid, ResourceVersion: rv},
+			Policy:     PolicyRef{Key: key, UID: puid, ResourceVersion: prv},
+			Rules:      []RuleResult{{Name: "r", Type: engine.TypeValidation, Status: engine.StatusFail, Message: msg}},
+			RequestUID: req,
+			Retracted:  retracted,
+		}
+		other := ev
+		other.Resource.UID, other.Policy.Key = key+"2", uid+"2"
+		got, err := ResultMessage(ev)
+		if ev.Resource.UID == "" || ev.Policy.Key == "" {
+			if !errors.Is(err, ErrIncomplete) {
+				t.Fatalf("incomplete event: %v", err)
+			}
+		} else {
+			parts := []string{"result", uid, rv, puid, prv, req}
+			if retracted != "" {
+				parts = append(parts, "retracted", retracted)
+			}
+			data, _ := EncodeResultEvent(ev)
+			want := queue.Message{Subject: queue.ResultSubject(uid, ev.Policy.ResultKey()), ID: queue.MsgID(parts...), Data: data}
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("ResultMessage = %+v, %v\nwant %+v", got, err, want)
+			}
+		}
+		evs := []ResultEvent{ev, {Policy: ev.Policy}, other, ev}
+		var skipped int
+		ms := ResultMessages(evs, func(ResultEvent, error) { skipped++ })
+		var want []queue.Message
+		for _, e := range evs {
+			if m, err := ResultMessage(e); err == nil {
+				want = append(want, m)
+			}
+		}
+		if len(ms) != len(want) || skipped != len(evs)-len(want) {
+			t.Fatalf("%d messages, %d skipped; want %d and %d", len(ms), skipped, len(want), len(evs)-len(want))
+		}
+		for i := range ms {
+			if !reflect.DeepEqual(ms[i], want[i]) {
+				t.Fatalf("message %d = %+v\nwant %+v", i, ms[i], want[i])
+			}
+			if cap(ms[i].Data) != len(ms[i].Data) {
+				t.Fatalf("message %d: a payload can be appended to in place", i)
+			}
+		}
+	})
 }

@@ -38,22 +38,24 @@ func newResultSink(pub *queue.AsyncPublisher, reg prometheus.Registerer, log zer
 var _ webhook.ResultSink = (*resultSink)(nil)
 
 func (s *resultSink) Publish(_ context.Context, evs []events.ResultEvent) {
-	ms := make([]queue.Message, 0, len(evs))
-	for _, ev := range evs {
-		m, err := events.ResultMessage(ev)
-		if err == nil {
-			err = m.Validate()
-		}
-		if err != nil {
-			s.unpublishable.Inc()
-			s.log.Debug().Err(err).Msg("result not published")
+	ms := events.ResultMessages(evs, func(_ events.ResultEvent, err error) { s.skip(err) })
+	valid := ms[:0]
+	for _, m := range ms {
+		if err := m.Validate(); err != nil {
+			s.skip(err)
 			continue
 		}
-		ms = append(ms, m)
+		valid = append(valid, m)
 	}
 	// One batch through the publisher's buffer. It counts what it drops;
 	// the admission answer does not wait.
-	_ = s.pub.PublishAll(ms)
+	_ = s.pub.PublishAll(valid)
+}
+
+// skip counts a result that makes no message.
+func (s *resultSink) skip(err error) {
+	s.unpublishable.Inc()
+	s.log.Debug().Err(err).Msg("result not published")
 }
 
 func (s *resultSink) Flush(ctx context.Context) error { return s.pub.Flush(ctx) }

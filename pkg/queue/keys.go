@@ -82,22 +82,26 @@ func EncodeToken(s string) string {
 	if clean {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
+	return string(AppendEncodedToken(make([]byte, 0, len(s)+8), s))
+}
+
+// AppendEncodedToken appends EncodeToken(s) to b.
+func AppendEncodedToken(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, '%')
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case tokenSafe[c]:
-			b.WriteByte(c)
+			b = append(b, c)
 		case c == '.':
-			b.WriteByte('~')
+			b = append(b, '~')
 		default:
-			b.WriteByte('%')
-			b.WriteByte(upperHex[c>>4])
-			b.WriteByte(upperHex[c&0x0f])
+			b = append(b, '%', upperHex[c>>4], upperHex[c&0x0f])
 		}
 	}
-	return b.String()
+	return b
 }
 
 // DecodeToken reverses EncodeToken. It fails with ErrInvalidToken for a
@@ -164,6 +168,12 @@ func unhex(c byte) int {
 // on one resource: verdict.results.<resource-uid>.<policy-key>, both encoded.
 func ResultSubject(resourceUID, policyKey string) string {
 	return resultsPrefix + EncodeToken(resourceUID) + "." + EncodeToken(policyKey)
+}
+
+// AppendResultSubject appends ResultSubject(resourceUID, policyKey) to b.
+func AppendResultSubject(b []byte, resourceUID, policyKey string) []byte {
+	b = AppendEncodedToken(append(b, resultsPrefix...), resourceUID)
+	return AppendEncodedToken(append(b, '.'), policyKey)
 }
 
 // ResultsOfResource is the filter matching every result of one resource
@@ -257,6 +267,15 @@ func DeadSubject(origin string) string {
 // rule): the hex SHA-256 of the length-prefixed parts, cut to 128 bits.
 // Length prefixes keep ("ab","c") and ("a","bc") apart.
 func MsgID(parts ...string) string {
+	var out [msgIDLen]byte
+	return string(AppendMsgID(out[:0], parts...))
+}
+
+// msgIDLen is the length of every MsgID.
+const msgIDLen = 32
+
+// AppendMsgID appends MsgID(parts...) to b.
+func AppendMsgID(b []byte, parts ...string) []byte {
 	// The parts, each after its length as a uvarint, hashed at once from
 	// a buffer on the stack when they fit (a result's id is about 150
 	// bytes); the bytes hashed, and so the ids, are the same either way.
@@ -267,9 +286,7 @@ func MsgID(parts ...string) string {
 		buf = append(buf, p...)
 	}
 	sum := sha256.Sum256(buf)
-	var out [32]byte
-	hex.Encode(out[:], sum[:16])
-	return string(out[:])
+	return hex.AppendEncode(b, sum[:msgIDLen/2])
 }
 
 // validSubject reports whether s is a literal subject a message can be

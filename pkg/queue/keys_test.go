@@ -178,3 +178,21 @@ func FuzzTokenRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendEncodedToken holds AppendEncodedToken to EncodeToken, and
+// AppendResultSubject to ResultSubject.
+func FuzzAppendEncodedToken(f *testing.F) {
+	f.Add("ns/p.x", "uid-1")
+	f.Add("", "%~ \xff")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if got := string(AppendEncodedToken([]byte("x"), a)); got != "x"+EncodeToken(a) {
+			t.Fatalf("AppendEncodedToken(%q) = %q, want x%q", a, got, EncodeToken(a))
+		}
+		if got := string(AppendResultSubject(nil, a, b)); got != ResultSubject(a, b) {
+			t.Fatalf("AppendResultSubject(%q, %q) = %q, want %q", a, b, got, ResultSubject(a, b))
+		}
+		if got := string(AppendMsgID([]byte("y"), a, b)); got != "y"+MsgID(a, b) {
+			t.Fatalf("AppendMsgID = %q, want y%q", got, MsgID(a, b))
+		}
+	})
+}

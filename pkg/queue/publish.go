@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -455,7 +456,10 @@ func (p *AsyncPublisher) PublishBefore(m Message, deadline time.Time) error {
 // through the buffer as one batch). What fits in the buffer is taken, in
 // order; the rest is dropped and counted, and the error (ErrBufferFull)
 // says how many. A malformed message fails the whole call before any is
-// taken.
+// taken. The messages may share memory (one payload buffer, one string
+// for their subjects and ids): a message that must be retried is copied
+// out first, so a batch is held only until each message's first attempt
+// is answered.
 func (p *AsyncPublisher) PublishAll(ms []Message) error {
 	return p.PublishAllBefore(ms, time.Now().Add(p.opts.deadline))
 }
@@ -637,7 +641,10 @@ func (p *AsyncPublisher) send(e *pubEntry) bool {
 		p.drop(e, dropExpired, fmt.Errorf("%w: %d acknowledgements outstanding", ErrPublishTimeout, p.opts.maxInFlight))
 		return true
 	}
-	if err := p.c.nc.PublishMsg(p.attempt(e, id)); err != nil && p.take(id) != nil {
+	err := p.c.nc.PublishMsg(p.attempt(e, id))
+	// nats.go copied what it needs: the pump's message lets go of e's.
+	p.out.Subject, p.out.Data, p.out.Reply = "", nil, ""
+	if err != nil && p.take(id) != nil {
 		// Not taken meanwhile (by a lost connection): retried or dropped.
 		p.failed(e, err)
 	}
@@ -799,7 +806,20 @@ func (p *AsyncPublisher) failed(e *pubEntry, err error) {
 	}
 	p.retried.Add(1)
 	p.mRetried.Inc()
+	e = e.detached()
 	time.AfterFunc(wait, func() { p.requeueOrDrop(e) })
+}
+
+// detached is a copy of e that shares no memory with the batch it came
+// in (PublishAll's entries; a caller's shared payload buffer and key
+// string): a message waiting for a retry, for as long as its deadline
+// allows, holds only its own bytes, not its whole batch's.
+func (e *pubEntry) detached() *pubEntry {
+	d := *e
+	d.msg.Subject = strings.Clone(e.msg.Subject)
+	d.msg.ID = strings.Clone(e.msg.ID)
+	d.msg.Data = bytes.Clone(e.msg.Data)
+	return &d
 }
 
 // requeueOrDrop puts e back in the queue; it always fits, as the queue's

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -262,6 +264,48 @@ func TestAsyncPublishAll(t *testing.T) {
 	}
 	if st := p.Stats(); st.Dropped != 5 {
 		t.Fatalf("dropped %d after a batch of 2 past Close, want 5", st.Dropped)
+	}
+}
+
+// A message of a batch that must be retried holds only its own bytes:
+// once the rest of its batch is stored, the batch's shared payload buffer
+// can be collected while the retries go on.
+func TestAsyncPublishAllRetryLetsGoOfTheBatch(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c)
+	p, err := c.NewAsyncPublisher(WithMessageDeadline(time.Minute), WithAckTimeout(time.Second),
+		WithRetryBackoff(20*time.Millisecond, 100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	shared := make([]byte, 1<<20)
+	held := weak.Make(&shared[0])
+	ms := []Message{
+		workMsg(t, WorkScan, "stored-1"),
+		{Subject: "nowhere.x", ID: "no-stream", Data: shared[2:3:3]}, // retried until its deadline
+		workMsg(t, WorkScan, "stored-2"),
+	}
+	ms[0].Data, ms[2].Data = shared[0:1:1], shared[1:2:2]
+	if err := p.PublishAll(ms); err != nil {
+		t.Fatal(err)
+	}
+	ms, shared = nil, nil
+	waitFor(t, 10*time.Second, "the stored messages and a retry", func() bool {
+		st := p.Stats()
+		return st.Published == 2 && st.Retried >= 2
+	})
+	waitFor(t, 10*time.Second, "the batch's buffer to be collected", func() bool {
+		runtime.GC()
+		return held.Value() == nil
+	})
+	if st := p.Stats(); st.Pending != 1 || st.Dropped != 0 {
+		t.Fatalf("stats %+v, want the unstored message still pending", st)
 	}
 }
 
