@@ -4,8 +4,9 @@
 // loop). Every review has its own request uid and object uid, as the API
 // server sends them (so every admitted review publishes its results).
 // With --metrics-url (the webhook's /metrics on its probe address) it
-// also reports the webhook's CPU time per request, from its
-// process_cpu_seconds_total before and after each level. It only talks to
+// also reports the webhook's CPU time and heap allocations per request,
+// from its process_cpu_seconds_total and go_memstats_mallocs_total before
+// and after each level. It only talks to
 // the addresses it is given; every run is bounded in time and in
 // requests.
 package main
@@ -80,7 +81,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	header := "mode\tconcurrency\trequests\terrors\treq/s\tp50\tp90\tp99\tmax\t"
 	if cfg.metricsURL != "" {
-		header += "webhook CPU/req\t"
+		header += "webhook CPU/req\tallocs/req\t"
 	}
 	fmt.Fprintln(tw, header)
 	levels := cfg.concurrency
@@ -88,9 +89,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if cfg.warmup > 0 {
 			_ = measure(ctx, client, cfg, bodies, c, 0, cfg.warmup)
 		}
-		var cpu0 float64
+		var before webhookCounters
 		if cfg.metricsURL != "" {
-			if cpu0, err = processCPU(ctx, cfg.metricsURL); err != nil {
+			if before, err = readCounters(ctx, cfg.metricsURL); err != nil {
 				return err
 			}
 		}
@@ -102,13 +103,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		line := fmt.Sprintf("%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t", mode, c, r.n, r.errors, r.rps,
 			ms(r.pct(50)), ms(r.pct(90)), ms(r.pct(99)), ms(r.pct(100)))
 		if cfg.metricsURL != "" {
-			cpu1, err := processCPU(context.WithoutCancel(ctx), cfg.metricsURL)
+			after, err := readCounters(context.WithoutCancel(ctx), cfg.metricsURL)
 			if err != nil {
 				return err
 			}
 			// Requests still in flight when the level ended are not
-			// counted, and their CPU is: a slight overestimate.
-			line += fmt.Sprintf("%.0fµs\t", (cpu1-cpu0)/float64(max(r.sent, 1))*1e6)
+			// counted, and their CPU and allocations are: a slight
+			// overestimate.
+			sent := float64(max(r.sent, 1))
+			line += fmt.Sprintf("%.0fµs\t%.0f\t", (after.cpu-before.cpu)/sent*1e6, (after.mallocs-before.mallocs)/sent)
 		}
 		fmt.Fprintln(tw, line)
 		if r.firstErr != nil {
@@ -338,35 +341,50 @@ func measure(ctx context.Context, client *http.Client, cfg config, bodies []revi
 // share a uid.
 var uidCounter atomic.Uint64
 
-// processCPU reads process_cpu_seconds_total from a Prometheus text
+// webhookCounters are the webhook's process counters the load generator
+// reports per request.
+type webhookCounters struct {
+	cpu     float64 // process_cpu_seconds_total
+	mallocs float64 // go_memstats_mallocs_total
+}
+
+// readCounters reads the counters from the webhook's Prometheus text
 // exposition.
-func processCPU(ctx context.Context, url string) (float64, error) {
+func readCounters(ctx context.Context, url string) (webhookCounters, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return webhookCounters{}, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("webhook metrics: %w", err)
+		return webhookCounters{}, fmt.Errorf("webhook metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return 0, fmt.Errorf("webhook metrics: %w", err)
+		return webhookCounters{}, fmt.Errorf("webhook metrics: %w", err)
 	}
-	return cpuSeconds(body)
+	var c webhookCounters
+	if c.cpu, err = metricValue(body, "process_cpu_seconds_total"); err != nil {
+		return webhookCounters{}, err
+	}
+	if c.mallocs, err = metricValue(body, "go_memstats_mallocs_total"); err != nil {
+		return webhookCounters{}, err
+	}
+	return c, nil
 }
 
-// cpuSeconds finds process_cpu_seconds_total in a text exposition.
-func cpuSeconds(exposition []byte) (float64, error) {
+// metricValue finds the value of an unlabelled metric in a text
+// exposition.
+func metricValue(exposition []byte, name string) (float64, error) {
 	for line := range strings.Lines(string(exposition)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_cpu_seconds_total "); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
 			return strconv.ParseFloat(v, 64)
 		}
 	}
-	return 0, errors.New("webhook metrics: no process_cpu_seconds_total (is --metrics-url the webhook's /metrics?)")
+	return 0, fmt.Errorf("webhook metrics: no %s (is --metrics-url the webhook's /metrics?)", name)
 }
 
 func send(ctx context.Context, client *http.Client, url string, body []byte) error {

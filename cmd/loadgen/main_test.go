@@ -47,12 +47,15 @@ func TestReviewsHaveUniqueUIDs(t *testing.T) {
 	}
 }
 
-func TestCPUSeconds(t *testing.T) {
-	got, err := cpuSeconds([]byte("# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.34\nprocess_cpu_seconds_total_other 1\n"))
-	if err != nil || got != 12.34 {
+func TestMetricValue(t *testing.T) {
+	exposition := []byte("# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.34\nprocess_cpu_seconds_total_other 1\ngo_memstats_mallocs_total 1.2345e+06\n")
+	if got, err := metricValue(exposition, "process_cpu_seconds_total"); err != nil || got != 12.34 {
 		t.Fatalf("%v, %v", got, err)
 	}
-	if _, err := cpuSeconds([]byte("go_goroutines 3\n")); err == nil {
+	if got, err := metricValue(exposition, "go_memstats_mallocs_total"); err != nil || got != 1234500 {
+		t.Fatalf("%v, %v", got, err)
+	}
+	if _, err := metricValue([]byte("go_goroutines 3\n"), "process_cpu_seconds_total"); err == nil {
 		t.Fatal("no error without the metric")
 	}
 }
