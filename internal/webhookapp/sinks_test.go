@@ -13,7 +13,7 @@ import (
 )
 
 // A result without a resource uid cannot become a message: it is counted,
-// the others are published.
+// the others (whatever their uids and keys) are published.
 func TestResultSinkCountsUnpublishable(t *testing.T) {
 	ctx := t.Context()
 	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
@@ -41,6 +41,8 @@ func TestResultSinkCountsUnpublishable(t *testing.T) {
 	sink.Publish(ctx, []events.ResultEvent{
 		{Resource: events.ResourceRef{Kind: "Pod", Name: "no-uid"}, Policy: pol},
 		{Resource: events.ResourceRef{Kind: "Pod", Name: "web", UID: "u1"}, Policy: pol},
+		// Any uid and key make a valid subject (escaped tokens).
+		{Resource: events.ResourceRef{Kind: "Pod", Name: "odd", UID: "u 2.*>"}, Policy: events.PolicyRef{Key: "ns/odd.*>", UID: "pu2"}},
 	})
 	if err := sink.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -56,7 +58,7 @@ func TestResultSinkCountsUnpublishable(t *testing.T) {
 	if _, err := conn.Replay(ctx, queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Errorf("%d results stored, want 1", n)
+	if n != 2 {
+		t.Errorf("%d results stored, want 2", n)
 	}
 }
