@@ -35,6 +35,24 @@ func resultEventSize(ev ResultEvent) int {
 
 // AppendResultEvent appends EncodeResultEvent's bytes to b.
 func AppendResultEvent(b []byte, ev ResultEvent) ([]byte, error) {
+	var e resultEncoder
+	return e.append(b, ev)
+}
+
+// resultEncoder appends result events to one buffer, and copies what the
+// previous event had alike (an admission's results share their resource
+// and their time) rather than encoding it again. Whoever shortens the
+// buffer must reset it.
+type resultEncoder struct {
+	res            ResourceRef
+	resFrom, resTo int // where the resource's fields are in the buffer
+	hasRes         bool
+	at             time.Time
+	atFrom, atTo   int // where the timestamp's text is
+	hasAt          bool
+}
+
+func (e *resultEncoder) append(b []byte, ev ResultEvent) ([]byte, error) {
 	_, offset := ev.Timestamp.Zone()
 	if y := ev.Timestamp.Year(); y < 0 || y > 9999 || offset <= -24*3600 || offset >= 24*3600 {
 		data, err := json.Marshal(ev)
@@ -45,14 +63,20 @@ func AppendResultEvent(b []byte, ev ResultEvent) ([]byte, error) {
 	}
 	r, p := ev.Resource, ev.Policy
 	b = append(b, `{"resource":{"apiVersion":`...)
-	b = jsonwrite.String(b, r.APIVersion)
-	b = append(b, `,"kind":`...)
-	b = jsonwrite.String(b, r.Kind)
-	b = jsonwrite.OptionalString(b, `,"namespace":`, r.Namespace)
-	b = append(b, `,"name":`...)
-	b = jsonwrite.String(b, r.Name)
-	b = jsonwrite.OptionalString(b, `,"uid":`, r.UID)
-	b = jsonwrite.OptionalString(b, `,"resourceVersion":`, r.ResourceVersion)
+	if e.hasRes && r == e.res {
+		b = append(b, b[e.resFrom:e.resTo]...)
+	} else {
+		from := len(b)
+		b = jsonwrite.String(b, r.APIVersion)
+		b = append(b, `,"kind":`...)
+		b = jsonwrite.String(b, r.Kind)
+		b = jsonwrite.OptionalString(b, `,"namespace":`, r.Namespace)
+		b = append(b, `,"name":`...)
+		b = jsonwrite.String(b, r.Name)
+		b = jsonwrite.OptionalString(b, `,"uid":`, r.UID)
+		b = jsonwrite.OptionalString(b, `,"resourceVersion":`, r.ResourceVersion)
+		e.res, e.resFrom, e.resTo, e.hasRes = r, from, len(b), true
+	}
 	b = append(b, `},"policy":{"key":`...)
 	b = jsonwrite.String(b, p.Key)
 	b = jsonwrite.OptionalString(b, `,"kind":`, p.Kind)
@@ -85,7 +109,13 @@ func AppendResultEvent(b []byte, ev ResultEvent) ([]byte, error) {
 	b = strconv.AppendBool(b, ev.Scored)
 	b = append(b, `,"timestamp":`...)
 	b = append(b, '"')
-	b = ev.Timestamp.AppendFormat(b, time.RFC3339Nano)
+	if e.hasAt && ev.Timestamp == e.at {
+		b = append(b, b[e.atFrom:e.atTo]...)
+	} else {
+		from := len(b)
+		b = ev.Timestamp.AppendFormat(b, time.RFC3339Nano)
+		e.at, e.atFrom, e.atTo, e.hasAt = ev.Timestamp, from, len(b), true
+	}
 	b = append(b, '"')
 	b = append(b, `,"admission":`...)
 	b = strconv.AppendBool(b, ev.Admission)

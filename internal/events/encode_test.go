@@ -112,6 +112,7 @@ func BenchmarkResultMessages(b *testing.B) {
 	for i := range evs {
 		evs[i] = sampleEvent()
 		evs[i].Policy.Key = "policy-" + strconv.Itoa(i)
+		evs[i].Timestamp = evs[0].Timestamp // one evaluation's time
 	}
 	b.Run("impl=each", func(b *testing.B) {
 		b.ReportAllocs()

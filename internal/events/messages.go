@@ -118,6 +118,7 @@ func ResultMessages(evs []ResultEvent, skip func(ResultEvent, error)) []queue.Me
 	text := make([]byte, 0, len(evs)*160)
 	type span struct{ start, split, end int }
 	spans := make([]span, 0, len(evs))
+	var enc resultEncoder
 	for _, ev := range evs {
 		if err := resultComplete(ev); err != nil {
 			skip(ev, err)
@@ -125,8 +126,8 @@ func ResultMessages(evs []ResultEvent, skip func(ResultEvent, error)) []queue.Me
 		}
 		start := len(data)
 		var err error
-		if data, err = AppendResultEvent(data, ev); err != nil {
-			data = data[:start]
+		if data, err = enc.append(data, ev); err != nil {
+			data, enc = data[:start], resultEncoder{}
 			skip(ev, err)
 			continue
 		}
