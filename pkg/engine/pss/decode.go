@@ -32,6 +32,31 @@ func decodePod(doc map[string]any) (*corev1.Pod, error) {
 
 type decoder struct {
 	err error
+	// The pod's *bool and *string fields and capability lists point into
+	// these, a few allocations for the whole pod rather than one per
+	// field (a full slab is left to the fields pointing into it).
+	bools []bool
+	strs  []string
+	caps  []corev1.Capability
+}
+
+// slabSize is how many values a slab of the decoder holds.
+const slabSize = 16
+
+func (d *decoder) newBool(b bool) *bool {
+	if len(d.bools) == cap(d.bools) {
+		d.bools = make([]bool, 0, slabSize)
+	}
+	d.bools = append(d.bools, b)
+	return &d.bools[len(d.bools)-1]
+}
+
+func (d *decoder) newString(s string) *string {
+	if len(d.strs) == cap(d.strs) {
+		d.strs = make([]string, 0, slabSize)
+	}
+	d.strs = append(d.strs, s)
+	return &d.strs[len(d.strs)-1]
 }
 
 func (d *decoder) fail(key string, want string, got any) {
@@ -82,26 +107,32 @@ func (d *decoder) strPtr(m map[string]any, key string) *string {
 	if !ok || v == nil {
 		return nil
 	}
-	s := d.str(m, key)
-	return &s
+	return d.newString(d.str(m, key))
 }
 
 func (d *decoder) boolean(m map[string]any, key string) bool {
-	b := d.boolPtr(m, key)
-	return b != nil && *b
+	b, _ := d.boolValue(m, key)
+	return b
 }
 
 func (d *decoder) boolPtr(m map[string]any, key string) *bool {
+	if b, ok := d.boolValue(m, key); ok {
+		return d.newBool(b)
+	}
+	return nil
+}
+
+// boolValue is m[key] as a bool; ok is false when it is absent, null or
+// not a bool (a failure).
+func (d *decoder) boolValue(m map[string]any, key string) (b, ok bool) {
 	v, ok := m[key]
 	if !ok || v == nil {
-		return nil
+		return false, false
 	}
-	b, ok := v.(bool)
-	if !ok {
+	if b, ok = v.(bool); !ok {
 		d.fail(key, "bool", v)
-		return nil
 	}
-	return &b
+	return b, ok
 }
 
 func (d *decoder) integer(m map[string]any, key string, min, max float64) (int64, bool) {
@@ -150,15 +181,20 @@ func (d *decoder) capList(m map[string]any, key string) []corev1.Capability {
 	if len(l) == 0 {
 		return nil
 	}
-	out := make([]corev1.Capability, len(l))
-	for i, v := range l {
+	if cap(d.caps)-len(d.caps) < len(l) {
+		d.caps = make([]corev1.Capability, 0, max(slabSize, len(l)))
+	}
+	start := len(d.caps)
+	for _, v := range l {
 		s, ok := v.(string)
 		if !ok && v != nil {
 			d.fail(key, "string", v)
 		}
-		out[i] = corev1.Capability(s)
+		d.caps = append(d.caps, corev1.Capability(s))
 	}
-	return out
+	// Its own capacity only: an append to one list never writes into
+	// the next.
+	return d.caps[start:len(d.caps):len(d.caps)]
 }
 
 func (d *decoder) podSpec(m map[string]any, spec *corev1.PodSpec) {
