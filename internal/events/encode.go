@@ -109,7 +109,7 @@ func (e *resultEncoder) append(b []byte, ev ResultEvent) ([]byte, error) {
 	b = strconv.AppendBool(b, ev.Scored)
 	b = append(b, `,"timestamp":`...)
 	b = append(b, '"')
-	if e.hasAt && ev.Timestamp == e.at {
+	if e.hasAt && ev.Timestamp.Equal(e.at) && ev.Timestamp.Location() == e.at.Location() {
 		b = append(b, b[e.atFrom:e.atTo]...)
 	} else {
 		from := len(b)

@@ -295,7 +295,6 @@ func TestAsyncPublishAllRetryLetsGoOfTheBatch(t *testing.T) {
 	if err := p.PublishAll(ms); err != nil {
 		t.Fatal(err)
 	}
-	ms, shared = nil, nil
 	waitFor(t, 10*time.Second, "the stored messages and a retry", func() bool {
 		st := p.Stats()
 		return st.Published == 2 && st.Retried >= 2
