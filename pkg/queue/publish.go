@@ -294,7 +294,7 @@ type AsyncPublisher struct {
 	queue   chan []*pubEntry
 	pending atomic.Int64
 
-	// out, outHeader and replyBuf are the pump's own: each attempt is
+	// out, outID and replyBuf are the pump's own: each attempt is
 	// written into them, as nats.go serialises a message as it takes it.
 	out      nats.Msg
 	outID    []string
