@@ -22,6 +22,9 @@ type Conn struct {
 	log     zerolog.Logger
 	metrics *Metrics
 	opts    connOptions
+	// heal provisions again what Provision provisioned when a publish or
+	// a runner finds a stream or consumer missing (streams.go).
+	heal reprovisioner
 }
 
 // ConnOption configures Connect.

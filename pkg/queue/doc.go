@@ -41,6 +41,20 @@
 // below), because a server-side limit would leave a message that ran out of
 // deliveries stuck, unseen, in the work queue.
 //
+// A Conn remembers what it provisioned (the streams' options and every
+// consumer any of its Provision calls named) and provisions it again when
+// it finds something missing: a publish answered "no responders" (no
+// stream takes the subject: PublishSync waits for the re-provisioning and
+// tries again at once; the asynchronous publisher retries after its
+// backoff) or a runner whose consumer or stream is gone. It does so at
+// most once per ReprovisionInterval (1s) per Conn, on its own goroutine
+// bounded by 10s, logs "reprovisioned" and counts
+// verdict_queue_reprovisions_total{cause="streamMissing"|"consumerMissing",result}.
+// So a stream deleted by hand (or by a client NATS should not have let
+// in) is back within about a second, from whichever service meets its
+// absence first; what it held is lost. A Conn that never provisioned (the
+// pipeline CLI) creates nothing.
+//
 // VERDICT_RESULTS keeps the last few messages of each subject
 // (WithResultHistory, default 4), not only the last: a publish retried
 // after backoff or a slow replica can store an older evaluation after a

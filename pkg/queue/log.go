@@ -22,4 +22,5 @@ const (
 	logKeyStoreDir   = "storeDir"
 	logKeyConcurrent = "concurrency"
 	logKeyLine       = "line"
+	logKeyCause      = "cause"
 )

@@ -89,6 +89,8 @@ type Metrics struct {
 	oldestPending GaugeVec
 
 	replayed CounterVec
+
+	reprovisions CounterVec
 }
 
 // Label names of the metrics.
@@ -101,6 +103,7 @@ const (
 	labelEvent     = "event"
 	labelStream    = "stream"
 	labelResult    = "result"
+	labelCause     = "cause"
 )
 
 // metricPrefix starts the name of every metric of the package.
@@ -149,6 +152,8 @@ func MetricsFrom(f MetricsFactory) *Metrics {
 		oldestPending: gauge("oldest_pending_age_seconds", "Age of the oldest message of a durable consumer not yet done (0 when none).", labelConsumer),
 
 		replayed: counter("replayed_total", "Messages read by replay.", labelStream),
+
+		reprovisions: counter("reprovisions_total", "Streams and consumers provisioned again because a publish or a runner found one missing (cause streamMissing or consumerMissing), by result (ok, error).", labelCause, labelResult),
 	}
 }
 

@@ -124,6 +124,17 @@ func (c *Conn) PublishSync(ctx context.Context, m Message) (PubAck, error) {
 			c.metrics.syncPublish.WithLabelValues("error").Observe(time.Since(start).Seconds())
 			return PubAck{}, fmt.Errorf("%w: %s: %w", ErrPublishRejected, m.Subject, err)
 		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// No stream takes the subject: provision the streams again
+			// (rate-limited) and try at once when that is done.
+			if healed := c.reprovision(causeStreamMissing); healed != nil {
+				select {
+				case <-healed:
+					continue
+				case <-ctx.Done():
+				}
+			}
+		}
 		wait := bo.NextBackOff()
 		dl, _ := ctx.Deadline()
 		if ctx.Err() != nil || time.Until(dl) < wait {
@@ -759,7 +770,9 @@ func (p *AsyncPublisher) onReply(m *nats.Msg) {
 	}
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		// No responders: no stream takes the subject (yet), or JetStream
-		// is not answering. Tried again until the deadline.
+		// is not answering. Tried again until the deadline, while the
+		// streams are provisioned again (rate-limited).
+		p.c.reprovision(causeStreamMissing)
 		p.failed(e, jetstream.ErrNoStreamResponse)
 		return
 	}

@@ -448,6 +448,14 @@ func (r *Runner) lookup(ctx context.Context) (jetstream.Consumer, error) {
 		cons, err = r.c.js.Consumer(ctx, r.stream, r.durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			r.log.Warn().Err(err).Msg("consumerMissing")
+			// Provision again what this Conn provisioned (rate-limited;
+			// nothing if it never did), and look again once that is done.
+			if healed := r.c.reprovision(causeConsumerMissing); healed != nil {
+				select {
+				case <-healed:
+				case <-ctx.Done():
+				}
+			}
 			return fmt.Errorf("%w (%w: waiting for provisioning)", err, errTryAgain)
 		}
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -350,11 +351,23 @@ func (s ConsumerSpec) config(replicas int) jetstream.ConsumerConfig {
 // configuration fails that stream at once, and Provision goes on with the
 // rest (the streams and consumers that can be provisioned are) and returns
 // every failure, wrapped in ErrProvision.
+//
+// The Conn remembers what it provisioned (the streams, and every consumer
+// any of its calls named): when a publish finds no stream or a runner
+// finds its consumer gone (deleted by hand, or by a client that should not
+// have been able to), the Conn provisions them again, at most once per
+// ReprovisionInterval, and counts it (verdict_queue_reprovisions_total).
+// A Conn that never called Provision creates nothing.
 func (c *Conn) Provision(ctx context.Context, opts ...ProvisionOption) error {
 	o, err := newProvisionOptions(opts)
 	if err != nil {
 		return err
 	}
+	c.heal.remember(o)
+	return c.provision(ctx, o)
+}
+
+func (c *Conn) provision(ctx context.Context, o provisionOptions) error {
 	var errs []error
 	for _, cfg := range o.streams() {
 		if err := retryTransient(ctx, o.retryBackoff, func() error { return c.ensureStream(ctx, cfg) }); err != nil {
@@ -458,4 +471,88 @@ func sameSources(have, want []*jetstream.StreamSource) bool {
 	return slices.EqualFunc(have, want, func(a, b *jetstream.StreamSource) bool {
 		return a.Name == b.Name && a.FilterSubject == b.FilterSubject && slices.Equal(a.SubjectTransforms, b.SubjectTransforms)
 	})
+}
+
+// Causes of a re-provisioning (the reprovisions_total metric).
+const (
+	causeStreamMissing   = "streamMissing"
+	causeConsumerMissing = "consumerMissing"
+)
+
+// ReprovisionInterval is the least time between two re-provisionings by
+// one Conn: a stream deleted again and again costs the server a handful of
+// API calls a second per connection, no more.
+const ReprovisionInterval = time.Second
+
+// reprovisionTimeout bounds one re-provisioning.
+const reprovisionTimeout = 10 * time.Second
+
+// reprovisioner provisions again what a Conn provisioned. The zero value
+// knows nothing and does nothing.
+type reprovisioner struct {
+	mu      sync.Mutex
+	opts    *provisionOptions // the streams' options and every consumer provisioned
+	running chan struct{}     // closed when the re-provisioning under way ends
+	last    time.Time         // when the last one started
+}
+
+// remember records what o provisions: its streams' options replace the
+// previous ones, its consumers join those already known (a service may
+// provision its consumers in several calls).
+func (r *reprovisioner) remember(o provisionOptions) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	merged := o
+	merged.consumers = slices.Clone(o.consumers)
+	if r.opts != nil {
+		for _, known := range r.opts.consumers {
+			if !slices.ContainsFunc(merged.consumers, func(s ConsumerSpec) bool {
+				return s.Stream == known.Stream && s.Durable == known.Durable
+			}) {
+				merged.consumers = append(merged.consumers, known)
+			}
+		}
+	}
+	r.opts = &merged
+}
+
+// reprovision starts provisioning again what c provisioned, because of
+// cause, unless one is under way (its channel is returned), one started
+// less than ReprovisionInterval ago, or c never provisioned (nil). The
+// channel is closed when it ends; it runs on its own, bounded by
+// reprovisionTimeout, whatever happens to the caller.
+func (c *Conn) reprovision(cause string) <-chan struct{} {
+	r := &c.heal
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.opts == nil:
+		return nil
+	case r.running != nil:
+		return r.running
+	case time.Since(r.last) < ReprovisionInterval:
+		return nil
+	}
+	done := make(chan struct{})
+	r.running, r.last = done, time.Now()
+	o := *r.opts
+	o.consumers = slices.Clone(o.consumers)
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), reprovisionTimeout)
+		defer cancel()
+		err := c.provision(ctx, o)
+		result := "ok"
+		if err != nil {
+			result = "error"
+			c.log.Error().Err(err).Str(logKeyCause, cause).Msg("reprovisionFailed")
+		} else {
+			c.log.Warn().Str(logKeyCause, cause).Msg("reprovisioned")
+		}
+		c.metrics.reprovisions.WithLabelValues(cause, result).Inc()
+		r.mu.Lock()
+		r.running = nil
+		r.mu.Unlock()
+	}()
+	return done
 }
