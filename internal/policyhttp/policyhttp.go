@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,16 +50,21 @@ var ErrNamespacedPolicy = errors.New("namespaced policies may not call services 
 var ErrInvalidConfig = errors.New("invalid policy HTTP configuration")
 
 // DefaultBlocklist is what policies may not call unless an operator
-// replaces it: loopback, link-local (the cloud metadata services'
-// 169.254.169.254 and fd00:ec2::254 among them) and the metadata host
-// names.
+// replaces it: unspecified addresses (a connection to 0.0.0.0 or [::]
+// reaches the pod itself), loopback, link-local (the cloud metadata
+// services' 169.254.169.254 and fd00:ec2::254 among them) and link-local
+// multicast, and the metadata and loopback host names with every name
+// under them. Whatever the list, an address is checked in every spelling
+// (see Client.checkAddr).
 var DefaultBlocklist = []string{
+	"0.0.0.0/8", "::/128", // unspecified, "this host"
 	"127.0.0.0/8", "::1/128", // loopback
 	"169.254.0.0/16", "fe80::/10", // link-local, metadata services
+	"224.0.0.0/24", "ff02::/16", // link-local multicast
 	"fd00:ec2::254/128",        // AWS metadata over IPv6
 	"metadata.google.internal", // GCP metadata
 	"metadata",                 // short names some clouds resolve
-	"localhost",
+	"localhost",                // and *.localhost (RFC 6761)
 }
 
 // Defaults of a Config's bounds.
@@ -155,16 +161,22 @@ func New(cfg Config) (*Client, error) {
 }
 
 // check refuses a URL outside the allowlist or naming a blocked host or
-// address; addresses a name resolves to are checked at the dial.
+// address; addresses a name resolves to are checked at the dial. A host
+// written as resolvers' inet_aton reads it (2130706433, 0x7f.1,
+// 0177.0.0.1) is checked as the address it stands for.
 func (c *Client) check(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%w: %s: only http and https URLs may be called", ErrBlocked, u.Redacted())
 	}
 	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if c.hosts[host] {
-		return fmt.Errorf("%w: %s: host %s is on the blocklist", ErrBlocked, u.Redacted(), host)
+	if blocked, ok := c.blockedHost(host); ok {
+		return fmt.Errorf("%w: %s: host %s is on the blocklist (as %s)", ErrBlocked, u.Redacted(), host, blocked)
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		a, err = parseInetAton(host)
+	}
+	if err == nil {
 		if err := c.checkAddr(a); err != nil {
 			return fmt.Errorf("%s: %w", u.Redacted(), err)
 		}
@@ -180,6 +192,68 @@ func (c *Client) check(u *url.URL) error {
 	return fmt.Errorf("%w: %s is under no allowed URL prefix", ErrBlocked, u.Redacted())
 }
 
+// blockedHost returns the blocklist's host name that host is or is
+// under.
+func (c *Client) blockedHost(host string) (string, bool) {
+	for name := host; name != ""; {
+		if c.hosts[name] {
+			return name, true
+		}
+		_, rest, ok := strings.Cut(name, ".")
+		if !ok {
+			break
+		}
+		name = rest
+	}
+	return "", false
+}
+
+// errNotInetAton: a host that is no address in inet_aton's grammar.
+var errNotInetAton = errors.New("not an inet_aton address")
+
+// parseInetAton reads an IPv4 address as inet_aton (and so getaddrinfo)
+// does: one to four parts, each decimal, octal (a leading 0) or
+// hexadecimal (0x), the last filling the remaining bytes: 2130706433,
+// 127.1 and 0x7f.0.0.01 are all 127.0.0.1.
+func parseInetAton(host string) (netip.Addr, error) {
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, errNotInetAton
+	}
+	var vals [4]uint64
+	for i, p := range parts {
+		base, digits := 10, p
+		switch {
+		case len(p) > 1 && (p[:2] == "0x" || p[:2] == "0X"):
+			base, digits = 16, p[2:]
+		case len(p) > 1 && p[0] == '0':
+			base, digits = 8, p[1:]
+		}
+		if digits == "" || strings.ContainsAny(digits, "+-_") {
+			return netip.Addr{}, errNotInetAton
+		}
+		v, err := strconv.ParseUint(digits, base, 32)
+		if err != nil {
+			return netip.Addr{}, errNotInetAton
+		}
+		vals[i] = v
+	}
+	n := len(parts)
+	var ip uint64
+	for i := 0; i < n-1; i++ {
+		if vals[i] > 0xff {
+			return netip.Addr{}, errNotInetAton
+		}
+		ip |= vals[i] << (24 - 8*i)
+	}
+	last := vals[n-1]
+	if last >= 1<<(8*(5-n)) {
+		return netip.Addr{}, errNotInetAton
+	}
+	ip |= last
+	return netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)}), nil
+}
+
 // under reports whether u is p or below it: same scheme and host (and
 // port), and a path under p's, by whole segments.
 func under(u, p *url.URL) bool {
@@ -191,14 +265,55 @@ func under(u, p *url.URL) bool {
 	return prefix == "" || path == prefix || strings.HasPrefix(path, prefix+"/")
 }
 
+// checkAddr refuses an address any of whose destinations is on the
+// blocklist.
 func (c *Client) checkAddr(a netip.Addr) error {
-	a = a.Unmap()
-	for _, p := range c.nets {
-		if p.Contains(a) {
-			return fmt.Errorf("%w: address %s is in %s, on the blocklist", ErrBlocked, a, p)
+	for _, d := range destinations(a) {
+		for _, p := range c.nets {
+			if p.Contains(d) {
+				if d == a {
+					return fmt.Errorf("%w: address %s is in %s, on the blocklist", ErrBlocked, a, p)
+				}
+				return fmt.Errorf("%w: address %s reaches %s, in %s, on the blocklist", ErrBlocked, a, d, p)
+			}
 		}
 	}
 	return nil
+}
+
+// nat64 are the NAT64 prefixes (RFC 6052's well-known one and RFC 8215's
+// local-use one, with the IPv4 address in the last 32 bits), through
+// which an IPv6 address reaches an IPv4 one.
+var nat64 = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
+
+// ipv4Compatible is RFC 4291's deprecated IPv4-compatible IPv6 prefix.
+var ipv4Compatible = netip.MustParsePrefix("::/96")
+
+// destinations lists the addresses a connection to a reaches, as the
+// blocklist sees them: a without its zone (a zoned address is contained
+// in no prefix) and without its IPv4 mapping, the IPv4 address in an
+// IPv4-compatible or NAT64 address, and, for an unspecified or "this
+// network" address (0.0.0.0/8, ::), the host's loopback, where the
+// kernel connects it.
+func destinations(a netip.Addr) []netip.Addr {
+	a = a.WithZone("").Unmap()
+	out := []netip.Addr{a}
+	if a.Is6() {
+		embedded := ipv4Compatible.Contains(a)
+		for _, p := range nat64 {
+			embedded = embedded || p.Contains(a)
+		}
+		if embedded {
+			b := a.As16()
+			out = append(out, netip.AddrFrom4([4]byte(b[12:16])))
+		}
+	}
+	for _, d := range out {
+		if d.IsUnspecified() || (d.Is4() && d.As4()[0] == 0) {
+			return append(out, netip.IPv4Unspecified(), netip.IPv6Unspecified(), netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback())
+		}
+	}
+	return out
 }
 
 // client is the http.Client for a CA bundle.

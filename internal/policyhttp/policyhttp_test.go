@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/verdict-dev/verdict/internal/policyhttp"
 )
@@ -144,5 +145,64 @@ func TestInvalidConfig(t *testing.T) {
 		if _, err := policyhttp.New(cfg); !errors.Is(err, policyhttp.ErrInvalidConfig) {
 			t.Errorf("%+v: %v", cfg, err)
 		}
+	}
+}
+
+// TestEverySpellingOfTheBlockedClasses: unspecified, loopback and
+// link-local addresses are refused by the default blocklist whatever
+// their spelling: IPv4-mapped, IPv4-compatible and NAT64 IPv6, the
+// decimal, octal, hex and short forms that resolvers accept (inet_aton),
+// zones, and names under localhost. 0.0.0.0 and [::] connect to the
+// pod's own loopback, as the test server shows. Public addresses in the
+// same spellings, and names that only begin like a blocked one, are not
+// refused (their calls fail for want of a network, not by the list).
+func TestEverySpellingOfTheBlockedClasses(t *testing.T) {
+	srv := echo(t)
+	c := newClient(t, policyhttp.Config{Timeout: 300 * time.Millisecond})
+	port := srv.URL[strings.LastIndexByte(srv.URL, ':'):]
+	for name, tc := range map[string]struct {
+		host    string
+		allowed bool
+	}{
+		"unspecified IPv4":          {host: "0.0.0.0"},
+		"unspecified IPv4, short":   {host: "0"},
+		"this network":              {host: "0.1.2.3"},
+		"unspecified IPv6":          {host: "[::]"},
+		"unspecified IPv4-mapped":   {host: "[::ffff:0.0.0.0]"},
+		"unspecified NAT64":         {host: "[64:ff9b::]"},
+		"loopback decimal":          {host: "2130706433"},
+		"loopback hex":              {host: "0x7f000001"},
+		"loopback octal":            {host: "0177.0.0.1"},
+		"loopback short":            {host: "127.1"},
+		"loopback dotted hex":       {host: "0x7f.0x0.0x0.0x1"},
+		"loopback IPv4-mapped hex":  {host: "[::ffff:7f00:1]"},
+		"loopback IPv4-compatible":  {host: "[::127.0.0.1]"},
+		"loopback NAT64":            {host: "[64:ff9b::127.0.0.1]"},
+		"loopback NAT64 hex":        {host: "[64:ff9b::7f00:1]"},
+		"loopback local-use NAT64":  {host: "[64:ff9b:1::7f00:1]"},
+		"loopback with a zone":      {host: "[::1%25lo]"},
+		"localhost with a dot":      {host: "localhost."},
+		"localhost in capitals":     {host: "LOCALHOST"},
+		"a name under localhost":    {host: "api.localhost"},
+		"link-local with a zone":    {host: "[fe80::1%25lo]"},
+		"link-local IPv4-mapped":    {host: "[::ffff:169.254.169.254]"},
+		"link-local NAT64":          {host: "[64:ff9b::a9fe:a9fe]"},
+		"link-local decimal":        {host: "2852039166"},
+		"link-local octal":          {host: "0251.0376.0251.0376"},
+		"link-local multicast IPv4": {host: "224.0.0.1"},
+		"link-local multicast IPv6": {host: "[ff02::1]"},
+		"metadata with a dot":       {host: "metadata.google.internal."},
+		"metadata over IPv6":        {host: "[fd00:ec2::254]"},
+		"public decimal":            {host: "134744072", allowed: true},
+		"public NAT64":              {host: "[64:ff9b::808:808]", allowed: true},
+		"a name like localhost":     {host: "localhost-api.invalid", allowed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			u := "http://" + tc.host + port + "/x"
+			b, err := c.Do(t.Context(), "GET", u, "", nil, nil)
+			if blocked := errors.Is(err, policyhttp.ErrBlocked); blocked == tc.allowed {
+				t.Errorf("GET %s: %q, %v; want refused %v", u, b, err, !tc.allowed)
+			}
+		})
 	}
 }
