@@ -481,7 +481,7 @@ func (run *ruleRun) evalCondition(c *policy.Condition) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("failed to substitute variables in condition value: %w", err)
 	}
-	return conditions.Evaluate(key, c.Operator, value)
+	return conditions.EvaluateMetered(key, c.Operator, value, run.meter())
 }
 
 // podOf returns the pod spec holder of a resource: the Pod itself or the

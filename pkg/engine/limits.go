@@ -32,6 +32,15 @@ const (
 	// DefaultMaxExpressionSteps bounds the work of one JMESPath
 	// expression (see jmespath.DefaultStepLimit).
 	DefaultMaxExpressionSteps = jmespath.DefaultStepLimit
+	// WorkPerStep is how much matching work counts as one step of the
+	// work budget: a pattern value or condition operand compared to a
+	// resource value charges about one unit per byte it compares (see
+	// pattern.Meter and wildcard.Cost), so 1,024 bytes, about a
+	// microsecond, are one step. A wildcard with a `?` between two `*`
+	// costs its length times the value's: 40,000 characters against
+	// 500 KB would take the budget ten thousand times over, and is
+	// stopped before it starts.
+	WorkPerStep = 1024
 )
 
 // StoppedPrefix starts the message of every rule the engine stopped,
@@ -193,6 +202,9 @@ type meter struct {
 	arenaSize int
 	// run is the storage of the rule being evaluated (see ruleRun).
 	run *ruleRun
+	// work is the matching work not yet charged as steps (less than
+	// WorkPerStep).
+	work int64
 }
 
 // meterFor returns a meter for one call evaluating req under ctx. A
@@ -250,6 +262,20 @@ func (m *meter) charge(n int64) error {
 // check returns why the evaluation must stop, if it must, without
 // counting a step.
 func (m *meter) check() error { return m.charge(0) }
+
+// ChargeWork counts n units of matching work, WorkPerStep to a step, and
+// returns why the evaluation must stop, if it must; it looks at the
+// context each time. It is the pattern.Meter and conditions.Meter of a
+// rule's patterns and conditions.
+func (m *meter) ChargeWork(n int64) error {
+	if m == nil {
+		return nil
+	}
+	m.work += n
+	steps := m.work / WorkPerStep
+	m.work -= steps * WorkPerStep
+	return m.charge(steps)
+}
 
 // failRule stops the current rule with err.
 func (m *meter) failRule(err error) error {

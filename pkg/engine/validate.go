@@ -87,13 +87,13 @@ func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat an
 		}
 		var perr *pattern.Error
 		if prepared != nil {
-			perr = prepared.Validate(obj)
+			perr = prepared.ValidateMetered(obj, run.meter())
 		} else {
 			p, err := run.e.substitute(run.ctx, pat, substStrict, op)
 			if err != nil {
 				return run.errorf(rr, "variable substitution failed for rule %s: %v", run.rule.Name, err)
 			}
-			perr = pattern.Validate(obj, p)
+			perr = pattern.ValidateMetered(obj, p, run.meter())
 		}
 		if perr == nil {
 			rr.Status = StatusPass
@@ -116,13 +116,13 @@ func (run *ruleRun) validatePatterns(rr RuleResponse, obj map[string]any, pat an
 		}
 		var perr *pattern.Error
 		if i < len(anyPrepared) && anyPrepared[i] != nil {
-			perr = anyPrepared[i].Validate(obj)
+			perr = anyPrepared[i].ValidateMetered(obj, run.meter())
 		} else {
 			p, err := run.e.substitute(run.ctx, ap, substStrict, op)
 			if err != nil {
 				return run.errorf(rr, "variable substitution failed for rule %s: %v", run.rule.Name, err)
 			}
-			perr = pattern.Validate(obj, p)
+			perr = pattern.ValidateMetered(obj, p, run.meter())
 		}
 		if perr == nil {
 			rr.Status = StatusPass
@@ -334,7 +334,7 @@ func (run *ruleRun) validateScalar(el, pat any, msg string) RuleResponse {
 	if err != nil {
 		return RuleResponse{Status: StatusError, Message: err.Error()}
 	}
-	if perr := pattern.Validate(el, p); perr != nil {
+	if perr := pattern.ValidateMetered(el, p, run.meter()); perr != nil {
 		if perr.Skip() {
 			return RuleResponse{Status: StatusSkip, Message: perr.Msg}
 		}

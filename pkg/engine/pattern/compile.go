@@ -217,6 +217,38 @@ func (n *node) expandMeta(res map[string]any) *node {
 	return out
 }
 
+// expandCost is the work of expandMeta on res: each wildcard key matched
+// against each key of the resource's labels or annotations, and the
+// expanded fields kept unique.
+func (n *node) expandCost(res map[string]any) int64 {
+	rm, _ := res["metadata"].(map[string]any)
+	if len(rm) == 0 {
+		return 0
+	}
+	meta := n.fields[n.meta.meta].value
+	var cost int64
+	for _, s := range n.meta.sub {
+		rf, _ := rm[s.name].(map[string]any)
+		if len(rf) == 0 {
+			continue
+		}
+		keyBytes := 0
+		for rk := range rf {
+			keyBytes += len(rk)
+		}
+		f := meta.fields[s.index].value
+		for _, fd := range f.fields {
+			if fd.wild {
+				// Cost is linear in the value's length: a + b*n.
+				a := wildcard.Cost(fd.name, 0)
+				cost += a*int64(len(rf)) + (wildcard.Cost(fd.name, 1)-a)*int64(keyBytes)
+			}
+		}
+		cost += int64(len(rf)) * int64(len(f.fields)+len(rf))
+	}
+	return cost
+}
+
 // withFields returns a copy of the object node n with its own fields.
 func (n *node) withFields() *node {
 	c := *n

@@ -17,6 +17,10 @@ const (
 	ConditionFailed
 	GlobalFailed
 	NegationFailed
+	// Stopped is a validation its Meter stopped: the error wraps the
+	// meter's reason. It says nothing of the resource: never a pass, never
+	// a skip.
+	Stopped
 )
 
 // Error is a pattern mismatch.
@@ -25,9 +29,34 @@ type Error struct {
 	// Path is where the resource failed, as /spec/containers/0/image/.
 	Path string
 	Msg  string
+	// Err is the meter's reason of a Stopped validation.
+	Err error
 }
 
 func (e *Error) Error() string { return e.Msg }
+
+// Unwrap returns the meter's reason of a Stopped validation.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Meter is charged with the work of a validation as it goes, so that a
+// pattern and a resource that would take long to compare (a long wildcard
+// against a long value, a pattern applied to each element of a long list)
+// take only what their caller allows. The work is counted in units of
+// about one byte compared: each value compared counts its bytes and those
+// of its pattern (wildcard.Cost), each element visited elementWork.
+type Meter interface {
+	// ChargeWork counts n units of work and returns why the validation
+	// must stop, if it must.
+	ChargeWork(n int64) error
+}
+
+const (
+	// elementWork is the work of visiting one element of the resource.
+	elementWork = 16
+	// flushWork is how much work a walker counts before it charges its
+	// meter: a few microseconds.
+	flushWork = 4096
+)
 
 // Skip reports whether the mismatch means "does not apply".
 func (e *Error) Skip() bool { return e.Kind == ConditionFailed || e.Kind == GlobalFailed }
@@ -36,7 +65,13 @@ func (e *Error) Skip() bool { return e.Kind == ConditionFailed || e.Kind == Glob
 // when the resource satisfies the pattern. A pattern validated more than
 // once should be compiled once with Compile.
 func Validate(resource, pattern any) *Error {
-	return compileNode(pattern).validate(resource)
+	return compileNode(pattern).validate(resource, nil)
+}
+
+// ValidateMetered is Validate charging m with its work: once m refuses,
+// it returns an Error of kind Stopped.
+func ValidateMetered(resource, pattern any, m Meter) *Error {
+	return compileNode(pattern).validate(resource, m)
 }
 
 // Pattern is a pattern compiled once for many validations: a tree whose
@@ -54,16 +89,27 @@ func Compile(p any) *Pattern {
 
 // Validate matches resource against the compiled pattern.
 func (c *Pattern) Validate(resource any) *Error {
-	return c.root.validate(resource)
+	return c.root.validate(resource, nil)
+}
+
+// ValidateMetered is Validate charging m with its work: once m refuses,
+// it returns an Error of kind Stopped.
+func (c *Pattern) ValidateMetered(resource any, m Meter) *Error {
+	return c.root.validate(resource, m)
 }
 
 // Raw returns the pattern as given.
 func (c *Pattern) Raw() any { return c.raw }
 
-func (n *node) validate(resource any) *Error {
+func (n *node) validate(resource any, m Meter) *Error {
 	w := walkers.Get().(*walker)
+	w.m = m
 	err := w.element(resource, n)
+	if err == nil && w.flush() {
+		err = w.stopped()
+	}
 	w.path = w.path[:0]
+	w.m, w.pending, w.stop = nil, 0, nil
 	walkers.Put(w)
 	return err
 }
@@ -74,6 +120,56 @@ var walkers = sync.Pool{New: func() any { return &walker{path: make([]string, 0,
 // written out only when a mismatch is reported.
 type walker struct {
 	path []string
+	// m, when set, is charged with the work of the walk, flushWork units
+	// at a time; pending is what it has not been charged yet, stop why it
+	// refused.
+	m       Meter
+	pending int64
+	stop    error
+}
+
+// work counts n units of work and reports whether the walk must stop.
+func (w *walker) work(n int64) bool {
+	if w.m == nil {
+		return false
+	}
+	if w.stop != nil {
+		return true
+	}
+	w.pending += n
+	if w.pending < flushWork {
+		return false
+	}
+	return w.flush()
+}
+
+// flush charges the meter with the pending work and reports whether the
+// walk must stop.
+func (w *walker) flush() bool {
+	if w.m == nil || w.stop != nil {
+		return w.stop != nil
+	}
+	n := w.pending
+	w.pending = 0
+	if err := w.m.ChargeWork(n); err != nil {
+		w.stop = err
+		return true
+	}
+	return false
+}
+
+// stopped is the error of a walk its meter stopped.
+func (w *walker) stopped() *Error {
+	return &Error{Kind: Stopped, Path: w.at(), Msg: w.stop.Error(), Err: w.stop}
+}
+
+// value checks a resource value against a scalar pattern value, charged
+// with its cost first.
+func (w *walker) value(res, pat any) (ok bool, stop *Error) {
+	if w.work(ValueCost(res, pat)) {
+		return false, w.stopped()
+	}
+	return Value(res, pat), nil
 }
 
 func (w *walker) push(seg string) { w.path = append(w.path, seg) }
@@ -102,6 +198,9 @@ func (w *walker) fail(kind ErrorKind, format string, args ...any) *Error {
 
 // element dispatches on the pattern's kind.
 func (w *walker) element(res any, pat *node) *Error {
+	if w.work(elementWork) {
+		return w.stopped()
+	}
 	switch pat.kind {
 	case objectNode:
 		r, ok := res.(map[string]any)
@@ -118,13 +217,21 @@ func (w *walker) element(res any, pat *node) *Error {
 	case scalarNode:
 		if arr, ok := res.([]any); ok {
 			for _, e := range arr {
-				if !Value(e, pat.raw) {
+				ok, stop := w.value(e, pat.raw)
+				if stop != nil {
+					return stop
+				}
+				if !ok {
 					return w.fail(Mismatch, "resource value '%v' does not match '%v' at path %s", display(res), display(pat.raw))
 				}
 			}
 			return nil
 		}
-		if !Value(res, pat.raw) {
+		ok, stop := w.value(res, pat.raw)
+		if stop != nil {
+			return stop
+		}
+		if !ok {
 			return w.fail(Mismatch, "resource value '%v' does not match '%v' at path %s", display(res), display(pat.raw))
 		}
 		return nil
@@ -163,6 +270,9 @@ func display(v any) any {
 // mapElement checks the keys of an object pattern in their compiled order.
 func (w *walker) mapElement(res map[string]any, pat *node) *Error {
 	if pat.meta != nil {
+		if w.work(pat.expandCost(res)) {
+			return w.stopped()
+		}
 		pat = pat.expandMeta(res)
 	}
 	for i := range pat.fields {
@@ -203,11 +313,17 @@ func (w *walker) anchor(f *field, res map[string]any) *Error {
 			return &Error{Kind: ConditionFailed, Path: p, Msg: "conditional anchor mismatch: conditional anchor key doesn't exist in the resource"}
 		}
 		if err := w.element(rv, pv); err != nil {
+			if err.Kind == Stopped {
+				return err
+			}
 			return &Error{Kind: ConditionFailed, Path: err.Path, Msg: "conditional anchor mismatch: " + err.Msg}
 		}
 	case Global:
 		if present {
 			if err := w.element(rv, pv); err != nil {
+				if err.Kind == Stopped {
+					return err
+				}
 				return &Error{Kind: GlobalFailed, Path: err.Path, Msg: "global anchor mismatch: " + err.Msg}
 			}
 		}
@@ -238,6 +354,9 @@ func (w *walker) anchor(f *field, res map[string]any) *Error {
 				if err == nil {
 					found = true
 					break
+				}
+				if err.Kind == Stopped {
+					return err
 				}
 			}
 			if !found {

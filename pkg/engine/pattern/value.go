@@ -378,3 +378,35 @@ func compareText(value any, operand string, op operator) bool {
 	}
 	return wildcard.Match(operand, s) == (op == opEqual)
 }
+
+// ValueCost is an upper bound of the work of Value(value, pattern), in the
+// units of Meter: the pattern's length, and for each of its terms the
+// value's text and the term's wildcard (wildcard.Cost). It reads the
+// pattern once.
+func ValueCost(value, pattern any) int64 {
+	p, ok := pattern.(string)
+	if !ok {
+		return 1
+	}
+	n := textLen(value)
+	cost := int64(len(p)) + int64(n)
+	for rest, more := p, true; more; {
+		var alt string
+		alt, rest, more = strings.Cut(rest, "|")
+		for rest2, more2 := alt, true; more2; {
+			var t string
+			t, rest2, more2 = strings.Cut(rest2, "&")
+			cost += wildcard.Cost(t, n)
+		}
+	}
+	return cost
+}
+
+// textLen is the length of the text a value compares as: a string's own,
+// a number's or boolean's at most 32 bytes.
+func textLen(v any) int {
+	if s, ok := v.(string); ok {
+		return len(s)
+	}
+	return 32
+}

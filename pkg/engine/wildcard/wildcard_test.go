@@ -1,6 +1,7 @@
 package wildcard
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -150,4 +151,148 @@ func FuzzMatch(f *testing.F) {
 		}
 		_ = Match(p, s)
 	})
+}
+
+// quadratic is the matcher Match replaced (until issue 28): one pass over
+// s that backtracks to the last `*`, correct on every input, invalid UTF-8
+// included, but O(len(pattern)*len(s)): a `*` and 40,000 characters
+// against a 500 KB value took minutes.
+func quadratic(pattern, s string) bool {
+	if pattern == s {
+		return true
+	}
+	if pattern == "*" {
+		return true
+	}
+	// Index-based matching over bytes, with multi-byte runes decoded on
+	// demand. star/mark remember the last `*` and the position in s it was
+	// last tried against, for backtracking.
+	pi, si := 0, 0
+	star, mark := -1, 0
+	for si < len(s) {
+		if pi < len(pattern) {
+			switch c := pattern[pi]; {
+			case c == '*':
+				star, mark = pi, si
+				pi++
+				continue
+			case c == '?':
+				pi++
+				si += runeLen(s, si)
+				continue
+			case c < utf8.RuneSelf:
+				if s[si] == c {
+					pi++
+					si++
+					continue
+				}
+			default:
+				pr, pl := utf8.DecodeRuneInString(pattern[pi:])
+				sr, sl := utf8.DecodeRuneInString(s[si:])
+				if pr == sr {
+					pi += pl
+					si += sl
+					continue
+				}
+			}
+		}
+		if star < 0 {
+			return false
+		}
+		// Let the last `*` absorb one more character and retry.
+		mark += runeLen(s, mark)
+		pi, si = star+1, mark
+	}
+	for pi < len(pattern) && pattern[pi] == '*' {
+		pi++
+	}
+	return pi == len(pattern)
+}
+
+// FuzzMatchQuadratic holds Match to the matcher it replaced, on any bytes:
+// invalid UTF-8, U+FFFD, `?` and `*` in the text.
+func FuzzMatchQuadratic(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"a*b?c", "aXXbYc"}, {"*?é*", "xéy"}, {"*\xbe*", "ab\xf8c"}, {"*\ufffd?*", "\xe2\x82x"},
+		{"*ab?*ab*", "xabyabab"}, {"?*?", "\xf0\x9f\x98"}, {"*a*", "\xc3\xa9a"}, {"*\xa9*", "\xc3\xa9"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, p, s string) {
+		if len(p) > 256 || len(s) > 1024 {
+			return
+		}
+		if got, want := Match(p, s), quadratic(p, s); got != want {
+			t.Fatalf("Match(%q, %q) = %v, the previous matcher says %v", p, s, got, want)
+		}
+	})
+}
+
+// TestMatchAttack is finding 4 of issue 28: one `*` and 40,000 characters
+// against a 500 KB value. The answer comes from comparing the last 40,000
+// characters once (Cost says so), where the previous matcher compared
+// them at each of 500,000 places.
+func TestMatchAttack(t *testing.T) {
+	value := strings.Repeat("a", 500_000)
+	tests := map[string]struct {
+		pattern string
+		want    bool
+		// maxCost bounds Cost(pattern, len(value)).
+		maxCost int64
+	}{
+		"star then 40,000 characters":          {"*" + strings.Repeat("a", 39_999) + "b", false, 540_001},
+		"star then 40,000 characters matching": {"*" + strings.Repeat("a", 40_000), true, 540_001},
+		"40,000 characters then star":          {strings.Repeat("a", 39_999) + "b*", false, 540_001},
+		"star, 40,000 characters, star":        {"*" + strings.Repeat("a", 39_999) + "b*", false, 540_002},
+		"stars between plain characters":       {strings.Repeat("*"+strings.Repeat("a", 99)+"b", 400), false, 540_400},
+		"a ? between stars costs its product":  {"*" + strings.Repeat("a?", 20_000) + "b*", false, 40_002 * 500_000 * 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cost := Cost(tc.pattern, len(value))
+			if cost > tc.maxCost {
+				t.Errorf("Cost = %d, want at most %d", cost, tc.maxCost)
+			}
+			if cost > 1_000_000 {
+				return // bounded by the caller's budget, not run here
+			}
+			if got := Match(tc.pattern, value); got != tc.want {
+				t.Fatalf("Match = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCost(t *testing.T) {
+	tests := map[string]struct {
+		pattern string
+		n       int
+		want    int64
+	}{
+		"literal":                 {"nginx", 10, 15},
+		"prefix and suffix":       {"a?*?b", 10, 15},
+		"plain middle":            {"*abc*", 10, 15},
+		"question middle":         {"*a?c*", 10, 15 + 30},
+		"replacement char middle": {"*\ufffd*", 10, 5 + 10 + 30},
+		"invalid byte middle":     {"*\xff*", 10, 3 + 10 + 10},
+		"two middles":             {"*a?*b?*", 100, 7 + 100 + 200 + 200},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := Cost(tc.pattern, tc.n); got != tc.want {
+				t.Fatalf("Cost(%q, %d) = %d, want %d", tc.pattern, tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
+func BenchmarkMatchAttack(b *testing.B) {
+	value := strings.Repeat("a", 500_000)
+	pattern := "*" + strings.Repeat("a", 39_999) + "b"
+	b.SetBytes(int64(len(value)))
+	for b.Loop() {
+		if Match(pattern, value) {
+			b.Fatal("matched")
+		}
+	}
 }
