@@ -145,7 +145,7 @@ func TestValidateAuditWarnsAndPublishes(t *testing.T) {
 		byPolicy[e.Policy.Key] = e
 	}
 	audit, enforce := byPolicy["disallow-latest"], byPolicy["disallow-privileged"]
-	wantRes := ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: "default", Name: "latest", UID: "uid-latest", ResourceVersion: "7"}
+	wantRes := ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: "default", Name: "latest", UID: "uid-latest"}
 	if audit.Resource != wantRes || !audit.Admission || audit.RequestUID != "req-latest" || audit.Category != "Best Practices" || audit.Severity != "medium" {
 		t.Fatalf("audit event %+v", audit)
 	}
@@ -260,7 +260,7 @@ func TestMutatePatch(t *testing.T) {
 		t.Fatalf("apply %s: %v", resp.Patch, err)
 	}
 	want := `{"apiVersion":"v1","kind":"Pod",
-	  "metadata":{"name":"web","namespace":"default","uid":"uid-web","resourceVersion":"7","annotations":{"n":"1","verdict.dev/mutated~by":"webhook"},"labels":{"team":"alice"}},
+	  "metadata":{"name":"web","namespace":"default","uid":"uid-web","annotations":{"n":"1","verdict.dev/mutated~by":"webhook"},"labels":{"team":"alice"}},
 	  "spec":{"priority":9007199254740993,"containers":[{"name":"app","image":"registry.example.com/app:v1","imagePullPolicy":"Always"}]}}`
 	if !jsonpatch.Equal(patched, []byte(want)) {
 		t.Fatalf("patched object\n%s\nwant\n%s\npatch %s", patched, want, resp.Patch)
@@ -382,7 +382,7 @@ func TestGenerateTriggersWork(t *testing.T) {
 		Kind:       WorkGenerate,
 		Policy:     PolicyRef{Key: "default-deny", UID: "gen-uid", ResourceVersion: "3"},
 		Rule:       "netpol",
-		Trigger:    ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "ns-uid-team-a", ResourceVersion: "1"},
+		Trigger:    ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "ns-uid-team-a"},
 		Operation:  "CREATE",
 		UserInfo:   engine.UserInfo{Username: "alice", UID: "u-1", Groups: []string{"dev", "system:authenticated"}},
 		Targets:    []ResourceRef{{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Namespace: "team-a", Name: "default-deny"}},

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -290,6 +291,9 @@ func reviewOf(t testing.TB, op admissionv1.Operation, object map[string]any, mod
 		g, v = "", apiVersion
 	}
 	req.Kind = metav1.GroupVersionKind{Group: g, Version: v, Kind: document.String(object, "kind")}
+	if op == admissionv1.Create {
+		object = withoutResourceVersion(object)
+	}
 	raw, err := json.Marshal(object)
 	if err != nil {
 		t.Fatal(err)
@@ -306,6 +310,20 @@ func reviewOf(t testing.TB, op admissionv1.Operation, object map[string]any, mod
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionAPIVersion, Kind: admissionKind},
 		Request:  req,
 	}
+}
+
+// withoutResourceVersion is object without metadata.resourceVersion, as
+// the API server sends the object of a CREATE (it is given one when it is
+// stored, after admission).
+func withoutResourceVersion(object map[string]any) map[string]any {
+	meta, ok := object["metadata"].(map[string]any)
+	if _, has := meta["resourceVersion"]; !ok || !has {
+		return object
+	}
+	out, m := maps.Clone(object), maps.Clone(meta)
+	delete(m, "resourceVersion")
+	out["metadata"] = m
+	return out
 }
 
 // dryRun marks the request as a dry run.

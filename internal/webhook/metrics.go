@@ -17,6 +17,7 @@ type metrics struct {
 	workItems    prometheus.Counter
 	inFlight     prometheus.Gauge
 	overloaded   prometheus.Counter
+	refused      *prometheus.CounterVec
 }
 
 // Reasons a work publish failed, as metric labels.
@@ -57,9 +58,13 @@ func newMetrics(reg prometheus.Registerer, src PolicySource, certs CertSource) (
 			Namespace: metricsNamespace, Name: "overload_rejections_total",
 			Help: "Requests answered 429 because every evaluation slot stayed busy (see --max-concurrent-evaluations).",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "refused_reviews_total",
+			Help: "Requests answered 4xx or 5xx before evaluation, by reason (identifier: a uid, name, namespace or resourceVersion the API server cannot have sent; userInfo: beyond what an API server sends).",
+		}, []string{"reason"}),
 	}
 	collectors := []prometheus.Collector{
-		m.requests, m.latency, m.panics, m.workFailures, m.workItems, m.inFlight, m.overloaded,
+		m.requests, m.latency, m.panics, m.workFailures, m.workItems, m.inFlight, m.overloaded, m.refused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "invalid_policies",
 			Help: "Policies and exceptions of the current source that could not be loaded or compiled.",

@@ -130,6 +130,9 @@ func decodeReview(body []byte) (*review, error) {
 	if err := rv.consistent(); err != nil {
 		return nil, err
 	}
+	if err := rv.checkReview(); err != nil {
+		return nil, err
+	}
 	rv.resourceRef = rv.makeRef()
 	return rv, nil
 }
@@ -240,6 +243,9 @@ func (s *Server) admissionHandler(fn admissionFunc) Handler {
 		}
 		rv, err := decodeReview(body)
 		if err != nil {
+			if reason := refusedReason(err); reason != "" {
+				s.metrics.refused.WithLabelValues(reason).Inc()
+			}
 			return nil, err
 		}
 		ref := rv.ref()
