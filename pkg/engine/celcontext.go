@@ -37,7 +37,7 @@ type celContext struct {
 }
 
 func (c celContext) HTTP(ctx context.Context, method, url string, body any, headers map[string]string) (any, error) {
-	if r, ok := c.e.loader.(HTTPResponder); ok {
+	if r, ok := c.e.loader.inner.(HTTPResponder); ok {
 		return r.HTTP(ctx, method, url, body, headers)
 	}
 	call := &policy.APICall{Method: method, Service: &policy.ServiceCall{URL: url}}
@@ -85,7 +85,7 @@ func (c celContext) GlobalReference(ctx context.Context, name, projection string
 }
 
 func (c celContext) kind(ctx context.Context, apiVersion, resource string) (string, error) {
-	r, ok := c.e.reader.(KindResolver)
+	r, ok := c.e.reader.inner.(KindResolver)
 	if !ok {
 		return "", fmt.Errorf("resources by name (%s %s): %w", apiVersion, resource, ErrNotAvailable)
 	}

@@ -94,8 +94,8 @@ func (run *ruleRun) validateCELParams(rr RuleResponse, cr *celRule) RuleResponse
 // or else the resource's (a cluster-scoped resource has none: an error);
 // a cluster-scoped kind takes no namespace.
 func (run *ruleRun) collectParams(p *celParams) ([]map[string]any, error) {
-	ctx := run.m.ctx
-	sr, ok := run.e.reader.(ScopeResolver)
+	ctx := run.callCtx()
+	sr, ok := run.e.reader.inner.(ScopeResolver)
 	if !ok {
 		return nil, fmt.Errorf("params %s %s: %w", p.apiVersion, p.kind, ErrNotAvailable)
 	}

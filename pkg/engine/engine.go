@@ -25,12 +25,14 @@ var ErrInvalidOption = errors.New("invalid engine option")
 
 // Engine evaluates compiled policies. It is safe for concurrent use.
 type Engine struct {
-	jp     *jmespath.Interpreter
-	loader ContextLoader
-	lister ResourceLister
+	jp *jmespath.Interpreter
+	// loader, lister and reader are the sources the engine was given,
+	// each behind the tenancy check (tenancy.go).
+	loader confinedLoader
+	lister confinedLister
 	// reader serves context reads of resources (CEL's resource.Get and
-	// resource.List, validate.cel params); nil means lister.
-	reader    ResourceLister
+	// resource.List, validate.cel params); unset means lister.
+	reader    confinedLister
 	now       func() time.Time
 	templates templateCache
 	limits    limits
@@ -46,7 +48,7 @@ func WithContextLoader(l ContextLoader) Option {
 		if l == nil {
 			return fmt.Errorf("%w: nil context loader", ErrInvalidOption)
 		}
-		e.loader = l
+		e.loader = confinedLoader{l}
 		return nil
 	}
 }
@@ -64,7 +66,7 @@ func WithClock(now func() time.Time) Option {
 
 // New returns an Engine.
 func New(opts ...Option) (*Engine, error) {
-	e := &Engine{loader: noLoader{}, lister: noLister{}, now: time.Now, limits: defaultLimits()}
+	e := &Engine{loader: confinedLoader{noLoader{}}, lister: confinedLister{noLister{}}, now: time.Now, limits: defaultLimits()}
 	for _, o := range opts {
 		if err := o(e); err != nil {
 			return nil, err
@@ -78,7 +80,7 @@ func New(opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("jmespath: %w", err)
 	}
 	e.jp = jp
-	if e.reader == nil {
+	if e.reader.inner == nil {
 		e.reader = e.lister
 	}
 	return e, nil

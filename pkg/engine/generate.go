@@ -29,7 +29,7 @@ func WithResourceLister(l ResourceLister) Option {
 		if l == nil {
 			return fmt.Errorf("%w: nil resource lister", ErrInvalidOption)
 		}
-		e.lister = l
+		e.lister = confinedLister{l}
 		return nil
 	}
 }
@@ -45,7 +45,7 @@ func WithContextResources(l ResourceLister) Option {
 		if l == nil {
 			return fmt.Errorf("%w: nil context resource lister", ErrInvalidOption)
 		}
-		e.reader = l
+		e.reader = confinedLister{l}
 		return nil
 	}
 }
@@ -150,7 +150,7 @@ func (run *ruleRun) generateTarget(t target) ([]map[string]any, error) {
 	m, _ := sub.(map[string]any)
 	name, namespace := toTextOrEmpty(m["name"]), toTextOrEmpty(m["namespace"])
 	apiVersion, kind := toTextOrEmpty(m["apiVersion"]), toTextOrEmpty(m["kind"])
-	ctx := run.m.ctx
+	ctx := run.callCtx()
 	switch {
 	case t.clone != nil && t.clone.Name != "":
 		src, err := run.e.lister.GetResource(ctx, apiVersion, kind, toTextOrEmpty(m["cloneNamespace"]), toTextOrEmpty(m["cloneName"]))

@@ -159,7 +159,7 @@ func (run *ruleRun) celTargetsFor(t *celTargets, trigger *celeval.Evaluation) ([
 							continue
 						}
 						seen[apiVersion+" "+res] = true
-						objs, err := c.ListResources(run.m.ctx, apiVersion, res, namespace, nil)
+						objs, err := c.ListResources(run.callCtx(), apiVersion, res, namespace, nil)
 						if err != nil {
 							return nil, fmt.Errorf("list %s %s: %w", apiVersion, res, err)
 						}

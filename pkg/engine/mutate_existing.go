@@ -112,7 +112,7 @@ func (run *ruleRun) loadTargets(t *policy.TargetResource) ([]map[string]any, err
 	if run.policy.Raw.Namespaced() {
 		namespace = run.policy.Raw.Metadata.Namespace
 	}
-	ctx := run.m.ctx
+	ctx := run.callCtx()
 	lister := run.e.lister
 	if name != "" && namespace != "" && !wildcard.Contains(name) && !wildcard.Contains(namespace) && t.Selector == nil {
 		obj, err := lister.GetResource(ctx, apiVersion, kind, namespace, name)

@@ -151,7 +151,7 @@ func providedPrefix(provided map[string]any, name string) bool {
 
 func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 	e := run.e
-	ctx := run.m.ctx
+	ctx := run.callCtx()
 	op := run.req.Operation
 	switch {
 	case en.Variable != nil:
@@ -218,7 +218,7 @@ func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 			return nil, false, err
 		}
 		call := apiCallFromDoc(callAny)
-		res, err := e.loader.APICall(withCaller(ctx, run.policy), call)
+		res, err := e.loader.APICall(ctx, call)
 		if errors.Is(err, ErrNotAvailable) {
 			if en.APICall.Default != nil {
 				return en.APICall.Default, false, nil
@@ -226,7 +226,8 @@ func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 			return nil, true, nil
 		}
 		if err != nil {
-			if en.APICall.Default != nil {
+			// A refusal is the policy's own error: no default hides it.
+			if en.APICall.Default != nil && !isRefusal(err) {
 				return en.APICall.Default, false, nil
 			}
 			return nil, false, err

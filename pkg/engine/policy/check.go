@@ -67,6 +67,7 @@ func ValidateWith(p *Policy, checkExpr func(expr string) error) FieldErrors {
 		}
 		ck.checkRule(r, path, &errs)
 	}
+	checkTenancy(p, &errs)
 	return errs
 }
 

@@ -175,6 +175,11 @@ func ValidateCleanupWith(p *CleanupPolicy, checkExpr func(expr string) error) Fi
 		}
 	}
 	ck.checkContext(p.Spec.Context, "spec.context", &errs)
+	tenant := ""
+	if p.Namespaced() {
+		tenant = p.Metadata.Namespace
+	}
+	checkContextTenancy(tenant, p.Spec.Context, "spec.context", &errs)
 	ck.checkConditions(p.Spec.Conditions, "spec.conditions", &errs)
 	checkPropagation(p.Spec.DeletionPropagationPolicy, &errs)
 	return errs
