@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/verdict-dev/verdict/internal/admissionfilter"
@@ -86,6 +87,13 @@ type webhookKey struct {
 	fail   bool
 }
 
+// tenantKey is what one namespace's namespaced policies need of one
+// webhook kind and failure policy.
+type tenantKey struct {
+	webhookKey
+	namespace string
+}
+
 // ruleKey is one resource of one webhook.
 type ruleKey struct {
 	group, version, resource string
@@ -95,21 +103,42 @@ type ruleKey struct {
 type accum struct {
 	ops     map[ruleKey]map[admissionregistrationv1.OperationType]bool
 	timeout int32
+	// scope of its rules: all for cluster policies, namespaced resources
+	// only for namespaced policies.
+	scope admissionregistrationv1.ScopeType
+	// namespaces a namespaced policies' webhook selects; none for the
+	// cluster policies' webhooks.
+	namespaces []string
+}
+
+func newAccum(scope admissionregistrationv1.ScopeType) *accum {
+	return &accum{ops: map[ruleKey]map[admissionregistrationv1.OperationType]bool{}, scope: scope}
 }
 
 // Build computes the mutating and validating configurations for the
 // policies: only the kinds and operations their rules match, one webhook
 // with failurePolicy Fail and one with Ignore per type (left out when
-// empty), a namespaceSelector that skips the excluded namespaces and a
-// match condition that skips the excluded resources on every webhook, the
-// largest timeout the policies ask for, and a webhook that validates
-// Verdict's own policy kinds. The result is deterministic.
+// empty) for the cluster policies, with the largest timeout they ask
+// for, and webhooks of their own for the namespaced policies (see
+// tenantWebhooks); a namespaceSelector that skips the excluded
+// namespaces and a match condition that skips the excluded resources on
+// every webhook, and a webhook that validates Verdict's own policy
+// kinds. The result is deterministic.
 func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	o.defaults()
 	hooks := map[webhookKey]*accum{}
+	tenants := map[tenantKey]*accum{}
+	excluded := o.Filter.Namespaces()
 	for _, p := range policies {
 		if !p.Raw.Spec.AdmissionEnabled() {
 			continue
+		}
+		ns := ""
+		if p.Raw.Namespaced() {
+			ns = p.Raw.Metadata.Namespace
+			if ns == "" || slices.Contains(excluded, ns) {
+				continue // no request from its namespace ever arrives
+			}
 		}
 		fail := p.Raw.Spec.FailurePolicy != "Ignore"
 		for _, rule := range p.Rules {
@@ -118,10 +147,20 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 				continue
 			}
 			k := webhookKey{mutate: mutate, fail: fail}
-			a := hooks[k]
-			if a == nil {
-				a = &accum{ops: map[ruleKey]map[admissionregistrationv1.OperationType]bool{}}
-				hooks[k] = a
+			var a *accum
+			if ns == "" {
+				a = hooks[k]
+				if a == nil {
+					a = newAccum(admissionregistrationv1.AllScopes)
+					hooks[k] = a
+				}
+			} else {
+				tk := tenantKey{webhookKey: k, namespace: ns}
+				a = tenants[tk]
+				if a == nil {
+					a = newAccum(admissionregistrationv1.NamespacedScope)
+					tenants[tk] = a
+				}
 			}
 			if t := p.Raw.Spec.WebhookTimeoutSeconds; t != nil && *t > a.timeout {
 				a.timeout = *t
@@ -149,11 +188,17 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 	}
 	for _, fail := range []bool{true, false} {
 		if a := hooks[webhookKey{mutate: true, fail: fail}]; a != nil && len(a.ops) > 0 {
-			mut.Webhooks = append(mut.Webhooks, mutatingWebhook(a, fail, o))
+			mut.Webhooks = append(mut.Webhooks, mutatingWebhook("mutate-"+suffix(fail), a, fail, o))
 		}
 		if a := hooks[webhookKey{mutate: false, fail: fail}]; a != nil && len(a.ops) > 0 {
-			val.Webhooks = append(val.Webhooks, validatingWebhook(a, fail, o))
+			val.Webhooks = append(val.Webhooks, validatingWebhook("validate-"+suffix(fail), a, fail, o))
 		}
+	}
+	for _, g := range tenantWebhooks(tenants, true, o) {
+		mut.Webhooks = append(mut.Webhooks, mutatingWebhook(g.name, g.accum, g.fail, o))
+	}
+	for _, g := range tenantWebhooks(tenants, false, o) {
+		val.Webhooks = append(val.Webhooks, validatingWebhook(g.name, g.accum, g.fail, o))
 	}
 	val.Webhooks = append(val.Webhooks, policyWebhook(o))
 	return mut, val, nil
@@ -326,7 +371,7 @@ func (a *accum) rules() []admissionregistrationv1.RuleWithOperations {
 			ops = append(ops, op)
 		}
 		slices.Sort(ops)
-		scope := admissionregistrationv1.AllScopes
+		scope := a.scope
 		out = append(out, admissionregistrationv1.RuleWithOperations{
 			Operations: ops,
 			Rule: admissionregistrationv1.Rule{
@@ -372,13 +417,23 @@ func clientConfig(path string, o Options) admissionregistrationv1.WebhookClientC
 	return cc
 }
 
-func namespaceSelector(o Options) *metav1.LabelSelector {
+// namespaceSelector skips the excluded namespaces and, for a namespaced
+// policies' webhook, selects only the namespaces it lists.
+func namespaceSelector(o Options, namespaces []string) *metav1.LabelSelector {
 	excluded := o.Filter.Namespaces()
-	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key:      "kubernetes.io/metadata.name",
+	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key:      corev1.LabelMetadataName,
 		Operator: metav1.LabelSelectorOpNotIn,
 		Values:   excluded,
 	}}}
+	if len(namespaces) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key:      corev1.LabelMetadataName,
+			Operator: metav1.LabelSelectorOpIn,
+			Values:   namespaces,
+		})
+	}
+	return sel
 }
 
 // matchConditions keep the excluded resources away from a webhook; the
@@ -412,14 +467,14 @@ var (
 // The admission webhooks publish results and work, except on dry runs:
 // NoneOnDryRun. Every field the API server would default is set, so that a written
 // configuration reads back equal and updates happen only on real change.
-func mutatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.MutatingWebhook {
+func mutatingWebhook(name string, a *accum, fail bool, o Options) admissionregistrationv1.MutatingWebhook {
 	return admissionregistrationv1.MutatingWebhook{
-		Name:                    "mutate-" + suffix(fail) + ".verdict.dev",
+		Name:                    name + ".verdict.dev",
 		ClientConfig:            clientConfig(PathMutate, o),
 		Rules:                   a.rules(),
 		FailurePolicy:           failurePolicy(fail),
 		MatchPolicy:             &matchEquivalent,
-		NamespaceSelector:       namespaceSelector(o),
+		NamespaceSelector:       namespaceSelector(o, a.namespaces),
 		ObjectSelector:          &metav1.LabelSelector{},
 		MatchConditions:         matchConditions(o),
 		SideEffects:             &sideEffectsOnDryRun,
@@ -429,14 +484,14 @@ func mutatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.Mut
 	}
 }
 
-func validatingWebhook(a *accum, fail bool, o Options) admissionregistrationv1.ValidatingWebhook {
+func validatingWebhook(name string, a *accum, fail bool, o Options) admissionregistrationv1.ValidatingWebhook {
 	return admissionregistrationv1.ValidatingWebhook{
-		Name:                    "validate-" + suffix(fail) + ".verdict.dev",
+		Name:                    name + ".verdict.dev",
 		ClientConfig:            clientConfig(PathValidate, o),
 		Rules:                   a.rules(),
 		FailurePolicy:           failurePolicy(fail),
 		MatchPolicy:             &matchEquivalent,
-		NamespaceSelector:       namespaceSelector(o),
+		NamespaceSelector:       namespaceSelector(o, a.namespaces),
 		ObjectSelector:          &metav1.LabelSelector{},
 		MatchConditions:         matchConditions(o),
 		SideEffects:             &sideEffectsOnDryRun,
@@ -463,7 +518,7 @@ func policyWebhook(o Options) admissionregistrationv1.ValidatingWebhook {
 		}},
 		FailurePolicy:           failurePolicy(true),
 		MatchPolicy:             &matchEquivalent,
-		NamespaceSelector:       namespaceSelector(o),
+		NamespaceSelector:       namespaceSelector(o, nil),
 		ObjectSelector:          &metav1.LabelSelector{},
 		MatchConditions:         matchConditions(o),
 		SideEffects:             &sideEffectsNone,

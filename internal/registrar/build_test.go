@@ -2,7 +2,9 @@ package registrar
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -326,5 +328,161 @@ spec:
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// tenantPolicy is a namespaced Policy in ns on kinds, with a failure
+// policy and a webhook timeout.
+func tenantPolicy(ns, name, kinds, failurePolicy string, timeout int) string {
+	return fmt.Sprintf(`apiVersion: verdict.dev/v1
+kind: Policy
+metadata: {name: %s, namespace: %s}
+spec:
+  failurePolicy: %s
+  webhookTimeoutSeconds: %d
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: %s}}]}
+    validate: {message: no, deny: {}}
+`, name, ns, failurePolicy, timeout, kinds)
+}
+
+// tenantHooks returns the validating webhooks that select namespaces
+// by name (kubernetes.io/metadata.name In), by their namespaces.
+func tenantHooks(t *testing.T, hooks []admissionregistrationv1.ValidatingWebhook) map[string]admissionregistrationv1.ValidatingWebhook {
+	t.Helper()
+	out := map[string]admissionregistrationv1.ValidatingWebhook{}
+	for _, w := range hooks {
+		for _, e := range w.NamespaceSelector.MatchExpressions {
+			if e.Operator == metav1.LabelSelectorOpIn && e.Key == "kubernetes.io/metadata.name" {
+				out[strings.Join(e.Values, ",")] = w
+			}
+		}
+	}
+	return out
+}
+
+// TestBuildConfinesNamespacedPolicies: a tenant's Policy (kinds ["*"],
+// failurePolicy Fail, webhookTimeoutSeconds 30) changes neither the
+// shared webhooks' rules nor their timeout: its rules go into a webhook
+// of its own that selects its namespace only, for namespaced resources
+// only, with its failure policy and its timeout capped. Tenants with
+// the same needs share one webhook.
+func TestBuildConfinesNamespacedPolicies(t *testing.T) {
+	pols := compileAll(t, enforcePods,
+		tenantPolicy("team-a", "everything", `["*"]`, "Fail", 30),
+		tenantPolicy("team-c", "everything", `["*"]`, "Fail", 30),
+		tenantPolicy("team-b", "cms", `[ConfigMap]`, "Ignore", 5),
+		tenantPolicy("verdict", "inert", `["*"]`, "Fail", 30),
+	)
+	_, val, err := Build(pols, table, Options{URL: "https://x", Filter: admissionfilter.New([]string{"verdict"}, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shared *admissionregistrationv1.ValidatingWebhook
+	for i, w := range val.Webhooks {
+		if w.Name == "validate-fail.verdict.dev" {
+			shared = &val.Webhooks[i]
+		}
+	}
+	if shared == nil {
+		t.Fatalf("no shared validate-fail webhook: %v", vnames(val.Webhooks))
+	}
+	if *shared.TimeoutSeconds != 15 {
+		t.Errorf("shared webhook's timeout %d, want the cluster policy's 15", *shared.TimeoutSeconds)
+	}
+	for _, r := range shared.Rules {
+		if r.Resources[0] == "*" || r.Resources[0] == "configmaps" {
+			t.Errorf("shared webhook has a tenant's rule %v", r.Rule)
+		}
+	}
+	for _, e := range shared.NamespaceSelector.MatchExpressions {
+		if e.Operator != metav1.LabelSelectorOpNotIn {
+			t.Errorf("shared webhook selects namespaces %+v", e)
+		}
+	}
+	tenants := tenantHooks(t, val.Webhooks)
+	for ns, want := range map[string]struct {
+		fail      admissionregistrationv1.FailurePolicyType
+		timeout   int32
+		resources string
+	}{
+		"team-a,team-c": {fail: admissionregistrationv1.Fail, timeout: 10, resources: "*"},
+		"team-b":        {fail: admissionregistrationv1.Ignore, timeout: 5, resources: "configmaps"},
+	} {
+		t.Run(ns, func(t *testing.T) {
+			w, ok := tenants[ns]
+			if !ok {
+				t.Fatalf("no webhook for %s among %v", ns, vnames(val.Webhooks))
+			}
+			if *w.FailurePolicy != want.fail || *w.TimeoutSeconds != want.timeout {
+				t.Errorf("failurePolicy %s, timeout %d; want %s, %d", *w.FailurePolicy, *w.TimeoutSeconds, want.fail, want.timeout)
+			}
+			if len(w.Rules) != 1 || strings.Join(w.Rules[0].Resources, ",") != want.resources || *w.Rules[0].Scope != admissionregistrationv1.NamespacedScope {
+				t.Errorf("rules %+v, want %s of namespaced scope", w.Rules, want.resources)
+			}
+			excluded := false
+			for _, e := range w.NamespaceSelector.MatchExpressions {
+				excluded = excluded || (e.Operator == metav1.LabelSelectorOpNotIn && slices.Contains(e.Values, "kube-system"))
+			}
+			if !excluded {
+				t.Errorf("namespace selector %+v does not skip the excluded namespaces", w.NamespaceSelector)
+			}
+		})
+	}
+	if len(tenants) != 2 {
+		t.Errorf("tenant webhooks for %v; an excluded namespace's policy needs none", slices.Sorted(maps.Keys(tenants)))
+	}
+}
+
+// TestBuildBoundsTenantWebhooks: however many tenants, with however
+// many different needs, the configuration holds a bounded number of
+// webhooks; each tenant's namespace is still selected with its own
+// failure policy and timeout, and no tenant rule reaches a namespace
+// that has no namespaced policy.
+func TestBuildBoundsTenantWebhooks(t *testing.T) {
+	kinds := []string{"Pod", "ConfigMap", "Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet"}
+	var docs []string
+	for i := range 300 {
+		// 2^8 kind sets, two failure policies, timeouts 1 to 30.
+		var ks []string
+		for b, k := range kinds {
+			if i&(1<<b) != 0 {
+				ks = append(ks, k)
+			}
+		}
+		if len(ks) == 0 {
+			ks = []string{"Pod"}
+		}
+		fp := []string{"Fail", "Ignore"}[i%2]
+		docs = append(docs, tenantPolicy(fmt.Sprintf("tenant-%03d", i), "p", "["+strings.Join(ks, ",")+"]", fp, 1+i%30))
+	}
+	_, val, err := Build(compileAll(t, docs...), table, Options{URL: "https://x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(val.Webhooks) > MaxNamespacedWebhooks+3 {
+		t.Fatalf("%d validating webhooks for 300 tenants, want at most %d", len(val.Webhooks), MaxNamespacedWebhooks+3)
+	}
+	seen := map[string]bool{}
+	for nss, w := range tenantHooks(t, val.Webhooks) {
+		for ns := range strings.SplitSeq(nss, ",") {
+			var i int
+			if _, err := fmt.Sscanf(ns, "tenant-%03d", &i); err != nil {
+				t.Fatalf("webhook %s selects %s", w.Name, ns)
+			}
+			if seen[ns] {
+				t.Errorf("%s selected by two webhooks", ns)
+			}
+			seen[ns] = true
+			wantFail := i%2 == 0
+			wantTimeout := min(int32(1+i%30), 10)
+			if (*w.FailurePolicy == admissionregistrationv1.Fail) != wantFail || *w.TimeoutSeconds != wantTimeout {
+				t.Errorf("%s: failurePolicy %s, timeout %d; want fail %v, %d", ns, *w.FailurePolicy, *w.TimeoutSeconds, wantFail, wantTimeout)
+			}
+		}
+	}
+	if len(seen) != 300 {
+		t.Errorf("%d tenants selected, want 300", len(seen))
 	}
 }
