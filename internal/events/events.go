@@ -156,6 +156,12 @@ type WorkItem struct {
 	// UserInfo is who made the request, for rules that use
 	// request.userInfo.
 	UserInfo engine.UserInfo `json:"userInfo"`
+	// RequesterVerified: the webhook's caller proved with its client
+	// certificate to be the API server (mutual TLS), so UserInfo is the
+	// API server's word. Without it, anyone who reaches the webhook may
+	// have written UserInfo: the generator acts on it only where the API
+	// vouches for the request (internal/generator requester.go).
+	RequesterVerified bool `json:"requesterVerified,omitempty"`
 	// Targets are the resources the rule would write, as computed at
 	// admission (the generator recomputes them); for WorkPolicyDeleted,
 	// the kinds (apiVersion and kind) of what the rule generated.

@@ -256,5 +256,22 @@ func WorkMessage(item WorkItem) (queue.Message, error) {
 	if d := item.Downstream; d != nil {
 		parts = append(parts, d.UID, d.ResourceVersion)
 	}
+	if item.unverifiedCreate() {
+		// One item per created trigger (and rule), whatever the request's
+		// uid and the policy's version: the real review of a creation is
+		// published before the object is stored, so a review sent later
+		// for the same uid (a forged one, with another requester) is a
+		// duplicate of the real one within the duplicate window, and
+		// after it the generator finds the trigger older than its grace.
+		parts = []string{"work", string(item.Kind), item.Policy.UID, item.Rule, item.Trigger.UID, "create"}
+	}
 	return queue.Message{Subject: subject, ID: queue.MsgID(parts...), Data: data}, nil
+}
+
+// unverifiedCreate reports whether item is the apply item of an admitted
+// CREATE whose requester the webhook's caller did not prove
+// (RequesterVerified false).
+func (item WorkItem) unverifiedCreate() bool {
+	return item.Act() == WorkApply && (item.Cause == "" || item.Cause == CauseAdmission) &&
+		item.Operation == engine.OpCreate && !item.RequesterVerified
 }

@@ -207,3 +207,52 @@ func FuzzResultMessages(f *testing.F) {
 		}
 	})
 }
+
+// TestWorkMessageOfACreation: without mutual TLS, the apply item of a
+// CREATE has one id per trigger uid and rule, whatever the request's uid,
+// requester or policy version, so a review forged after the real one for
+// the same uid is a duplicate (issue 28, finding 2); with mutual TLS, and
+// for other operations, the ids stay per request.
+func TestWorkMessageOfACreation(t *testing.T) {
+	real := WorkItem{
+		Kind:       WorkGenerate,
+		Policy:     PolicyRef{Key: "ns-owner", UID: "p-1", ResourceVersion: "7"},
+		Rule:       "owner-binding",
+		Trigger:    ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "ns-1"},
+		Operation:  "CREATE",
+		UserInfo:   engine.UserInfo{Username: "alice"},
+		RequestUID: "r-1",
+	}
+	forged := real
+	forged.UserInfo = engine.UserInfo{Username: "mallory"}
+	forged.RequestUID = "r-2"
+	forged.Policy.ResourceVersion = "8"
+	tests := map[string]struct {
+		mod  func(a, b *WorkItem)
+		same bool
+	}{
+		"a creation, unverified: one id":       {mod: func(a, b *WorkItem) {}, same: true},
+		"another rule":                         {mod: func(_, b *WorkItem) { b.Rule = "other" }},
+		"another trigger uid":                  {mod: func(_, b *WorkItem) { b.Trigger.UID = "ns-2" }},
+		"mutual TLS: per request":              {mod: func(a, b *WorkItem) { a.RequesterVerified, b.RequesterVerified = true, true }},
+		"an UPDATE: per request":               {mod: func(a, b *WorkItem) { a.Operation, b.Operation = "UPDATE", "UPDATE" }},
+		"a deleteDownstream item: per request": {mod: func(a, b *WorkItem) { a.Action, b.Action = WorkDeleteDownstream, WorkDeleteDownstream }},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a, b := real, forged
+			tc.mod(&a, &b)
+			ma, err := WorkMessage(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mb, err := WorkMessage(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (ma.ID == mb.ID) != tc.same {
+				t.Fatalf("ids %q and %q: same %v, want %v", ma.ID, mb.ID, ma.ID == mb.ID, tc.same)
+			}
+		})
+	}
+}

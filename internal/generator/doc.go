@@ -19,8 +19,10 @@
 //     uid), ends the item; nothing the message carries about the rule's
 //     output (WorkItem.Targets) is used;
 //  3. the rule is evaluated on the trigger as it is now (engine.Generate,
-//     the admission's operation, the requester from the item, the labels of
-//     the trigger's namespace, the PolicyExceptions in the API);
+//     the admission's operation, the requester from the item where the
+//     webhook's caller proved to be the API server or the item is the
+//     trigger's creation (requester.go), the labels of the trigger's
+//     namespace, the PolicyExceptions in the API);
 //  4. each generated object must be of a served kind, fit its kind's scope,
 //     and, for a namespaced Policy, go into the policy's own namespace.
 //

@@ -290,6 +290,9 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	if !ok {
 		return res
 	}
+	if item.UserInfo, res, ok = g.requester(m, item, trigger, pol); !ok {
+		return res
+	}
 	rule := pol.Rule(item.Rule)
 	if item.Kind == events.WorkMutate {
 		if rule == nil || !rule.MutatesExisting() {
@@ -508,8 +511,8 @@ func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error)
 }
 
 // request is the engine request of the trigger as it is now: the
-// admission's operation (CREATE or UPDATE; CREATE otherwise) and requester,
-// and the labels of the trigger's namespace.
+// admission's operation (CREATE or UPDATE; CREATE otherwise) and requester
+// (as requester left it), and the labels of the trigger's namespace.
 func (g *Generator) request(ctx context.Context, item events.WorkItem, trigger *unstructured.Unstructured) (*engine.Request, error) {
 	op := item.Operation
 	if op != engine.OpCreate && op != engine.OpUpdate {

@@ -47,6 +47,18 @@ const (
 	ReasonNotSynchronized    = "notSynchronized"
 	ReasonPolicyExists       = "policyExists"
 	ReasonQueueError         = "queueError"
+	// ReasonRequesterUnverified: the item's requester cannot be vouched
+	// for (no mutual TLS) and its policy does not run in the background.
+	ReasonRequesterUnverified = "requesterUnverified"
+)
+
+// What became of a requester the API could not vouch for, the action
+// label of verdict_generator_requesters_unverified_total.
+const (
+	// RequesterDropped: the item was worked without it.
+	RequesterDropped = "dropped"
+	// RequesterRefused: the item was skipped (requesterUnverified).
+	RequesterRefused = "refused"
 )
 
 // Metrics are the generator's metrics.
@@ -56,7 +68,10 @@ type Metrics struct {
 	deleted   *prometheus.CounterVec
 	fannedOut *prometheus.CounterVec
 	watch     *prometheus.CounterVec
-	duration  prometheus.Histogram
+	// requesters counts the requesters of items the API could not vouch
+	// for (requester.go).
+	requesters *prometheus.CounterVec
+	duration   prometheus.Histogram
 }
 
 // NewMetrics registers the generator's metrics on reg.
@@ -82,13 +97,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "verdict_generator_watch_events_total",
 			Help: "Changes the watches turned into work: generated resources changed by others or deleted (drift) and policies changed or deleted, by event and result (queued; failed: no item could be made; rejected: JetStream refused the item for good).",
 		}, []string{"event", "result"}),
+		requesters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdict_generator_requesters_unverified_total",
+			Help: "Admission work items whose requester no one vouched for (the webhook's caller presented no client certificate, and the item is not the creation of its trigger), by operation and action (dropped: worked without the requester; refused: skipped, the policy does not run in the background).",
+		}, []string{"operation", "action"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "verdict_generator_work_item_duration_seconds",
 			Help:    "Time to work one generate item (checks, evaluation, writes).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.items, m.resources, m.deleted, m.fannedOut, m.watch, m.duration} {
+	for _, c := range []prometheus.Collector{m.items, m.resources, m.deleted, m.fannedOut, m.watch, m.requesters, m.duration} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register generator metrics: %w", err)
 		}

@@ -408,6 +408,12 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 	if len(items) == 0 {
 		return v, nil
 	}
+	// With mutual TLS the caller is the API server, and the requester
+	// its word; without, anyone may have written it (the generator
+	// decides what to do with it).
+	for i := range items {
+		items[i].RequesterVerified = s.clientCAs != nil
+	}
 	// The evaluation is done: waiting for the acknowledgements takes no
 	// CPU, and may take seconds while a stream elects a new leader.
 	releaseSlot(ctx)

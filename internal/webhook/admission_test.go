@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -403,6 +405,21 @@ func TestGenerateTriggersWork(t *testing.T) {
 		h.admit(PathValidate, reviewOf(t, admissionv1.Create, namespaceObj("team-dry"), dryRun))
 		if n := len(h.work.Items()); n != 2 {
 			t.Fatalf("%d items after a dry run", n)
+		}
+	})
+
+	// Only a webhook that requires the API server's client certificate
+	// vouches for the requester (issue 28, finding 2).
+	t.Run("with mutual TLS the requester is verified", func(t *testing.T) {
+		caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+		if err := os.WriteFile(caFile, newTestCA(t, "webhook-client-ca").pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mutual := newHarness(t, staticSource(t, generateNetpol), testConfig(func(c *Config) { c.ClientCAFile = caFile }))
+		mutual.admit(PathValidate, reviewOf(t, admissionv1.Create, namespaceObj("team-b")))
+		got := mutual.work.Items()
+		if len(got) != 2 || !got[0].RequesterVerified || !got[1].RequesterVerified {
+			t.Fatalf("items %+v, want 2 with the requester verified", got)
 		}
 	})
 }
