@@ -32,6 +32,12 @@ const (
 	// DefaultMaxExpressionSteps bounds the work of one JMESPath
 	// expression (see jmespath.DefaultStepLimit).
 	DefaultMaxExpressionSteps = jmespath.DefaultStepLimit
+	// DefaultMemoryBudget is the memory the JMESPath function calls of one
+	// rule may allocate, over its context entries, foreach lists,
+	// conditions and substitutions (see jmespath.Budget): 64 MiB, sixteen
+	// times a ConfigMap's limit. Forty 16 MB strings of pad_left in one
+	// context entry took 1.34 GB of the webhook's memory before it.
+	DefaultMemoryBudget = jmespath.DefaultMemoryLimit
 	// WorkPerStep is how much matching work counts as one step of the
 	// work budget: a pattern value or condition operand compared to a
 	// resource value charges about one unit per byte it compares (see
@@ -54,6 +60,7 @@ const (
 //	evaluation stopped: limit exceeded: foreach nested deeper than the limit of 4
 //	evaluation stopped: limit exceeded: work budget of 1000000 steps spent
 //	evaluation stopped: limit exceeded: expression over the step limit of 1000000: <the JMESPath error>
+//	evaluation stopped: limit exceeded: memory budget of 67108864 bytes spent: <the JMESPath error>
 const StoppedPrefix = "evaluation stopped: "
 
 var (
@@ -65,7 +72,7 @@ var (
 	ErrCanceled = errors.New("request canceled")
 	// ErrLimitExceeded is wrapped when an evaluation reached one of the
 	// limits set by WithMaxForEachElements, WithMaxForEachDepth,
-	// WithWorkBudget or WithMaxExpressionSteps.
+	// WithWorkBudget, WithMaxExpressionSteps or WithMemoryBudget.
 	ErrLimitExceeded = errors.New("limit exceeded")
 )
 
@@ -75,6 +82,7 @@ type limits struct {
 	forEachDepth    int
 	workBudget      int64
 	exprSteps       int64
+	memory          int64
 }
 
 func defaultLimits() limits {
@@ -83,6 +91,7 @@ func defaultLimits() limits {
 		forEachDepth:    DefaultMaxForEachDepth,
 		workBudget:      DefaultWorkBudget,
 		exprSteps:       DefaultMaxExpressionSteps,
+		memory:          DefaultMemoryBudget,
 	}
 }
 
@@ -137,6 +146,21 @@ func WithMaxExpressionSteps(steps int64) Option {
 			return fmt.Errorf("%w: expression step limit must be positive, got %d", ErrInvalidOption, steps)
 		}
 		e.limits.exprSteps = steps
+		return nil
+	}
+}
+
+// WithMemoryBudget bounds the memory, in bytes, that the JMESPath
+// function calls of one rule may allocate (see jmespath.Budget: strings,
+// lists and objects built by functions, charged before the large ones
+// are made); a rule over it stops with an error. The default is
+// DefaultMemoryBudget.
+func WithMemoryBudget(bytes int64) Option {
+	return func(e *Engine) error {
+		if bytes <= 0 {
+			return fmt.Errorf("%w: memory budget must be positive, got %d", ErrInvalidOption, bytes)
+		}
+		e.limits.memory = bytes
 		return nil
 	}
 }
@@ -205,6 +229,9 @@ type meter struct {
 	// work is the matching work not yet charged as steps (less than
 	// WorkPerStep).
 	work int64
+	// mem is the memory budget of the rule being evaluated, reset as
+	// each rule starts.
+	mem *jmespath.Budget
 }
 
 // meterFor returns a meter for one call evaluating req under ctx. A
@@ -223,7 +250,13 @@ func (e *Engine) meterFor(ctx context.Context, req *Request) *meter {
 	}
 	// The calls of one request share the rule-run storage and the arena
 	// of rule responses: the webhook makes one call per policy.
-	*m = meter{ctx: ctx, limits: &e.limits, budget: c.budget, run: m.run, arena: m.arena, arenaSize: requestArenaSize}
+	mem := m.mem
+	if mem == nil || mem.Limit() != e.limits.memory {
+		// The limit is positive (WithMemoryBudget), so there is no
+		// error; without a budget a search has its own.
+		mem, _ = jmespath.NewBudget(e.limits.memory)
+	}
+	*m = meter{ctx: ctx, limits: &e.limits, budget: c.budget, run: m.run, arena: m.arena, arenaSize: requestArenaSize, mem: mem}
 	return m
 }
 
@@ -306,11 +339,13 @@ func (m *meter) search(q jmespath.Query, data any) (any, error) {
 	if m == nil {
 		return q.Search(data)
 	}
-	v, err := q.SearchContext(m.ctx, data)
+	v, err := q.SearchBudget(m.ctx, data, m.mem)
 	if err != nil {
 		switch {
 		case errors.Is(err, jmespath.ErrStepLimit):
 			_ = m.failRule(limitError("expression over the step limit of %d: %v", m.limits.exprSteps, err))
+		case errors.Is(err, jmespath.ErrMemoryLimit):
+			_ = m.failRule(limitError("memory budget of %d bytes spent: %v", m.limits.memory, err))
 		case m.ctx.Err() != nil:
 			_ = m.check()
 		}
@@ -324,6 +359,9 @@ func (m *meter) search(q jmespath.Query, data any) (any, error) {
 func (run *ruleRun) evaluateBounded(m *meter, base *evalContext, exceptions []*policy.Exception, in *matchInput) RuleResponse {
 	if m != nil {
 		m.ruleStop = nil
+		if m.mem != nil {
+			m.mem.Reset()
+		}
 	}
 	if err := m.charge(1); err != nil {
 		return RuleResponse{Name: run.rule.Name, Type: ruleType(&run.rule.Rule), Status: StatusError, Message: err.Error()}

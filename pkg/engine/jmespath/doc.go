@@ -21,8 +21,11 @@
 //
 // Expressions come from policy authors and documents from API clients, so
 // evaluation is bounded: expressions are at most MaxExpressionLength bytes,
-// no function returns a string longer than MaxStringLength, random() output
-// and work are capped, a search stops after its step limit (WithStepLimit,
+// no function returns a string longer than MaxStringLength, the memory
+// function calls allocate is charged to a budget (WithMemoryLimit per
+// search, or a Budget shared by searches with SearchBudget), random() output
+// and work are capped, a wildcard match counts the work wildcard.Cost
+// bounds, a search stops after its step limit (WithStepLimit,
 // counting the lists iterated inside projections, filters and expression
 // references, and function arguments) and, with SearchContext, when its
 // context ends, and a panic in the underlying library is returned as an
@@ -32,6 +35,7 @@
 // ErrInvalidExpression for expressions that do not parse, ErrEvaluation for
 // every failure while searching and, in addition, ErrFunction when a
 // function call failed (wrong arity, wrong argument types, invalid argument
-// values), ErrStepLimit when the search did too much work, or the
+// values), ErrStepLimit when the search did too much work, ErrMemoryLimit
+// when its function calls would allocate more than its budget, or the
 // context's error when its context ended.
 package jmespath

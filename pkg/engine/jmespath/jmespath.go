@@ -43,6 +43,7 @@ type options struct {
 	resolver                Resolver
 	lookupTimeout           time.Duration
 	stepLimit               int64
+	memoryLimit             int64
 }
 
 func defaultOptions() *options {
@@ -54,6 +55,7 @@ func defaultOptions() *options {
 		resolver:                net.DefaultResolver,
 		lookupTimeout:           DefaultLookupTimeout,
 		stepLimit:               DefaultStepLimit,
+		memoryLimit:             DefaultMemoryLimit,
 	}
 }
 
@@ -144,12 +146,27 @@ func WithStepLimit(steps int64) Option {
 	}
 }
 
+// WithMemoryLimit bounds the memory each search may allocate through
+// function calls (see Budget); a search that needs more fails with
+// ErrMemoryLimit. SearchBudget takes a budget shared by several searches
+// instead. The default is DefaultMemoryLimit.
+func WithMemoryLimit(bytes int64) Option {
+	return func(o *options) error {
+		if bytes <= 0 {
+			return fmt.Errorf("%w: memory limit must be positive, got %d", ErrInvalidOption, bytes)
+		}
+		o.memoryLimit = bytes
+		return nil
+	}
+}
+
 // Interpreter compiles and evaluates JMESPath expressions with Kyverno's
 // custom functions. It is safe for concurrent use.
 type Interpreter struct {
-	caller    interpreter.FunctionCaller
-	cache     *lru
-	stepLimit int64
+	caller      interpreter.FunctionCaller
+	cache       *lru
+	stepLimit   int64
+	memoryLimit int64
 }
 
 // New returns an Interpreter configured by opts.
@@ -169,9 +186,10 @@ func New(opts ...Option) (*Interpreter, error) {
 	// of the same name, as in Kyverno.
 	entries = append(entries, customFunctions(o)...)
 	return &Interpreter{
-		caller:    wrappingCaller{inner: interpreter.NewFunctionCaller(entries...)},
-		cache:     newLRU(o.cacheSize),
-		stepLimit: o.stepLimit,
+		caller:      wrappingCaller{inner: interpreter.NewFunctionCaller(entries...)},
+		cache:       newLRU(o.cacheSize),
+		stepLimit:   o.stepLimit,
+		memoryLimit: o.memoryLimit,
 	}, nil
 }
 
@@ -183,6 +201,11 @@ type Query interface {
 	// with an error wrapping ctx.Err(), when ctx ends: before it starts,
 	// and while it iterates lists inside per-element evaluations.
 	SearchContext(ctx context.Context, data any) (any, error)
+	// SearchBudget is SearchContext charging the memory its function
+	// calls allocate to b, which the caller may share between searches
+	// (one goroutine at a time); a nil b is a budget of the
+	// interpreter's memory limit for this search alone.
+	SearchBudget(ctx context.Context, data any, b *Budget) (any, error)
 }
 
 // Compile parses expr once; results are cached in the interpreter.
@@ -198,7 +221,7 @@ func (i *Interpreter) Compile(expr string) (Query, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &query{expr: expr, node: node, caller: i.caller, hasExpRef: containsExpRef(node), stepLimit: i.stepLimit}
+	q := &query{expr: expr, node: node, caller: i.caller, hasExpRef: containsExpRef(node), calls: containsCall(node), stepLimit: i.stepLimit, memoryLimit: i.memoryLimit}
 	q.node, q.metered = instrument(node, false)
 	if !q.metered && !q.hasExpRef {
 		q.direct = compileDirect(q.node)
@@ -270,8 +293,12 @@ type query struct {
 	hasExpRef bool
 	// metered is set when the expression can do more work than its input
 	// holds: its searches count steps (see instrument).
-	metered   bool
-	stepLimit int64
+	metered bool
+	// calls is set when the expression calls a function: its searches
+	// count steps and charge memory.
+	calls       bool
+	stepLimit   int64
+	memoryLimit int64
 	// direct evaluates the expression without the interpreter, when it is
 	// made only of nodes compileDirect handles (see fast.go).
 	direct directEval
@@ -280,7 +307,7 @@ type query struct {
 // Search evaluates the compiled expression against data, with no
 // context to end it (the step limit still applies).
 func (q *query) Search(data any) (any, error) {
-	return q.search(context.Background(), data)
+	return q.search(context.Background(), data, nil)
 }
 
 // SearchContext evaluates the compiled expression against data, until ctx
@@ -289,10 +316,19 @@ func (q *query) SearchContext(ctx context.Context, data any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrEvaluation, q.expr, err)
 	}
-	return q.search(ctx, data)
+	return q.search(ctx, data, nil)
 }
 
-func (q *query) search(ctx context.Context, data any) (result any, err error) {
+// SearchBudget evaluates the compiled expression against data, until ctx
+// ends, its function calls charging b.
+func (q *query) SearchBudget(ctx context.Context, data any, b *Budget) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrEvaluation, q.expr, err)
+	}
+	return q.search(ctx, data, b)
+}
+
+func (q *query) search(ctx context.Context, data any, b *Budget) (result any, err error) {
 	if q.direct != nil {
 		if v, ok := q.direct(data); ok {
 			return v, nil
@@ -306,8 +342,12 @@ func (q *query) search(ctx context.Context, data any) (result any, err error) {
 	}()
 	caller := q.caller
 	var m *meter
-	if q.metered {
-		m = &meter{inner: q.caller, ctx: ctx, limit: q.stepLimit}
+	if q.metered || q.calls {
+		m = &meter{inner: q.caller, ctx: ctx, limit: q.stepLimit, mem: b, countCalls: q.metered}
+		if b == nil {
+			m.own.limit = q.memoryLimit
+			m.mem = &m.own
+		}
 		caller = m
 	}
 	result, err = interpreter.NewInterpreter(data, caller, nil).Execute(q.node, data)
@@ -324,6 +364,18 @@ func (q *query) search(ctx context.Context, data any) (result any, err error) {
 		return nil, fmt.Errorf("%w: %q: an expression reference is not a value", ErrEvaluation, q.expr)
 	}
 	return result, nil
+}
+
+func containsCall(node parsing.ASTNode) bool {
+	if node.NodeType == parsing.ASTFunctionExpression {
+		return true
+	}
+	for _, child := range node.Children {
+		if containsCall(child) {
+			return true
+		}
+	}
+	return false
 }
 
 func containsExpRef(node parsing.ASTNode) bool {

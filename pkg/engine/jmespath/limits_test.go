@@ -77,7 +77,7 @@ func TestOutputLimits(t *testing.T) {
 		"regex_replace quadratic": {expr: "regex_replace_all('', s, s)", data: map[string]any{"s": big}, wantErr: ErrFunction},
 		"regex_replace refs":      {expr: "regex_replace_all('.+', s, r)", data: map[string]any{"s": big, "r": strings.Repeat("$0", 100)}, wantErr: ErrFunction},
 		"regex_replace_literal":   {expr: "regex_replace_all_literal('', s, s)", data: map[string]any{"s": big}, wantErr: ErrFunction},
-		"nested growth":           {expr: nested.String(), data: map[string]any{"s": big}, wantErr: ErrFunction},
+		"nested growth":           {expr: nested.String(), data: map[string]any{"s": big}, wantErr: ErrMemoryLimit},
 		"join many":               {expr: "let $s = s in join('', [" + strings.Join(refs, ",") + "])", data: map[string]any{"s": big}, wantErr: ErrFunction},
 		"join small":              {expr: "join('-', ['a', 'b'])", want: "a-b"},
 		"to_string exponential":   {expr: lets.String() + "to_string(" + prev + ")", data: "abc", wantErr: ErrFunction},

@@ -97,7 +97,8 @@ func chargeIterated(node *parsing.ASTNode) {
 }
 
 // meter counts the steps of one search and stops it at its step limit or
-// when its context ends. The first error sticks: the interpreter drops
+// when its context ends, and charges the memory its function calls
+// allocate to a Budget. The first error sticks: the interpreter drops
 // some errors (a projection over a failed flatten gives null), so the
 // search reports it once the interpreter returns.
 type meter struct {
@@ -105,6 +106,13 @@ type meter struct {
 	ctx   context.Context
 	limit int64
 	steps int64
+	// mem is the memory budget the function calls charge: the caller's,
+	// or own, of the interpreter's memory limit.
+	mem *Budget
+	own Budget
+	// countCalls is set when the search counts the steps of every call
+	// (the query is metered, see instrument).
+	countCalls bool
 	// nextCheck is the step count at which ctx is next looked at.
 	nextCheck int64
 	err       error
@@ -125,6 +133,35 @@ func (m *meter) CallFunction(name string, args []any) (any, error) {
 		}
 		return args[0], nil
 	}
+	// A wildcard match counts what it may cost, in any search.
+	n := matchSteps(name, args)
+	if m.countCalls {
+		n += callSteps(name, args)
+	}
+	if err := m.charge(n); err != nil {
+		return nil, err
+	}
+	// Memory: an estimate before the call where the result can be much
+	// larger than the arguments, the rest of the result after it.
+	est := allocEstimate(name, args)
+	if err := m.mem.charge(name, est); err != nil {
+		m.err = err
+		return nil, err
+	}
+	v, err := m.inner.CallFunction(name, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.mem.charge(name, footprint(v)-est); err != nil {
+		m.err = err
+		return nil, err
+	}
+	return v, nil
+}
+
+// callSteps is the charge of a call: one, plus the length of its list and
+// object arguments and 64-byte stretches of its strings.
+func callSteps(name string, args []any) int64 {
 	n := int64(1)
 	for _, a := range args {
 		n += size(a)
@@ -133,10 +170,7 @@ func (m *meter) CallFunction(name string, args []any) (any, error) {
 		// n log n comparisons, each through an interface.
 		n *= int64(bits.Len64(uint64(n)))
 	}
-	if err := m.charge(n); err != nil {
-		return nil, err
-	}
-	return m.inner.CallFunction(name, args)
+	return n
 }
 
 func (m *meter) charge(n int64) error {
