@@ -238,7 +238,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc))
+	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc), policycache.WithProtectedNamespace(cfg.Namespace))
 	if err != nil {
 		return err
 	}
@@ -280,8 +280,9 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithCertSource(secretCerts{certSrc}),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
+		webhook.WithReadinessCheck("nats", js.ready),
 		webhook.WithContextLoader(loader),
-		webhook.WithContextResources(kubeutil.NewContextLister(dyn, kc.Mapper)),
+		webhook.WithContextResources(kubeutil.NewContextLister(dyn, kc.Mapper, kubeutil.WithProtectedNamespace(cfg.Namespace))),
 	)
 	if err != nil {
 		return err

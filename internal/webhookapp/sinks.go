@@ -3,6 +3,7 @@ package webhookapp
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -17,7 +18,9 @@ import (
 // counted as dropped by the publisher's metrics), Flush waits for the
 // buffer at shutdown.
 type resultSink struct {
-	pub *queue.AsyncPublisher
+	// pub is the current connection's publisher (jetStream replaces it
+	// with the connection).
+	pub atomic.Pointer[queue.AsyncPublisher]
 	log zerolog.Logger
 	// unpublishable counts results that cannot become a message (no
 	// resource uid: the API server gives validating webhooks the uid of a
@@ -33,7 +36,9 @@ func newResultSink(pub *queue.AsyncPublisher, reg prometheus.Registerer, log zer
 	if err := reg.Register(c); err != nil {
 		return nil, err
 	}
-	return &resultSink{pub: pub, log: log, unpublishable: c}, nil
+	s := &resultSink{log: log, unpublishable: c}
+	s.pub.Store(pub)
+	return s, nil
 }
 
 var _ webhook.ResultSink = (*resultSink)(nil)
@@ -44,7 +49,7 @@ func (s *resultSink) Publish(_ context.Context, evs []events.ResultEvent) {
 	// the admission answer does not wait. Result messages are valid by
 	// construction (escaped subject tokens, hex ids); were one not, the
 	// batch would be refused whole, and counted here.
-	if err := s.pub.PublishAll(ms); errors.Is(err, queue.ErrInvalidSubject) || errors.Is(err, queue.ErrMissingID) {
+	if err := s.pub.Load().PublishAll(ms); errors.Is(err, queue.ErrInvalidSubject) || errors.Is(err, queue.ErrMissingID) {
 		for range ms {
 			s.skip(err)
 		}
@@ -57,12 +62,13 @@ func (s *resultSink) skip(err error) {
 	s.log.Debug().Err(err).Msg("result not published")
 }
 
-func (s *resultSink) Flush(ctx context.Context) error { return s.pub.Flush(ctx) }
+func (s *resultSink) Flush(ctx context.Context) error { return s.pub.Load().Flush(ctx) }
 
 // workSink publishes generate work to VERDICT_WORK and returns only once
 // the stream acknowledged it (or ctx, carrying the deadline, ends).
 type workSink struct {
-	conn *queue.Conn
+	// conn is the current connection (jetStream replaces a closed one).
+	conn atomic.Pointer[queue.Conn]
 }
 
 var _ webhook.WorkSink = (*workSink)(nil)
@@ -72,6 +78,6 @@ func (s *workSink) Publish(ctx context.Context, item events.WorkItem) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.conn.PublishSync(ctx, m)
+	_, err = s.conn.Load().PublishSync(ctx, m)
 	return err
 }

@@ -27,5 +27,6 @@ func runFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithKindResolver(builtinKinds()),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
+		webhook.WithReadinessCheck("nats", js.ready),
 	)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,11 @@ type Conn struct {
 	// heal provisions again what Provision provisioned when a publish or
 	// a runner finds a stream or consumer missing (streams.go).
 	heal reprovisioner
+	// done is closed when the connection is closed for good, whoever
+	// closed it (Close, Drain, or the client after an error the server
+	// answered by dropping it).
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // ConnOption configures Connect.
@@ -193,7 +199,7 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 	if m == nil {
 		m = MetricsFrom(nil)
 	}
-	c := &Conn{log: log, metrics: m, opts: o}
+	c := &Conn{log: log, metrics: m, opts: o, done: make(chan struct{})}
 
 	url := strings.Join(o.urls, ",")
 	var lastAttempt atomic.Pointer[error]
@@ -217,10 +223,7 @@ func Connect(ctx context.Context, opts ...ConnOption) (*Conn, error) {
 			m.connEvents.WithLabelValues("reconnected").Inc()
 			log.Info().Str(logKeyURL, nc.ConnectedUrlRedacted()).Str(logKeyServer, nc.ConnectedServerName()).Msg("natsReconnected")
 		}),
-		nats.ClosedHandler(func(*nats.Conn) {
-			m.connEvents.WithLabelValues("closed").Inc()
-			log.Info().Msg("natsClosed")
-		}),
+		nats.ClosedHandler(func(nc *nats.Conn) { c.closed(nc) }),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
 			// The client forgets a failed attempt's error; keep the last
 			// one for waitConnected to say why it is not connected.
@@ -316,6 +319,31 @@ func backoffDelay(attempt int, minDelay, maxDelay time.Duration) time.Duration {
 	return d + jitter
 }
 
+// closed records that the connection is closed for good: counted, logged
+// (with the error that closed it, when the client did), and Done closed.
+func (c *Conn) closed(nc *nats.Conn) {
+	c.closeOnce.Do(func() {
+		c.metrics.connEvents.WithLabelValues("closed").Inc()
+		ev := c.log.Info()
+		if err := nc.LastError(); err != nil {
+			ev = c.log.Error().Err(err)
+		}
+		ev.Msg("natsClosed")
+		close(c.done)
+	})
+}
+
+// Done is closed once the connection is closed for good. The client
+// reconnects by itself after every disconnection but one: an error the
+// server answers by dropping it (a protocol line over its
+// max_control_line, for one) closes the connection for good, and then
+// only a new Conn connects again. Err says why.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is the error that closed the connection, or that the last
+// connection attempt failed with; nil when there is none.
+func (c *Conn) Err() error { return c.nc.LastError() }
+
 // Connected reports whether the connection is up now.
 func (c *Conn) Connected() bool { return c.nc.IsConnected() }
 
@@ -341,9 +369,8 @@ func (c *Conn) Close() { c.nc.Close() }
 // waits for it to close or ctx to end.
 func (c *Conn) Drain(ctx context.Context) error {
 	closed := make(chan struct{})
-	c.nc.SetClosedHandler(func(*nats.Conn) {
-		c.metrics.connEvents.WithLabelValues("closed").Inc()
-		c.log.Info().Msg("natsClosed")
+	c.nc.SetClosedHandler(func(nc *nats.Conn) {
+		c.closed(nc)
 		close(closed)
 	})
 	if err := c.nc.Drain(); err != nil {

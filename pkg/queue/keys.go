@@ -206,14 +206,55 @@ func ParseResultSubject(subject string) (resourceUID, policyKey string, err erro
 	return resourceUID, policyKey, nil
 }
 
+// MaxSubjectLen bounds every subject a message is published to. A
+// subject goes on a protocol line (PUB or HPUB, with the reply subject
+// and the sizes) that nats-server refuses past its max_control_line, 4 KiB
+// by default, by dropping the client; nats.go then closes the connection
+// for good. Message.Validate refuses a longer subject before it is sent
+// (ErrInvalidSubject).
+const MaxSubjectLen = 1024
+
+// maxKeyTokenLen bounds the encoded key of a work subject or a schedule
+// target: WorkSubject and ScheduleTarget shorten a longer key (keyToken).
+const maxKeyTokenLen = 512
+
+// keyToken is EncodeToken(key), or for a key whose token would be longer
+// than maxKeyTokenLen, the token of a shortened key: the key's first bytes
+// (as many as fit escaped) and "#" followed by the hex SHA-256 of the whole
+// key. Two keys share a token only if they share a hash; the subject still
+// names the policy and rule a key starts with. ParseWorkSubject gives the
+// shortened key back.
+func keyToken(key string) string {
+	tok := EncodeToken(key)
+	if len(tok) <= maxKeyTokenLen {
+		return tok
+	}
+	sum := sha256.Sum256([]byte(key))
+	suffix := "#" + hex.EncodeToString(sum[:])
+	room := maxKeyTokenLen - 3*len(suffix) // '#' is escaped: 3 bytes
+	var prefix []byte
+	for i := 0; i < len(key); i++ {
+		n := 3
+		if tokenSafe[key[i]] || key[i] == '.' {
+			n = 1
+		}
+		if room -= n; room < 0 {
+			break
+		}
+		prefix = append(prefix, key[i])
+	}
+	return EncodeToken(string(prefix) + suffix)
+}
+
 // WorkSubject is the VERDICT_WORK subject of one unit of work:
-// verdict.work.<kind>.<key>, the key encoded. It fails with ErrInvalidKind
-// for an unknown kind.
+// verdict.work.<kind>.<key>, the key encoded (and shortened past
+// maxKeyTokenLen, see keyToken). It fails with ErrInvalidKind for an
+// unknown kind.
 func WorkSubject(kind WorkKind, key string) (string, error) {
 	if !kind.Valid() {
 		return "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)
 	}
-	return workPrefix + string(kind) + "." + EncodeToken(key), nil
+	return workPrefix + string(kind) + "." + keyToken(key), nil
 }
 
 // WorkFilter is the filter matching all work of one kind.
@@ -251,7 +292,7 @@ func ScheduleTarget(kind WorkKind, key string) (string, error) {
 	if !kind.Valid() {
 		return "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)
 	}
-	return tickPrefix + string(kind) + "." + EncodeToken(key), nil
+	return tickPrefix + string(kind) + "." + keyToken(key), nil
 }
 
 // DeadSubject is the VERDICT_DEAD subject of a message that came from
@@ -290,9 +331,10 @@ func AppendMsgID(b []byte, parts ...string) []byte {
 }
 
 // validSubject reports whether s is a literal subject a message can be
-// published to: non-empty tokens, no wildcards, no whitespace.
+// published to: non-empty tokens, no wildcards, no whitespace, at most
+// MaxSubjectLen bytes.
 func validSubject(s string) bool {
-	if s == "" {
+	if s == "" || len(s) > MaxSubjectLen {
 		return false
 	}
 	start := 0

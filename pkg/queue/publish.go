@@ -51,6 +51,9 @@ func (m Message) natsMsg() (*nats.Msg, error) {
 // (ErrInvalidSubject) and an id (ErrMissingID).
 func (m Message) Validate() error {
 	if !validSubject(m.Subject) {
+		if len(m.Subject) > MaxSubjectLen {
+			return fmt.Errorf("%w: %d bytes, more than %d: %q...", ErrInvalidSubject, len(m.Subject), MaxSubjectLen, m.Subject[:64])
+		}
 		return fmt.Errorf("%w: %q", ErrInvalidSubject, m.Subject)
 	}
 	if m.ID == "" {
