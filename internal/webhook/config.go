@@ -80,6 +80,16 @@ type Config struct {
 	// OnWorkPublishFailure decides the answer when it is not.
 	OnWorkPublishFailure WorkFailureMode
 
+	// UnverifiedResultsPerSecond and UnverifiedWorkPerSecond bound what a
+	// caller without a verified client certificate (no --client-ca-file:
+	// anyone who reaches the port) makes the webhook publish, per caller
+	// address, with bursts of twice as much: results past the rate are
+	// dropped and counted, work past it fails to publish
+	// (OnWorkPublishFailure decides). 0 is no limit. A verified caller
+	// is never limited.
+	UnverifiedResultsPerSecond int
+	UnverifiedWorkPerSecond    int
+
 	// ShutdownDelay is how long the server keeps serving with /readyz
 	// failing after a termination signal, so that endpoints drop the
 	// replica before it stops accepting.
@@ -136,6 +146,11 @@ func DefaultConfig() Config {
 		FlushTimeout:         4 * time.Second,
 		ShutdownBudget:       25 * time.Second,
 		Log:                  service.DefaultLogConfig(),
+
+		// An API server at 500 admissions a second with 10 policies
+		// each, per address; a forged flood is cut to as much.
+		UnverifiedResultsPerSecond: 5000,
+		UnverifiedWorkPerSecond:    200,
 	}
 }
 
@@ -172,6 +187,10 @@ func (c *Config) Validate() error {
 	}
 	if c.WorkPublishTimeout <= 0 {
 		bad("work-publish-timeout must be positive, not %s", c.WorkPublishTimeout)
+	}
+	if c.UnverifiedResultsPerSecond < 0 || c.UnverifiedWorkPerSecond < 0 {
+		bad("unverified-results-per-second (%d) and unverified-work-per-second (%d) must not be negative",
+			c.UnverifiedResultsPerSecond, c.UnverifiedWorkPerSecond)
 	}
 	switch c.OnWorkPublishFailure {
 	case WorkFailureDeny, WorkFailureAllow:

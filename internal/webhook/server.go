@@ -306,6 +306,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if s.metrics, err = newMetrics(s.registry, s.policies, s.certs); err != nil {
 		return nil, err
 	}
+	if err := s.limitUnverified(); err != nil {
+		return nil, err
+	}
 	s.handler, s.probes = s.routes()
 	return s, nil
 }
@@ -350,7 +353,7 @@ func (s *Server) routes() (all, probes http.Handler) {
 		pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return mux, pm
+	return withCallerOf(mux), pm
 }
 
 // Handler returns the handler of every endpoint (what the TLS server

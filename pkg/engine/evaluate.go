@@ -365,6 +365,9 @@ func anyNamespace(patterns []string, ns string) bool {
 // resource.
 func (run *ruleRun) exceptionFor(exceptions []*policy.Exception, in *matchInput) (string, bool) {
 	for _, ex := range exceptions {
+		if !exceptionReaches(ex.ClusterWide, ex.Metadata.Namespace, run.req, in.namespace) {
+			continue
+		}
 		if !exceptionNames(ex, run.policy, run.rule) {
 			continue
 		}
@@ -387,6 +390,22 @@ func (run *ruleRun) exceptionFor(exceptions []*policy.Exception, in *matchInput)
 		return name, true
 	}
 	return "", false
+}
+
+// exceptionReaches reports whether an exception in namespace exNS may
+// exempt the request's resource (whose own namespace is resNS, empty
+// for a cluster-scoped one): anywhere when it is cluster-wide,
+// otherwise only in its own namespace. A resource without a namespace
+// of its own is in the request's namespace, except a Namespace, which
+// is in none.
+func exceptionReaches(clusterWide bool, exNS string, req *Request, resNS string) bool {
+	if clusterWide {
+		return true
+	}
+	if resNS == "" && document.String(req.resource(), "kind") != "Namespace" {
+		resNS = req.Namespace
+	}
+	return exNS != "" && resNS == exNS
 }
 
 func exceptionNames(ex *policy.Exception, p *Policy, r *Rule) bool {

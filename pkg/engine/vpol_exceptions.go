@@ -7,12 +7,16 @@ import (
 	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine/celeval"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
 // celException is a compiled policies.kyverno.io PolicyException.
 type celException struct {
-	key           string
+	key string
+	// namespace and clusterWide: how far it reaches (exceptionReaches).
+	namespace     string
+	clusterWide   bool
 	conditions    []*celeval.Program
 	images        []string
 	allowedValues []string
@@ -64,7 +68,7 @@ func (e *Engine) WithCELExceptions(p *Policy, excs []*policy.CELException) (*Pol
 // compileCELException compiles a PolicyException's match conditions; an
 // error names the exception and the condition's path.
 func compileCELException(ex *policy.CELException) (*celException, error) {
-	ce := &celException{key: ex.Key(), images: ex.Spec.Images, allowedValues: ex.Spec.AllowedValues, reportPass: ex.Spec.ReportResult == "pass"}
+	ce := &celException{key: ex.Key(), namespace: ex.Metadata.Namespace, clusterWide: ex.ClusterWide, images: ex.Spec.Images, allowedValues: ex.Spec.AllowedValues, reportPass: ex.Spec.ReportResult == "pass"}
 	var errs []error
 	for i, c := range ex.Spec.MatchConditions {
 		prog, err := celeval.Compile(c.Expression, celeval.Bool)
@@ -96,7 +100,11 @@ func (e *Engine) CheckCELException(ex *policy.CELException) error {
 func (run *ruleRun) applyCELExceptions(rr *RuleResponse, cr *celRule, ev *celeval.Evaluation) (done bool) {
 	var whole []*celException
 	var images, values []string
+	resNS := document.String(run.req.resource(), "metadata", "namespace")
 	for _, ex := range cr.exceptions {
+		if !exceptionReaches(ex.clusterWide, ex.namespace, run.req, resNS) {
+			continue
+		}
 		matched := true
 		for _, c := range ex.conditions {
 			ok, err := ev.Bool(c)

@@ -31,6 +31,8 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 		cfg.OnWorkPublishFailure = webhook.WorkFailureMode(s)
 		return nil
 	})
+	fs.IntVar(&cfg.UnverifiedResultsPerSecond, "unverified-results-per-second", cfg.UnverifiedResultsPerSecond, "results a caller without a verified client certificate may make the webhook publish per second, per caller address (twice as many in a burst); more are dropped and counted (0: no limit)")
+	fs.IntVar(&cfg.UnverifiedWorkPerSecond, "unverified-work-per-second", cfg.UnverifiedWorkPerSecond, "generate and mutate work items a caller without a verified client certificate may make the webhook queue per second, per caller address; more fail to publish (--on-work-publish-failure decides) (0: no limit)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", cfg.ShutdownDelay, "how long to keep serving with /readyz failing after SIGTERM")
 	fs.DurationVar(&cfg.ShutdownGracePeriod, "shutdown-grace-period", cfg.ShutdownGracePeriod, "how long in-flight requests may take to finish at shutdown")
 	fs.DurationVar(&cfg.FlushTimeout, "flush-timeout", cfg.FlushTimeout, "how long buffered results may take to flush at shutdown")

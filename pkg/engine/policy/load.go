@@ -136,12 +136,18 @@ func (d *Documents) add(obj map[string]any, source string) error {
 		if err != nil {
 			return err
 		}
+		e.ClusterWide = true // see below
 		d.CELExceptions = append(d.CELExceptions, e)
 	case kind == KindPolicyException:
 		e, err := ExceptionFromObject(obj)
 		if err != nil {
 			return err
 		}
+		// Files read with Parse are the pipeline's (verdict apply and
+		// test): their exceptions reach as far as their match says, as
+		// the reference CLI reads them. The cluster's loaders
+		// (ExceptionFromObject) decide for themselves.
+		e.ClusterWide = true
 		d.Exceptions = append(d.Exceptions, e)
 	case unsupportedKinds[kind]:
 		d.Unsupported = append(d.Unsupported, Unsupported{Kind: kind, Name: document.String(obj, "metadata", "name"), Source: source})

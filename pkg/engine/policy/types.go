@@ -572,6 +572,13 @@ type Exception struct {
 	Kind       string        `json:"kind"`
 	Metadata   ObjectMeta    `json:"metadata"`
 	Spec       ExceptionSpec `json:"spec"`
+	// ClusterWide is set by whoever loads the exception, never read from
+	// the object: false (the default), the exception exempts only
+	// resources in its own namespace; true, resources wherever its match
+	// selects them. The cluster's services set it for exceptions in the
+	// exception namespaces an operator names, the CLI for the exceptions
+	// it reads from files.
+	ClusterWide bool `json:"-"`
 }
 
 // ExceptionSpec says which resources are exempt from which rules.

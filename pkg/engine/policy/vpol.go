@@ -200,6 +200,9 @@ type CELException struct {
 	Kind       string           `json:"kind"`
 	Metadata   ObjectMeta       `json:"metadata"`
 	Spec       CELExceptionSpec `json:"spec"`
+	// ClusterWide is Exception.ClusterWide: set by the loader; false,
+	// the exception exempts only resources in its own namespace.
+	ClusterWide bool `json:"-"`
 }
 
 // CELExceptionSpec is the body of a CELException.
