@@ -34,6 +34,9 @@ type Config struct {
 	// PolicyHTTP says whether and where policies may call services
 	// over HTTP (off by default).
 	PolicyHTTP policyhttp.Config
+	// Namespace is Verdict's namespace, whose Secrets no policy reads
+	// (kube.Protected).
+	Namespace string
 	// NATS is the JetStream connection and the streams' replicas and
 	// limits (the same on every service).
 	NATS service.NATSConfig
@@ -58,6 +61,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Kube:         service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
+		Namespace:    "verdict",
 		NATS:         service.DefaultNATSConfig(),
 		Worker:       service.DefaultWorkerConfig(),
 		TTLInterval:  time.Minute,
@@ -103,11 +107,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	loader, err := policycache.NewLoader(kc.Kube, policycache.WithHTTP(hc))
+	loader, err := policycache.NewLoader(kc.Kube, policycache.WithHTTP(hc), policycache.WithProtectedNamespace(cfg.Namespace))
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithContextResources(kubeutil.NewContextLister(kc.Dynamic, kc.Mapper)))
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithContextResources(kubeutil.NewContextLister(kc.Dynamic, kc.Mapper, kubeutil.WithProtectedNamespace(cfg.Namespace))))
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,9 @@ type Config struct {
 	// PolicyHTTP says whether and where policies may call services
 	// over HTTP (off by default).
 	PolicyHTTP policyhttp.Config
+	// Namespace is Verdict's namespace, whose Secrets no policy reads
+	// (kube.Protected).
+	Namespace string
 	// NATS is the JetStream connection and the streams' replicas and
 	// limits (the same on every service).
 	NATS service.NATSConfig
@@ -54,6 +57,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Kube:         service.KubeConfig{QPS: 100, Burst: 200, Timeout: 30 * time.Second},
+		Namespace:    "verdict",
 		NATS:         service.DefaultNATSConfig(),
 		VerifyGrace:  30 * time.Second,
 		Worker:       service.DefaultWorkerConfig(),
@@ -101,11 +105,12 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc))
+	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc), policycache.WithProtectedNamespace(cfg.Namespace))
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(kubeutil.NewLister(dyn, mapper)), engine.WithContextResources(kubeutil.NewContextLister(dyn, mapper)))
+	protect := kubeutil.WithProtectedNamespace(cfg.Namespace)
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(kubeutil.NewLister(dyn, mapper, protect)), engine.WithContextResources(kubeutil.NewContextLister(dyn, mapper, protect)))
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ type Lister struct {
 	timeout time.Duration
 	// maxItems bounds the objects one list reads (0: no bound).
 	maxItems int
+	// protected is Verdict's namespace, whose Secrets it never reads.
+	protected Protected
 }
 
 var _ engine.ResourceLister = (*Lister)(nil)
@@ -56,6 +58,12 @@ func WithMaxItems(n int) ListerOption {
 			l.pageSize = int64(n)
 		}
 	}
+}
+
+// WithProtectedNamespace refuses reads of the Secrets of Verdict's
+// namespace ns (Protected), cluster-wide lists of Secrets with them.
+func WithProtectedNamespace(ns string) ListerOption {
+	return func(l *Lister) { l.protected = Protected(ns) }
 }
 
 // NewLister returns a Lister.
@@ -100,6 +108,9 @@ func (l *Lister) GetResource(ctx context.Context, apiVersion, kind, namespace, n
 	if err != nil {
 		return nil, err
 	}
+	if err := l.protected.Check(gvr.Group, gvr.Resource, namespace); err != nil {
+		return nil, err
+	}
 	ri := l.dyn.Resource(gvr)
 	var c dynamic.ResourceInterface = ri
 	if namespaced {
@@ -123,6 +134,9 @@ func (l *Lister) GetResource(ctx context.Context, apiVersion, kind, namespace, n
 func (l *Lister) ListResources(ctx context.Context, apiVersion, kind, namespace string, selector *policy.LabelSelector) ([]map[string]any, error) {
 	gvr, namespaced, err := l.resource(apiVersion, kind)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.protected.Check(gvr.Group, gvr.Resource, namespace); err != nil {
 		return nil, err
 	}
 	ri := l.dyn.Resource(gvr)
@@ -192,8 +206,8 @@ const (
 // resources (CEL's resource.Get and resource.List, validate.cel params)
 // in the services: each call bounded by ContextReadTimeout, a list by
 // ContextReadMaxItems.
-func NewContextLister(dyn dynamic.Interface, mapper meta.RESTMapper) *Lister {
-	return NewLister(dyn, mapper, WithCallTimeout(ContextReadTimeout), WithMaxItems(ContextReadMaxItems))
+func NewContextLister(dyn dynamic.Interface, mapper meta.RESTMapper, opts ...ListerOption) *Lister {
+	return NewLister(dyn, mapper, append([]ListerOption{WithCallTimeout(ContextReadTimeout), WithMaxItems(ContextReadMaxItems)}, opts...)...)
 }
 
 // Namespaced reports whether the API server serves kind of apiVersion

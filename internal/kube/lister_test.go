@@ -68,4 +68,23 @@ func TestContextReads(t *testing.T) {
 			t.Errorf("Namespaced(%s) = %v, %v; want %v", kind, got, err, want)
 		}
 	}
+
+	// Namespace b stands for Verdict's: its Secrets are out of reach,
+	// alone or among every namespace's, whatever the client may read.
+	if _, err := kc.CoreV1().Secrets("b").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ca"}, StringData: map[string]string{"key": "private"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l = kube.NewContextLister(dyn, mapper, kube.WithProtectedNamespace("b"))
+	if _, err := l.GetResource(ctx, "v1", "Secret", "b", "ca"); !errors.Is(err, kube.ErrProtected) {
+		t.Fatalf("Verdict's Secret: %v", err)
+	}
+	if _, err := l.ListResources(ctx, "v1", "Secret", "", nil); !errors.Is(err, kube.ErrProtected) {
+		t.Fatalf("every namespace's Secrets: %v", err)
+	}
+	if _, err := l.ListResources(ctx, "v1", "Secret", "a", nil); err != nil {
+		t.Fatalf("another namespace's Secrets: %v", err)
+	}
+	if _, err := l.GetResource(ctx, "v1", "ConfigMap", "a", "cm-0"); err != nil {
+		t.Fatalf("a ConfigMap: %v", err)
+	}
 }

@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 
 	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -42,6 +46,8 @@ type Loader struct {
 	http     *policyhttp.Client
 	timeout  time.Duration
 	maxBytes int
+	// protected is Verdict's namespace, whose Secrets no apiCall reads.
+	protected kubeutil.Protected
 }
 
 // LoaderOption configures a Loader.
@@ -77,6 +83,16 @@ func WithMaxBytes(n int) LoaderOption {
 func WithHTTP(c *policyhttp.Client) LoaderOption {
 	return func(l *Loader) error {
 		l.http = c
+		return nil
+	}
+}
+
+// WithProtectedNamespace refuses apiCalls that would read the Secrets of
+// Verdict's namespace ns (kube.Protected): by name, by list, or among
+// every namespace's.
+func WithProtectedNamespace(ns string) LoaderOption {
+	return func(l *Loader) error {
+		l.protected = kubeutil.Protected(ns)
 		return nil
 	}
 }
@@ -121,17 +137,22 @@ func (l *Loader) APICall(ctx context.Context, call *policy.APICall) (any, error)
 	if call.Service != nil {
 		return l.serviceCall(ctx, call)
 	}
-	if !strings.HasPrefix(call.URLPath, "/") {
-		return nil, fmt.Errorf("apiCall urlPath %q must start with /", call.URLPath)
+	// The engine sends paths it cleaned and checked (policy.ConfineAPICall);
+	// parsing again here keeps this loader safe on its own.
+	p, err := policy.ParseAPIPath(call.URLPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.protected.Check(p.Group, p.Resource, p.Namespace); err != nil {
+		return nil, fmt.Errorf("apiCall %s: %w", p.Clean, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	rc := l.kube.CoreV1().RESTClient()
-	var raw []byte
-	var err error
+	var req *rest.Request
 	switch strings.ToUpper(call.Method) {
 	case "", "GET":
-		raw, err = rc.Get().AbsPath(call.URLPath).Do(ctx).Raw()
+		req = rc.Get()
 	case "POST":
 		body := map[string]any{}
 		for _, d := range call.Data {
@@ -141,21 +162,37 @@ func (l *Loader) APICall(ctx context.Context, call *policy.APICall) (any, error)
 		if merr != nil {
 			return nil, merr
 		}
-		raw, err = rc.Post().AbsPath(call.URLPath).Body(b).Do(ctx).Raw()
+		req = rc.Post().Body(b)
 	default:
 		return nil, fmt.Errorf("apiCall method %q: only GET and POST", call.Method)
 	}
+	raw, err := l.readLimited(ctx, req.RequestURI(p.Clean), p.Clean)
 	if err != nil {
-		return nil, fmt.Errorf("apiCall %s: %w", call.URLPath, err)
-	}
-	if len(raw) > l.maxBytes {
-		return nil, fmt.Errorf("%w: %d bytes from %s (limit %d)", ErrResponseTooLarge, len(raw), call.URLPath, l.maxBytes)
+		return nil, err
 	}
 	v, err := document.Decode(raw)
 	if err != nil {
 		return nil, fmt.Errorf("apiCall %s: response is not JSON: %w", call.URLPath, err)
 	}
 	return v, nil
+}
+
+// readLimited reads the answer to req without holding more than the
+// size limit: a larger answer is ErrResponseTooLarge, whatever its size.
+func (l *Loader) readLimited(ctx context.Context, req *rest.Request, path string) ([]byte, error) {
+	body, err := req.Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("apiCall %s: %w", path, err)
+	}
+	defer body.Close()
+	raw, err := io.ReadAll(io.LimitReader(body, int64(l.maxBytes)+1))
+	if err != nil {
+		return nil, fmt.Errorf("apiCall %s: %w", path, err)
+	}
+	if len(raw) > l.maxBytes {
+		return nil, fmt.Errorf("%w: more than %d bytes from %s", ErrResponseTooLarge, l.maxBytes, path)
+	}
+	return raw, nil
 }
 
 // serviceCall performs an apiCall on a service (CEL's http calls come

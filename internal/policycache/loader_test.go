@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	kubeutil "github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/internal/policyhttp"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -204,5 +205,58 @@ spec:
 		if len(resp.Rules) != 1 || resp.Rules[0].Status != tc.wantStatus || !strings.Contains(resp.Rules[0].Message, tc.wantMessageHas) {
 			t.Errorf("%s (namespaced allowed: %v): %+v", tc.kind, tc.allowNamespaced, resp.Rules)
 		}
+	}
+}
+
+// TestLoaderProtectsVerdictSecrets: with Verdict's namespace protected,
+// no apiCall reaches its Secrets (by name, listed, watched, or among
+// every namespace's), whatever the policy and the service account's
+// rights; other namespaces' Secrets and other kinds are called, with
+// their query as written.
+func TestLoaderProtectsVerdictSecrets(t *testing.T) {
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.URL.RequestURI())
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"List","items":[]}`))
+	}))
+	defer srv.Close()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := policycache.NewLoader(kube, policycache.WithProtectedNamespace("verdict"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		path string
+		// reached is the request the API server gets ("": refused).
+		reached string
+	}{
+		"the CA's Secret":              {path: "/api/v1/namespaces/verdict/secrets/verdict-webhook-ca"},
+		"Verdict's Secrets, listed":    {path: "/api/v1/namespaces/verdict/secrets"},
+		"Verdict's Secrets, watched":   {path: "/api/v1/watch/namespaces/verdict/secrets"},
+		"every namespace's Secrets":    {path: "/api/v1/secrets"},
+		"climbing into Verdict's":      {path: "/api/v1/namespaces/team/../verdict/secrets/verdict-webhook-ca"},
+		"another namespace's Secret":   {path: "/api/v1/namespaces/team/secrets/regcred", reached: "/api/v1/namespaces/team/secrets/regcred"},
+		"Verdict's ConfigMaps":         {path: "/api/v1/namespaces/verdict/configmaps", reached: "/api/v1/namespaces/verdict/configmaps"},
+		"a list with a label selector": {path: "/api/v1/namespaces/team/pods?labelSelector=app%3Dweb", reached: "/api/v1/namespaces/team/pods?labelSelector=app%3Dweb"},
+		"a group's resource":           {path: "/apis/apps/v1/namespaces/team/deployments", reached: "/apis/apps/v1/namespaces/team/deployments"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			seen = nil
+			_, err := l.APICall(t.Context(), &policy.APICall{URLPath: tc.path})
+			if tc.reached == "" {
+				if !errors.Is(err, kubeutil.ErrProtected) || len(seen) != 0 {
+					t.Fatalf("err %v, the API server saw %q: want a refusal before any call", err, seen)
+				}
+				return
+			}
+			if err != nil || len(seen) != 1 || seen[0] != tc.reached {
+				t.Fatalf("err %v, the API server saw %q, want %q", err, seen, tc.reached)
+			}
+		})
 	}
 }

@@ -459,11 +459,11 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, se
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc))
+	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc), policycache.WithProtectedNamespace(cfg.Namespace))
 	if err != nil {
 		return nil, err
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithContextResources(kubeutil.NewContextLister(d.dyn, d.mapper)))
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithContextResources(kubeutil.NewContextLister(d.dyn, d.mapper, kubeutil.WithProtectedNamespace(cfg.Namespace))))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 func bindFlags(fs *flag.FlagSet, cfg *cleanerapp.Config) {
 	service.BindKubeFlags(fs, &cfg.Kube)
 	service.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
+	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: no policy reads its Secrets")
 	service.BindNATSFlags(fs, &cfg.NATS)
 	service.BindWorkerFlags(fs, &cfg.Worker)
 	fs.DurationVar(&cfg.TTLInterval, "ttl-interval", cfg.TTLInterval, "how often resources labelled cleanup.kyverno.io/ttl are checked and deleted when due (one schedule for every replica: give them all the same)")
