@@ -200,7 +200,12 @@ func testAccess(t *testing.T, kube kubernetes.Interface) {
 		"verdict-generator": {
 			{verb: "patch", group: "networking.k8s.io", resource: "networkpolicies", ns: "team-a", name: "default-deny", allowed: true},
 			{verb: "create", resource: "events", ns: "team-a", allowed: true},
-			{verb: "get", resource: "secrets", ns: "team-a", name: "source", allowed: true},
+			// Clone sources and triggers of the built-in kinds, but no
+			// Secret unless generator.rbac.readSecrets says so.
+			{verb: "get", resource: "configmaps", ns: "team-a", name: "source", allowed: true},
+			{verb: "list", group: "apps", resource: "deployments", allowed: true},
+			{verb: "get", resource: "secrets", ns: "team-a", name: "source"},
+			{verb: "list", resource: "secrets"},
 			{verb: "create", resource: "secrets", ns: "team-a"},
 			{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", ns: "team-a"},
 			{verb: "delete", group: "wgpolicyk8s.io", resource: "policyreports", ns: "team-a", name: "r"},
