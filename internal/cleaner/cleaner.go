@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -47,12 +48,22 @@ type Option func(*options) error
 
 type options struct {
 	runner      []queue.RunnerOption
+	ttlFilter   admissionfilter.Filter
 	ttlInterval time.Duration
 	resync      time.Duration
 	identity    string
 	now         func() time.Time
 	reg         prometheus.Registerer
 	log         zerolog.Logger
+}
+
+// WithTTLFilter sets what the webhooks never receive (the webhook's
+// filter): the TTL sweep leaves alone the labelled resources there, since
+// no webhook checked that whoever set their label may delete them.
+// Default admissionfilter.New(nil, nil): the system namespaces and the
+// resources a cluster needs to heal itself.
+func WithTTLFilter(f admissionfilter.Filter) Option {
+	return func(o *options) error { o.ttlFilter = f; return nil }
 }
 
 // WithTTLInterval sets how often the TTL sweep runs (its schedule,
@@ -164,6 +175,7 @@ func New(conn *queue.Conn, kc Clients, eng *engine.Engine, opts ...Option) (*Cle
 	}
 	o := options{
 		ttlInterval: time.Minute, resync: 10 * time.Minute, identity: host, now: time.Now, log: zerolog.Nop(),
+		ttlFilter: admissionfilter.New(nil, nil),
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {

@@ -49,8 +49,11 @@ type Metrics struct {
 	deletions  *prometheus.CounterVec
 	evalErrors *prometheus.CounterVec
 	ttlInvalid prometheus.Counter
-	schedules  *prometheus.CounterVec
-	notServed  *prometheus.CounterVec
+	// ttlUnguarded counts TTL-labelled resources left alone because no
+	// webhook checked who set the label (ttl.go).
+	ttlUnguarded *prometheus.CounterVec
+	schedules    *prometheus.CounterVec
+	notServed    *prometheus.CounterVec
 }
 
 // NewMetrics registers the cleaner's metrics on reg.
@@ -73,6 +76,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "verdict_cleaner_evaluation_errors_total",
 			Help: "Resources a policy's conditions could not be evaluated on (not deleted), by policy.",
 		}, []string{"policy"}),
+		ttlUnguarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdict_cleaner_ttl_unguarded_total",
+			Help: "Resources with the cleanup.kyverno.io/ttl label left alone by the TTL sweep because they are in a namespace or of a resource no Verdict webhook receives (so no one checked that whoever set the label may delete them), by kind.",
+		}, []string{"kind"}),
 		ttlInvalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "verdict_cleaner_ttl_invalid_total",
 			Help: "Resources whose cleanup.kyverno.io/ttl label could not be read (not deleted), counted at each sweep.",
@@ -86,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Kinds (cleanup policies) or group/version/resources (deleting policies) a policy names that the API server does not serve as listable and deletable, counted at each tick: nothing of them is listed.",
 		}, []string{"policy", "kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.duration, m.deletions, m.evalErrors, m.ttlInvalid, m.schedules, m.notServed} {
+	for _, c := range []prometheus.Collector{m.ticks, m.duration, m.deletions, m.evalErrors, m.ttlInvalid, m.ttlUnguarded, m.schedules, m.notServed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register cleaner metrics: %w", err)
 		}

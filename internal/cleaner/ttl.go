@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 
+	"github.com/verdict-dev/verdict/internal/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/kube"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -65,9 +67,23 @@ func propagationOf(annotations map[string]string) *metav1.DeletionPropagation {
 	return &p
 }
 
+// ttlGuarded reports whether a labelled resource of kind t is one the
+// TTL label's webhook receives (internal/registrar ttl.go), so that its
+// label was set by whoever may delete it: not in a namespace, nor of a
+// resource, the webhooks' filter excludes (a Namespace counts as in
+// itself, as a namespaceSelector sees it).
+func ttlGuarded(f admissionfilter.Filter, t kube.Kind, namespace, name string) bool {
+	if t.GVR.Group == "" && t.GVR.Resource == "namespaces" {
+		namespace = name
+	}
+	return !f.Skips(t.GVR.Group, t.GVR.Resource, "", namespace)
+}
+
 // sweepTTL is a TTL tick: every served kind that can be listed and
 // deleted is listed, metadata only, with the TTL label as selector, and
-// each resource that is due is deleted with a UID precondition. A kind
+// each resource that is due is deleted with a UID precondition, where
+// the TTL label's webhook checked that whoever set the label may delete
+// the resource (ttlGuarded; elsewhere it is counted and left alone). A kind
 // that cannot be listed is counted and left for the next tick: the sweep
 // is repeated every TTL interval, so it is not retried.
 func (c *Cleaner) sweepTTL(ctx context.Context) result {
@@ -91,6 +107,10 @@ func (c *Cleaner) sweepTTL(ctx context.Context) result {
 			for i := range list.Items {
 				item := &list.Items[i]
 				if item.DeletionTimestamp != nil {
+					continue
+				}
+				if !ttlGuarded(c.o.ttlFilter, t, item.Namespace, item.Name) {
+					c.m.ttlUnguarded.WithLabelValues(t.GVK.Kind).Inc()
 					continue
 				}
 				due, err := DueTime(item.Labels[LabelTTL], item.CreationTimestamp.Time)

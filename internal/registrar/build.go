@@ -64,6 +64,9 @@ type Options struct {
 	ValidatingName string
 	// DefaultTimeoutSeconds is used when no policy sets one (10).
 	DefaultTimeoutSeconds int32
+	// GuardTTL adds the TTL label's webhook (ttl.go): the label is set
+	// only by whoever may delete the object.
+	GuardTTL bool
 }
 
 func (o *Options) defaults() {
@@ -201,6 +204,9 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 		val.Webhooks = append(val.Webhooks, validatingWebhook(g.name, g.accum, g.fail, o))
 	}
 	val.Webhooks = append(val.Webhooks, policyWebhook(o))
+	if o.GuardTTL {
+		val.Webhooks = append(val.Webhooks, ttlWebhook(o))
+	}
 	return mut, val, nil
 }
 

@@ -18,6 +18,7 @@ type metrics struct {
 	inFlight     prometheus.Gauge
 	overloaded   prometheus.Counter
 	refused      *prometheus.CounterVec
+	ttlChecks    *prometheus.CounterVec
 }
 
 // Reasons a work publish failed, as metric labels.
@@ -63,8 +64,12 @@ func newMetrics(reg prometheus.Registerer, src PolicySource, certs CertSource) (
 			Help: "Requests answered 4xx or 5xx before evaluation, by reason (identifier: a uid, name, namespace or resourceVersion the API server cannot have sent; userInfo: beyond what an API server sends).",
 		}, []string{"reason"}),
 	}
+	m.ttlChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "ttl_label_checks_total",
+		Help: "Writes that set or changed the cleanup.kyverno.io/ttl label, by result (allowed: the requester may delete the object; denied: may not; error: the API could not answer, denied).",
+	}, []string{"result"})
 	collectors := []prometheus.Collector{
-		m.requests, m.latency, m.panics, m.workFailures, m.workItems, m.inFlight, m.overloaded, m.refused,
+		m.requests, m.latency, m.panics, m.workFailures, m.workItems, m.inFlight, m.overloaded, m.refused, m.ttlChecks,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "invalid_policies",
 			Help: "Policies and exceptions of the current source that could not be loaded or compiled.",

@@ -62,6 +62,7 @@ type Server struct {
 	engineOpts []engine.Option
 	filter     admissionfilter.Filter
 	clientCAs  *clientCAs
+	ttlAuth    DeleteAuthorizer
 
 	// addr is the address the TLS listener serves, once it does.
 	addr         atomic.Pointer[string]
@@ -338,6 +339,7 @@ func (s *Server) routes() (all, probes http.Handler) {
 	mux.Handle(PathMutate, evaluating("mutate", s.admissionHandler(s.mutate)))
 	mux.Handle(PathValidate, evaluating("validate", s.admissionHandler(s.validate)))
 	mux.Handle(PathValidatePolicy, evaluating("validate-policy", s.admissionHandler(s.validatePolicy)))
+	mux.Handle(PathValidateTTL, evaluating("validate-ttl", s.admissionHandler(s.validateTTL)))
 	mux.Handle(PathHealthz, healthz)
 	mux.Handle(PathReadyz, readyz)
 	mux.Handle(PathMetrics, metricsHandler)

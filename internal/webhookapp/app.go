@@ -277,6 +277,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithNamespaceLister(pc),
 		webhook.WithRoleResolver(rr),
 		webhook.WithKindResolver(kc.Mapper),
+		webhook.WithDeleteAuthorizer(accessReviews{kube}),
 		webhook.WithCertSource(secretCerts{certSrc}),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
@@ -304,7 +305,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 // runLeader campaigns for the Lease and, while leading, keeps the
 // certificates and the webhook configurations current.
 func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, cfg Config, filter admissionfilter.Filter, pc *policycache.Cache, log zerolog.Logger) {
-	opts := registrar.Options{URL: cfg.WebhookURL, Filter: filter}
+	opts := registrar.Options{URL: cfg.WebhookURL, Filter: filter, GuardTTL: true}
 	dns := []string{}
 	if cfg.WebhookURL == "" {
 		port := cfg.ServicePort
