@@ -57,7 +57,7 @@ func TestBuildGuardsTTL(t *testing.T) {
 			if ns := hook.NamespaceSelector.MatchExpressions[0]; ns.Operator != metav1.LabelSelectorOpNotIn || !slices.Contains(ns.Values, "verdict") || !slices.Contains(ns.Values, "kube-system") {
 				t.Errorf("namespace selector %+v", hook.NamespaceSelector)
 			}
-			if len(hook.MatchConditions) != 1 || hook.MatchConditions[0].Expression != filter.Expression() {
+			if len(hook.MatchConditions) != 2 || hook.MatchConditions[0].Expression != filter.Expression() || hook.MatchConditions[1] != ttlSetCondition {
 				t.Errorf("match conditions %+v", hook.MatchConditions)
 			}
 		})
