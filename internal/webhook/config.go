@@ -60,8 +60,19 @@ type Config struct {
 
 	// MaxRequestBytes limits request bodies; larger ones get 413.
 	MaxRequestBytes int64
-	// RequestTimeout bounds one admission evaluation; the API server's
-	// ?timeout= query parameter lowers it.
+	// MaxConcurrentBodyReads bounds the request bodies being read at once
+	// (before the evaluation slots: a slow client holds no slot); one more
+	// is answered 429 at once. Each read ends at the request's deadline.
+	MaxConcurrentBodyReads int
+	// MaxBodyBytesInFlight bounds the memory of the bodies being read and
+	// evaluated, charged as they arrive (a declared length is not
+	// allocated up front); a body that would pass it is answered 429.
+	MaxBodyBytesInFlight int64
+	// RequestTimeout bounds one admission request, from its headers to
+	// its answer (the body's read included); the API server's ?timeout=
+	// query parameter lowers it. The answer goes out by then less a
+	// margin (a tenth, at most 250ms), an evaluation that overruns it is
+	// answered 504.
 	RequestTimeout time.Duration
 	// MaxWarnings caps the warnings of one admission response.
 	MaxWarnings int
@@ -130,8 +141,13 @@ func DefaultConfig() Config {
 		Address:            ":9443",
 		CertReloadInterval: 10 * time.Second,
 		MaxRequestBytes:    8 << 20,
-		RequestTimeout:     10 * time.Second,
-		MaxWarnings:        10,
+		// Far more than the slots: a read costs a goroutine and what
+		// arrived, and the API server sends a review at once.
+		MaxConcurrentBodyReads: 1024,
+		// Sixteen 8 MiB bodies, a few thousand ordinary reviews.
+		MaxBodyBytesInFlight: 128 << 20,
+		RequestTimeout:       10 * time.Second,
+		MaxWarnings:          10,
 		// Evaluations are CPU-bound: a few per core keep the cores busy
 		// while one waits on a context loader.
 		MaxConcurrentEvaluations: max(8, 4*runtime.GOMAXPROCS(0)),
@@ -172,6 +188,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBytes <= 0 {
 		bad("max-request-bytes must be positive, not %d", c.MaxRequestBytes)
+	}
+	if c.MaxConcurrentBodyReads <= 0 {
+		bad("max-concurrent-body-reads must be positive, not %d", c.MaxConcurrentBodyReads)
+	}
+	if c.MaxBodyBytesInFlight < c.MaxRequestBytes {
+		bad("max-body-bytes-in-flight (%d) must hold at least one body of max-request-bytes (%d)", c.MaxBodyBytesInFlight, c.MaxRequestBytes)
 	}
 	if c.RequestTimeout <= 0 {
 		bad("request-timeout must be positive, not %s", c.RequestTimeout)

@@ -44,8 +44,16 @@ var (
 	ErrInternal             = &Error{Code: http.StatusInternalServerError, Message: "internal error"}
 	ErrUnavailable          = &Error{Code: http.StatusServiceUnavailable, Message: "unavailable"}
 	// ErrOverloaded: every evaluation slot stayed busy for the queue
-	// timeout; the API server applies the webhook's failurePolicy.
+	// timeout, or the bodies being read are at their limits; the API
+	// server applies the webhook's failurePolicy.
 	ErrOverloaded = &Error{Code: http.StatusTooManyRequests, Message: "too many concurrent evaluations"}
+	// ErrRequestTimeout: the request's body did not arrive before its
+	// deadline.
+	ErrRequestTimeout = &Error{Code: http.StatusRequestTimeout, Message: "request body not received in time"}
+	// ErrDeadline: the evaluation did not finish before the request's
+	// deadline; the request is answered without it (the API server applies
+	// the webhook's failurePolicy).
+	ErrDeadline = &Error{Code: http.StatusGatewayTimeout, Message: "evaluation not finished in time"}
 )
 
 func (e *Error) Error() string {
@@ -76,6 +84,9 @@ var statusReasons = map[int]metav1.StatusReason{
 	http.StatusUnsupportedMediaType:  metav1.StatusReasonUnsupportedMediaType,
 	http.StatusInternalServerError:   metav1.StatusReasonInternalError,
 	http.StatusServiceUnavailable:    metav1.StatusReasonServiceUnavailable,
+	http.StatusTooManyRequests:       metav1.StatusReasonTooManyRequests,
+	http.StatusRequestTimeout:        metav1.StatusReasonTimeout,
+	http.StatusGatewayTimeout:        metav1.StatusReasonTimeout,
 }
 
 // errorReply turns an error into a metav1.Status reply. Errors that are not
@@ -101,6 +112,9 @@ func errorOutcome(err error) Outcome {
 	var e *Error
 	if errors.As(err, &e) && e.Code == http.StatusTooManyRequests {
 		return OutcomeOverloaded
+	}
+	if errors.As(err, &e) && e.Code == http.StatusGatewayTimeout {
+		return OutcomeTimedOut
 	}
 	if errors.As(err, &e) && e.Code < 500 {
 		return OutcomeRejected

@@ -32,6 +32,9 @@ const (
 	OutcomeSkipped Outcome = "skipped"
 	// OutcomeOverloaded: no evaluation slot freed up in time (429).
 	OutcomeOverloaded Outcome = "overloaded"
+	// OutcomeTimedOut: the evaluation overran the request's deadline and
+	// the request was answered 504 without it.
+	OutcomeTimedOut Outcome = "timeout"
 )
 
 const (
@@ -69,7 +72,8 @@ func decorate(h Handler, ds ...Decorator) Handler {
 // httpHandler adapts a Handler to net/http.
 func httpHandler(h Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reply, err := h(r.Context(), r)
+		ctx := context.WithValue(r.Context(), controllerKey{}, http.NewResponseController(w))
+		reply, err := h(ctx, r.WithContext(ctx))
 		switch {
 		case err != nil:
 			reply = errorReply(err)
@@ -124,7 +128,9 @@ func withRecover(m *metrics, endpoint string) Decorator {
 }
 
 // withTimeout bounds the request's context by max, lowered by the API
-// server's ?timeout= parameter when it sends one.
+// server's ?timeout= parameter when it sends one, less the margin kept to
+// send the answer (answerMarginOf): the context's deadline is when the
+// answer goes out.
 func withTimeout(max time.Duration) Decorator {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, r *http.Request) (*Reply, error) {
@@ -134,7 +140,7 @@ func withTimeout(max time.Duration) Decorator {
 					d = t
 				}
 			}
-			ctx, cancel := context.WithTimeout(ctx, d)
+			ctx, cancel := context.WithTimeout(ctx, d-answerMarginOf(d))
 			defer cancel()
 			return next(ctx, r.WithContext(ctx))
 		}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 
 	"github.com/rs/zerolog"
@@ -185,44 +183,6 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	}
 }
 
-// readBody checks the method and content type and reads at most limit
-// bytes.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.Method != http.MethodPost {
-		return nil, httpError(ErrMethodNotAllowed, nil, "method %s not allowed, use POST", r.Method)
-	}
-	// The API server's own header, as it writes it, needs no parsing.
-	if ct := r.Header.Get("Content-Type"); ct != contentTypeJSON {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != contentTypeJSON {
-			return nil, httpError(ErrUnsupportedMediaType, nil, "content type %q is not %s", ct, contentTypeJSON)
-		}
-	}
-	if r.ContentLength > limit {
-		return nil, httpError(ErrRequestTooLarge, nil, "request body of %d bytes exceeds the limit of %d", r.ContentLength, limit)
-	}
-	var body []byte
-	var err error
-	if r.ContentLength > 0 {
-		// A declared length (the API server declares it) is read into
-		// one buffer of that size; net/http holds the body to it.
-		body = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(r.Body, body)
-	} else {
-		body, err = io.ReadAll(io.LimitReader(r.Body, limit+1))
-	}
-	if err != nil {
-		return nil, httpError(ErrBadRequest, err, "read request body")
-	}
-	if int64(len(body)) > limit {
-		return nil, httpError(ErrRequestTooLarge, nil, "request body exceeds the limit of %d bytes", limit)
-	}
-	if len(body) == 0 {
-		return nil, httpError(ErrBadRequest, nil, "empty request body")
-	}
-	return body, nil
-}
-
 // decision is what an admission endpoint decides.
 type decision struct {
 	resp    *admissionv1.AdmissionResponse
@@ -237,7 +197,7 @@ type admissionFunc func(ctx context.Context, rv *review) (decision, error)
 // and encodes the answer.
 func (s *Server) admissionHandler(fn admissionFunc) Handler {
 	return func(ctx context.Context, r *http.Request) (*Reply, error) {
-		body, err := readBody(r, s.cfg.MaxRequestBytes)
+		body, err := bodyFrom(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -62,6 +62,7 @@ type Server struct {
 	engineOpts []engine.Option
 	filter     admissionfilter.Filter
 	clientCAs  *clientCAs
+	bodies     *bodies
 	ttlAuth    DeleteAuthorizer
 
 	// addr is the address the TLS listener serves, once it does.
@@ -307,12 +308,19 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if s.metrics, err = newMetrics(s.registry, s.policies, s.certs); err != nil {
 		return nil, err
 	}
+	s.bodies = &bodies{
+		limit: cfg.MaxRequestBytes, readers: make(chan struct{}, cfg.MaxConcurrentBodyReads), budget: cfg.MaxBodyBytesInFlight,
+		refused: func(reason string) { s.metrics.refused.WithLabelValues(reason).Inc() },
+	}
 	if err := s.limitUnverified(); err != nil {
 		return nil, err
 	}
 	s.handler, s.probes = s.routes()
 	return s, nil
 }
+
+// maxStreamsPerConn bounds the requests of one HTTP/2 connection at once.
+const maxStreamsPerConn = 100
 
 // routes builds the TLS server's mux and the probe mux.
 func (s *Server) routes() (all, probes http.Handler) {
@@ -325,9 +333,14 @@ func (s *Server) routes() (all, probes http.Handler) {
 		}, extra...)...))
 	}
 	// Evaluations share one set of slots; probes and metrics never wait.
+	// A request's body is read before it waits for a slot (a slow client
+	// holds none), and it is answered by its deadline whatever its
+	// evaluation does (a recovered panic included: the evaluation runs on
+	// a goroutine of its own).
 	slots := make(chan struct{}, s.cfg.MaxConcurrentEvaluations)
 	evaluating := func(name string, h Handler) http.Handler {
-		return endpoint(name, h, withConcurrencyLimit(slots, s.cfg.EvaluationQueueTimeout, s.metrics))
+		return endpoint(name, h, s.bodies.withBody(), withAnswerBy(), withRecover(s.metrics, name),
+			withConcurrencyLimit(slots, s.cfg.EvaluationQueueTimeout, s.metrics))
 	}
 	metricsHandler := promhttp.InstrumentMetricHandler(s.registry, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
@@ -495,6 +508,10 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          log.New(serverErrorLog{s.log}, "", 0),
 		TLSConfig:         s.tlsConfig(),
+		// One HTTP/2 connection carries at most this many requests at
+		// once (the API server opens more connections past it); the
+		// bodies of all of them count against MaxConcurrentBodyReads.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConn},
 	}
 	servers := []*http.Server{tlsSrv}
 	errc := make(chan error, 2)

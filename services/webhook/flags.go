@@ -22,6 +22,8 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", cfg.ClientCAFile, "CA bundle (PEM) that callers' client certificates must chain to: mutual TLS, so that only the API server can send reviews (empty: any caller)")
 	fs.DurationVar(&cfg.CertReloadInterval, "tls-reload-interval", cfg.CertReloadInterval, "how often the certificate files are checked for changes")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest request body accepted; larger ones get 413")
+	fs.IntVar(&cfg.MaxConcurrentBodyReads, "max-concurrent-body-reads", cfg.MaxConcurrentBodyReads, "request bodies read at once, before the evaluation slots and within each request's deadline; one more gets 429")
+	fs.Int64Var(&cfg.MaxBodyBytesInFlight, "max-body-bytes-in-flight", cfg.MaxBodyBytesInFlight, "bytes of request bodies held at once (read and being evaluated), charged as they arrive; a body that would pass it gets 429")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "upper bound of one admission evaluation (the API server's ?timeout= lowers it)")
 	fs.IntVar(&cfg.MaxConcurrentEvaluations, "max-concurrent-evaluations", cfg.MaxConcurrentEvaluations, "admission requests evaluated at once; more wait for a slot")
 	fs.DurationVar(&cfg.EvaluationQueueTimeout, "evaluation-queue-timeout", cfg.EvaluationQueueTimeout, "how long a request waits for an evaluation slot before it is answered 429 (the webhook's failurePolicy then applies)")

@@ -22,6 +22,7 @@ func TestFlags(t *testing.T) {
 		"--tls-cert-file=/certs/tls.crt", "--tls-private-key-file=/certs/tls.key",
 		"--tls-reload-interval=1m",
 		"--max-request-bytes=1024",
+		"--max-concurrent-body-reads=7", "--max-body-bytes-in-flight=4096",
 		"--request-timeout=3s",
 		"--max-warnings=4",
 		"--work-publish-timeout=500ms",
@@ -39,7 +40,7 @@ func TestFlags(t *testing.T) {
 	want := webhook.Config{
 		Address: "127.0.0.1:8443", ProbeAddress: ":8081", Pprof: true,
 		CertFile: "/certs/tls.crt", KeyFile: "/certs/tls.key", CertReloadInterval: time.Minute,
-		MaxRequestBytes: 1024, RequestTimeout: 3 * time.Second, MaxWarnings: 4,
+		MaxRequestBytes: 1024, MaxConcurrentBodyReads: 7, MaxBodyBytesInFlight: 4096, RequestTimeout: 3 * time.Second, MaxWarnings: 4,
 		WorkPublishTimeout: 500 * time.Millisecond, OnWorkPublishFailure: webhook.WorkFailureAllow,
 		ShutdownDelay: 0, ShutdownGracePeriod: 9 * time.Second, FlushTimeout: 2 * time.Second, ShutdownBudget: 20 * time.Second,
 		MaxConcurrentEvaluations: 3, EvaluationQueueTimeout: 250 * time.Millisecond,
