@@ -12,7 +12,8 @@ import (
 // Pods under testdata/apply (two Pod Security policies of the Kyverno
 // library, a hand-written unscored policy and an exception: every
 // outcome, pass to skip; and a ConfigMap no policy matches) and the suite under testdata/test (assertions
-// that hold and one that does not). Paths are relative to the package, as
+// that hold and one that does not), which reads ../apply: refused
+// unless the root given holds it or paths outside are allowed. Paths are relative to the package, as
 // `go test` runs in it, so the outputs that name test files are the same
 // on every machine.
 func TestOutputGolden(t *testing.T) {
@@ -52,17 +53,26 @@ func TestOutputGolden(t *testing.T) {
 			args: slices.Concat(applyNone, []string{"-o", "report"}), code: ExitOK,
 			stdout: "apply-none-report.yaml",
 		},
+		// The suite reads ../apply: the root given holds both.
 		"test": {
-			args: []string{"test", "testdata/test"}, code: ExitFailed,
+			args: []string{"test", "testdata"}, code: ExitFailed,
 			stdout: "test.txt",
 		},
 		"test json": {
-			args: []string{"test", "testdata/test", "--json"}, code: ExitFailed,
+			args: []string{"test", "testdata", "--json"}, code: ExitFailed,
 			stdout: "test.json",
 		},
 		"test json, failures only": {
-			args: []string{"test", "testdata/test", "--json", "--fail-only"}, code: ExitFailed,
+			args: []string{"test", "testdata", "--json", "--fail-only"}, code: ExitFailed,
 			stdout: "test-fail-only.json",
+		},
+		"test, with paths outside the suite allowed": {
+			args: []string{"test", "testdata/test", "--allow-paths-outside-suite"}, code: ExitFailed,
+			stdout: "test.txt",
+		},
+		"test, a path outside the suite": {
+			args: []string{"test", "testdata/test"}, code: ExitFailed,
+			stdout: "test-outside.txt",
 		},
 	}
 	for name, tc := range tests {

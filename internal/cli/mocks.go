@@ -207,13 +207,17 @@ func (e *globalContextEntry) check() error {
 // value is what a globalReference to the entry reads: the data, or the
 // list of resources, through fieldPath, then, with projections, an object
 // of the projections' results.
-func (e *globalContextEntry) value(jp *jmespath.Interpreter, dir string) (any, error) {
+func (e *globalContextEntry) value(jp *jmespath.Interpreter, t *testFile) (any, error) {
 	var root any
 	switch {
 	case e.ResourceFiles != nil:
 		list := []any{}
-		for _, f := range e.ResourceFiles {
-			objs, err := readManifests(filepath.Join(dir, strings.TrimSpace(f)))
+		for j, f := range e.ResourceFiles {
+			path, err := t.suitePath(fmt.Sprintf("globalContextEntries %q resourceFiles[%d]", e.Name, j), strings.TrimSpace(f))
+			if err != nil {
+				return nil, err
+			}
+			objs, err := readManifests(path)
 			if err != nil {
 				return nil, fmt.Errorf("resourceFiles %q: %w", f, err)
 			}
@@ -266,8 +270,9 @@ func readManifests(path string) ([]any, error) {
 }
 
 // resolveGlobalContextEntries checks the entries and computes the value of
-// each, by name. Paths in resourceFiles are relative to dir.
-func resolveGlobalContextEntries(entries []globalContextEntry, dir string) (map[string]any, error) {
+// each, by name. Paths in resourceFiles are relative to the test file's
+// folder, and stay in its suite (testFile.suitePath).
+func resolveGlobalContextEntries(entries []globalContextEntry, t *testFile) (map[string]any, error) {
 	if len(entries) == 0 {
 		return nil, nil
 	}
@@ -288,7 +293,7 @@ func resolveGlobalContextEntries(entries []globalContextEntry, dir string) (map[
 		if err := e.check(); err != nil {
 			return nil, fmt.Errorf("%w: globalContextEntries[%d] %q: %w", ErrInvalidMock, i, name, err)
 		}
-		v, err := e.value(jp, dir)
+		v, err := e.value(jp, t)
 		if err != nil {
 			return nil, fmt.Errorf("globalContextEntries[%d] %q: %w", i, name, err)
 		}

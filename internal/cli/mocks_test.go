@@ -159,7 +159,7 @@ func TestGlobalContextEntries(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var entries []globalContextEntry
 			decodeInto(t, tc.yml, &entries)
-			values, err := resolveGlobalContextEntries(entries, dir)
+			values, err := resolveGlobalContextEntries(entries, &testFile{dir: dir})
 			if err == nil {
 				loader := &fileLoader{gctx: values}
 				var got any

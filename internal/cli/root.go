@@ -128,5 +128,6 @@ func newTest(ctx context.Context, stdout io.Writer) *cobra.Command {
 	f.StringVarP(&opts.FileName, "file-name", "f", "kyverno-test.yaml", "name of the test files")
 	f.BoolVar(&opts.JSON, "json", false, "write the results as JSON")
 	f.BoolVar(&opts.FailOnly, "fail-only", false, "with --json, list only failed assertions")
+	f.BoolVar(&opts.AllowPathsOutsideSuite, "allow-paths-outside-suite", false, "let test files read files outside the directory they were found below (absolute paths, ../ beyond it, symbolic links leading out)")
 	return cmd
 }

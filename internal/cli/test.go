@@ -25,6 +25,11 @@ type TestOptions struct {
 	FileName string
 	JSON     bool
 	FailOnly bool
+	// AllowPathsOutsideSuite lets test files name paths outside the
+	// directory they were found below (absolute, ../ beyond it, or
+	// through a symbolic link); off, such a path is an error
+	// (ErrPathOutsideSuite).
+	AllowPathsOutsideSuite bool
 }
 
 // assertion is the verdict on one resource named in one result entry.
@@ -58,16 +63,33 @@ type TestSummary struct {
 	Assertions []assertion `json:"assertions,omitempty"`
 }
 
+// foundTest is a test file and the root of its suite: the directory
+// given on the command line it was found below, or for a file given
+// itself, its directory.
+type foundTest struct {
+	path, root string
+	// given is the root as given.
+	given string
+}
+
 // findTests returns every kyverno-test.yaml below the directories.
-func findTests(dirs []string, fileName string) ([]string, error) {
-	var out []string
+func findTests(dirs []string, fileName string) ([]foundTest, error) {
+	var out []foundTest
 	for _, d := range dirs {
 		st, err := os.Stat(d)
 		if err != nil {
 			return nil, err
 		}
+		given := d
 		if !st.IsDir() {
-			out = append(out, d)
+			given = filepath.Dir(d)
+		}
+		root, err := filepath.Abs(given)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			out = append(out, foundTest{path: d, root: root, given: given})
 			continue
 		}
 		err = filepath.WalkDir(d, func(path string, e fs.DirEntry, err error) error {
@@ -75,7 +97,7 @@ func findTests(dirs []string, fileName string) ([]string, error) {
 				return err
 			}
 			if !e.IsDir() && e.Name() == fileName {
-				out = append(out, path)
+				out = append(out, foundTest{path: path, root: root, given: given})
 			}
 			return nil
 		})
@@ -83,7 +105,7 @@ func findTests(dirs []string, fileName string) ([]string, error) {
 			return nil, err
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
 	return out, nil
 }
 
@@ -103,7 +125,7 @@ func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSum
 	}
 	sum := &TestSummary{}
 	for _, f := range files {
-		as, err := runTestFile(ctx, f)
+		as, err := runTestFile(ctx, f.path, &suiteRoot{dir: f.root, given: f.given, allowOutside: opts.AllowPathsOutsideSuite})
 		if cerr := ctx.Err(); cerr != nil {
 			// Interrupted: the engine cut the evaluations short, and what
 			// it says is not the policies' verdict.
@@ -112,7 +134,7 @@ func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSum
 		if err != nil {
 			sum.Errors = append(sum.Errors, err.Error())
 			if !opts.JSON {
-				fmt.Fprintf(stdout, "ERROR %s: %v\n", f, err)
+				fmt.Fprintf(stdout, "ERROR %s: %v\n", f.path, err)
 			}
 		}
 		for _, a := range as {
@@ -188,8 +210,8 @@ type deletion struct {
 }
 
 // runTestFile runs every Test document of a test file.
-func runTestFile(ctx context.Context, path string) ([]assertion, error) {
-	tests, err := readTestFiles(path)
+func runTestFile(ctx context.Context, path string, root *suiteRoot) ([]assertion, error) {
+	tests, err := readTestFiles(path, root)
 	if err != nil {
 		return nil, err
 	}
@@ -253,20 +275,43 @@ func (run *testRun) load() error {
 			return fmt.Errorf("results[%d]: operation %q must be one of CREATE, UPDATE or DELETE", i, r.Operation)
 		}
 	}
+	// The files results are compared with are read when judging: they
+	// are checked here, with the other paths.
+	for i := range t.Results {
+		r := &t.Results[i]
+		if pr := r.patched(); pr != "" {
+			if _, err := t.suitePath(fmt.Sprintf("results[%d].patchedResource", i), pr); err != nil {
+				return err
+			}
+		}
+		if gr := r.GeneratedResource; gr != "" {
+			if _, err := t.suitePath(fmt.Sprintf("results[%d].generatedResource", i), gr); err != nil {
+				return err
+			}
+		}
+	}
 	// Values, context and resources first: the engine's context loader
 	// serves what they hold.
 	switch {
 	case t.Values != nil:
 		run.values = t.Values
 	case t.Variables != "":
-		v, err := readValues(t.resolve(t.Variables))
+		path, err := t.suitePath("variables", t.Variables)
+		if err != nil {
+			return err
+		}
+		v, err := readValues(path)
 		if err != nil {
 			return fmt.Errorf("variables: %w", err)
 		}
 		run.values = v
 	}
 	if len(t.Resources) > 0 {
-		rdocs, err := loadDocuments(t.resolveAll(t.Resources), nil)
+		paths, err := t.suitePaths("resources", t.Resources)
+		if err != nil {
+			return err
+		}
+		rdocs, err := loadDocuments(paths, nil)
 		if err != nil {
 			return fmt.Errorf("resources: %w", err)
 		}
@@ -276,8 +321,11 @@ func (run *testRun) load() error {
 		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
 		run.celExceptions = append(run.celExceptions, rdocs.CELExceptions...)
 	}
-	for _, f := range t.JSONPayloads {
-		path := t.resolve(f)
+	for i, f := range t.JSONPayloads {
+		path, err := t.suitePath(fmt.Sprintf("jsonPayloads[%d]", i), f)
+		if err != nil {
+			return err
+		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("jsonPayloads: %w", err)
@@ -297,7 +345,11 @@ func (run *testRun) load() error {
 		run.resources = append(run.resources, obj)
 	}
 	if len(t.TargetResources) > 0 {
-		tdocs, err := loadDocuments(t.resolveAll(t.TargetResources), nil)
+		paths, err := t.suitePaths("targetResources", t.TargetResources)
+		if err != nil {
+			return err
+		}
+		tdocs, err := loadDocuments(paths, nil)
 		if err != nil {
 			return fmt.Errorf("targetResources: %w", err)
 		}
@@ -313,7 +365,7 @@ func (run *testRun) load() error {
 		return err
 	}
 	loader.mocks = mocks
-	gctx, err := resolveGlobalContextEntries(t.GlobalContextEntries, t.dir)
+	gctx, err := resolveGlobalContextEntries(t.GlobalContextEntries, t)
 	if err != nil {
 		return err
 	}
@@ -323,7 +375,11 @@ func (run *testRun) load() error {
 		loader.globals = run.values.GlobalReferences
 	}
 	if t.Context != "" {
-		c, err := readContext(t.resolve(t.Context))
+		path, err := t.suitePath("context", t.Context)
+		if err != nil {
+			return err
+		}
+		c, err := readContext(path)
 		if err != nil {
 			return fmt.Errorf("context: %w", err)
 		}
@@ -334,7 +390,11 @@ func (run *testRun) load() error {
 			return fmt.Errorf("context: %w", err)
 		}
 	}
-	for _, f := range t.resolveAll(t.ClusterResources) {
+	clusterFiles, err := t.suitePaths("clusterResources", t.ClusterResources)
+	if err != nil {
+		return err
+	}
+	for i, f := range clusterFiles {
 		var c clusterResourceFile
 		if err := decodeFileInto(f, &c); err != nil {
 			return fmt.Errorf("clusterResources: %w", err)
@@ -342,7 +402,7 @@ func (run *testRun) load() error {
 		// The CRDs (paths relative to the test, as the reference CLI
 		// reads them) say which custom kinds have no namespace.
 		cluster := map[string]bool{}
-		for _, crd := range c.Spec.CRDs {
+		for j, crd := range c.Spec.CRDs {
 			var doc struct {
 				Spec struct {
 					Scope string `json:"scope"`
@@ -351,7 +411,11 @@ func (run *testRun) load() error {
 					} `json:"names"`
 				} `json:"spec"`
 			}
-			if err := decodeFileInto(t.resolve(crd), &doc); err != nil {
+			path, err := t.suitePath(fmt.Sprintf("clusterResources[%d] spec.crds[%d]", i, j), crd)
+			if err != nil {
+				return err
+			}
+			if err := decodeFileInto(path, &doc); err != nil {
 				return fmt.Errorf("clusterResources: %w", err)
 			}
 			if doc.Spec.Scope == "Cluster" {
@@ -365,11 +429,15 @@ func (run *testRun) load() error {
 			loader.objects = append(loader.objects, o)
 		}
 	}
-	for _, r := range t.Results {
+	for i, r := range t.Results {
 		if r.CloneSourceResource == "" {
 			continue
 		}
-		cdocs, err := loadDocuments([]string{t.resolve(r.CloneSourceResource)}, nil)
+		path, err := t.suitePath(fmt.Sprintf("results[%d].cloneSourceResource", i), r.CloneSourceResource)
+		if err != nil {
+			return err
+		}
+		cdocs, err := loadDocuments([]string{path}, nil)
 		if err != nil {
 			return fmt.Errorf("clone source: %w", err)
 		}
@@ -382,7 +450,11 @@ func (run *testRun) load() error {
 		return err
 	}
 	run.eng = eng
-	pdocs, err := loadDocuments(t.resolveAll(t.Policies), nil)
+	policyPaths, err := t.suitePaths("policies", t.Policies)
+	if err != nil {
+		return err
+	}
+	pdocs, err := loadDocuments(policyPaths, nil)
 	if err != nil {
 		return fmt.Errorf("policies: %w", err)
 	}
@@ -412,7 +484,11 @@ func (run *testRun) load() error {
 	run.exceptions = append(run.exceptions, pdocs.Exceptions...)
 	run.celExceptions = append(run.celExceptions, pdocs.CELExceptions...)
 	if len(t.Exceptions) > 0 {
-		edocs, err := loadDocuments(t.resolveAll(t.Exceptions), nil)
+		paths, err := t.suitePaths("exceptions", t.Exceptions)
+		if err != nil {
+			return err
+		}
+		edocs, err := loadDocuments(paths, nil)
 		if err != nil {
 			return fmt.Errorf("exceptions: %w", err)
 		}
@@ -431,7 +507,11 @@ func (run *testRun) load() error {
 		}
 	}
 	if t.UserInfo != "" {
-		u, err := readUserInfo(t.resolve(t.UserInfo))
+		path, err := t.suitePath("userinfo", t.UserInfo)
+		if err != nil {
+			return err
+		}
+		u, err := readUserInfo(path)
 		if err != nil {
 			return fmt.Errorf("userinfo: %w", err)
 		}
@@ -668,7 +748,7 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 							patched = t.Patched
 						}
 					}
-					why, absent = compareWithFile(run.t.resolve(pr), patched)
+					why, absent = compareWithFile(run.t.joined(pr), patched)
 					switch {
 					case absent && r.FailOnMissingResources:
 						*rows = 1
@@ -709,7 +789,7 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 					return "failed", got, fmt.Sprintf("want %s, got %s (%s)", r.expected(), got, rr.Message), rr.Message
 				}
 				if gr := r.GeneratedResource; gr != "" {
-					if why := compareGenerated(run.t.resolve(gr), rr.Generated); why != "" {
+					if why := compareGenerated(run.t.joined(gr), rr.Generated); why != "" {
 						return "failed", got, "generated resource differs: " + why, rr.Message
 					}
 				}
@@ -847,7 +927,7 @@ func (run *testRun) judgeTarget(r *testResult, p *engine.Policy, target map[stri
 	}
 	got := string(found.Status)
 	if pr := r.patched(); pr != "" && found.Status == engine.StatusPass {
-		why, absent := compareWithFile(run.t.resolve(pr), found.Patched)
+		why, absent := compareWithFile(run.t.joined(pr), found.Patched)
 		switch {
 		case absent && r.FailOnMissingResources:
 			return "failed", got, why + " (failOnMissingResources is set)", found.Message

@@ -13,8 +13,11 @@ import (
 
 // testFile is a Kyverno CLI test (cli.kyverno.io/v1alpha1 Test).
 type testFile struct {
-	path       string
-	dir        string
+	path string
+	dir  string
+	// root is where the paths it names must stay (suitePath); nil: no
+	// check.
+	root       *suiteRoot
 	Metadata   struct{ Name string } `json:"metadata"`
 	Name       string                `json:"name"`
 	Policies   []string              `json:"policies"`
@@ -108,7 +111,7 @@ func (r *testResult) celKind() bool {
 // readTestFiles reads the Test documents of a test file: one, or
 // several separated by "---", each a test of its own (as the reference
 // CLI reads them).
-func readTestFiles(path string) ([]*testFile, error) {
+func readTestFiles(path string, root *suiteRoot) ([]*testFile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -126,7 +129,7 @@ func readTestFiles(path string) ([]*testFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := &testFile{path: path, dir: filepath.Dir(path)}
+		t := &testFile{path: path, dir: filepath.Dir(path), root: root}
 		if err := json.Unmarshal(b, t); err != nil {
 			return nil, fmt.Errorf("%s: document %d: %w", path, d.Index+1, err)
 		}
@@ -136,21 +139,6 @@ func readTestFiles(path string) ([]*testFile, error) {
 		return nil, fmt.Errorf("%s: no Test document", path)
 	}
 	return out, nil
-}
-
-func (t *testFile) resolve(p string) string {
-	if filepath.IsAbs(p) || strings.Contains(p, "://") {
-		return p
-	}
-	return filepath.Join(t.dir, p)
-}
-
-func (t *testFile) resolveAll(ps []string) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = t.resolve(p)
-	}
-	return out
 }
 
 // valuesFile is a Kyverno CLI values file (kind Values).
