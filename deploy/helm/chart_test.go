@@ -59,11 +59,30 @@ func helm(t *testing.T, args ...string) helmbin.Result {
 	return helmbin.Run(t.Context(), helmPath(t), t.TempDir(), args...)
 }
 
+// natsAuth is the one value an install must give beyond the defaults:
+// how the services authenticate to NATS (the chart refuses to render
+// without one, see TestNATSAuthRequired).
+var natsAuth = []string{"--set", "nats.credentials.secretName=verdict-nats-credentials"}
+
+// withAuth is args after natsAuth (a later --set wins).
+func withAuth(args ...string) []string { return append(slices.Clone(natsAuth), args...) }
+
+// controlPlaneArgs adds to a helm install or upgrade against the test's
+// control plane (no NATS namespace, no pods running) natsAuth and no NATS
+// NetworkPolicy; other commands are left as they are.
+func controlPlaneArgs(args []string) []string {
+	if len(args) == 0 || (args[0] != "install" && args[0] != "upgrade") {
+		return args
+	}
+	return append(args, withAuth("--set", "nats.networkPolicy.enabled=false")...)
+}
+
 // render is `helm template` of the chart as release verdict in namespace
-// verdict, with extra arguments (-f, --set); it fails the test on error.
+// verdict, with natsAuth and extra arguments (-f, --set); it fails the
+// test on error.
 func render(t *testing.T, args ...string) []byte {
 	t.Helper()
-	r := helm(t, append([]string{"template", release, chartDir, "--namespace", namespace}, args...)...)
+	r := helm(t, append([]string{"template", release, chartDir, "--namespace", namespace}, withAuth(args...)...)...)
 	if r.Err != nil {
 		t.Fatalf("helm template %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
 	}
@@ -95,12 +114,13 @@ func decode(t *testing.T, manifest []byte) []*unstructured.Unstructured {
 	}
 }
 
-// renders are the value sets every test renders: the defaults, the HA
-// values of ci/ha-values.yaml, and the reporter's serving mode.
+// renders are the value sets every test renders: the defaults (with
+// natsAuth, which has none), the HA values of ci/ha-values.yaml, and the
+// reporter's serving mode.
 var renders = map[string][]string{
-	"default": nil,
+	"default": natsAuth,
 	"ha":      {"-f", haValues},
-	"serve":   {"--set", "reporter.mode=serve"},
+	"serve":   withAuth("--set", "reporter.mode=serve"),
 }
 
 // TestCRDsAreDeployCRDs: the chart's crds/ and report-crds/ are exactly
@@ -279,7 +299,7 @@ func TestSchemaRefuses(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := helm(t, append([]string{"template", release, chartDir, "--namespace", namespace}, tc.args...)...)
+			r := helm(t, append([]string{"template", release, chartDir, "--namespace", namespace}, withAuth(tc.args...)...)...)
 			var exit *exec.ExitError
 			if !errors.As(r.Err, &exit) {
 				t.Fatalf("helm template %v: want a non-zero exit, got %v\n%s", tc.args, r.Err, r.Stdout)
@@ -294,7 +314,7 @@ func TestSchemaRefuses(t *testing.T) {
 				return
 			}
 			// lint refuses the same values.
-			l := helm(t, append([]string{"lint", chartDir, "--namespace", namespace}, tc.args...)...)
+			l := helm(t, append([]string{"lint", chartDir, "--namespace", namespace}, withAuth(tc.args...)...)...)
 			if l.Err == nil {
 				t.Errorf("helm lint %v passed", tc.args)
 			}
@@ -316,7 +336,7 @@ func TestNotes(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := helm(t, append([]string{"install", release, chartDir, "--namespace", namespace, "--dry-run=client"}, tc.args...)...)
+			r := helm(t, append([]string{"install", release, chartDir, "--namespace", namespace, "--dry-run=client"}, withAuth(tc.args...)...)...)
 			if r.Err != nil {
 				t.Fatalf("helm install --dry-run=client: %v\n%s", r.Err, r.Stderr)
 			}
@@ -345,7 +365,7 @@ func TestOptionalObjects(t *testing.T) {
 	for _, u := range objs {
 		count[u.GetKind()]++
 	}
-	for kind, n := range map[string]int{"ServiceMonitor": 4, "NetworkPolicy": 1, "ConfigMap": 1, "Service": 4} {
+	for kind, n := range map[string]int{"ServiceMonitor": 4, "NetworkPolicy": 2, "ConfigMap": 1, "Service": 4} {
 		if count[kind] != n {
 			t.Errorf("%d %s, want %d", count[kind], kind, n)
 		}

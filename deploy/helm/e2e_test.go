@@ -41,8 +41,11 @@ func TestE2EDryRun(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	ctx := t.Context()
 
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// The release's namespace, and NATS's (its NetworkPolicy goes there).
+	for _, ns := range []string{namespace, "nats"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))

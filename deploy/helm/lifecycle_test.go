@@ -41,7 +41,7 @@ func TestE2ELifecycle(t *testing.T) {
 	kc := "--kubeconfig=" + cp.KubeconfigPath()
 	run := func(args ...string) {
 		t.Helper()
-		r := helm(t, append(args, kc)...)
+		r := helm(t, controlPlaneArgs(append(args, kc))...)
 		if r.Err != nil {
 			t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
 		}

@@ -61,7 +61,7 @@ func TestE2EReportCRDs(t *testing.T) {
 	kc := "--kubeconfig=" + cp.KubeconfigPath()
 	run := func(args ...string) {
 		t.Helper()
-		if r := helm(t, append(args, kc)...); r.Err != nil {
+		if r := helm(t, controlPlaneArgs(append(args, kc))...); r.Err != nil {
 			t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
 		}
 	}
@@ -83,7 +83,7 @@ func TestE2EReportCRDs(t *testing.T) {
 		t.Fatalf("an upgrade replaced the report CRDs: %v, was %v", got, installed)
 	}
 
-	r := helm(t, "upgrade", release, chartDir, "--namespace", namespace, "--set", "reporter.mode=serve", kc)
+	r := helm(t, controlPlaneArgs([]string{"upgrade", release, chartDir, "--namespace", namespace, "--set", "reporter.mode=serve", kc})...)
 	if r.Err == nil {
 		t.Fatal("upgrade to reporter.mode=serve with the report CRDs in place succeeded, want a refusal")
 	}

@@ -97,6 +97,7 @@ func TestE2EServeTopology(t *testing.T) {
 
 	args := []string{"-f", haValues, "--set", "reporter.mode=serve",
 		"--set", "nats.credentials.secretName=", "--set", "nats.tls.caConfigMapName=",
+		"--set", "nats.allowUnauthenticated=true", "--set", "nats.networkPolicy.enabled=false",
 		"--set", "nats.streamReplicas=3", "--set", "reporter.serve.snapshotInterval=10s"}
 	for i, u := range urls {
 		args = append(args, "--set", fmt.Sprintf("nats.urls[%d]=%s", i, u))

@@ -196,12 +196,14 @@ func TestE2ETopology(t *testing.T) {
 
 	// The HA values, and what a loopback install needs on top: the NATS
 	// cluster's URLs (plain nats://, no credentials or CA: the servers
-	// ask for none), and the webhook's URL and certificate
+	// ask for none, and run on loopback, not in a namespace a
+	// NetworkPolicy could select), and the webhook's URL and certificate
 	// address (the flags cluster mode has for an API server that cannot
 	// reach a Service: --webhook-url, --certificate-ips), through the
 	// chart's own extraArgs.
 	args := []string{"-f", haValues,
 		"--set", "nats.credentials.secretName=", "--set", "nats.tls.caConfigMapName=",
+		"--set", "nats.allowUnauthenticated=true", "--set", "nats.networkPolicy.enabled=false",
 		"--set", "nats.streamReplicas=3",
 		"--set", "webhook.extraArgs[0]=--webhook-url=" + lb.url(),
 		"--set", "webhook.extraArgs[1]=--certificate-ips=127.0.0.1",

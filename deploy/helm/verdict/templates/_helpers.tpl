@@ -76,15 +76,38 @@ app.kubernetes.io/component: {{ .svc }}
 {{/* Where the NATS Secrets are mounted. */}}
 {{- define "verdict.natsDir" -}}/etc/verdict/nats{{- end -}}
 
-{{/* The NATS and stream flags every service takes (internal/service). */}}
+{{/* The Secret of a service's NATS credentials file, its own or the shared
+one (empty: none): (dict "root" $ "svc" "webhook"). */}}
+{{- define "verdict.natsCredentials" -}}
+{{- $c := .root.Values.nats.credentials -}}
+{{- index ($c.services | default dict) .svc | default $c.secretName -}}
+{{- end -}}
+
+{{/* The Secret of a service's NATS NKey seed, its own or the shared one
+(empty: none): (dict "root" $ "svc" "webhook"). */}}
+{{- define "verdict.natsNKey" -}}
+{{- $k := .root.Values.nats.nkey -}}
+{{- index ($k.services | default dict) .svc | default $k.secretName -}}
+{{- end -}}
+
+{{/* The NATS and stream flags every service takes (internal/service):
+(dict "root" $ "svc" "webhook"). */}}
 {{- define "verdict.natsArgs" -}}
-{{- $n := .Values.nats -}}
+{{- $n := .root.Values.nats -}}
+{{- $creds := include "verdict.natsCredentials" . -}}
+{{- $nkey := include "verdict.natsNKey" . -}}
+{{- if and $creds $nkey -}}
+{{- fail (printf "NATS authentication of %s: a credentials file or an NKey, not both" .svc) -}}
+{{- end -}}
+{{- if not (or $creds $nkey $n.tls.clientCertSecretName $n.allowUnauthenticated) -}}
+{{- fail (printf "NATS needs authentication (%s): set nats.credentials.secretName or nats.nkey.secretName (or their services.%s), or nats.tls.clientCertSecretName (docs/install.md, \"NATS\"), or nats.allowUnauthenticated=true for a NATS no other pod can reach" .svc .svc) -}}
+{{- end -}}
 - --nats-url={{ join "," $n.urls }}
 - --stream-replicas={{ $n.streamReplicas }}
-{{- if $n.credentials.secretName }}
+{{- if $creds }}
 - --nats-credentials={{ include "verdict.natsDir" . }}/credentials/{{ $n.credentials.key }}
 {{- end }}
-{{- if $n.nkey.secretName }}
+{{- if $nkey }}
 - --nats-nkey-file={{ include "verdict.natsDir" . }}/nkey/{{ $n.nkey.key }}
 {{- end }}
 {{- if or $n.tls.caSecretName $n.tls.caConfigMapName }}
@@ -110,15 +133,15 @@ app.kubernetes.io/component: {{ .svc }}
 {{- end }}
 {{- end -}}
 
-{{/* The NATS volume mounts. */}}
+{{/* The NATS volume mounts: (dict "root" $ "svc" "webhook"). */}}
 {{- define "verdict.natsMounts" -}}
-{{- $n := .Values.nats }}
-{{- if $n.credentials.secretName }}
+{{- $n := .root.Values.nats }}
+{{- if include "verdict.natsCredentials" . }}
 - name: nats-credentials
   mountPath: {{ include "verdict.natsDir" . }}/credentials
   readOnly: true
 {{- end }}
-{{- if $n.nkey.secretName }}
+{{- if include "verdict.natsNKey" . }}
 - name: nats-nkey
   mountPath: {{ include "verdict.natsDir" . }}/nkey
   readOnly: true
@@ -135,21 +158,21 @@ app.kubernetes.io/component: {{ .svc }}
 {{- end }}
 {{- end -}}
 
-{{/* The NATS volumes. */}}
+{{/* The NATS volumes: (dict "root" $ "svc" "webhook"). */}}
 {{- define "verdict.natsVolumes" -}}
-{{- $n := .Values.nats }}
-{{- if $n.credentials.secretName }}
+{{- $n := .root.Values.nats }}
+{{- with include "verdict.natsCredentials" . }}
 - name: nats-credentials
   secret:
-    secretName: {{ $n.credentials.secretName }}
+    secretName: {{ . }}
     items:
       - key: {{ $n.credentials.key }}
         path: {{ $n.credentials.key }}
 {{- end }}
-{{- if $n.nkey.secretName }}
+{{- with include "verdict.natsNKey" . }}
 - name: nats-nkey
   secret:
-    secretName: {{ $n.nkey.secretName }}
+    secretName: {{ . }}
     items:
       - key: {{ $n.nkey.key }}
         path: {{ $n.nkey.key }}

@@ -41,7 +41,7 @@ spec:
           args:
             {{- .args | nindent 12 }}
             - --probe-address=:{{ $v.probePort }}
-            {{- include "verdict.natsArgs" .root | nindent 12 }}
+            {{- include "verdict.natsArgs" $ctx | nindent 12 }}
             {{- with include "verdict.policyHTTPArgs" .root }}
             {{- . | nindent 12 }}
             {{- end }}
@@ -79,11 +79,11 @@ spec:
             {{- toYaml $v.resources | nindent 12 }}
           securityContext:
             {{- toYaml .root.Values.securityContext | nindent 12 }}
-          {{- with (include "verdict.natsMounts" .root | trim) }}
+          {{- with (include "verdict.natsMounts" $ctx | trim) }}
           volumeMounts:
             {{- . | nindent 12 }}
           {{- end }}
-      {{- with (include "verdict.natsVolumes" .root | trim) }}
+      {{- with (include "verdict.natsVolumes" $ctx | trim) }}
       volumes:
         {{- . | nindent 8 }}
       {{- end }}
