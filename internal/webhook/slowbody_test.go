@@ -173,3 +173,104 @@ func TestAnswerBeforeTheDeadline(t *testing.T) {
 		t.Fatalf("requests_total{outcome=%q} = %v, want 2", OutcomeTimedOut, got)
 	}
 }
+
+// startBody opens a TLS connection to addr and sends the headers of a
+// review that declares size bytes, then sent bytes of it; the connection
+// stays open (closed at the test's end).
+func startBody(t *testing.T, addr string, size, sent int) *tls.Conn {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // test client
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", PathValidate, size, bytes.Repeat([]byte(" "), sent)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// TestBodyLimits: the bodies being read are bounded in number
+// (MaxConcurrentBodyReads) and in the bytes they hold
+// (MaxBodyBytesInFlight, charged as bytes arrive, not as declared): past
+// either, a review is answered 429 at once and counted by reason; once
+// the bodies holding them are done (answered at their deadline), reviews
+// pass again.
+func TestBodyLimits(t *testing.T) {
+	tests := map[string]struct {
+		mod func(*Config)
+		// hold starts the bodies that hold the limit.
+		hold   func(t *testing.T, addr string)
+		reason string
+	}{
+		"readers": {
+			mod: func(c *Config) { c.MaxConcurrentBodyReads = 2 },
+			hold: func(t *testing.T, addr string) {
+				startBody(t, addr, 100, 1)
+				startBody(t, addr, 100, 1)
+			},
+			reason: refusedBodyReaders,
+		},
+		"bytes": {
+			mod: func(c *Config) { c.MaxRequestBytes, c.MaxBodyBytesInFlight = 1<<20, 1<<20 },
+			// 600 KB of a declared MiB: its buffer has grown to the MiB.
+			hold:   func(t *testing.T, addr string) { startBody(t, addr, 1<<20, 600<<10) },
+			reason: refusedBodyBytes,
+		},
+		"declared, not sent": {
+			// Sixteen bodies that declare 1 MiB and send a byte hold 64 KiB
+			// each: a review still fits in 2 MiB.
+			mod: func(c *Config) { c.MaxRequestBytes, c.MaxBodyBytesInFlight = 1<<20, 2<<20 },
+			hold: func(t *testing.T, addr string) {
+				for range 16 {
+					startBody(t, addr, 1<<20, 1)
+				}
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cert, _, _ := selfSigned(t, "webhook.test")
+			reg := prometheus.NewRegistry()
+			cfg := testConfig(tc.mod, func(c *Config) { c.RequestTimeout = 2 * time.Second })
+			s, err := New(cfg, WithPolicySource(staticSource(t, enforcePrivileged)), WithCertSource(StaticCertSource(cert)),
+				WithRegistry(reg), WithLogger(testLogger(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sv := serve(t, s)
+			waitFor(t, "the server to serve", func() bool { return s.addr.Load() != nil })
+			tc.hold(t, sv.addr)
+			time.Sleep(300 * time.Millisecond)
+
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test client
+			post := func() (int, time.Duration) {
+				start := time.Now()
+				resp, err := client.Post("https://"+sv.addr+PathValidate, contentTypeJSON, bytes.NewReader(mustJSON(t, reviewOf(t, admissionv1.Create, pod("p")))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = resp.Body.Close()
+				return resp.StatusCode, time.Since(start)
+			}
+			code, took := post()
+			if tc.reason == "" {
+				if code != http.StatusOK {
+					t.Fatalf("status %d, want 200", code)
+				}
+				return
+			}
+			if code != http.StatusTooManyRequests || took > 500*time.Millisecond {
+				t.Fatalf("status %d after %s, want 429 at once", code, took)
+			}
+			if got := counter(t, reg, "verdict_webhook_refused_reviews_total", map[string]string{"reason": tc.reason}); got != 1 {
+				t.Fatalf("refused_reviews_total{reason=%q} = %v, want 1", tc.reason, got)
+			}
+			// The holders are answered at their deadline and let go.
+			time.Sleep(cfg.RequestTimeout)
+			if code, _ := post(); code != http.StatusOK {
+				t.Fatalf("after the holders' deadline: status %d, want 200", code)
+			}
+		})
+	}
+}
