@@ -96,6 +96,10 @@ type Cache struct {
 
 	mu       sync.Mutex
 	compiled map[string]compiledEntry // by kind/key, reused while resourceVersion holds
+
+	// exceptions says which PolicyExceptions count and how far they
+	// reach (WithExceptions).
+	exceptions ExceptionConfig
 }
 
 type compiledEntry struct {
@@ -242,23 +246,33 @@ func (c *Cache) rebuild() {
 			if kind == policy.KindPolicyException && policy.IsCELException(u.Object) {
 				// The CEL shape (policyRefs): compiled into the CEL
 				// policies it names, below.
-				e, err := policy.CELExceptionFromObject(u.Object)
+				clusterWide, err := c.exceptions.Admit(u.GetNamespace())
+				var e *policy.CELException
+				if err == nil {
+					e, err = policy.CELExceptionFromObject(u.Object)
+				}
 				if err == nil {
 					err = c.eng.CheckCELException(e)
 				}
 				if err != nil {
-					problems = append(problems, Problem{Kind: kind, Key: key, Err: err})
+					problems = append(problems, c.exceptionLeftOut(kind, key, err))
 					continue
 				}
+				e.ClusterWide = clusterWide
 				celExcs = append(celExcs, e)
 				continue
 			}
 			if kind == policy.KindPolicyException {
-				e, err := policy.ExceptionFromObject(u.Object)
+				clusterWide, err := c.exceptions.Admit(u.GetNamespace())
+				var e *policy.Exception
+				if err == nil {
+					e, err = policy.ExceptionFromObject(u.Object)
+				}
 				if err != nil {
-					problems = append(problems, Problem{Kind: kind, Key: key, Err: err})
+					problems = append(problems, c.exceptionLeftOut(kind, key, err))
 					continue
 				}
+				e.ClusterWide = clusterWide
 				excs = append(excs, e)
 				continue
 			}
@@ -319,6 +333,14 @@ func (c *Cache) rebuild() {
 	case c.changed <- struct{}{}:
 	default:
 	}
+}
+
+// exceptionLeftOut is the Problem of an exception left out of the set,
+// logged; one the configuration leaves out is logged too, at each
+// rebuild, so an exception that silently stopped counting is seen.
+func (c *Cache) exceptionLeftOut(kind, key string, err error) Problem {
+	c.log.Warn().Err(err).Str(logKeyException, key).Msg("exception left out")
+	return Problem{Kind: kind, Key: key, Err: err}
 }
 
 // Set returns the current compiled set.
@@ -497,7 +519,10 @@ func (c *Cache) NamespaceObject(_ context.Context, name string) (map[string]any,
 	return m, nil
 }
 
-const logKeyPolicy = "policy"
+const (
+	logKeyPolicy    = "policy"
+	logKeyException = "exception"
+)
 
 // policyFromObject converts a stored policy of any kind the cache watches.
 func policyFromObject(obj map[string]any) (*policy.Policy, error) {
