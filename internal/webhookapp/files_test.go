@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ spec:
 // TestFilesMode starts the service in files mode, with policies and a
 // certificate from files and a JetStream that lets in only its NKey: a
 // review is answered, and its result reaches VERDICT_RESULTS through the
-// credentials.
+// credentials (after a review with a 5,000-byte uid, which is refused).
 func TestFilesMode(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := certs.NewCA("files-mode-ca", time.Now(), time.Hour)
@@ -111,6 +112,24 @@ func TestFilesMode(t *testing.T) {
 	review := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"r-1","operation":"CREATE",
 	  "kind":{"version":"v1","kind":"Pod"},"resource":{"version":"v1","resource":"pods"},"namespace":"team","name":"p",
 	  "object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"team","uid":"pod-uid-1"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}}}`)
+	// Issue 28, finding 6: a review whose object has a 5,000-byte uid is
+	// refused. Before, its result's subject made the server drop the
+	// client for good, and no result was published after it (the one
+	// below is).
+	long := bytes.Replace(review, []byte(`"uid":"pod-uid-1"`), []byte(`"uid":"`+strings.Repeat("u", 5000)+`"`), 1)
+	var longStatus int
+	waitFor(t, 10*time.Second, func() bool {
+		resp, err := client.Post(fmt.Sprintf("https://127.0.0.1:%d/validate", port), "application/json", bytes.NewReader(long))
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		longStatus = resp.StatusCode
+		return true
+	})
+	if longStatus != http.StatusBadRequest {
+		t.Fatalf("review with a 5,000-byte uid: status %d, want 400", longStatus)
+	}
 	var allowed bool
 	waitFor(t, 10*time.Second, func() bool {
 		resp, err := client.Post(fmt.Sprintf("https://127.0.0.1:%d/validate", port), "application/json", bytes.NewReader(review))
