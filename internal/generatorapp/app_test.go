@@ -216,10 +216,30 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 // generator's log is shown when the test fails.
 func startStack(t *testing.T, cp *controlplane.ControlPlane) (*embedded.Server, string) {
 	t.Helper()
+	nats, probe, _ := startStackWith(t, cp, stackOptions{mutualTLS: true})
+	return nats, probe
+}
+
+// stackOptions change what startStackWith starts.
+type stackOptions struct {
+	// mutualTLS: the webhook requires the API server's client
+	// certificate (without it, the chart's default, anyone may call it).
+	mutualTLS bool
+	// grace is the generator's --verify-grace (0: the default).
+	grace time.Duration
+}
+
+// startStackWith is startStack with options; it also returns the
+// webhook's address.
+func startStackWith(t *testing.T, cp *controlplane.ControlPlane, o stackOptions) (*embedded.Server, string, string) {
+	t.Helper()
 	nats := startNATS(t)
-	startWebhook(t, cp, nats.ClientURL())
+	webhookAddr := startWebhookWith(t, cp, nats.ClientURL(), o.mutualTLS)
 	probe := freeAddr(t)
 	gcfg := generatorapp.DefaultConfig()
+	if o.grace > 0 {
+		gcfg.VerifyGrace = o.grace
+	}
 	gcfg.Kube.Kubeconfig = cp.KubeconfigPath()
 	gcfg.NATS.URLs = []string{nats.ClientURL()}
 	gcfg.ProbeAddress = probe
@@ -232,7 +252,7 @@ func startStack(t *testing.T, cp *controlplane.ControlPlane) (*embedded.Server, 
 		}
 	})
 	start(t, "generator", func(ctx context.Context) error { return generatorapp.Run(ctx, gcfg, zerolog.New(&logs)) })
-	return nats, probe
+	return nats, probe, webhookAddr
 }
 
 // startNATS starts an embedded JetStream on a free port for the test.
@@ -250,6 +270,13 @@ func startNATS(t testing.TB) *embedded.Server {
 // itself) until the test ends.
 func startWebhook(t testing.TB, cp *controlplane.ControlPlane, natsURL string) {
 	t.Helper()
+	startWebhookWith(t, cp, natsURL, true)
+}
+
+// startWebhookWith is startWebhook, with or without mutual TLS; it
+// returns the webhook's address.
+func startWebhookWith(t testing.TB, cp *controlplane.ControlPlane, natsURL string, mutualTLS bool) string {
+	t.Helper()
 	webhookAddr := freeAddr(t)
 	wcfg := webhookapp.DefaultConfig()
 	wcfg.Kube.Kubeconfig = cp.KubeconfigPath()
@@ -259,13 +286,16 @@ func startWebhook(t testing.TB, cp *controlplane.ControlPlane, natsURL string) {
 	wcfg.Webhook.Address = webhookAddr
 	wcfg.Webhook.ProbeAddress = ""
 	wcfg.Webhook.ShutdownDelay = 0
-	wcfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
+	if mutualTLS {
+		wcfg.Webhook.ClientCAFile = cp.WebhookClientCAFile()
+	}
 	wcfg.NATS.URLs = []string{natsURL}
 	wcfg.LeaseDuration, wcfg.RenewDeadline, wcfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 	wcfg.ReconcileInterval = 2 * time.Second
 	start(t, "webhook", func(ctx context.Context) error {
 		return webhookapp.Run(ctx, wcfg, zerolog.Nop())
 	})
+	return webhookAddr
 }
 
 func items(outcome, reason string) string {
