@@ -32,6 +32,9 @@ type Config struct {
 	// PolicyHTTP says whether and where policies may call services
 	// over HTTP (off by default).
 	PolicyHTTP policyhttp.Config
+	// Exceptions says which PolicyExceptions count and how far they
+	// reach (--policy-exceptions, --exception-namespaces).
+	Exceptions policycache.ExceptionConfig
 	// Namespace is Verdict's namespace, whose Secrets no policy reads
 	// (kube.Protected).
 	Namespace string
@@ -70,7 +73,7 @@ func DefaultConfig() Config {
 // ErrInvalidConfig.
 func (c *Config) Validate() error {
 	var errs []error
-	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Worker.Validate(), c.Log.Validate()} {
+	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Worker.Validate(), c.Log.Validate(), c.Exceptions.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -123,7 +126,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	// The policy cache: compiled policies, exceptions and namespace
 	// labels from the API's watches (an item whose policy it does not
 	// hold yet reads the API). It syncs in the background.
-	pc := policycache.New(eng, dyn, kube, log)
+	pc := policycache.New(eng, dyn, kube, log).WithExceptions(cfg.Exceptions)
 	go func() {
 		if err := pc.Start(ctx); err != nil && ctx.Err() == nil {
 			log.Error().Err(err).Msg("policyCacheNotStarted")

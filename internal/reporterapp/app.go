@@ -45,6 +45,9 @@ type Config struct {
 	// PolicyHTTP says whether and where policies may call services
 	// over HTTP (off by default).
 	PolicyHTTP policyhttp.Config
+	// Exceptions says which PolicyExceptions count and how far they
+	// reach (--policy-exceptions, --exception-namespaces).
+	Exceptions policycache.ExceptionConfig
 	WriteQPS   float64
 	WriteBurst int
 
@@ -160,7 +163,7 @@ func DefaultConfig() Config {
 // Validate checks the config.
 func (c *Config) Validate() error {
 	var errs []error
-	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Log.Validate()} {
+	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Log.Validate(), c.Exceptions.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -467,7 +470,7 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, se
 	if err != nil {
 		return nil, err
 	}
-	pc := policycache.New(eng, d.dyn, kube, log)
+	pc := policycache.New(eng, d.dyn, kube, log).WithExceptions(cfg.Exceptions)
 	if err := pc.Start(ctx); err != nil {
 		return nil, fmt.Errorf("policy cache: %w", err)
 	}

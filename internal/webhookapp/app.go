@@ -81,6 +81,9 @@ type Config struct {
 	// PolicyHTTP says whether and where policies may call services
 	// over HTTP (off by default).
 	PolicyHTTP policyhttp.Config
+	// Exceptions says which PolicyExceptions count and how far they
+	// reach (--policy-exceptions, --exception-namespaces).
+	Exceptions policycache.ExceptionConfig
 	// Namespace is Verdict's namespace: Lease, Secrets, and a namespace
 	// the webhooks skip.
 	Namespace string
@@ -156,6 +159,7 @@ func (c *Config) Validate() error {
 	}
 	wrap(c.Webhook.Validate())
 	wrap(c.NATS.Validate())
+	wrap(c.Exceptions.Validate())
 	if c.GCPercent < 25 || c.GCPercent > 10000 {
 		bad("gc-percent %d: 25 to 10000", c.GCPercent)
 	}
@@ -246,7 +250,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	pc := policycache.New(eng, dyn, kube, log)
+	pc := policycache.New(eng, dyn, kube, log).WithExceptions(cfg.Exceptions)
 	if err := pc.Start(ctx); err != nil {
 		return err
 	}

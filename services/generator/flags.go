@@ -12,6 +12,7 @@ import (
 func bindFlags(fs *flag.FlagSet, cfg *generatorapp.Config) {
 	service.BindKubeFlags(fs, &cfg.Kube)
 	service.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
+	service.BindExceptionFlags(fs, &cfg.Exceptions)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: no policy reads its Secrets")
 	service.BindNATSFlags(fs, &cfg.NATS)
 	fs.DurationVar(&cfg.VerifyGrace, "verify-grace", cfg.VerifyGrace, "how long a work item's trigger may be missing (a CREATE is published before it is stored) before the item is skipped")

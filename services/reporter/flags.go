@@ -13,6 +13,7 @@ import (
 func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	service.BindKubeFlags(fs, &cfg.Kube)
 	service.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
+	service.BindExceptionFlags(fs, &cfg.Exceptions)
 	fs.Float64Var(&cfg.WriteQPS, "write-qps", cfg.WriteQPS, "report writes (create, apply, delete) per second")
 	fs.IntVar(&cfg.WriteBurst, "write-burst", cfg.WriteBurst, "burst of report writes")
 	service.BindNATSFlags(fs, &cfg.NATS)

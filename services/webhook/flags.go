@@ -62,6 +62,7 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
 	service.BindKubeFlags(fs, &cfg.Kube)
 	service.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
+	service.BindExceptionFlags(fs, &cfg.Exceptions)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: Lease, Secrets; also skipped by the webhooks")
 	fs.StringVar(&cfg.Identity, "identity", cfg.Identity, "this replica's name in the Lease (the pod name)")
 	fs.StringVar(&cfg.ServiceName, "service-name", cfg.ServiceName, "the webhook's Service")

@@ -55,6 +55,18 @@ app.kubernetes.io/component: {{ .svc }}
 - --log-format={{ $log.format }}
 {{- end -}}
 
+{{/* PolicyExceptions (policyExceptions), for the services that read them
+(webhook, reporter, generator): $. Empty with the defaults. */}}
+{{- define "verdict.exceptionArgs" -}}
+{{- $e := .Values.policyExceptions | default (dict) -}}
+{{- if eq (toString $e.enabled) "false" -}}
+- --policy-exceptions=false
+{{ end -}}
+{{- with $e.namespaces -}}
+- --exception-namespaces={{ join "," . }}
+{{ end -}}
+{{- end -}}
+
 {{/* Policies' HTTP calls (policyHTTP), the same for every service: $. */}}
 {{- define "verdict.policyHTTPArgs" -}}
 {{- $h := .Values.policyHTTP -}}

@@ -45,6 +45,11 @@ spec:
             {{- with include "verdict.policyHTTPArgs" .root }}
             {{- . | nindent 12 }}
             {{- end }}
+            {{- if has .svc (list "reporter" "generator") }}
+            {{- with include "verdict.exceptionArgs" .root | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
+            {{- end }}
             {{- include "verdict.logArgs" $ctx | nindent 12 }}
             {{- with $v.extraArgs }}
             {{- toYaml . | nindent 12 }}
