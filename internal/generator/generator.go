@@ -485,8 +485,10 @@ func (g *Generator) policy(ctx context.Context, ref events.PolicyRef, fresh bool
 }
 
 // exceptions lists the PolicyExceptions (none when their kind is not
-// served). One that does not parse is left out, as the webhook leaves it
-// out.
+// served): the policy cache's, or before it has synced, the API's, read
+// as the cache reads them (policycache.ExceptionConfig: off, or how far
+// each reaches). One that does not parse, or that the settings leave
+// out, is left out, as the webhook leaves it out.
 func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error) {
 	if set, err := g.pc.Set(ctx); err == nil {
 		return set.Exceptions, nil
@@ -500,11 +502,16 @@ func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error)
 	}
 	out := make([]*policy.Exception, 0, len(list.Items))
 	for i := range list.Items {
-		e, err := policy.ExceptionFromObject(list.Items[i].Object)
+		clusterWide, err := g.pc.Exceptions().Admit(list.Items[i].GetNamespace())
+		var e *policy.Exception
+		if err == nil {
+			e, err = policy.ExceptionFromObject(list.Items[i].Object)
+		}
 		if err != nil {
 			g.o.log.Warn().Err(err).Str("exception", list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()).Msg("exceptionLeftOut")
 			continue
 		}
+		e.ClusterWide = clusterWide
 		out = append(out, e)
 	}
 	return out, nil
