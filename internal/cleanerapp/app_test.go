@@ -165,6 +165,8 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 //     once it is deleted its schedule is gone and nothing more is
 //     deleted;
 //   - a tick whose policy is gone removes its schedule;
+//   - a ConfigMap labelled in kube-system, where no webhook checks who
+//     set the label, stays (issue 28, finding 12);
 //   - a Pod labelled cleanup.kyverno.io/ttl goes when due, one with a
 //     longer TTL stays.
 func TestE2ECleanup(t *testing.T) {
@@ -427,6 +429,14 @@ func TestE2ECleanup(t *testing.T) {
 				}
 				return p
 			}
+			// A label where no webhook checks who set it (kube-system is
+			// in no webhook's namespaceSelector): due at once, left alone.
+			unguarded, err := kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "ttl-unguarded", Labels: map[string]string{cleaner.LabelTTL: "1s"}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			soon, later := pod("ttl-soon", "6s"), pod("ttl-later", "1h")
 			due := soon.CreationTimestamp.Add(6 * time.Second)
 			time.Sleep(time.Until(due.Add(-2 * time.Second)))
@@ -447,6 +457,13 @@ func TestE2ECleanup(t *testing.T) {
 			}
 			if n := metric(probes, `verdict_cleaner_deletions_total{kind="Pod",outcome="deleted",policy="@ttl"}`); n != 1 {
 				t.Errorf("%v TTL deletions counted, want 1", n)
+			}
+			// The sweep that deleted the due Pod saw the ConfigMap due too.
+			if _, err := kube.CoreV1().ConfigMaps("kube-system").Get(ctx, unguarded.Name, metav1.GetOptions{}); err != nil {
+				t.Errorf("a TTL label no webhook checked was honoured: %v", err)
+			}
+			if n := metric(probes, `verdict_cleaner_ttl_unguarded_total{kind="ConfigMap"}`); n < 1 {
+				t.Errorf("%v unguarded labels counted", n)
 			}
 		})
 	})
