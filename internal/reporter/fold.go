@@ -73,6 +73,10 @@ type Result struct {
 	// Stored is the stream's time of the message (zero when not known):
 	// the checker's grace for objects not yet stored counts from it.
 	Stored time.Time
+	// Copy: the message is the projector's copy of a verified result
+	// (queue.VerifiedCopySubject), which no admission can push out of the
+	// stream. It folds like the original.
+	Copy bool
 }
 
 // CompareResults orders two results of the same policy on the same
@@ -81,9 +85,20 @@ type Result struct {
 // stream sequence. Every reader keeps the newest by this order (Fold, the
 // scanner's view of current results, Rebuild), whatever order the stream
 // holds them in.
+//
+// A verified copy of an evaluation (Result.Copy) is older than the
+// evaluation itself: the original is folded while it is stored (so a
+// report's LastSequence is the same with or without copies), the copy
+// once forged results pushed the original out of its subject's history.
 func CompareResults(a, b Result) int {
 	if c := events.CompareResults(a.Event, b.Event); c != 0 {
 		return c
+	}
+	if a.Copy != b.Copy {
+		if a.Copy {
+			return -1
+		}
+		return 1
 	}
 	return cmp.Compare(a.Sequence, b.Sequence)
 }

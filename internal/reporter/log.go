@@ -28,4 +28,5 @@ const (
 	logKeyName       = "name"
 	logKeyUnverified = "unverified"
 	logKeyPartial    = "partial"
+	logKeyPolicy     = "policy"
 )

@@ -21,6 +21,9 @@ type Metrics struct {
 	lag         prometheus.Histogram
 	flushSize   prometheus.Histogram
 	writeTime   prometheus.Histogram
+
+	copies       prometheus.Counter
+	copyFailures prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: a
@@ -52,8 +55,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		writeTime: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "write_seconds",
 			Help:    "Time to read, fold again if needed, and write one report.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		copies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_copied_total",
+			Help: "Verified results the projector copied to their verified subject, which no admission can push out of VERDICT_RESULTS."}),
+		copyFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_copy_failures_total",
+			Help: "Verified copies that could not be queued for publishing (made again at the resource's next flush); failures to store them count in verdict_queue_publish_dropped_total{publisher=\"reporter-verified\"}."}),
 	}
-	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.unverified, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime} {
+	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.unverified, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime, m.copies, m.copyFailures} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

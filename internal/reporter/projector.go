@@ -196,6 +196,9 @@ type Projector struct {
 	inflight     map[string]*entry // the flush under way
 	blocked      int               // handlers waiting for a write
 	kick         chan struct{}
+
+	// copies publishes the verified copies of results (keepVerified).
+	copies *queue.AsyncPublisher
 }
 
 // entry is one dirty resource of a flush.
@@ -253,6 +256,16 @@ func (p *Projector) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if p.copies, err = p.conn.NewAsyncPublisher(queue.WithPublisherName("reporter-verified")); err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := p.copies.Close(cctx); err != nil {
+			p.log.Warn().Err(err).Msg("verifiedCopiesNotPublished")
+		}
+	}()
 	// The flusher outlives ctx: the runner's drain waits for the messages
 	// in flight, which wait for their flush.
 	flushCtx, cancel := context.WithCancel(p.log.WithContext(context.WithoutCancel(ctx)))
@@ -272,6 +285,9 @@ func (p *Projector) Run(ctx context.Context) error {
 // handle is the runner's handler: one message.
 func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 	p.m.consumed.Inc()
+	if _, ok := queue.ParseVerifiedCopy(msg.Subject); ok {
+		return queue.Done() // a projector's own copy: its original was folded
+	}
 	ev, err := DecodeResult(msg.Subject, msg.Data)
 	if err != nil {
 		p.m.undecodable.Inc()
@@ -473,7 +489,50 @@ func (p *Projector) write(ctx context.Context, e *entry, cur Current) (err error
 		return err
 	}
 	p.log.Debug().Str(logKeyUID, e.uid).Str(logKeyOutcome, string(out)).Uint64(logKeySequence, rep.LastSequence).Msg("reportWritten")
+	p.keepVerified(cur.Verified[e.uid])
 	return nil
+}
+
+// keepVerified copies the newest verified result of each policy, unless a
+// copy of it is stored already, to its VerifiedCopySubject: admissions
+// publish only on result subjects, whose short history (MaxMsgsPerSubject)
+// a flood of forged reviews naming the object can rotate, so without the
+// copy the verified result could be pushed out of the stream, and the next
+// fold, or a replay, would lose it (issue 28, finding 8). The copies keep
+// their own history, which only projectors write. A copy lost (the
+// publisher's buffer full, the stream full) is counted, and made again at
+// the resource's next flush.
+func (p *Projector) keepVerified(results []Result) {
+	if p.copies == nil {
+		return
+	}
+	newest := map[string]Result{}
+	copied := map[string][]Result{}
+	for _, r := range results {
+		k := r.Event.Policy.ResultKey()
+		if r.Copy {
+			copied[k] = append(copied[k], r)
+		}
+		if cur, ok := newest[k]; !ok || CompareResults(r, cur) > 0 {
+			newest[k] = r
+		}
+	}
+	for k, r := range newest {
+		if r.Copy || slices.ContainsFunc(copied[k], func(c Result) bool { return events.CompareResults(c.Event, r.Event) == 0 }) {
+			continue
+		}
+		m, err := events.ResultMessage(r.Event)
+		if err == nil {
+			m.Subject, m.ID = queue.VerifiedCopySubject(m.Subject), queue.MsgID("verified", m.ID)
+			err = p.copies.Publish(m)
+		}
+		if err != nil {
+			p.m.copyFailures.Inc()
+			p.log.Warn().Err(err).Str(logKeyUID, r.Event.Resource.UID).Str(logKeyPolicy, k).Msg("verifiedCopyFailed")
+			continue
+		}
+		p.m.copies.Inc()
+	}
 }
 
 func (p *Projector) finish(e *entry, err error) {

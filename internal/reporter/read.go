@@ -13,7 +13,11 @@ import (
 // DecodeResult reads one VERDICT_RESULTS message: its subject names the
 // resource UID and policy key, its data is a ResultEvent about the same
 // pair. Anything else is an error (the message can never be folded).
+//
+// A verified copy (queue.VerifiedCopySubject) decodes as the result it
+// copies.
 func DecodeResult(subject string, data []byte) (events.ResultEvent, error) {
+	subject, _ = queue.ParseVerifiedCopy(subject)
 	uid, policy, err := queue.ParseResultSubject(subject)
 	if err != nil {
 		return events.ResultEvent{}, err
@@ -31,6 +35,7 @@ func DecodeResult(subject string, data []byte) (events.ResultEvent, error) {
 // readStats counts what readResults read.
 type readStats struct {
 	messages    int    // messages read
+	copies      int    // of those, verified copies (queue.VerifiedCopySubject)
 	undecodable int    // of those, left out
 	last        uint64 // the highest stream sequence read
 }
@@ -56,7 +61,11 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 			m.undecodable.Inc()
 			return nil
 		}
-		out[ev.Resource.UID] = append(out[ev.Resource.UID], Result{Sequence: msg.Sequence, Event: ev, Stored: msg.Published})
+		_, copied := queue.ParseVerifiedCopy(msg.Subject)
+		if copied {
+			st.copies++
+		}
+		out[ev.Resource.UID] = append(out[ev.Resource.UID], Result{Sequence: msg.Sequence, Event: ev, Stored: msg.Published, Copy: copied})
 		return nil
 	}, opts...)
 	if err != nil {
@@ -155,9 +164,9 @@ func ReadResults(ctx context.Context, conn *queue.Conn, m *Metrics, check *verif
 	if len(uids) == 0 {
 		return cur, nil
 	}
-	filters := make([]string, len(uids))
-	for i, uid := range uids {
-		filters[i] = queue.ResultsOfResource(uid)
+	filters := make([]string, 0, 2*len(uids))
+	for _, uid := range uids {
+		filters = append(filters, queue.ResultsOfResource(uid), queue.VerifiedOfResource(uid))
 	}
 	byUID, _, err := readResults(ctx, conn, m, filters)
 	if err != nil {

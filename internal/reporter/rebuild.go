@@ -38,6 +38,7 @@ type RebuildProgress struct {
 // RebuildStats is what a rebuild did.
 type RebuildStats struct {
 	Results     int // result messages read (every message of every subject)
+	Copies      int // verified copies read besides (queue.VerifiedCopySubject)
 	Undecodable int // of those, left out because they could not be decoded
 	Unverified  int // of those, left out because the checker rejected them
 	Resources   int // resources with results: reports folded
@@ -147,7 +148,7 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 		}))
 	}
 	byUID, rst, err := readResults(ctx, conn, w.m, nil, ropts...)
-	st.Results, st.Undecodable, st.LastSequence = rst.messages, rst.undecodable, rst.last
+	st.Results, st.Copies, st.Undecodable, st.LastSequence = rst.messages-rst.copies, rst.copies, rst.undecodable, rst.last
 	if err != nil {
 		return st, err
 	}

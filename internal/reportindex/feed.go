@@ -244,7 +244,8 @@ func decodeLoop(ctx context.Context, in <-chan queue.ReplayMsg, out chan<- decod
 			for i := lo; i < hi; i++ {
 				m := batch[i]
 				ev, err := reporter.DecodeResult(m.Subject, m.Data)
-				d.results[i], d.errs[i] = reporter.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published}, err
+				_, copied := queue.ParseVerifiedCopy(m.Subject)
+				d.results[i], d.errs[i] = reporter.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published, Copy: copied}, err
 			}
 		}
 		if workers := min(runtime.GOMAXPROCS(0), len(batch)/64); workers > 1 {
@@ -323,6 +324,13 @@ func (f *Feed) apply(ctx context.Context, d decoded, retry *wakeup) error {
 		if d.errs[i] != nil {
 			f.count(func(s *FeedStats) { s.Undecodable++ })
 			f.log.Warn().Err(d.errs[i]).Uint64("sequence", r.Sequence).Msg("resultNotDecoded")
+			f.x.Advance(r.Sequence)
+			continue
+		}
+		if r.Copy {
+			// The reporter's verified copies are for the projector's
+			// folds and replays; the index keeps every verified result
+			// it applied whatever the stream rotates since.
 			f.x.Advance(r.Sequence)
 			continue
 		}

@@ -474,6 +474,10 @@ func (s *Scanner) purge(ctx context.Context, res events.ResourceRef) error {
 	if err != nil {
 		return err
 	}
+	// And the reporter's verified copies of them.
+	if _, err := s.conn.Purge(ctx, queue.StreamResults, queue.VerifiedOfResource(res.UID)); err != nil {
+		return err
+	}
 	s.o.check.Forget(res.UID)
 	res.ResourceVersion = ""
 	if s.writer != nil {

@@ -31,6 +31,7 @@
 // (WithReplicas: 1 embedded, 3 in a cluster):
 //
 //	VERDICT_RESULTS    verdict.results.<uid>.<policy-key>  limits, a history of 4 per subject, 4 GiB, discard new
+//	                   verdict.verified.<uid>.<policy-key> the reporter's copies of verified results (VerifiedCopySubject)
 //	VERDICT_SCHEDULES  verdict.schedule.<key>, verdict.tick.<kind>.<key>  limits, 1 per subject, message schedules on
 //	VERDICT_WORK       verdict.work.<kind>.<key>           work queue, 1,000,000 messages, 1 GiB, discard new; sources the ticks
 //	VERDICT_DEAD       verdict.dead.>                      limits, MaxAge 14 days

@@ -12,6 +12,7 @@ import (
 const (
 	subjectRoot    = "verdict."
 	resultsPrefix  = "verdict.results."
+	verifiedPrefix = "verdict.verified."
 	workPrefix     = "verdict.work."
 	deadPrefix     = "verdict.dead."
 	schedulePrefix = "verdict.schedule."
@@ -185,6 +186,34 @@ func ResultsOfResource(resourceUID string) string {
 // ResultsOfPolicy is the filter matching every result of one policy.
 func ResultsOfPolicy(policyKey string) string {
 	return resultsPrefix + "*." + EncodeToken(policyKey)
+}
+
+// VerifiedCopySubject is the subject of the reporter's copy of a verified
+// result published on ResultSubject(uid, policy):
+// verdict.verified.<resource-uid>.<policy-key>, in VERDICT_RESULTS too.
+// Admissions publish only on result subjects, whose short history a flood
+// of forged reviews can rotate; the copies keep a history of their own,
+// which only the reporter writes (the webhook's NATS user may not), so no
+// admission can push a verified result out of the stream (DESIGN.md
+// invariant 10). The reporter's consumer does not select them.
+func VerifiedCopySubject(resultSubject string) string {
+	return verifiedPrefix + strings.TrimPrefix(resultSubject, resultsPrefix)
+}
+
+// VerifiedOfResource is the filter matching the verified copies of one
+// resource's results (read, and purged, with ResultsOfResource).
+func VerifiedOfResource(resourceUID string) string {
+	return verifiedPrefix + EncodeToken(resourceUID) + ".*"
+}
+
+// ParseVerifiedCopy says whether subject is a VerifiedCopySubject, and
+// returns the result subject it copies.
+func ParseVerifiedCopy(subject string) (resultSubject string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, verifiedPrefix)
+	if !ok {
+		return subject, false
+	}
+	return resultsPrefix + rest, true
 }
 
 // ParseResultSubject splits a result subject back into its uid and policy key.

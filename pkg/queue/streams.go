@@ -243,8 +243,8 @@ func (o provisionOptions) streams() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
 			Name:              StreamResults,
-			Description:       "Latest evaluations of each policy on each resource (a short history per subject; readers keep the newest).",
-			Subjects:          []string{resultsPrefix + ">"},
+			Description:       "Latest evaluations of each policy on each resource (a short history per subject; readers keep the newest), and the reporter's copies of verified ones.",
+			Subjects:          []string{resultsPrefix + ">", verifiedPrefix + ">"},
 			Retention:         jetstream.LimitsPolicy,
 			MaxMsgsPerSubject: int64(o.resultHistory),
 			MaxBytes:          o.resultsMaxBytes,
