@@ -44,7 +44,9 @@ type Config struct {
 
 	// VerifyGrace is how long after a work item was stored its trigger
 	// may still be missing (the webhook publishes before the object is
-	// stored) before the item is skipped as triggerNotFound.
+	// stored) before the item is skipped as triggerNotFound; without
+	// mutual TLS, also how old a trigger may be for a CREATE item's
+	// requester to stand (at most 2m: VERDICT_WORK's duplicate window).
 	VerifyGrace time.Duration
 	// Worker is how the replica takes items from its consumer
 	// (concurrency, ack wait, attempts, retries, shutdown).
@@ -55,6 +57,14 @@ type Config struct {
 	ProbeAddress string
 	Log          service.LogConfig
 }
+
+// maxVerifyGrace is VERDICT_WORK's duplicate window (pkg/queue's
+// default, which no service changes). Without mutual TLS a CREATE item's
+// requester is trusted when its trigger was created within the grace
+// period, because a second review of the same creation (a forged one)
+// has the same message id: that holds only while the stream still
+// remembers the first.
+const maxVerifyGrace = 2 * time.Minute
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -78,8 +88,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if c.VerifyGrace < time.Second {
-		errs = append(errs, fmt.Errorf("verify grace %s: at least 1s", c.VerifyGrace))
+	if c.VerifyGrace < time.Second || c.VerifyGrace > maxVerifyGrace {
+		errs = append(errs, fmt.Errorf("verify grace %s: at least 1s, at most %s (VERDICT_WORK's duplicate window)", c.VerifyGrace, maxVerifyGrace))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))

@@ -38,18 +38,19 @@ func TestConfigValidate(t *testing.T) {
 		mod  func(*generatorapp.Config)
 		want string
 	}{
-		"defaults":         {mod: func(*generatorapp.Config) {}},
-		"no nats":          {mod: func(c *generatorapp.Config) { c.NATS.URLs = nil }, want: "nats-url"},
-		"zero concurrency": {mod: func(c *generatorapp.Config) { c.Worker.Concurrency = 0 }, want: "concurrency 0"},
-		"huge concurrency": {mod: func(c *generatorapp.Config) { c.Worker.Concurrency = 501 }, want: "concurrency 501"},
-		"short ack wait":   {mod: func(c *generatorapp.Config) { c.Worker.AckWait = time.Second }, want: "ack wait"},
-		"no attempts":      {mod: func(c *generatorapp.Config) { c.Worker.Attempts = 0 }, want: "attempts 0"},
-		"retries reversed": {mod: func(c *generatorapp.Config) { c.Worker.RetryMin, c.Worker.RetryMax = time.Minute, time.Second }, want: "retry delays"},
-		"no grace":         {mod: func(c *generatorapp.Config) { c.VerifyGrace = 0 }, want: "verify grace"},
-		"no shutdown":      {mod: func(c *generatorapp.Config) { c.Worker.ShutdownTimeout = 0 }, want: "shutdown timeout"},
-		"bad api qps":      {mod: func(c *generatorapp.Config) { c.Kube.QPS = -1 }, want: "api-qps"},
-		"bad log format":   {mod: func(c *generatorapp.Config) { c.Log.Format = "xml" }, want: "log-format"},
-		"several problems": {mod: func(c *generatorapp.Config) { c.Worker.Attempts, c.Worker.Concurrency = 0, 0 }, want: "attempts 0"},
+		"defaults":                        {mod: func(*generatorapp.Config) {}},
+		"no nats":                         {mod: func(c *generatorapp.Config) { c.NATS.URLs = nil }, want: "nats-url"},
+		"zero concurrency":                {mod: func(c *generatorapp.Config) { c.Worker.Concurrency = 0 }, want: "concurrency 0"},
+		"huge concurrency":                {mod: func(c *generatorapp.Config) { c.Worker.Concurrency = 501 }, want: "concurrency 501"},
+		"short ack wait":                  {mod: func(c *generatorapp.Config) { c.Worker.AckWait = time.Second }, want: "ack wait"},
+		"no attempts":                     {mod: func(c *generatorapp.Config) { c.Worker.Attempts = 0 }, want: "attempts 0"},
+		"retries reversed":                {mod: func(c *generatorapp.Config) { c.Worker.RetryMin, c.Worker.RetryMax = time.Minute, time.Second }, want: "retry delays"},
+		"no grace":                        {mod: func(c *generatorapp.Config) { c.VerifyGrace = 0 }, want: "verify grace"},
+		"grace past the duplicate window": {mod: func(c *generatorapp.Config) { c.VerifyGrace = 3 * time.Minute }, want: "duplicate window"},
+		"no shutdown":                     {mod: func(c *generatorapp.Config) { c.Worker.ShutdownTimeout = 0 }, want: "shutdown timeout"},
+		"bad api qps":                     {mod: func(c *generatorapp.Config) { c.Kube.QPS = -1 }, want: "api-qps"},
+		"bad log format":                  {mod: func(c *generatorapp.Config) { c.Log.Format = "xml" }, want: "log-format"},
+		"several problems":                {mod: func(c *generatorapp.Config) { c.Worker.Attempts, c.Worker.Concurrency = 0, 0 }, want: "attempts 0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
