@@ -35,10 +35,15 @@ bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 
 pids+=($!)
 pprof=()
 [ -n "${PROFILE:-}" ] && pprof=(--pprof)
+# loadgen stands for the API server, which in production presents its
+# client certificate (never limited); without mutual TLS here, the
+# publish limits of unverified callers are turned off so that every
+# result is published, as in the figures of BENCHMARKS.md.
 "$webhook" --mode files --address 127.0.0.1:19443 --probe-address 127.0.0.1:18080 "${pprof[@]}" \
   --policies "$bench/pss-classic" \
   --tls-cert-file "$work/tls.crt" --tls-private-key-file "$work/tls.key" \
-  --nats-url nats://127.0.0.1:14222 --log-level "${LOG_LEVEL:-warn}" >"$work/webhook.log" 2>&1 &
+  --nats-url nats://127.0.0.1:14222 --log-level "${LOG_LEVEL:-warn}" \
+  --unverified-results-per-second 0 --unverified-work-per-second 0 >"$work/webhook.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
   curl -sf http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break
