@@ -48,10 +48,6 @@ type bodies struct {
 // bodyKey holds a request's body in its context, once withBody read it.
 type bodyKey struct{}
 
-// controllerKey holds the request's http.ResponseController in its
-// context (httpHandler puts it there), to set the body's read deadline.
-type controllerKey struct{}
-
 // withBody reads the request's body before the handlers after it run
 // (the evaluation slot among them) and gives it to them in the context.
 func (b *bodies) withBody() Decorator {
@@ -101,10 +97,10 @@ func (b *bodies) read(ctx context.Context, r *http.Request) (body []byte, held i
 		return nil, 0, httpError(ErrRequestTooLarge, nil, "request body of %d bytes exceeds the limit of %d", r.ContentLength, b.limit)
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		if rc, ok := ctx.Value(controllerKey{}).(*http.ResponseController); ok {
+		if a, ok := ctx.Value(answerKey{}).(*answer); ok {
 			// The connection's reads end at the deadline; net/http sets
 			// the next request's own before reading it.
-			_ = rc.SetReadDeadline(dl)
+			_ = http.NewResponseController(a.w).SetReadDeadline(dl)
 		}
 	}
 	// A declared length is read into one buffer of that size when it is
@@ -177,40 +173,43 @@ func (b *bodies) grow(buf []byte, size, held int64) ([]byte, int64, error) {
 }
 
 // withAnswerBy answers the request by its context's deadline whatever
-// the handlers after it do: they run with a deadline a little earlier
-// (so that what notices it still answers in time), and one that has not
-// returned by the deadline is left to finish (keeping its evaluation
-// slot) while the request is answered 504, which the API server takes as
-// the webhook's failure (its failurePolicy decides).
+// the handlers after it do: they run with a deadline a little earlier (so
+// that what notices it still answers in time), and if they have not
+// returned by the deadline a timer answers 504, which the API server takes
+// as the webhook's failure (its failurePolicy decides), while they go on
+// to their end (keeping the evaluation slot). The handlers run on the
+// request's own goroutine: a goroutine per request doubled the round
+// trip's latency.
 func withAnswerBy() Decorator {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, r *http.Request) (*Reply, error) {
 			dl, ok := ctx.Deadline()
-			if !ok {
+			a, hasAnswer := ctx.Value(answerKey{}).(*answer)
+			if !ok || !hasAnswer {
 				return next(ctx, r)
 			}
 			left := time.Until(dl)
-			hctx, cancel := context.WithDeadline(ctx, dl.Add(-min(100*time.Millisecond, left/20)))
-			type answer struct {
-				reply *Reply
-				err   error
+			hctx, cancel := context.WithDeadline(ctx, dl.Add(-evaluationGrace(left)))
+			defer cancel()
+			late := func() error {
+				return httpError(ErrDeadline, nil, "evaluation not finished within the request's deadline (%s)", left.Round(time.Millisecond))
 			}
-			done := make(chan answer, 1)
-			go func() {
-				defer cancel()
-				reply, err := next(hctx, r)
-				done <- answer{reply, err}
-			}()
-			t := time.NewTimer(left)
-			defer t.Stop()
-			select {
-			case a := <-done:
-				return a.reply, a.err
-			case <-t.C:
-				return nil, httpError(ErrDeadline, nil, "evaluation not finished within the request's deadline (%s)", left.Round(time.Millisecond))
+			t := time.AfterFunc(left, func() { a.send(errorReply(late()), true) })
+			reply, err := next(hctx, r)
+			if !t.Stop() && a.sentEarly() {
+				// Answered already: what the handlers decided went nowhere.
+				return nil, late()
 			}
+			return reply, err
 		}
 	}
+}
+
+// evaluationGrace is how long before the answer's deadline (left from
+// now) the evaluation's own ends: time for an engine that notices its
+// deadline between two steps to answer before the fallback does.
+func evaluationGrace(left time.Duration) time.Duration {
+	return min(250*time.Millisecond, left/8)
 }
 
 // answerMarginOf is what is kept, out of a request's timeout d, to send

@@ -69,10 +69,12 @@ func decorate(h Handler, ds ...Decorator) Handler {
 	return h
 }
 
-// httpHandler adapts a Handler to net/http.
+// httpHandler adapts a Handler to net/http. The request's answer is
+// written once: by withAnswerBy at the deadline, or here.
 func httpHandler(h Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := context.WithValue(r.Context(), controllerKey{}, http.NewResponseController(w))
+		a := &answer{w: w}
+		ctx := context.WithValue(r.Context(), answerKey{}, a)
 		reply, err := h(ctx, r.WithContext(ctx))
 		switch {
 		case err != nil:
@@ -80,20 +82,63 @@ func httpHandler(h Handler) http.Handler {
 		case reply == nil:
 			reply = errorReply(httpError(ErrInternal, nil, "handler returned no reply"))
 		}
-		hdr := w.Header()
-		if reply.ContentType != "" {
-			hdr.Set("Content-Type", reply.ContentType)
-		}
-		// Declared, so that an answer over net/http's 2 KiB buffer goes out
-		// whole rather than chunked.
-		hdr.Set("Content-Length", strconv.Itoa(len(reply.Body)))
-		code := reply.Code
-		if code == 0 {
-			code = http.StatusOK
-		}
-		w.WriteHeader(code)
-		_, _ = w.Write(reply.Body)
+		a.send(reply, false)
 	})
+}
+
+// answer is a request's ResponseWriter, written once. Whoever sends the
+// answer holds its lock while writing, so that ServeHTTP, which sends it
+// or waits to, never returns while another goroutine (withAnswerBy's
+// timer) still writes.
+type answer struct {
+	w  http.ResponseWriter
+	mu sync.Mutex
+	// sent: the answer went out; early: withAnswerBy sent it, before the
+	// handler returned.
+	sent, early bool
+}
+
+// answerKey holds the request's *answer in its context.
+type answerKey struct{}
+
+// send writes reply unless an answer went out already, and reports
+// whether it did; early flushes it at once (the handler still runs).
+func (a *answer) send(reply *Reply, early bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sent {
+		return false
+	}
+	a.sent, a.early = true, early
+	hdr := a.w.Header()
+	if reply.ContentType != "" {
+		hdr.Set("Content-Type", reply.ContentType)
+	}
+	if early {
+		// The handler still holds the connection (HTTP/1.1 serves one
+		// request at a time on it): the client must not send another.
+		hdr.Set("Connection", "close")
+	}
+	// Declared, so that an answer over net/http's 2 KiB buffer goes out
+	// whole rather than chunked.
+	hdr.Set("Content-Length", strconv.Itoa(len(reply.Body)))
+	code := reply.Code
+	if code == 0 {
+		code = http.StatusOK
+	}
+	a.w.WriteHeader(code)
+	_, _ = a.w.Write(reply.Body)
+	if early {
+		_ = http.NewResponseController(a.w).Flush()
+	}
+	return true
+}
+
+// sentEarly reports whether withAnswerBy sent the answer.
+func (a *answer) sentEarly() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.early
 }
 
 // outcomeOf is the outcome of a finished request.

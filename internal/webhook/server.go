@@ -335,11 +335,10 @@ func (s *Server) routes() (all, probes http.Handler) {
 	// Evaluations share one set of slots; probes and metrics never wait.
 	// A request's body is read before it waits for a slot (a slow client
 	// holds none), and it is answered by its deadline whatever its
-	// evaluation does (a recovered panic included: the evaluation runs on
-	// a goroutine of its own).
+	// evaluation does.
 	slots := make(chan struct{}, s.cfg.MaxConcurrentEvaluations)
 	evaluating := func(name string, h Handler) http.Handler {
-		return endpoint(name, h, s.bodies.withBody(), withAnswerBy(), withRecover(s.metrics, name),
+		return endpoint(name, h, s.bodies.withBody(), withAnswerBy(),
 			withConcurrencyLimit(slots, s.cfg.EvaluationQueueTimeout, s.metrics))
 	}
 	metricsHandler := promhttp.InstrumentMetricHandler(s.registry, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
