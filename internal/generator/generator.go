@@ -329,6 +329,10 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	switch {
 	case rr == nil:
 		return skipped(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now")
+	case rr.Status == engine.StatusError && rr.Refused:
+		// Another namespace, Verdict's own Secrets, a POST that is not a
+		// review: no retry changes what the policy may read.
+		return poisoned(ReasonReadRefused, fmt.Sprintf("rule %s: %s", rr.Name, rr.Message))
 	case rr.Status == engine.StatusError:
 		return retried(ReasonEvaluationError, fmt.Errorf("rule %s: %s", rr.Name, rr.Message))
 	case rr.Status != engine.StatusPass:
@@ -588,6 +592,9 @@ func (g *Generator) mutateTargets(ctx context.Context, item events.WorkItem, tri
 	}
 	if rr == nil {
 		return skipped(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now, or has no target")
+	}
+	if rr.Status == engine.StatusError && rr.Refused {
+		return poisoned(ReasonReadRefused, fmt.Sprintf("rule %s: %s", rr.Name, rr.Message))
 	}
 	for _, t := range rr.Targets {
 		switch t.Status {

@@ -39,14 +39,18 @@ const (
 	ReasonUnsupported        = "unsupported"
 	ReasonPolicyInvalid      = "policyInvalid"
 	ReasonNamespaceForbidden = "namespaceForbidden"
-	ReasonRefused            = "refusedByAPI"
-	ReasonKindNotServed      = "kindNotServed"
-	ReasonDeleted            = "downstreamDeleted"
-	ReasonFannedOut          = "fannedOut"
-	ReasonTriggerNotDeleted  = "triggerNotDeleted"
-	ReasonNotSynchronized    = "notSynchronized"
-	ReasonPolicyExists       = "policyExists"
-	ReasonQueueError         = "queueError"
+	// ReasonReadRefused: the rule read what its policy may not (another
+	// namespace, Verdict's own Secrets, an apiCall POST that is not a
+	// review); dead-lettered at once.
+	ReasonReadRefused       = "readRefused"
+	ReasonRefused           = "refusedByAPI"
+	ReasonKindNotServed     = "kindNotServed"
+	ReasonDeleted           = "downstreamDeleted"
+	ReasonFannedOut         = "fannedOut"
+	ReasonTriggerNotDeleted = "triggerNotDeleted"
+	ReasonNotSynchronized   = "notSynchronized"
+	ReasonPolicyExists      = "policyExists"
+	ReasonQueueError        = "queueError"
 	// ReasonRequesterUnverified: the item's requester cannot be vouched
 	// for (no mutual TLS) and its policy does not run in the background.
 	ReasonRequesterUnverified = "requesterUnverified"

@@ -122,7 +122,9 @@ spec:
 `
 
 // escape is a namespaced Policy that tries to generate into another
-// namespace.
+// namespace. The namespace is a variable: a literal one is refused
+// when the policy is admitted (or compiled), so only the generator's own
+// check can stop this one.
 const escape = `apiVersion: verdict.dev/v1
 kind: Policy
 metadata: {name: escape, namespace: team}
@@ -134,7 +136,7 @@ spec:
       apiVersion: v1
       kind: ConfigMap
       name: escaped
-      namespace: other
+      namespace: "{{ 'other' }}"
       data:
         data: {from: team}
 `

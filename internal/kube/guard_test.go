@@ -2,14 +2,15 @@ package kube_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/verdict-dev/verdict/internal/kube"
 )
 
-// TestProtected: Verdict's namespace's Secrets, and lists of every
-// namespace's Secrets, are refused; the rest is not, and nothing is when
-// no namespace is protected.
+// TestProtected: Verdict's namespace's Secrets are refused, and taken
+// out of lists of every namespace's Secrets; the rest is not, and nothing
+// is when no namespace is protected.
 func TestProtected(t *testing.T) {
 	tests := map[string]struct {
 		p                          kube.Protected
@@ -17,7 +18,7 @@ func TestProtected(t *testing.T) {
 		refused                    bool
 	}{
 		"Verdict's Secret":            {p: "verdict", resource: "secrets", namespace: "verdict", refused: true},
-		"every namespace's Secrets":   {p: "verdict", resource: "secrets", refused: true},
+		"every namespace's Secrets":   {p: "verdict", resource: "secrets"},
 		"another namespace's Secrets": {p: "verdict", resource: "secrets", namespace: "team"},
 		"Verdict's ConfigMaps":        {p: "verdict", resource: "configmaps", namespace: "verdict"},
 		"a CRD named secrets":         {p: "verdict", group: "example.com", resource: "secrets", namespace: "verdict"},
@@ -30,5 +31,19 @@ func TestProtected(t *testing.T) {
 				t.Fatalf("Check = %v, refused %v", err, tc.refused)
 			}
 		})
+	}
+}
+
+func TestProtectedFilter(t *testing.T) {
+	items := []map[string]any{
+		{"metadata": map[string]any{"name": "ca", "namespace": "verdict"}},
+		{"metadata": map[string]any{"name": "regcred", "namespace": "team"}},
+	}
+	if got := kube.Protected("verdict").Filter("", "configmaps", slices.Clone(items)); len(got) != 2 {
+		t.Fatalf("ConfigMaps filtered: %v", got)
+	}
+	got := kube.Protected("verdict").Filter("", "secrets", slices.Clone(items))
+	if len(got) != 1 || got[0]["metadata"].(map[string]any)["name"] != "regcred" {
+		t.Fatalf("Secrets of every namespace: %v", got)
 	}
 }

@@ -165,7 +165,7 @@ func (l *Lister) ListResources(ctx context.Context, apiVersion, kind, namespace 
 			out = append(out, o)
 		}
 		if opts.Continue = list.GetContinue(); opts.Continue == "" {
-			return out, nil
+			return l.protected.Filter(gvr.Group, gvr.Resource, out), nil
 		}
 	}
 }

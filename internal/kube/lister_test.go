@@ -78,11 +78,12 @@ func TestContextReads(t *testing.T) {
 	if _, err := l.GetResource(ctx, "v1", "Secret", "b", "ca"); !errors.Is(err, kube.ErrProtected) {
 		t.Fatalf("Verdict's Secret: %v", err)
 	}
-	if _, err := l.ListResources(ctx, "v1", "Secret", "", nil); !errors.Is(err, kube.ErrProtected) {
-		t.Fatalf("every namespace's Secrets: %v", err)
+	if _, err := kc.CoreV1().Secrets("a").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := l.ListResources(ctx, "v1", "Secret", "a", nil); err != nil {
-		t.Fatalf("another namespace's Secrets: %v", err)
+	all, err := l.ListResources(ctx, "v1", "Secret", "", nil)
+	if err != nil || len(all) != 1 || all[0]["metadata"].(map[string]any)["name"] != "regcred" {
+		t.Fatalf("every namespace's Secrets: %d, %v; want only a's", len(all), err)
 	}
 	if _, err := l.GetResource(ctx, "v1", "ConfigMap", "a", "cm-0"); err != nil {
 		t.Fatalf("a ConfigMap: %v", err)

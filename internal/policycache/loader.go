@@ -146,6 +146,11 @@ func (l *Loader) APICall(ctx context.Context, call *policy.APICall) (any, error)
 	if err := l.protected.Check(p.Group, p.Resource, p.Namespace); err != nil {
 		return nil, fmt.Errorf("apiCall %s: %w", p.Clean, err)
 	}
+	if p.Watch || strings.Contains(p.Clean, "watch=") {
+		// A watch streams events, not one answer: nothing to read whole,
+		// or to filter.
+		return nil, fmt.Errorf("%w: apiCall %s: a watch is not an answer", policy.ErrAPICallRefused, p.Clean)
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	rc := l.kube.CoreV1().RESTClient()
@@ -171,6 +176,9 @@ func (l *Loader) APICall(ctx context.Context, call *policy.APICall) (any, error)
 		return nil, err
 	}
 	v, err := document.Decode(raw)
+	if err == nil && p.Namespace == "" {
+		v = l.protected.FilterList(p.Group, p.Resource, v)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("apiCall %s: response is not JSON: %w", call.URLPath, err)
 	}

@@ -209,16 +209,16 @@ spec:
 }
 
 // TestLoaderProtectsVerdictSecrets: with Verdict's namespace protected,
-// no apiCall reaches its Secrets (by name, listed, watched, or among
-// every namespace's), whatever the policy and the service account's
-// rights; other namespaces' Secrets and other kinds are called, with
-// their query as written.
+// no apiCall reaches its Secrets, by name or listed, whatever the policy
+// and the service account's rights; a list of every namespace's Secrets
+// comes back without Verdict's; other namespaces' Secrets and other
+// kinds are called, with their query as written; a watch is no answer.
 func TestLoaderProtectsVerdictSecrets(t *testing.T) {
 	var seen []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, r.URL.RequestURI())
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"kind":"List","items":[]}`))
+		_, _ = w.Write([]byte(`{"kind":"SecretList","items":[{"metadata":{"name":"ca","namespace":"verdict"}},{"metadata":{"name":"regcred","namespace":"team"}}]}`))
 	}))
 	defer srv.Close()
 	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
@@ -231,31 +231,44 @@ func TestLoaderProtectsVerdictSecrets(t *testing.T) {
 	}
 	tests := map[string]struct {
 		path string
-		// reached is the request the API server gets ("": refused).
-		reached string
+		// reached is the request the API server gets ("": refused with
+		// refusedBy, before any call).
+		reached   string
+		refusedBy error
+		// names are the items of the answer.
+		names []string
 	}{
-		"the CA's Secret":              {path: "/api/v1/namespaces/verdict/secrets/verdict-webhook-ca"},
-		"Verdict's Secrets, listed":    {path: "/api/v1/namespaces/verdict/secrets"},
-		"Verdict's Secrets, watched":   {path: "/api/v1/watch/namespaces/verdict/secrets"},
-		"every namespace's Secrets":    {path: "/api/v1/secrets"},
-		"climbing into Verdict's":      {path: "/api/v1/namespaces/team/../verdict/secrets/verdict-webhook-ca"},
-		"another namespace's Secret":   {path: "/api/v1/namespaces/team/secrets/regcred", reached: "/api/v1/namespaces/team/secrets/regcred"},
-		"Verdict's ConfigMaps":         {path: "/api/v1/namespaces/verdict/configmaps", reached: "/api/v1/namespaces/verdict/configmaps"},
-		"a list with a label selector": {path: "/api/v1/namespaces/team/pods?labelSelector=app%3Dweb", reached: "/api/v1/namespaces/team/pods?labelSelector=app%3Dweb"},
-		"a group's resource":           {path: "/apis/apps/v1/namespaces/team/deployments", reached: "/apis/apps/v1/namespaces/team/deployments"},
+		"the CA's Secret":              {path: "/api/v1/namespaces/verdict/secrets/verdict-webhook-ca", refusedBy: kubeutil.ErrProtected},
+		"Verdict's Secrets, listed":    {path: "/api/v1/namespaces/verdict/secrets", refusedBy: kubeutil.ErrProtected},
+		"climbing into Verdict's":      {path: "/api/v1/namespaces/team/../verdict/secrets/verdict-webhook-ca", refusedBy: kubeutil.ErrProtected},
+		"Verdict's Secrets, watched":   {path: "/api/v1/watch/namespaces/verdict/secrets", refusedBy: kubeutil.ErrProtected},
+		"a watch":                      {path: "/api/v1/secrets?watch=true", refusedBy: policy.ErrAPICallRefused},
+		"every namespace's Secrets":    {path: "/api/v1/secrets", reached: "/api/v1/secrets", names: []string{"regcred"}},
+		"another namespace's Secrets":  {path: "/api/v1/namespaces/team/secrets", reached: "/api/v1/namespaces/team/secrets", names: []string{"ca", "regcred"}},
+		"Verdict's ConfigMaps":         {path: "/api/v1/namespaces/verdict/configmaps", reached: "/api/v1/namespaces/verdict/configmaps", names: []string{"ca", "regcred"}},
+		"a list with a label selector": {path: "/api/v1/namespaces/team/pods?labelSelector=app%3Dweb", reached: "/api/v1/namespaces/team/pods?labelSelector=app%3Dweb", names: []string{"ca", "regcred"}},
+		"a group's resource":           {path: "/apis/apps/v1/namespaces/team/deployments", reached: "/apis/apps/v1/namespaces/team/deployments", names: []string{"ca", "regcred"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			seen = nil
-			_, err := l.APICall(t.Context(), &policy.APICall{URLPath: tc.path})
+			got, err := l.APICall(t.Context(), &policy.APICall{URLPath: tc.path})
 			if tc.reached == "" {
-				if !errors.Is(err, kubeutil.ErrProtected) || len(seen) != 0 {
-					t.Fatalf("err %v, the API server saw %q: want a refusal before any call", err, seen)
+				if !errors.Is(err, tc.refusedBy) || !errors.Is(err, policy.ErrRefused) || len(seen) != 0 {
+					t.Fatalf("err %v, the API server saw %q: want a refusal (%v) before any call", err, seen, tc.refusedBy)
 				}
 				return
 			}
 			if err != nil || len(seen) != 1 || seen[0] != tc.reached {
 				t.Fatalf("err %v, the API server saw %q, want %q", err, seen, tc.reached)
+			}
+			var names []string
+			items, _ := got.(map[string]any)["items"].([]any)
+			for _, it := range items {
+				names = append(names, it.(map[string]any)["metadata"].(map[string]any)["name"].(string))
+			}
+			if !reflect.DeepEqual(names, tc.names) {
+				t.Fatalf("items %v, want %v", names, tc.names)
 			}
 		})
 	}

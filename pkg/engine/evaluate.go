@@ -320,6 +320,11 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 func (run *ruleRun) errorf(rr RuleResponse, format string, args ...any) RuleResponse {
 	rr.Status = StatusError
 	rr.Message = fmt.Sprintf(format, args...)
+	for _, a := range args {
+		if err, ok := a.(error); ok && isRefusal(err) {
+			rr.Refused = true
+		}
+	}
 	return rr
 }
 

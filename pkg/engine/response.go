@@ -50,6 +50,11 @@ type RuleResponse struct {
 	// Targets is what a mutate-existing rule did to each of its targets
 	// (Engine.MutateExisting).
 	Targets []TargetResponse
+	// Refused is set on an error whose cause is a refusal of what the
+	// policy may read or write (policy.ErrRefused: another namespace,
+	// Verdict's own Secrets, an apiCall POST that is not a review): no
+	// retry changes it.
+	Refused bool
 	// Background is set on a mutate-existing rule the request triggers
 	// when its targets are left to the background (Mutate,
 	// MutateExistingTriggers), and on a generate rule the request

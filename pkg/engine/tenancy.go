@@ -112,7 +112,8 @@ func (l confinedLister) ListResources(ctx context.Context, apiVersion, kind, nam
 	return l.inner.ListResources(ctx, apiVersion, kind, ns, selector)
 }
 
-// isRefusal reports whether err is a refusal no default may stand in for.
+// isRefusal reports whether err is a refusal no default may stand in for
+// (policy.ErrRefused: the engine's tenancy checks, a loader's own).
 func isRefusal(err error) bool {
-	return errors.Is(err, ErrOutsideNamespace) || errors.Is(err, policy.ErrAPICallRefused)
+	return errors.Is(err, policy.ErrRefused)
 }

@@ -262,6 +262,9 @@ func TestNamespacedPolicyReadsOnlyItsNamespace(t *testing.T) {
 				if (rr.Status != engine.StatusError && rr.Status != engine.StatusFail) || !strings.Contains(rr.Message, tc.refused) {
 					t.Fatalf("status %s %q, want an error with %q", rr.Status, rr.Message, tc.refused)
 				}
+				if rr.Status == engine.StatusError && !rr.Refused {
+					t.Fatal("a refusal's error is not marked Refused: a worker would retry it")
+				}
 			} else if rr.Status == engine.StatusError {
 				t.Fatalf("status %s %q, want the read to go through", rr.Status, rr.Message)
 			}
@@ -302,7 +305,7 @@ func TestNamespacedPolicyClonesOnlyItsNamespace(t *testing.T) {
 			}
 			for _, rr := range resp.Rules {
 				{
-					if rr.Status != engine.StatusError || !strings.Contains(rr.Message, "names namespace team-b") || len(rr.Generated) != 0 {
+					if rr.Status != engine.StatusError || !rr.Refused || !strings.Contains(rr.Message, "names namespace team-b") || len(rr.Generated) != 0 {
 						t.Fatalf("status %s %q, generated %d: want a refusal", rr.Status, rr.Message, len(rr.Generated))
 					}
 					for _, g := range rr.Generated {

@@ -8,15 +8,29 @@ import (
 	"strings"
 )
 
+// ErrRefused is matched (errors.Is) by every refusal of what a policy
+// may read or write: a rule of the platform, not a failure, so no retry,
+// default or fallback changes it. ErrOutsideNamespace and
+// ErrAPICallRefused match it, and so may a loader's own refusals.
+var ErrRefused = errors.New("refused")
+
+// Refusal is an error that matches ErrRefused.
+type Refusal string
+
+func (e Refusal) Error() string { return string(e) }
+
+// Is reports whether target is ErrRefused.
+func (e Refusal) Is(target error) bool { return target == ErrRefused }
+
 // ErrOutsideNamespace wraps every refusal of a namespaced policy's read or
 // write that names another namespace, a cluster-scoped resource, or a
 // source a namespace may not use (DESIGN.md, invariant 11).
-var ErrOutsideNamespace = errors.New("outside the policy's namespace")
+var ErrOutsideNamespace error = Refusal("outside the policy's namespace")
 
 // ErrAPICallRefused wraps the refusal of an apiCall that no policy may
 // make: a path that is not the API server's, or a POST to anything but a
 // review (whose object the API server answers and never stores).
-var ErrAPICallRefused = errors.New("apiCall refused")
+var ErrAPICallRefused error = Refusal("apiCall refused")
 
 // APIPath is an API server path taken apart: /api/<version>/... for the
 // core group, /apis/<group>/<version>/... for the others.
