@@ -1,7 +1,10 @@
 package registrar_test
 
 import (
+	"encoding/pem"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -146,4 +149,44 @@ func TestE2ETenantPolicyStaysInItsNamespace(t *testing.T) {
 func clusterRole(t *testing.T, client kubernetes.Interface) error {
 	_, err := client.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "tenant-test"}}, metav1.CreateOptions{})
 	return err
+}
+
+// TestE2ETenantTimeoutWithAHungReplica: the webhook completes TLS and
+// never answers. A tenant's Policy on every kind asking for 30 s makes a
+// Secret create in another namespace wait for nothing (it is not sent),
+// and one in its own namespace wait the capped 10 s, then fail as its
+// failure policy says. Before, both waited 30 s and failed.
+func TestE2ETenantTimeoutWithAHungReplica(t *testing.T) {
+	cp := controlplane.StartForTest(t)
+	client := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ctx := t.Context()
+	for _, ns := range []string{"team-a", "team-b"} {
+		n := namespace(ns)
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hang := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hang }))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hang) })
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	src := &staticSource{p: []*engine.Policy{compile(t, tenantEverything)}, changed: make(chan struct{}, 1)}
+	opts := registrar.Options{URL: srv.URL, CABundle: ca, Filter: admissionfilter.New([]string{"verdict"}, nil)}
+	if _, err := registrar.New(client, registrar.NewDiscoveryResolver(client.Discovery()), src, opts).Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	secret := func(ns, name string) (time.Duration, error) {
+		start := time.Now()
+		_, err := client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		return time.Since(start), err
+	}
+	// The configuration reaches admission within a moment.
+	time.Sleep(2 * time.Second)
+	if d, err := secret("team-b", "s"); err != nil || d > time.Second {
+		t.Errorf("a Secret in another namespace: %s, %v; want written within a second", d, err)
+	}
+	if d, err := secret("team-a", "s"); err == nil || d < 9*time.Second || d > 12*time.Second {
+		t.Errorf("a Secret in the tenant's namespace: %s, %v; want refused after the capped 10 s", d, err)
+	}
 }
