@@ -24,7 +24,19 @@ type Metrics struct {
 
 	copies       prometheus.Counter
 	copyFailures prometheus.Counter
+
+	pending        prometheus.Gauge
+	pendingBytes   prometheus.Gauge
+	pendingDropped *prometheus.CounterVec
+	absent         prometheus.Gauge
 }
+
+// Reasons a projector gives up a pending result
+// (verdict_reporter_results_pending_dropped_total).
+const (
+	// PendingFull: the projector's pending set was full (WithPendingLimit).
+	PendingFull = "full"
+)
 
 // NewMetrics creates the collectors and registers them on reg (nil: a
 // fresh registry).
@@ -59,8 +71,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Verified results the projector copied to their verified subject, which no admission can push out of VERDICT_RESULTS."}),
 		copyFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_copy_failures_total",
 			Help: "Verified copies that could not be queued for publishing (made again at the resource's next flush); failures to store them count in verdict_queue_publish_dropped_total{publisher=\"reporter-verified\"}."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "results_pending",
+			Help: "Results this replica holds pending (their resource not found yet, within the grace period): unacknowledged, out of the worker slots, delivered again later; bounded per replica (256 by default)."}),
+		pendingBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "results_pending_bytes",
+			Help: "Size of the result messages this replica holds pending; bounded per replica (4 MiB by default)."}),
+		pendingDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_pending_dropped_total",
+			Help: "Pending results given up without a verdict, by reason: full (the replica's pending set was full, as under a flood of forged results). Acknowledged and left in VERDICT_RESULTS: the next fold of the resource (at its next result) picks it up if its resource exists."},
+			[]string{"reason"}),
+		absent: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "checker_absent_cached",
+			Help: "References the checker remembers as not found (for a second), so that results naming a missing uid cost one API call a second at most."}),
 	}
-	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.unverified, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime, m.copies, m.copyFailures} {
+	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.unverified, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime, m.copies, m.copyFailures,
+		m.pending, m.pendingBytes, m.pendingDropped, m.absent} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -72,6 +94,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, st := range verify.RejectedStatuses() {
 		m.unverified.WithLabelValues(string(st))
 	}
+	m.pendingDropped.WithLabelValues(PendingFull)
 	for _, o := range []WriteOutcome{OutcomeCreated, OutcomeApplied, OutcomeDeleted, OutcomeUnchanged, OutcomeStale, OutcomeAbsent, OutcomeGone} {
 		m.reports.WithLabelValues(string(o))
 	}

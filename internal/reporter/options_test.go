@@ -19,6 +19,8 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		"attempts":    WithAttempts(0, time.Second, time.Minute)(&projectorOptions{}),
 		"progress":    WithProgressEvery(0)(&projectorOptions{}),
 		"shutdown":    WithShutdownTimeout(0)(&projectorOptions{}),
+		"pending":     WithPendingLimit(-1, 1)(&projectorOptions{}),
+		"pending b":   WithPendingLimit(1, -1)(&projectorOptions{}),
 		"qps":         WithWriteQPS(0, 1)(&writerOptions{}),
 		"conflicts":   WithConflictRetries(0, time.Millisecond, time.Second)(&writerOptions{}),
 		"memory":      WithMemory(-1)(&writerOptions{}),

@@ -31,6 +31,8 @@ type projectorOptions struct {
 	drainTimeout time.Duration
 	log          *zerolog.Logger
 	check        *verify.Checker
+	pendingMax   int
+	pendingBytes int64
 }
 
 // WithChecker sets the checker every result is verified with before it
@@ -134,6 +136,25 @@ func WithProgressEvery(d time.Duration) ProjectorOption {
 	}
 }
 
+// WithPendingLimit bounds the results one projector holds pending (their
+// resource not found yet, within the checker's grace period): at most n
+// messages of at most size bytes in all. They wait out of the worker
+// slots, unacknowledged, but count against the consumer's MaxAckPending
+// (1000), which the verified results need: keep replicas x (n + 2 x
+// concurrency) under it. A pending result beyond the limit is given up:
+// acknowledged, left in the stream (the next fold of its resource, at its
+// next result, picks it up) and counted in verdict_reporter_results_pending_dropped_total
+// {reason="full"}. Default 256 and 4 MiB.
+func WithPendingLimit(n int, size int64) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if n < 0 || size < 0 {
+			return fmt.Errorf("%w: pending limit %d, %d bytes", ErrInvalidOption, n, size)
+		}
+		o.pendingMax, o.pendingBytes = n, size
+		return nil
+	}
+}
+
 // WithShutdownTimeout bounds how long Run waits at shutdown for the
 // messages in flight to be written. Default 30s.
 func WithShutdownTimeout(d time.Duration) ProjectorOption {
@@ -169,8 +190,9 @@ func WithLogger(l zerolog.Logger) ProjectorOption {
 //
 // Before a message marks its resource dirty, the result is checked
 // against the API server (WithChecker): a result whose object is not found
-// yet (a CREATE is evaluated before the object is stored) is retried with
-// delay until the checker's grace ends; one the checker rejects (the
+// yet (a CREATE is evaluated before the object is stored) is held pending,
+// out of the worker slots and bounded (WithPendingLimit), and checked again
+// with delay until the checker's grace ends; one the checker rejects (the
 // object never existed or is gone, the name is another uid's, a version
 // from the future) is deleted from the stream, counted in
 // verdict_reporter_results_unverified_total by reason, and acknowledged
@@ -199,6 +221,8 @@ type Projector struct {
 
 	// copies publishes the verified copies of results (keepVerified).
 	copies *queue.AsyncPublisher
+	// held are the results waiting for their resource (hold).
+	held *pendingSet
 }
 
 // entry is one dirty resource of a flush.
@@ -218,7 +242,7 @@ func NewProjector(conn *queue.Conn, w *Writer, opts ...ProjectorOption) (*Projec
 	o := projectorOptions{
 		durable: queue.ConsumerReporter, window: 250 * time.Millisecond, concurrency: 64, flushWorkers: 8,
 		readBatch: 64, maxDeliver: 10, retryMin: time.Second, retryMax: 2 * time.Minute,
-		progress: 5 * time.Second, drainTimeout: 30 * time.Second,
+		progress: 5 * time.Second, drainTimeout: 30 * time.Second, pendingMax: 256, pendingBytes: 4 << 20,
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -230,6 +254,7 @@ func NewProjector(conn *queue.Conn, w *Writer, opts ...ProjectorOption) (*Projec
 	}
 	return &Projector{
 		conn: conn, w: w, m: w.Metrics(), o: o,
+		held:    newPendingSet(o.pendingMax, o.pendingBytes, pendingLinger),
 		pending: map[string]*entry{},
 		kick:    make(chan struct{}, 1),
 	}, nil
@@ -296,13 +321,15 @@ func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 	st, err := p.o.check.Check(ctx, ev.Resource, msg.Published)
 	switch {
 	case err != nil:
+		p.release(msg.Sequence)
 		return queue.Retry().Because(err)
 	case st == verify.Pending && msg.Delivery+1 < uint64(p.o.maxDeliver):
-		return queue.RetryAfter(p.o.check.RetryIn(msg.Published))
+		return p.hold(msg, ev)
 	case st == verify.Pending:
 		// Out of attempts before the grace ended: as good as not found.
 		st = verify.NotFound
 	}
+	p.release(msg.Sequence)
 	if st.Rejected() {
 		return p.reject(ctx, msg, ev, st)
 	}
@@ -334,6 +361,44 @@ wait:
 	default:
 		return queue.Retry().Because(e.err)
 	}
+}
+
+// pendingLinger is how long past its delay a held result may stay in the
+// pending set without coming back (AckWait, 30s, and some): by then it
+// went to another replica.
+const pendingLinger = 45 * time.Second
+
+// hold keeps a result whose resource is not found yet pending: its
+// message leaves the worker slot at once, unacknowledged, and comes back
+// (to any replica) when it is to be checked again (Checker.RetryIn). A
+// result the pending set has no room for is given up, acknowledged and
+// counted: pending results never hold verified ones back (issue 28,
+// finding 9).
+func (p *Projector) hold(msg *queue.Msg, ev events.ResultEvent) queue.Outcome {
+	delay := p.o.check.RetryIn(msg.Published)
+	ok := p.held.hold(msg.Sequence, int64(len(msg.Subject)+len(msg.Data)), delay, time.Now())
+	p.gaugePending()
+	if !ok {
+		p.m.pendingDropped.WithLabelValues(PendingFull).Inc()
+		p.log.Debug().Str(logKeySubject, msg.Subject).Uint64(logKeySequence, msg.Sequence).Str(logKeyReason, PendingFull).
+			Str(logKeyUID, ev.Resource.UID).Msg("resultPendingDropped")
+		return queue.Done()
+	}
+	return queue.RetryAfter(delay)
+}
+
+// release forgets a held result that was decided.
+func (p *Projector) release(seq uint64) {
+	p.held.release(seq)
+	p.gaugePending()
+}
+
+func (p *Projector) gaugePending() {
+	n, b := p.held.size()
+	p.m.pending.Set(float64(n))
+	p.m.pendingBytes.Set(float64(b))
+	_, absent := p.o.check.Stats()
+	p.m.absent.Set(float64(absent))
 }
 
 // reject drops a message the checker refused: it is deleted from the

@@ -9,7 +9,11 @@
 // exists, with this uid, at this resourceVersion or a later one? It looks
 // the object up (metadata only) through a RESTMapper and the metadata
 // client, and remembers positive answers per uid, so that the cost is about
-// one GET per resource, not per message.
+// one GET per resource, not per message. Negative answers (no such
+// object) are remembered too, briefly (WithAbsentCache, 100,000 for 1s),
+// so that many results naming one missing uid, or one retried often, cost
+// one GET per second at most: a flood of forged results naming uids that
+// do not exist cannot turn into a flood of API calls.
 //
 // A validating webhook sees a CREATE before the object is stored, so an
 // object that is not found (yet) is Pending until the message is older
@@ -91,6 +95,8 @@ type options struct {
 	grace      time.Duration
 	cacheSize  int
 	cacheTTL   time.Duration
+	absentSize int
+	absentTTL  time.Duration
 	resetEvery time.Duration
 	now        func() time.Time
 }
@@ -120,6 +126,22 @@ func WithCache(size int, ttl time.Duration) Option {
 	}
 }
 
+// WithAbsentCache sets how many negative answers (no object of that
+// name with that uid) are remembered, by reference, and for how long: a
+// reference asked about again within ttl is answered from memory (Pending
+// or NotFound, by the message's age) without a GET. Keep ttl short: an
+// object stored meanwhile (a CREATE's) is seen only once its entry
+// expires. Size 0 remembers none. Default 100,000 for 1s.
+func WithAbsentCache(size int, ttl time.Duration) Option {
+	return func(o *options) error {
+		if size < 0 || ttl <= 0 {
+			return fmt.Errorf("%w: absent cache of %d for %s", ErrInvalidOption, size, ttl)
+		}
+		o.absentSize, o.absentTTL = size, ttl
+		return nil
+	}
+}
+
 // WithClock replaces time.Now (tests).
 func WithClock(now func() time.Time) Option {
 	return func(o *options) error {
@@ -139,8 +161,9 @@ type Checker struct {
 	o      options
 
 	mu        sync.Mutex
-	known     map[string]entry   // by uid: objects seen to exist
-	inflight  map[string]*flight // lookups under way, by uid and identity
+	known     map[string]entry     // by uid: objects seen to exist
+	absent    map[string]time.Time // by lookup key: when it was not found
+	inflight  map[string]*flight   // lookups under way, by uid and identity
 	lastReset time.Time
 }
 
@@ -172,13 +195,14 @@ func New(client metadata.Interface, mapper meta.ResettableRESTMapper, opts ...Op
 	if client == nil || mapper == nil {
 		return nil, fmt.Errorf("%w: a checker needs a metadata client and a RESTMapper", ErrInvalidOption)
 	}
-	o := options{grace: 30 * time.Second, cacheSize: 100_000, cacheTTL: 10 * time.Minute, resetEvery: 10 * time.Second, now: time.Now}
+	o := options{grace: 30 * time.Second, cacheSize: 100_000, cacheTTL: 10 * time.Minute, absentSize: 100_000, absentTTL: time.Second,
+		resetEvery: 10 * time.Second, now: time.Now}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
-	return &Checker{client: client, mapper: mapper, o: o, known: map[string]entry{}, inflight: map[string]*flight{}}, nil
+	return &Checker{client: client, mapper: mapper, o: o, known: map[string]entry{}, absent: map[string]time.Time{}, inflight: map[string]*flight{}}, nil
 }
 
 // Grace is the grace period of objects not found.
@@ -239,6 +263,14 @@ func (c *Checker) Observe(ref events.ResourceRef) {
 	c.remember(ref.UID, identity{group: gv.Group, kind: ref.Kind, namespace: ref.Namespace, name: ref.Name}, ref.ResourceVersion)
 }
 
+// Stats says how many answers the checker remembers: objects known to
+// exist, and references not found lately (WithAbsentCache).
+func (c *Checker) Stats() (known, absent int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.known), len(c.absent)
+}
+
 // Forget drops what the checker knows of uid (the object is gone).
 func (c *Checker) Forget(uid string) {
 	c.mu.Lock()
@@ -279,6 +311,32 @@ func (c *Checker) remember(uid string, id identity, rv string) {
 	c.known[uid] = entry{id: id, rv: rv, seen: c.o.now()}
 }
 
+// rememberAbsent notes a reference not found; c.mu is held.
+func (c *Checker) rememberAbsent(key string) {
+	if c.o.absentSize == 0 {
+		return
+	}
+	if _, ok := c.absent[key]; !ok && len(c.absent) >= c.o.absentSize {
+		// Full: forget the expired entries, or else about a tenth.
+		now := c.o.now()
+		for k, at := range c.absent {
+			if now.Sub(at) >= c.o.absentTTL {
+				delete(c.absent, k)
+			}
+		}
+		if len(c.absent) >= c.o.absentSize {
+			drop := max(1, c.o.absentSize/10)
+			for k := range c.absent {
+				delete(c.absent, k)
+				if drop--; drop == 0 {
+					break
+				}
+			}
+		}
+	}
+	c.absent[key] = c.o.now()
+}
+
 // lookup reads the object ref names, once for all who ask at the same
 // time. invalid: the reference's namespace does not fit the kind.
 func (c *Checker) lookup(ctx context.Context, ref events.ResourceRef, gv schema.GroupVersion, id identity) (*flight, bool, error) {
@@ -295,6 +353,13 @@ func (c *Checker) lookup(ctx context.Context, ref events.ResourceRef, gv schema.
 	}
 	key := ref.UID + "\x00" + id.group + "\x00" + id.kind + "\x00" + id.namespace + "\x00" + id.name
 	c.mu.Lock()
+	if at, ok := c.absent[key]; ok {
+		if c.o.now().Sub(at) < c.o.absentTTL {
+			c.mu.Unlock()
+			return &flight{}, false, nil // not found a moment ago
+		}
+		delete(c.absent, key)
+	}
 	if f, ok := c.inflight[key]; ok {
 		c.mu.Unlock()
 		select {
@@ -324,8 +389,11 @@ func (c *Checker) lookup(ctx context.Context, ref events.ResourceRef, gv schema.
 		f.found, f.rv = true, obj.GetResourceVersion()
 	}
 	c.mu.Lock()
-	if f.found {
+	switch {
+	case f.found:
 		c.remember(ref.UID, id, f.rv)
+	case f.err == nil && !f.other:
+		c.rememberAbsent(key)
 	}
 	delete(c.inflight, key)
 	c.mu.Unlock()

@@ -192,13 +192,28 @@ func TestCheckRemembers(t *testing.T) {
 	if st, _ := w.check.Check(ctx, cm("app", "cm-1", "120"), now); st != Verified || w.gets() != before+1 {
 		t.Errorf("after expiry: %s, %d lookups (want %d)", st, w.gets(), before+1)
 	}
-	// Negative answers are not remembered: the object may come.
-	if st, _ := w.check.Check(ctx, cm("new", "cm-2", ""), w.clock.Now()); st != Pending {
-		t.Fatalf("before the create: %s", st)
+	// Negative answers are remembered briefly (1s): however often a
+	// missing reference is asked about meanwhile, one lookup; the object
+	// may come, and is seen once the answer expires.
+	before = w.gets()
+	for range 5 {
+		if st, _ := w.check.Check(ctx, cm("new", "cm-2", ""), w.clock.Now()); st != Pending {
+			t.Fatalf("before the create: %s", st)
+		}
+	}
+	if n := w.gets() - before; n != 1 {
+		t.Errorf("%d lookups for five checks of a missing object within a second, want 1", n)
+	}
+	if _, absent := w.check.Stats(); absent != 2 { // cm-9 (gone, expired but held until pruned) and cm-2
+		t.Errorf("%d negative answers remembered, want 2", absent)
 	}
 	if err := w.client.Tracker().Add(object("ConfigMap", "team", "new", "cm-2", "130")); err != nil {
 		t.Fatal(err)
 	}
+	if st, _ := w.check.Check(ctx, cm("new", "cm-2", ""), w.clock.Now()); st != Pending {
+		t.Errorf("after the create, within the second: %s", st)
+	}
+	w.clock.Add(time.Second)
 	if st, _ := w.check.Check(ctx, cm("new", "cm-2", ""), w.clock.Now()); st != Verified {
 		t.Errorf("after the create: %s", st)
 	}
@@ -299,11 +314,13 @@ func TestRetryIn(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	for name, err := range map[string]error{
-		"no client": func() error { _, err := New(nil, newMapper()); return err }(),
-		"grace":     WithGrace(0)(&options{}),
-		"cache":     WithCache(-1, time.Minute)(&options{}),
-		"cache ttl": WithCache(1, 0)(&options{}),
-		"clock":     WithClock(nil)(&options{}),
+		"no client":  func() error { _, err := New(nil, newMapper()); return err }(),
+		"grace":      WithGrace(0)(&options{}),
+		"cache":      WithCache(-1, time.Minute)(&options{}),
+		"cache ttl":  WithCache(1, 0)(&options{}),
+		"clock":      WithClock(nil)(&options{}),
+		"absent":     WithAbsentCache(-1, time.Second)(&options{}),
+		"absent ttl": WithAbsentCache(1, 0)(&options{}),
 	} {
 		if !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)

@@ -205,7 +205,7 @@ func (r *Replica) Halt(t *testing.T) {
 }
 
 // Counter reads a counter (with the label value, if any) from a registry;
-// of a histogram, its sample count.
+// of a gauge, its value; of a histogram, its sample count.
 func Counter(t *testing.T, reg *prometheus.Registry, name string, label ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -224,6 +224,8 @@ func Counter(t *testing.T, reg *prometheus.Registry, name string, label ...strin
 			switch {
 			case m.Counter != nil:
 				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
 			case m.Histogram != nil:
 				sum += float64(m.Histogram.GetSampleCount())
 			}
