@@ -128,15 +128,13 @@ func (c *Conn) PublishSync(ctx context.Context, m Message) (PubAck, error) {
 			return PubAck{}, fmt.Errorf("%w: %s: %w", ErrPublishRejected, m.Subject, err)
 		}
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
-			// No stream takes the subject: provision the streams again
-			// (rate-limited) and try at once when that is done.
-			if healed := c.reprovision(causeStreamMissing); healed != nil {
-				select {
-				case <-healed:
-					continue
-				case <-ctx.Done():
-				}
-			}
+			// No stream answered: deleted (provision the streams again,
+			// rate-limited, in the background) or electing a leader. The
+			// retries below go on meanwhile, without waiting for the
+			// heal: an election answers within seconds, and a provision
+			// sent while it runs can take as long as the election
+			// itself.
+			c.reprovision(causeStreamMissing)
 		}
 		wait := bo.NextBackOff()
 		dl, _ := ctx.Deadline()
