@@ -252,6 +252,9 @@ const (
 	logKeyKind     = "kind"
 	logKeyResource = "resource"
 	logKeyChange   = "change"
+	// logKeySchedules is how many stored schedules a replica found at
+	// start-up (cleanupSchedulesListed).
+	logKeySchedules = "schedules"
 )
 
 // handle works one tick and counts what became of it. A retry on the

@@ -107,6 +107,10 @@ func (c *Cleaner) keepSchedules(ctx context.Context) {
 				q.Add(ref.ScheduleKey())
 			}
 		}
+		// From here on, a schedule put without a policy this replica
+		// knows is left to its own tick (runPolicy removes it when the
+		// policy is gone) and to the policies' events.
+		c.o.log.Info().Int(logKeySchedules, len(list)).Msg("cleanupSchedulesListed")
 		return nil
 	})
 	go func() {

@@ -224,7 +224,10 @@ func TestE2ECleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nats.Shutdown)
-	var probes []string
+	var (
+		probes   []string
+		replicas []*testproc.Proc
+	)
 	b := <-build
 	if b.err != nil {
 		t.Fatal(b.err)
@@ -233,10 +236,13 @@ func TestE2ECleanup(t *testing.T) {
 		id, probe := fmt.Sprintf("cleaner-%d", i), freeAddr(t)
 		probes = append(probes, probe)
 		// Each replica drains and exits 0 on SIGTERM when the test ends.
-		testproc.StartForTest(t, testproc.Spec{Name: id, Path: b.bin, LogDir: dir, Args: []string{
+		// It is ready once it has listed the stored schedules at
+		// start-up: a schedule put before that, whose policy it does not
+		// know, it removes then, without a tick.
+		replicas = append(replicas, testproc.StartForTest(t, testproc.Spec{Name: id, Path: b.bin, LogDir: dir, Ready: `"cleanupSchedulesListed"`, Args: []string{
 			"--kubeconfig=" + cp.KubeconfigPath(), "--nats-url=" + nats.ClientURL(), "--probe-address=" + probe,
 			"--ttl-interval=2s", "--identity=" + id, "--retry-min=100ms", "--retry-max=1s", "--shutdown-timeout=5s",
-		}}, true)
+		}}, true))
 	}
 	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
@@ -244,7 +250,18 @@ func TestE2ECleanup(t *testing.T) {
 	}
 	t.Cleanup(conn.Close)
 
-	// The replicas are up once the streams hold the TTL sweep's schedule.
+	// The replicas are up once each has listed the stored schedules (the
+	// first to start may put the TTL sweep's schedule well before the
+	// last has), and the streams hold the TTL sweep's schedule.
+	for _, p := range replicas {
+		select {
+		case <-p.Ready():
+		case <-p.Exited():
+			t.Fatalf("a cleaner replica exited: %v", p.State())
+		case <-time.After(30 * time.Second):
+			t.Fatal("a cleaner replica did not list the stored schedules within 30s")
+		}
+	}
 	eventually(t, 30*time.Second, "the TTL schedule", func() error {
 		_, err := conn.GetSchedule(ctx, queue.WorkCleanup, cleaner.TTLKey)
 		return err
@@ -412,9 +429,13 @@ func TestE2ECleanup(t *testing.T) {
 				}
 				return nil
 			})
-			if n := metric(probes, `verdict_cleaner_ticks_total{outcome="skipped",policy="ghost",reason="policyGone",type="policy"}`); n < 1 {
-				t.Errorf("%v policyGone ticks counted", n)
-			}
+			// The tick removes the schedule, then is counted.
+			eventually(t, 5*time.Second, "the ghost's tick counted", func() error {
+				if n := metric(probes, `verdict_cleaner_ticks_total{outcome="skipped",policy="ghost",reason="policyGone",type="policy"}`); n < 1 {
+					return fmt.Errorf("%v policyGone ticks counted", n)
+				}
+				return nil
+			})
 		})
 
 		t.Run("TTL label", func(t *testing.T) {
