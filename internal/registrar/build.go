@@ -19,11 +19,23 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
-// Paths the webhook serves.
+// Paths the webhook serves (internal/webhook's). Each webhook points at
+// the path of the policies it was registered for: the shared webhooks at
+// the cluster policies' (PathMutateCluster, PathValidateCluster), a
+// tenant's webhooks at its namespace's (PathMutateNamespaced,
+// PathValidateNamespaced). A request in a tenant's namespace may go
+// through both, and each call evaluates only its own policies, so every
+// policy is evaluated once per request: its mutation applied once, its
+// results and generate work published once. PathMutate and PathValidate
+// evaluate every policy; no configuration written here points at them.
 const (
-	PathMutate         = "/mutate"
-	PathValidate       = "/validate"
-	PathValidatePolicy = "/validate-policy"
+	PathMutate             = "/mutate"
+	PathValidate           = "/validate"
+	PathMutateCluster      = "/mutate-cluster"
+	PathValidateCluster    = "/validate-cluster"
+	PathMutateNamespaced   = "/mutate-namespaced"
+	PathValidateNamespaced = "/validate-namespaced"
+	PathValidatePolicy     = "/validate-policy"
 )
 
 // Default names of the configurations.
@@ -191,17 +203,17 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 	}
 	for _, fail := range []bool{true, false} {
 		if a := hooks[webhookKey{mutate: true, fail: fail}]; a != nil && len(a.ops) > 0 {
-			mut.Webhooks = append(mut.Webhooks, mutatingWebhook("mutate-"+suffix(fail), a, fail, o))
+			mut.Webhooks = append(mut.Webhooks, mutatingWebhook("mutate-"+suffix(fail), PathMutateCluster, a, fail, o))
 		}
 		if a := hooks[webhookKey{mutate: false, fail: fail}]; a != nil && len(a.ops) > 0 {
-			val.Webhooks = append(val.Webhooks, validatingWebhook("validate-"+suffix(fail), a, fail, o))
+			val.Webhooks = append(val.Webhooks, validatingWebhook("validate-"+suffix(fail), PathValidateCluster, a, fail, o))
 		}
 	}
 	for _, g := range tenantWebhooks(tenants, true, o) {
-		mut.Webhooks = append(mut.Webhooks, mutatingWebhook(g.name, g.accum, g.fail, o))
+		mut.Webhooks = append(mut.Webhooks, mutatingWebhook(g.name, PathMutateNamespaced, g.accum, g.fail, o))
 	}
 	for _, g := range tenantWebhooks(tenants, false, o) {
-		val.Webhooks = append(val.Webhooks, validatingWebhook(g.name, g.accum, g.fail, o))
+		val.Webhooks = append(val.Webhooks, validatingWebhook(g.name, PathValidateNamespaced, g.accum, g.fail, o))
 	}
 	val.Webhooks = append(val.Webhooks, policyWebhook(o))
 	if o.GuardTTL {
@@ -473,10 +485,11 @@ var (
 // The admission webhooks publish results and work, except on dry runs:
 // NoneOnDryRun. Every field the API server would default is set, so that a written
 // configuration reads back equal and updates happen only on real change.
-func mutatingWebhook(name string, a *accum, fail bool, o Options) admissionregistrationv1.MutatingWebhook {
+// path is the endpoint of the policies the webhook is registered for.
+func mutatingWebhook(name, path string, a *accum, fail bool, o Options) admissionregistrationv1.MutatingWebhook {
 	return admissionregistrationv1.MutatingWebhook{
 		Name:                    name + ".verdict.dev",
-		ClientConfig:            clientConfig(PathMutate, o),
+		ClientConfig:            clientConfig(path, o),
 		Rules:                   a.rules(),
 		FailurePolicy:           failurePolicy(fail),
 		MatchPolicy:             &matchEquivalent,
@@ -490,10 +503,10 @@ func mutatingWebhook(name string, a *accum, fail bool, o Options) admissionregis
 	}
 }
 
-func validatingWebhook(name string, a *accum, fail bool, o Options) admissionregistrationv1.ValidatingWebhook {
+func validatingWebhook(name, path string, a *accum, fail bool, o Options) admissionregistrationv1.ValidatingWebhook {
 	return admissionregistrationv1.ValidatingWebhook{
 		Name:                    name + ".verdict.dev",
-		ClientConfig:            clientConfig(PathValidate, o),
+		ClientConfig:            clientConfig(path, o),
 		Rules:                   a.rules(),
 		FailurePolicy:           failurePolicy(fail),
 		MatchPolicy:             &matchEquivalent,

@@ -435,6 +435,69 @@ func TestBuildConfinesNamespacedPolicies(t *testing.T) {
 	}
 }
 
+// TestBuildPointsEachWebhookAtItsPolicies: the shared webhooks call the
+// cluster policies' endpoints and a tenant's webhooks its namespace's, so
+// that a request in a tenant's namespace, which the API server sends
+// through both, has each policy evaluated, its mutation applied and its
+// results and work published once; no webhook calls the endpoints that
+// evaluate every policy.
+func TestBuildPointsEachWebhookAtItsPolicies(t *testing.T) {
+	tenantMutate := `apiVersion: verdict.dev/v1
+kind: Policy
+metadata: {name: add-label, namespace: team}
+spec:
+  rules:
+  - name: m
+    match: {any: [{resources: {kinds: [ConfigMap]}}]}
+    mutate: {patchStrategicMerge: {metadata: {labels: {+(team): "yes"}}}}
+`
+	pols := compileAll(t, enforcePods, ignoreMutate, tenantPolicy("team", "cms", `[ConfigMap]`, "Fail", 5), tenantMutate)
+	mut, val, err := Build(pols, table, Options{URL: "https://x", GuardTTL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each webhook's URL, and the one it should have, by webhook.
+	type hook struct {
+		url  *string
+		want string
+	}
+	tests := map[string]hook{}
+	for _, w := range mut.Webhooks {
+		want := PathMutateCluster
+		if strings.HasSuffix(w.Name, ".ns.verdict.dev") {
+			want = PathMutateNamespaced
+		}
+		tests["mutating "+w.Name] = hook{url: w.ClientConfig.URL, want: "https://x" + want}
+	}
+	for _, w := range val.Webhooks {
+		want := PathValidateCluster
+		switch {
+		case strings.HasSuffix(w.Name, ".ns.verdict.dev"):
+			want = PathValidateNamespaced
+		case w.Name == "policy.verdict.dev":
+			want = PathValidatePolicy
+		case w.Name == "ttl.verdict.dev":
+			want = PathValidateTTL
+		}
+		tests["validating "+w.Name] = hook{url: w.ClientConfig.URL, want: "https://x" + want}
+	}
+	for _, name := range []string{
+		"mutating mutate-ignore.verdict.dev", "mutating mutate-fail.team.ns.verdict.dev",
+		"validating validate-fail.verdict.dev", "validating validate-ignore.verdict.dev", "validating validate-fail.team.ns.verdict.dev",
+	} {
+		if _, ok := tests[name]; !ok {
+			t.Fatalf("no %s among %v", name, slices.Sorted(maps.Keys(tests)))
+		}
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if tc.url == nil || *tc.url != tc.want {
+				t.Fatalf("url %v, want %s", tc.url, tc.want)
+			}
+		})
+	}
+}
+
 // TestBuildBoundsTenantWebhooks: however many tenants, with however
 // many different needs, the configuration holds a bounded number of
 // webhooks; each tenant's namespace is still selected with its own

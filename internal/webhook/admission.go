@@ -21,20 +21,57 @@ import (
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
+// policyScope is which policies an admission endpoint evaluates. The
+// registrar points each webhook at the endpoint of the policies it was
+// registered for: the shared webhooks at the cluster policies', a
+// tenant's webhook at its namespace's. The API server calls every
+// webhook whose rules match, so a request in a tenant's namespace may go
+// through both; each call evaluates its own policies, and every policy
+// is evaluated, its mutation applied and its results and work published
+// once per request (docs/webhook.md, "A namespaced policy stays in its
+// namespace").
+type policyScope uint8
+
+const (
+	// scopeAll is every policy (PathMutate, PathValidate: files mode, a
+	// configuration written by hand with one webhook).
+	scopeAll policyScope = iota
+	// scopeCluster is the cluster policies: ClusterPolicy and the
+	// cluster CEL kinds (PathMutateCluster, PathValidateCluster).
+	scopeCluster
+	// scopeNamespace is the namespaced policies of the request's
+	// namespace (PathMutateNamespaced, PathValidateNamespaced).
+	scopeNamespace
+)
+
+// covers reports whether the scope takes in p for a request in namespace
+// ns ("" for a cluster-scoped resource).
+func (sc policyScope) covers(p *engine.Policy, ns string) bool {
+	switch sc {
+	case scopeCluster:
+		return !p.Raw.Namespaced()
+	case scopeNamespace:
+		return p.Raw.Namespaced() && ns != "" && p.Raw.Metadata.Namespace == ns
+	}
+	return true
+}
+
 // evaluation is what the admission endpoints share for one request: the
-// policy set and the engine request.
+// policy set, the scope of the endpoint and the engine request.
 type evaluation struct {
-	rv  *review
-	set *engine.Set
-	req *engine.Request
-	now time.Time
+	rv    *review
+	set   *engine.Set
+	scope policyScope
+	req   *engine.Request
+	now   time.Time
 	// rules holds the rule results of the request's result events.
 	rules evt.RuleArena
 }
 
-// evaluate prepares one admission request: the current policy set and the
-// namespace labels. Failures are internal errors.
-func (s *Server) evaluate(ctx context.Context, rv *review) (*evaluation, error) {
+// evaluate prepares one admission request for the policies of scope: the
+// current policy set and the namespace labels. Failures are internal
+// errors.
+func (s *Server) evaluate(ctx context.Context, rv *review, scope policyScope) (*evaluation, error) {
 	set, err := s.policies.Set(ctx)
 	if err != nil {
 		return nil, httpError(ErrInternal, err, "policies unavailable")
@@ -62,7 +99,13 @@ func (s *Server) evaluate(ctx context.Context, rv *review) (*evaluation, error) 
 	if s.roles != nil {
 		req.UserInfo.Roles, req.UserInfo.ClusterRoles = s.roles.Roles(rv.req.UserInfo, rv.req.Namespace)
 	}
-	return &evaluation{rv: rv, set: set, req: req, now: s.now()}, nil
+	return &evaluation{rv: rv, set: set, scope: scope, req: req, now: s.now()}, nil
+}
+
+// takesPart reports whether p takes part in this evaluation: it is in
+// the endpoint's scope and takes part in admission.
+func (ev *evaluation) takesPart(p *engine.Policy) bool {
+	return ev.scope.covers(p, ev.rv.req.Namespace) && admits(p)
 }
 
 // terminating reports an UPDATE of an object that is being deleted:
@@ -101,21 +144,26 @@ func reported(st engine.Status) bool {
 	return st != engine.StatusPass && st != engine.StatusSkip
 }
 
-// mutate runs every mutate policy in order, each on the previous one's
-// result, and answers with a JSONPatch from the original object to the
-// final one.
-func (s *Server) mutate(ctx context.Context, rv *review) (decision, error) {
+// mutate is the mutate endpoint of the policies of scope.
+func (s *Server) mutate(scope policyScope) admissionFunc {
+	return func(ctx context.Context, rv *review) (decision, error) { return s.mutateIn(ctx, rv, scope) }
+}
+
+// mutateIn runs every mutate policy of scope in order, each on the
+// previous one's result, and answers with a JSONPatch from the original
+// object to the final one.
+func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (decision, error) {
 	if rv.object == nil || terminating(rv) {
 		return allow(nil), nil
 	}
-	ev, err := s.evaluate(ctx, rv)
+	ev, err := s.evaluate(ctx, rv, scope)
 	if err != nil {
 		return decision{}, err
 	}
 	var warnings []string
 	cur := rv.object
 	for _, p := range ev.set.Policies {
-		if !admits(p) || !hasRules(p, engine.TypeMutation) {
+		if !ev.takesPart(p) || !hasRules(p, engine.TypeMutation) {
 			continue
 		}
 		ev.req.Object = cur
@@ -197,13 +245,19 @@ type validateState struct {
 	results []ResultEvent
 }
 
-// validate runs the validation chain (validate rules, then generate
-// triggers) and, when the request is admitted, publishes the results.
-func (s *Server) validate(ctx context.Context, rv *review) (decision, error) {
+// validate is the validate endpoint of the policies of scope.
+func (s *Server) validate(scope policyScope) admissionFunc {
+	return func(ctx context.Context, rv *review) (decision, error) { return s.validateIn(ctx, rv, scope) }
+}
+
+// validateIn runs the validation chain (validate rules, then generate
+// triggers) of the policies of scope and, when the request is admitted,
+// publishes the results.
+func (s *Server) validateIn(ctx context.Context, rv *review, scope policyScope) (decision, error) {
 	if terminating(rv) {
 		return allow(nil), nil
 	}
-	ev, err := s.evaluate(ctx, rv)
+	ev, err := s.evaluate(ctx, rv, scope)
 	if err != nil {
 		return decision{}, err
 	}
@@ -235,9 +289,10 @@ func publishResults(rv *review) bool {
 	return (op == admissionv1.Create || op == admissionv1.Update) && rv.req.SubResource == "" && !rv.dryRun()
 }
 
-// validateRules runs the validate rules of every policy. An Enforce rule
-// that fails, or a rule that errors under failurePolicy Fail, blocks the
-// request; every other fail or error is a warning.
+// validateRules runs the validate rules of every policy in the
+// evaluation's scope. An Enforce rule that fails, or a rule that errors
+// under failurePolicy Fail, blocks the request; every other fail or error
+// is a warning.
 func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validateState) (verdict, error) {
 	var (
 		v       verdict
@@ -253,7 +308,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 	// (a ResultEvent is a few hundred bytes).
 	st.results = slices.Grow(st.results, len(ev.set.Policies))
 	for _, p := range ev.set.Policies {
-		if !admits(p) || !hasRules(p, engine.TypeValidation) {
+		if !ev.takesPart(p) || !hasRules(p, engine.TypeValidation) {
 			continue
 		}
 		resp := s.engine.Validate(ctx, ev.req, p, ev.set.Exceptions)
@@ -343,9 +398,10 @@ func vpolOutcome(p *engine.Policy, resp engine.Response) (denials, warnings []st
 	return denials, warnings
 }
 
-// triggerGenerate finds the generate rules the request triggers and
-// publishes their work before the answer. When the work sink does not
-// acknowledge in time, Config.OnWorkPublishFailure decides.
+// triggerGenerate finds the generate rules (of the policies in the
+// evaluation's scope) the request triggers and publishes their work
+// before the answer. When the work sink does not acknowledge in time,
+// Config.OnWorkPublishFailure decides.
 func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validateState) (verdict, error) {
 	var v verdict
 	if ev.rv.dryRun() {
@@ -353,7 +409,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 	}
 	var items []WorkItem
 	for _, p := range ev.set.Policies {
-		if !admits(p) {
+		if !ev.takesPart(p) {
 			continue
 		}
 		if hasRules(p, engine.TypeGeneration) && ev.req.Operation == engine.OpDelete {

@@ -563,7 +563,7 @@ func TestNoWorkSinkConfigured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.validate(t.Context(), rv)
+	d, err := s.validateIn(t.Context(), rv, scopeAll)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,14 +25,24 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
-// Endpoint paths.
+// Endpoint paths. PathMutate and PathValidate evaluate every policy (files
+// mode, a configuration written by hand with one webhook); the registrar
+// points the shared webhooks at PathMutateCluster and PathValidateCluster
+// (the cluster policies only) and each tenant's webhooks at
+// PathMutateNamespaced and PathValidateNamespaced (the namespaced policies
+// of the request's namespace only), so that a request that reaches both
+// evaluates each policy once.
 const (
-	PathMutate         = "/mutate"
-	PathValidate       = "/validate"
-	PathValidatePolicy = "/validate-policy"
-	PathHealthz        = "/healthz"
-	PathReadyz         = "/readyz"
-	PathMetrics        = "/metrics"
+	PathMutate             = "/mutate"
+	PathValidate           = "/validate"
+	PathMutateCluster      = "/mutate-cluster"
+	PathValidateCluster    = "/validate-cluster"
+	PathMutateNamespaced   = "/mutate-namespaced"
+	PathValidateNamespaced = "/validate-namespaced"
+	PathValidatePolicy     = "/validate-policy"
+	PathHealthz            = "/healthz"
+	PathReadyz             = "/readyz"
+	PathMetrics            = "/metrics"
 )
 
 // Registry is where the server registers and gathers metrics.
@@ -348,8 +358,19 @@ func (s *Server) routes() (all, probes http.Handler) {
 	readyz := endpoint("readyz", s.readyz)
 
 	mux := http.NewServeMux()
-	mux.Handle(PathMutate, evaluating("mutate", s.admissionHandler(s.mutate)))
-	mux.Handle(PathValidate, evaluating("validate", s.admissionHandler(s.validate)))
+	for _, e := range []struct {
+		path, name string
+		fn         admissionFunc
+	}{
+		{PathMutate, "mutate", s.mutate(scopeAll)},
+		{PathValidate, "validate", s.validate(scopeAll)},
+		{PathMutateCluster, "mutate-cluster", s.mutate(scopeCluster)},
+		{PathValidateCluster, "validate-cluster", s.validate(scopeCluster)},
+		{PathMutateNamespaced, "mutate-namespaced", s.mutate(scopeNamespace)},
+		{PathValidateNamespaced, "validate-namespaced", s.validate(scopeNamespace)},
+	} {
+		mux.Handle(e.path, evaluating(e.name, s.admissionHandler(e.fn)))
+	}
 	mux.Handle(PathValidatePolicy, evaluating("validate-policy", s.admissionHandler(s.validatePolicy)))
 	mux.Handle(PathValidateTTL, evaluating("validate-ttl", s.admissionHandler(s.validateTTL)))
 	mux.Handle(PathHealthz, healthz)
