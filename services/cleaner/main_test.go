@@ -23,7 +23,7 @@ func TestFlags(t *testing.T) {
 		"--nats-url=nats://a:4222,nats://b:4222", "--nats-credentials=/n/creds", "--stream-replicas=3",
 		"--work-max-messages=5000", "--concurrency=16", "--ack-wait=12s", "--attempts=3",
 		"--retry-min=2s", "--retry-max=30s", "--shutdown-timeout=5s", "--ttl-interval=2m",
-		"--schedule-resync=5m", "--identity=cleaner-0",
+		"--schedule-resync=5m", "--identity=cleaner-0", "--namespace=verdict-system",
 		"--probe-address=:9090", "--log-level=debug", "--log-format=console",
 	})
 	if err != nil {
@@ -36,7 +36,7 @@ func TestFlags(t *testing.T) {
 		NATS: service.NATSConfig{Config: natsconn.Config{URLs: []string{"nats://a:4222", "nats://b:4222"}, Credentials: "/n/creds"}, StreamReplicas: 3, Streams: limits},
 		Worker: service.WorkerConfig{Concurrency: 16, AckWait: 12 * time.Second, Attempts: 3,
 			RetryMin: 2 * time.Second, RetryMax: 30 * time.Second, ShutdownTimeout: 5 * time.Second},
-		TTLInterval: 2 * time.Minute, Resync: 5 * time.Minute, Identity: "cleaner-0",
+		TTLInterval: 2 * time.Minute, Resync: 5 * time.Minute, Identity: "cleaner-0", Namespace: "verdict-system",
 		ProbeAddress: ":9090", Log: service.LogConfig{Level: "debug", Format: "console"},
 	}
 	if !reflect.DeepEqual(cfg, want) {

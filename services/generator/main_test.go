@@ -23,7 +23,7 @@ func TestFlags(t *testing.T) {
 		"--nats-url=nats://a:4222,nats://b:4222", "--nats-credentials=/n/creds", "--stream-replicas=3",
 		"--work-max-messages=5000", "--verify-grace=1m", "--concurrency=16", "--ack-wait=12s", "--attempts=3",
 		"--retry-min=2s", "--retry-max=30s", "--shutdown-timeout=5s",
-		"--probe-address=:9090", "--log-level=debug", "--log-format=console",
+		"--probe-address=:9090", "--log-level=debug", "--log-format=console", "--namespace=verdict-system",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +33,7 @@ func TestFlags(t *testing.T) {
 	want := generatorapp.Config{
 		Kube:        service.KubeConfig{Kubeconfig: "/k/config", QPS: 20, Burst: 40, Timeout: 10 * time.Second},
 		NATS:        service.NATSConfig{Config: natsconn.Config{URLs: []string{"nats://a:4222", "nats://b:4222"}, Credentials: "/n/creds"}, StreamReplicas: 3, Streams: limits},
+		Namespace:   "verdict-system",
 		VerifyGrace: time.Minute,
 		Worker: service.WorkerConfig{
 			Concurrency: 16, AckWait: 12 * time.Second, Attempts: 3,
