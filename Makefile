@@ -86,14 +86,9 @@ bench:
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 5s
 
-## fuzz: every Fuzz* target of the repository for FUZZTIME each (5s: about four minutes for the 34 targets; -fuzz takes one target at a time)
+## fuzz: every Fuzz* target of the repository for FUZZTIME each (5s: about four minutes for the 34 targets; -fuzz takes one target at a time; hack/fuzz.sh)
 fuzz:
-	@set -e; for f in $$(git grep -l '^func Fuzz' -- '*_test.go'); do \
-	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
-	    echo "fuzz ./$$(dirname $$f) $$t $(FUZZTIME)"; \
-	    $(GO) test $(GOFLAGS) -run '^$$' -fuzz "^$$t\$$" -fuzztime=$(FUZZTIME) ./$$(dirname $$f); \
-	  done; \
-	done
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
 
 vet:
 	$(GO) vet $(PKGS)
