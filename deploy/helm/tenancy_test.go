@@ -7,18 +7,14 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/controlplane"
 	"github.com/verdict-dev/verdict/internal/policycache"
@@ -200,22 +196,7 @@ func TestE2ETenancy(t *testing.T) {
 		"--set", "webhook.extraArgs[0]=--webhook-url=" + lb.url(),
 		"--set", "webhook.extraArgs[1]=--certificate-ips=127.0.0.1",
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	deployments := map[string]*appsv1.Deployment{}
-	for _, u := range decode(t, render(t, args...)) {
-		if u.GetKind() == "Deployment" {
-			var d appsv1.Deployment
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
-				t.Fatal(err)
-			}
-			deployments[d.Spec.Template.Spec.Containers[0].Name] = &d
-			continue
-		}
-		apply(t, dyn, mapper, u, false)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	deployments := applyRendered(t, kube, dyn, render(t, args...))
 	topo := &topology{t: t, cp: cp, kube: kube, bins: b.dir, lb: lb, replicas: map[string][]*topoReplica{}, services: []string{"webhook", "generator"}}
 	for _, svc := range topo.services {
 		topo.startDeployment(deployments[svc])

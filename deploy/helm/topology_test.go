@@ -211,26 +211,7 @@ func TestE2ETopology(t *testing.T) {
 	for i, u := range urls {
 		args = append(args, "--set", fmt.Sprintf("nats.urls[%d]=%s", i, u))
 	}
-	objs := decode(t, render(t, args...))
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	deployments := map[string]*appsv1.Deployment{}
-	for _, u := range objs {
-		if u.GetKind() == "Deployment" {
-			var d appsv1.Deployment
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
-				t.Fatal(err)
-			}
-			deployments[d.Spec.Template.Spec.Containers[0].Name] = &d
-			continue
-		}
-		// Everything else is applied as helm would: RBAC,
-		// ServiceAccounts, the Service, the PDBs, the NetworkPolicy, the
-		// (empty) webhook configurations the leader fills in.
-		apply(t, dyn, mapper, u, false)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	deployments := applyRendered(t, kube, dyn, render(t, args...))
 
 	t.Logf("chart applied, services built: %v", time.Since(begin).Round(time.Millisecond))
 	topo := &topology{t: t, cp: cp, kube: kube, bins: b.dir, lb: lb, replicas: map[string][]*topoReplica{}}
@@ -446,6 +427,32 @@ func buildServices(ctx context.Context, dir string, services ...string) topoBuil
 		return topoBuild{err: fmt.Errorf("go build: %w\n%s", err, out)}
 	}
 	return topoBuild{dir: dir}
+}
+
+// applyRendered applies what the chart rendered as helm would (RBAC,
+// ServiceAccounts, the Service, the PDBs, the NetworkPolicies, the
+// (empty) webhook configurations the leader fills in), all but the
+// Deployments, which it returns by container name for the harness to run
+// as processes.
+func applyRendered(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface, manifest []byte) map[string]*appsv1.Deployment {
+	t.Helper()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	deployments := map[string]*appsv1.Deployment{}
+	for _, u := range decode(t, manifest) {
+		if u.GetKind() == "Deployment" {
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			deployments[d.Spec.Template.Spec.Containers[0].Name] = &d
+			continue
+		}
+		apply(t, dyn, mapper, u, false)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return deployments
 }
 
 // topology is the running processes of every Deployment.
