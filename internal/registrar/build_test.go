@@ -428,6 +428,12 @@ func TestBuildConfinesNamespacedPolicies(t *testing.T) {
 			if !excluded {
 				t.Errorf("namespace selector %+v does not skip the excluded namespaces", w.NamespaceSelector)
 			}
+			// A tenant's kinds: ["*"] never reaches what the cluster needs
+			// to heal itself (Events and Leases are namespaced).
+			if len(w.MatchConditions) != 1 || w.MatchConditions[0].Name != admissionfilter.MatchConditionName ||
+				!strings.Contains(w.MatchConditions[0].Expression, `"events"`) || !strings.Contains(w.MatchConditions[0].Expression, `"leases"`) {
+				t.Errorf("match conditions %+v do not skip what admissionfilter excludes", w.MatchConditions)
+			}
 		})
 	}
 	if len(tenants) != 2 {
