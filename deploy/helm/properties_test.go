@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/verdict-dev/verdict/internal/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/registrar"
 )
 
 var services = []string{"webhook", "reporter", "generator", "cleaner"}
@@ -130,7 +131,33 @@ func TestHAProperties(t *testing.T) {
 			}
 			checkNamespaceExclusion(t, m, name)
 			checkWebhookService(t, m)
+			checkWebhookReplicas(t, m)
 		})
+	}
+}
+
+// checkWebhookReplicas: the webhook pods say which paths their binary
+// serves (the registrar's WebhookAPI), and --replica-selector selects
+// them and no other component's pods, so that during a rolling upgrade
+// the leader sees every replica and only those.
+func checkWebhookReplicas(t *testing.T, m manifest) {
+	t.Helper()
+	d := m.deployments["webhook"]
+	if got, want := d.Spec.Template.Labels[registrar.LabelWebhookAPI], strconv.Itoa(registrar.WebhookAPI); got != want {
+		t.Errorf("webhook pods labelled %s=%q, want %q (this release's paths)", registrar.LabelWebhookAPI, got, want)
+	}
+	v, ok := arg(d.Spec.Template.Spec.Containers[0].Args, "replica-selector")
+	if !ok {
+		t.Fatal("no --replica-selector: an upgrade from an earlier release would send requests to paths its replicas answer 404")
+	}
+	sel, err := labels.Parse(v)
+	if err != nil {
+		t.Fatalf("--replica-selector=%s: %v", v, err)
+	}
+	for svc, other := range m.deployments {
+		if got, want := sel.Matches(labels.Set(other.Spec.Template.Labels)), svc == "webhook"; got != want {
+			t.Errorf("--replica-selector=%s selects the %s pods: %v, want %v", v, svc, got, want)
+		}
 	}
 }
 
@@ -430,6 +457,8 @@ func TestRBAC(t *testing.T) {
 			"verdict /secrets: create",
 			"verdict coordination.k8s.io/leases[verdict-webhook]: get,update",
 			"verdict coordination.k8s.io/leases: create",
+			// Its own pods: which paths every replica serves (an upgrade).
+			"verdict /pods: list,watch",
 		},
 		"reporter": {
 			"cluster verdict.dev/clusterpolicies: get,list,watch",

@@ -27,7 +27,9 @@ import (
 // through both, and each call evaluates only its own policies, so every
 // policy is evaluated once per request: its mutation applied once, its
 // results and generate work published once. PathMutate and PathValidate
-// evaluate every policy; no configuration written here points at them.
+// evaluate every policy: they are the paths of releases before the scoped
+// ones, and configurations point at them only while such a replica may
+// still answer (Options.LegacyPaths, replicas.go).
 const (
 	PathMutate             = "/mutate"
 	PathValidate           = "/validate"
@@ -79,6 +81,16 @@ type Options struct {
 	// GuardTTL adds the TTL label's webhook (ttl.go): the label is set
 	// only by whoever may delete the object.
 	GuardTTL bool
+	// LegacyPaths writes what a replica of a release before WebhookAPI 2
+	// answers, for as long as one may still be called (a rolling upgrade
+	// from such a release, replicas.go): every admission webhook at
+	// PathMutate or PathValidate, which evaluate every policy, so the
+	// namespaced policies' kinds join the shared webhooks as that release
+	// registered them (their timeouts still capped at
+	// MaxNamespacedTimeoutSeconds), and no TTL webhook. A path such a
+	// replica does not serve would be answered 404, and every write a
+	// webhook failing closed receives would be refused.
+	LegacyPaths bool
 }
 
 func (o *Options) defaults() {
@@ -155,6 +167,14 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 				continue // no request from its namespace ever arrives
 			}
 		}
+		timeout := p.Raw.Spec.WebhookTimeoutSeconds
+		if ns != "" && o.LegacyPaths {
+			ns = "" // the shared webhooks, as the earlier release has them
+			if timeout != nil && *timeout > MaxNamespacedTimeoutSeconds {
+				capped := int32(MaxNamespacedTimeoutSeconds)
+				timeout = &capped
+			}
+		}
 		fail := p.Raw.Spec.FailurePolicy != "Ignore"
 		for _, rule := range p.Rules {
 			mutate, ok := webhookOf(rule)
@@ -177,7 +197,7 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 					tenants[tk] = a
 				}
 			}
-			if t := p.Raw.Spec.WebhookTimeoutSeconds; t != nil && *t > a.timeout {
+			if t := timeout; t != nil && *t > a.timeout {
 				a.timeout = *t
 			}
 			if rr, ok := rule.ResourceRules(); ok {
@@ -201,12 +221,16 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.ValidatingName, Labels: managedLabels()},
 	}
+	mutatePath, validatePath := PathMutateCluster, PathValidateCluster
+	if o.LegacyPaths {
+		mutatePath, validatePath = PathMutate, PathValidate
+	}
 	for _, fail := range []bool{true, false} {
 		if a := hooks[webhookKey{mutate: true, fail: fail}]; a != nil && len(a.ops) > 0 {
-			mut.Webhooks = append(mut.Webhooks, mutatingWebhook("mutate-"+suffix(fail), PathMutateCluster, a, fail, o))
+			mut.Webhooks = append(mut.Webhooks, mutatingWebhook("mutate-"+suffix(fail), mutatePath, a, fail, o))
 		}
 		if a := hooks[webhookKey{mutate: false, fail: fail}]; a != nil && len(a.ops) > 0 {
-			val.Webhooks = append(val.Webhooks, validatingWebhook("validate-"+suffix(fail), PathValidateCluster, a, fail, o))
+			val.Webhooks = append(val.Webhooks, validatingWebhook("validate-"+suffix(fail), validatePath, a, fail, o))
 		}
 	}
 	for _, g := range tenantWebhooks(tenants, true, o) {
@@ -216,7 +240,7 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 		val.Webhooks = append(val.Webhooks, validatingWebhook(g.name, PathValidateNamespaced, g.accum, g.fail, o))
 	}
 	val.Webhooks = append(val.Webhooks, policyWebhook(o))
-	if o.GuardTTL {
+	if o.GuardTTL && !o.LegacyPaths {
 		val.Webhooks = append(val.Webhooks, ttlWebhook(o))
 	}
 	return mut, val, nil

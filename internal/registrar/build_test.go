@@ -555,3 +555,52 @@ func TestBuildBoundsTenantWebhooks(t *testing.T) {
 		t.Errorf("%d tenants selected, want 300", len(seen))
 	}
 }
+
+// PathsOfRelease1 are the paths a webhook of a release before
+// WebhookAPI 2 serves (a137295's internal/webhook mux); it answers 404
+// to any other.
+var PathsOfRelease1 = []string{PathMutate, PathValidate, PathValidatePolicy}
+
+// TestBuildLegacyPaths: while a replica of the earlier release may be
+// called, every webhook points at a path it serves; the shared webhooks
+// evaluate every policy there, so a tenant's kinds join them (as that
+// release registered them) with its timeout still capped, and the TTL
+// webhook, whose path it does not serve, is left out.
+func TestBuildLegacyPaths(t *testing.T) {
+	pols := compileAll(t, enforcePods, ignoreMutate, tenantPolicy("team", "cms", `[ConfigMap]`, "Fail", 30))
+	mut, val, err := Build(pols, table, Options{URL: "https://x", GuardTTL: true, LegacyPaths: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	check := func(name string, cc admissionregistrationv1.WebhookClientConfig) {
+		names = append(names, name)
+		if cc.URL == nil || !slices.Contains(PathsOfRelease1, strings.TrimPrefix(*cc.URL, "https://x")) {
+			t.Errorf("%s points at %v: not a path of the earlier release %v", name, cc.URL, PathsOfRelease1)
+		}
+	}
+	for _, w := range mut.Webhooks {
+		check(w.Name, w.ClientConfig)
+	}
+	var shared *admissionregistrationv1.ValidatingWebhook
+	for i, w := range val.Webhooks {
+		check(w.Name, w.ClientConfig)
+		if w.Name == "validate-fail.verdict.dev" {
+			shared = &val.Webhooks[i]
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"mutate-ignore.verdict.dev", "policy.verdict.dev", "validate-fail.verdict.dev", "validate-ignore.verdict.dev"}; !slices.Equal(names, want) {
+		t.Fatalf("webhooks %v, want %v (no tenant or TTL webhook)", names, want)
+	}
+	var configMaps bool
+	for _, r := range shared.Rules {
+		configMaps = configMaps || slices.Contains(r.Resources, "configmaps")
+	}
+	if !configMaps {
+		t.Error("the tenant's ConfigMaps are not in the shared webhook: its policy goes unenforced during the upgrade")
+	}
+	if *shared.TimeoutSeconds != 15 {
+		t.Errorf("the shared webhook's timeout is %d s, want the cluster policy's 15 (the tenant's 30 capped at %d)", *shared.TimeoutSeconds, MaxNamespacedTimeoutSeconds)
+	}
+}

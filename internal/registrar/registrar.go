@@ -39,6 +39,17 @@ type Registrar struct {
 	// after, when set, is called after each reconcile of Loop with its
 	// error (the policy status writer runs there).
 	after func(ctx context.Context, err error)
+	// replicas, when set, says which paths every replica serves: the
+	// configurations point at the earlier release's while one runs it.
+	replicas *Replicas
+}
+
+// WithReplicas makes each reconcile point the webhooks at the paths the
+// lowest replica serves (Options.LegacyPaths while one runs a release
+// before WebhookAPI 2), and Loop reconcile when a replica comes or goes.
+func (r *Registrar) WithReplicas(replicas *Replicas) *Registrar {
+	r.replicas = replicas
+	return r
 }
 
 // WithAfterReconcile makes Loop call f after each reconcile, with the
@@ -67,6 +78,9 @@ func New(client kubernetes.Interface, resolver Resolver, source PolicySource, op
 // Result says what a reconcile changed.
 type Result struct {
 	MutatingChanged, ValidatingChanged bool
+	// Legacy names a replica that serves only the earlier release's
+	// paths, which the configurations then point at (Options.LegacyPaths).
+	Legacy string
 }
 
 // Reconcile makes the two configurations equal to what the policies need.
@@ -88,6 +102,16 @@ func (r *Registrar) Reconcile(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("read CA bundle: %w", err)
 		}
 		opts.CABundle = b
+	}
+	if r.replicas != nil {
+		level, pod, err := r.replicas.Lowest(ctx)
+		if err != nil {
+			return res, err
+		}
+		if level < WebhookAPI {
+			opts.LegacyPaths = true
+			res.Legacy = pod
+		}
 	}
 	mut, val, err := Build(r.source.Policies(), r.resolver, opts)
 	if err != nil {
@@ -196,6 +220,11 @@ func (r *Registrar) Loop(ctx context.Context, poke <-chan struct{}, resync time.
 	ticker := time.NewTicker(resync)
 	defer ticker.Stop()
 	backoff := 500 * time.Millisecond
+	var replicasChanged <-chan struct{}
+	if r.replicas != nil {
+		replicasChanged = r.replicas.Changed()
+	}
+	legacy := ""
 	for {
 		res, err := r.Reconcile(ctx)
 		if r.after != nil && !errors.Is(err, context.Canceled) {
@@ -211,6 +240,13 @@ func (r *Registrar) Loop(ctx context.Context, poke <-chan struct{}, resync time.
 			backoff = min(backoff*2, 30*time.Second)
 		default:
 			backoff = 500 * time.Millisecond
+			switch {
+			case res.Legacy != "" && legacy == "":
+				log.Warn().Str(logKeyReplica, res.Legacy).Msg("a webhook replica runs an earlier release: the webhooks point at the paths it serves (every policy evaluated in the shared webhooks, no TTL label check) until it is replaced")
+			case res.Legacy == "" && legacy != "":
+				log.Info().Msg("every webhook replica serves this release's paths: the webhooks point at them")
+			}
+			legacy = res.Legacy
 			if res.MutatingChanged || res.ValidatingChanged {
 				log.Info().Bool(logKeyMutating, res.MutatingChanged).Bool(logKeyValidating, res.ValidatingChanged).Msg("webhook configurations updated")
 			}
@@ -222,6 +258,7 @@ func (r *Registrar) Loop(ctx context.Context, poke <-chan struct{}, resync time.
 			return nil
 		case <-r.source.Changed():
 		case <-poke:
+		case <-replicasChanged:
 		case <-ticker.C:
 		case <-timer.C:
 		}
@@ -233,4 +270,5 @@ const (
 	logKeyRetryIn    = "retryIn"
 	logKeyMutating   = "mutatingChanged"
 	logKeyValidating = "validatingChanged"
+	logKeyReplica    = "replica"
 )

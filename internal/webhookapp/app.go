@@ -111,6 +111,13 @@ type Config struct {
 	// ReconcileInterval is how often the registrar checks the
 	// configurations without being told of a change.
 	ReconcileInterval time.Duration
+	// ReplicaSelector selects the webhook's own pods in Namespace (the
+	// chart's selector labels). When set, the leader points the webhooks
+	// at this release's paths only once every pod it selects carries
+	// registrar.LabelWebhookAPI at this release's level; until then (a
+	// rolling upgrade from an earlier release) at the paths every
+	// replica serves. Empty: every replica is taken to run this release.
+	ReplicaSelector string
 
 	LeaseName     string
 	LeaseDuration time.Duration
@@ -364,6 +371,15 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 			})
 		}
 		if cfg.Register {
+			if cfg.ReplicaSelector != "" {
+				replicas, err := registrar.WatchReplicas(lctx, kube, cfg.Namespace, cfg.ReplicaSelector)
+				if err != nil {
+					log.Error().Err(err).Msg("webhook replicas not followed: configurations not written")
+					<-lctx.Done()
+					return
+				}
+				reg.WithReplicas(replicas)
+			}
 			watch := registrar.WatchConfigurations(lctx, kube, opts)
 			go func() {
 				for {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/verdict-dev/verdict/internal/registrar"
 	"github.com/verdict-dev/verdict/internal/service"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/internal/webhookapp"
@@ -49,6 +50,7 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 var clusterOnly = []string{
 	"kubeconfig", "api-qps", "api-burst", "api-timeout", "namespace", "identity", "service-name", "service-port",
 	"webhook-url", "register-webhooks", "renew-certificates", "ca-secret", "tls-secret", "certificate-ips", "lease-name",
+	"replica-selector",
 }
 
 // bindServiceFlags binds the mode, JetStream and cluster mode's settings.
@@ -85,4 +87,5 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 		return nil
 	})
 	fs.StringVar(&cfg.LeaseName, "lease-name", cfg.LeaseName, "the Lease leaders take")
+	fs.StringVar(&cfg.ReplicaSelector, "replica-selector", cfg.ReplicaSelector, "label selector of the webhook's own pods in --namespace: while one of them runs an earlier release (no "+registrar.LabelWebhookAPI+" label of this release's level), the webhooks point at the paths it serves (needs list and watch on pods)")
 }
