@@ -42,6 +42,11 @@ type Decoder struct {
 	pending pieceBuilder
 	// err is the error that stopped the stream: Next keeps returning it.
 	err error
+	// rest is what is left of the last line read after a lone CR, which
+	// ends a line of its own (readLine), and restErr the error that came
+	// with that line, returned with its last piece.
+	rest    []byte
+	restErr error
 }
 
 // DecoderOption configures a Decoder.
@@ -177,9 +182,57 @@ func (d *Decoder) nextChunk() (Chunk, error) {
 	}
 }
 
-// readLine reads one line, its end included. A line longer than the size
-// limit is cut there (the document is too large either way).
+// readLine reads one line, its end included. A line ends at LF, CRLF or
+// a lone CR, YAML's three line breaks: the parser reading the stream
+// whole takes a "---" after a lone CR for a marker, so the split must
+// too. A line longer than the size limit is cut there (the document is
+// too large either way).
 func (d *Decoder) readLine() ([]byte, error) {
+	if len(d.rest) == 0 {
+		if err := d.restErr; err != nil {
+			d.restErr = nil
+			return nil, err
+		}
+		line, err := d.readLF()
+		if bytes.IndexByte(line, '\r') < 0 {
+			return line, err
+		}
+		d.rest, d.restErr = line, err
+	}
+	// What is left of a line read, held until its pieces are taken: the
+	// reader is not read again until then, so the slice stays valid.
+	line := d.rest
+	if i := loneCR(line); i >= 0 {
+		line = line[:i+1]
+	}
+	d.rest = d.rest[len(line):]
+	if len(d.rest) == 0 {
+		err := d.restErr
+		d.restErr = nil
+		return line, err
+	}
+	return line, nil
+}
+
+// loneCR returns the index of the first CR in line that is not followed
+// by LF, or -1.
+func loneCR(line []byte) int {
+	for off := 0; ; {
+		i := bytes.IndexByte(line[off:], '\r')
+		if i < 0 {
+			return -1
+		}
+		i += off
+		if i+1 == len(line) || line[i+1] != '\n' {
+			return i
+		}
+		off = i + 1
+	}
+}
+
+// readLF reads up to and including the next LF, or to the end of the
+// stream. A line longer than the size limit is cut there.
+func (d *Decoder) readLF() ([]byte, error) {
 	var long []byte
 	for {
 		frag, err := d.r.ReadSlice('\n')
@@ -201,7 +254,7 @@ func (d *Decoder) readLine() ([]byte, error) {
 func (d *Decoder) take(line []byte) (Chunk, bool) {
 	p := &d.pending
 	at := d.line
-	if line[len(line)-1] == '\n' {
+	if end := line[len(line)-1]; end == '\n' || end == '\r' {
 		d.line++
 	}
 	switch {

@@ -163,6 +163,9 @@ var splitCases = []string{
 	"a: 1\n---\n%not a directive\n",
 	"a: >-\n\n  x\n---\nb: 1\n",
 	"a: b\n# c\n---\n# d\n",
+	// A lone CR is a line break of its own, to the parser as to the split.
+	"0: \r---", "a: 1\r---\rb: 2\r", "a: 1\r\n---\rb: 2\r\n", "a: |\r  x\r---\rb: 1",
+	"a: 1\r\r---\r\rb: {\r", "a: 1\r...\rb: 2\r", "\r", "a: 1\r",
 }
 
 func TestSplitAgrees(t *testing.T) {
