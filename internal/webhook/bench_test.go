@@ -37,7 +37,7 @@ func loadBench(t testing.TB) (*StaticSource, []map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := LoadStaticSource(eng, []string{benchPolicies}, testLogger(t))
+	src, err := LoadStaticSource(eng, []string{benchPolicies}, testLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

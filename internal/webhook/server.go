@@ -74,6 +74,9 @@ type Server struct {
 	clientCAs  *clientCAs
 	bodies     *bodies
 	ttlAuth    DeleteAuthorizer
+	// admitException says how far the exceptions of Config.PolicyPaths
+	// reach (WithExceptionAdmission).
+	admitException ExceptionAdmission
 
 	// addr is the address the TLS listener serves, once it does.
 	addr         atomic.Pointer[string]
@@ -98,6 +101,17 @@ func WithPolicySource(src PolicySource) Option {
 			return fmt.Errorf("%w: nil policy source", ErrInvalidOption)
 		}
 		s.policies = src
+		return nil
+	}
+}
+
+// WithExceptionAdmission says how far the PolicyExceptions read from
+// Config.PolicyPaths reach (files mode's --policy-exceptions and
+// --exception-namespaces). Without it, each exempts resources in its own
+// namespace only.
+func WithExceptionAdmission(admit ExceptionAdmission) Option {
+	return func(s *Server) error {
+		s.admitException = admit
 		return nil
 	}
 }
@@ -279,7 +293,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		if len(cfg.PolicyPaths) == 0 {
 			return nil, fmt.Errorf("%w: no policy source: set policy paths or pass WithPolicySource", ErrInvalidConfig)
 		}
-		src, err := LoadStaticSource(eng, cfg.PolicyPaths, s.log)
+		src, err := LoadStaticSource(eng, cfg.PolicyPaths, s.log, s.admitException)
 		if err != nil {
 			return nil, err
 		}

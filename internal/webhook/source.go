@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -76,7 +77,14 @@ func NewStaticSource(eng *engine.Engine, policies []*policy.Policy, exceptions [
 // (and their namespaced kind) and PolicyExceptions from files and directories (walked recursively for .yaml, .yml and
 // .json, in name order). A document that is not a valid policy is logged,
 // listed by Invalid and left out; a path that cannot be read is an error.
-func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger) (*StaticSource, error) {
+//
+// admit says how far each PolicyException reaches, as the cluster's
+// --policy-exceptions and --exception-namespaces say it
+// (policycache.ExceptionConfig.Admit); an exception it refuses is left
+// out with its reason. With a nil admit, each exempts resources in its
+// own namespace only. An exception that reaches only its own namespace
+// and names none is left out: it would exempt nothing.
+func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger, admit ExceptionAdmission) (*StaticSource, error) {
 	files, err := manifestFiles(paths)
 	if err != nil {
 		return nil, err
@@ -122,6 +130,9 @@ func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger) (*
 				policies = append(policies, p)
 			case policy.KindPolicyException:
 				e, err := policy.ExceptionFromObject(obj)
+				if err == nil {
+					e.ClusterWide, err = admitException(admit, e.Metadata.Namespace)
+				}
 				if err != nil {
 					invalid = append(invalid, PolicyError{Source: src, Kind: kind, Key: key, Err: err})
 					continue
@@ -231,4 +242,28 @@ type StaticNamespaces map[string]map[string]string
 // NamespaceLabels returns the namespace's labels.
 func (s StaticNamespaces) NamespaceLabels(_ context.Context, name string) (map[string]string, error) {
 	return s[name], nil
+}
+
+// ExceptionAdmission decides how far a PolicyException in namespace
+// reaches: every namespace (clusterWide), its own, or, with an error, not
+// at all (policycache.ExceptionConfig.Admit).
+type ExceptionAdmission func(namespace string) (clusterWide bool, err error)
+
+// ErrExceptionWithoutNamespace is wrapped by the reason an exception
+// file's PolicyException is left out when it reaches only its own
+// namespace and names none.
+var ErrExceptionWithoutNamespace = errors.New("a PolicyException read from a file exempts resources in its own namespace only, and names none")
+
+func admitException(admit ExceptionAdmission, ns string) (bool, error) {
+	clusterWide := false
+	if admit != nil {
+		var err error
+		if clusterWide, err = admit(ns); err != nil {
+			return false, err
+		}
+	}
+	if !clusterWide && ns == "" {
+		return false, fmt.Errorf("%w: set metadata.namespace, or list its namespace in --exception-namespaces to reach every namespace", ErrExceptionWithoutNamespace)
+	}
+	return clusterWide, nil
 }

@@ -1,10 +1,14 @@
 package webhook
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/verdict-dev/verdict/internal/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -43,7 +47,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := LoadStaticSource(eng, []string{dir}, testLogger(t))
+	src, err := LoadStaticSource(eng, []string{dir}, testLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +63,82 @@ spec:
 	if len(inv) != 2 || inv[0].Key != "no-rules" || inv[1].Kind != "file" {
 		t.Fatalf("invalid %v", inv)
 	}
-	if _, err := LoadStaticSource(eng, []string{filepath.Join(dir, "missing")}, testLogger(t)); err == nil {
+	if _, err := LoadStaticSource(eng, []string{filepath.Join(dir, "missing")}, testLogger(t), nil); err == nil {
 		t.Fatal("a missing path is not an error")
+	}
+}
+
+// TestStaticExceptionsReach: files mode honours --policy-exceptions and
+// --exception-namespaces as the cluster does (policycache's Admit): by
+// default an exception exempts its own namespace only, one in a listed
+// namespace reaches every namespace, others are then left out, and with
+// exceptions off none counts; an exception that would reach only its own
+// namespace and names none is left out with the reason, not kept to
+// exempt nothing. Before, the flags were accepted in files mode and had
+// no effect.
+func TestStaticExceptionsReach(t *testing.T) {
+	dir := t.TempDir()
+	exception := func(name, ns string) string {
+		meta := "{name: " + name + "}"
+		if ns != "" {
+			meta = "{name: " + name + ", namespace: " + ns + "}"
+		}
+		return `apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: ` + meta + `
+spec:
+  match: {any: [{resources: {kinds: [Pod]}}]}
+  exceptions: [{policyName: disallow-latest, ruleNames: [no-latest]}]
+`
+	}
+	content := auditLatest + "---\n" + exception("platform", "platform") + "---\n" + exception("team", "team") + "---\n" + exception("nowhere", "")
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		cfg *policycache.ExceptionConfig
+		// want is each exception kept, with whether it reaches every
+		// namespace; left the ones left out, by name.
+		want map[string]bool
+		left []string
+	}{
+		"no admission given":   {want: map[string]bool{"platform": false, "team": false}, left: []string{"nowhere"}},
+		"the defaults":         {cfg: &policycache.ExceptionConfig{}, want: map[string]bool{"platform": false, "team": false}, left: []string{"nowhere"}},
+		"platform reaches all": {cfg: &policycache.ExceptionConfig{Namespaces: []string{"platform"}}, want: map[string]bool{"platform": true}, left: []string{"team", "nowhere"}},
+		"exceptions off":       {cfg: &policycache.ExceptionConfig{Disabled: true}, want: map[string]bool{}, left: []string{"platform", "team", "nowhere"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var admit ExceptionAdmission
+			if tc.cfg != nil {
+				admit = tc.cfg.Admit
+			}
+			src, err := LoadStaticSource(eng, []string{dir}, testLogger(t), admit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, _ := src.Set(t.Context())
+			got := map[string]bool{}
+			for _, e := range set.Exceptions {
+				got[e.Metadata.Name] = e.ClusterWide
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("exceptions kept (name: reaches every namespace) %v, want %v", got, tc.want)
+			}
+			var left []string
+			for _, e := range src.Invalid() {
+				left = append(left, strings.TrimPrefix(strings.TrimPrefix(e.Key, "platform/"), "team/"))
+				if e.Err == nil || e.Err.Error() == "" {
+					t.Errorf("%s left out without a reason", e.Key)
+				}
+			}
+			if !slices.Equal(left, tc.left) {
+				t.Errorf("left out %v, want %v", left, tc.left)
+			}
+		})
 	}
 }

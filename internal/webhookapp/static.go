@@ -25,6 +25,7 @@ func runFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithLogger(log),
 		webhook.WithRegistry(reg),
 		webhook.WithKindResolver(builtinKinds()),
+		webhook.WithExceptionAdmission(cfg.Exceptions.Admit),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
 		webhook.WithReadinessCheck("nats", js.ready),
