@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -278,7 +279,19 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 
 	certSrc := certs.WatchSecret(ctx, kube, cfg.Namespace, cfg.TLSSecret)
 	if cfg.Register || cfg.RenewCerts {
-		go runLeader(ctx, kube, dyn, cfg, filter, pc, log)
+		// The leader's work stops, and its Lease is released, before the
+		// process exits: the next leader takes over at its next retry,
+		// not when the lease runs out.
+		lctx, stop := context.WithCancel(ctx)
+		leaderDone := make(chan struct{})
+		go func() {
+			defer close(leaderDone)
+			runLeader(lctx, kube, dyn, cfg, filter, pc, log)
+		}()
+		defer func() {
+			stop()
+			<-leaderDone
+		}()
 	}
 
 	srv, err := webhook.New(cfg.Webhook,
@@ -363,11 +376,17 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 			default:
 			}
 		}
+		// Every goroutine started here ends with the term, before the
+		// Lease is released.
+		var wg sync.WaitGroup
+		defer wg.Wait()
 		if renewer != nil {
-			go renewer.Loop(lctx, cfg.RenewInterval, func(step certs.Step) {
-				if step != certs.StepNone {
-					signal()
-				}
+			wg.Go(func() {
+				renewer.Loop(lctx, cfg.RenewInterval, func(step certs.Step) {
+					if step != certs.StepNone {
+						signal()
+					}
+				})
 			})
 		}
 		if cfg.Register {
@@ -381,7 +400,7 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 				reg.WithReplicas(replicas)
 			}
 			watch := registrar.WatchConfigurations(lctx, kube, opts)
-			go func() {
+			wg.Go(func() {
 				for {
 					select {
 					case <-lctx.Done():
@@ -390,7 +409,7 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 						signal()
 					}
 				}
-			}()
+			})
 			_ = reg.Loop(lctx, poke, cfg.ReconcileInterval)
 			return
 		}
