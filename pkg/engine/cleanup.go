@@ -143,7 +143,8 @@ type CleanupDecision struct {
 // resource seen as `target` (with request.namespace its namespace and
 // images its images, as Kyverno sets them). An error is a condition that
 // could not be evaluated (a missing variable, a failing function, a
-// limit reached): the resource is not deleted. A DeletingPolicy judges
+// limit reached) or a match block whose wildcards the work budget could
+// not pay for: the resource is not deleted. A DeletingPolicy judges
 // it by its matchConstraints and CEL conditions instead (decideCEL).
 func (c *Cleanup) Decide(ctx context.Context, obj map[string]any, nsLabels map[string]string) (CleanupDecision, error) {
 	return c.DecideResource(ctx, obj, nsLabels, "")
@@ -161,17 +162,31 @@ func (c *Cleanup) DecideResource(ctx context.Context, obj map[string]any, nsLabe
 	}
 	req := &Request{Object: obj, NamespaceLabels: nsLabels}
 	in := newMatchInput(req)
-	switch {
-	case p.Raw.Namespaced() && in.namespace != p.Raw.Metadata.Namespace:
+	if p.Raw.Namespaced() && in.namespace != p.Raw.Metadata.Namespace {
 		return CleanupDecision{Reason: CleanupOtherNamespace}, nil
-	case !p.rule.match.matches(in):
+	}
+	// The match and exclude blocks' wildcards are charged to the
+	// resource's budget, as the conditions are.
+	m := c.e.meterFor(ctx, req)
+	matched, err := p.rule.match.matches(in, m)
+	if err != nil {
+		return CleanupDecision{}, fmt.Errorf("failed to match: %w", err)
+	}
+	if !matched {
 		return CleanupDecision{Reason: CleanupNotMatched}, nil
-	case p.rule.exclude != nil && p.rule.exclude.matches(in):
-		return CleanupDecision{Reason: CleanupExcluded}, nil
-	case p.Raw.Spec.Conditions.IsEmpty():
+	}
+	if p.rule.exclude != nil {
+		excluded, err := p.rule.exclude.matches(in, m)
+		if err != nil {
+			return CleanupDecision{}, fmt.Errorf("failed to match: %w", err)
+		}
+		if excluded {
+			return CleanupDecision{Reason: CleanupExcluded}, nil
+		}
+	}
+	if p.Raw.Spec.Conditions.IsEmpty() {
 		return CleanupDecision{Delete: true}, nil
 	}
-	m := c.e.meterFor(ctx, req)
 	ec := &evalContext{jp: c.e.jp, data: c.vars, shared: true, m: m}
 	ec.put("target", obj)
 	ec.set("request.namespace", in.namespace)

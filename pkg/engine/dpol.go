@@ -100,16 +100,20 @@ func dpolKinds(mc *policy.MatchConstraints) []KindSelector {
 func (c *Cleanup) decideCEL(ctx context.Context, obj map[string]any, nsLabels map[string]string, resource string) (CleanupDecision, error) {
 	p := c.p
 	req := &Request{Object: obj, NamespaceLabels: nsLabels, Resource: resource}
+	m := c.e.meterFor(ctx, req)
 	if k := objectGVK(obj); k.version != "" && k.kind != "" {
 		in := newMatchInput(req)
-		switch {
-		case p.Raw.Namespaced() && in.namespace != p.Raw.Metadata.Namespace:
+		if p.Raw.Namespaced() && in.namespace != p.Raw.Metadata.Namespace {
 			return CleanupDecision{Reason: CleanupOtherNamespace}, nil
-		case !p.rule.celMatch.matches(in, req):
+		}
+		matched, err := p.rule.celMatch.matches(in, req, m)
+		if err != nil {
+			return CleanupDecision{}, fmt.Errorf("failed to match: %w", err)
+		}
+		if !matched {
 			return CleanupDecision{Reason: CleanupNotMatched}, nil
 		}
 	}
-	m := c.e.meterFor(ctx, req)
 	run := &ruleRun{e: c.e, req: req, m: m, policy: p.shell, rule: p.rule, obj: obj}
 	cr := p.rule.cel
 	ev := run.celInput().NewEvaluation(run.callCtx(), cr.variables, 0) //nolint:contextcheck // the meter's ctx (ctx, bounded: meterFor), marked with the caller

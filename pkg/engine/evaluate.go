@@ -190,11 +190,17 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 		if !selects(r, t) {
 			continue
 		}
-		if r.celMatch != nil {
-			if !r.celMatch.matches(in, req) {
-				continue
+		selected, err := r.selects(in, req, m)
+		if err != nil {
+			// The budget could not pay for the rule's match or exclude
+			// block: the rule is stopped, as it would be in its body.
+			if resp.Rules == nil {
+				resp.Rules = m.ruleSlots(len(p.Rules))
 			}
-		} else if req.JSON || !r.match.matches(in) || (r.exclude != nil && r.exclude.matches(in)) {
+			resp.Rules = append(resp.Rules, RuleResponse{Name: r.Name, Type: ruleType(&r.Rule), Status: StatusError, Message: err.Error()})
+			continue
+		}
+		if !selected {
 			continue
 		}
 		if base == nil {
@@ -223,6 +229,25 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 		resp.Rules = nil
 	}
 	return resp
+}
+
+// selects reports whether the rule's match block (or its CEL match
+// constraints), and not its exclude block, selects the request. Their
+// wildcards are charged to m, the meter of the call: an error is why the
+// evaluation must stop.
+func (r *Rule) selects(in *matchInput, req *Request, m *meter) (bool, error) {
+	if r.celMatch != nil {
+		return r.celMatch.matches(in, req, m)
+	}
+	if req.JSON {
+		return false, nil
+	}
+	ok, err := r.match.matches(in, m)
+	if !ok || err != nil || r.exclude == nil {
+		return ok, err
+	}
+	excluded, err := r.exclude.matches(in, m)
+	return !excluded && err == nil, err
 }
 
 // ruleRun returns the storage of the call's rule evaluations: rules run
@@ -274,10 +299,18 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 		}
 	}()
 	if rr.Type == TypeValidation {
-		run.enforce = run.failureAction(in) == policy.Enforce
+		action, err := run.failureAction(in)
+		if err != nil {
+			return run.errorf(rr, "%v", err)
+		}
+		run.enforce = action == policy.Enforce
 		rr.Enforce = run.enforce
 	}
-	if name, ok := run.exceptionFor(exceptions, in); ok {
+	name, ok, err := run.exceptionFor(exceptions, in)
+	if err != nil {
+		return run.errorf(rr, "%v", err)
+	}
+	if ok {
 		rr.Status, rr.Exception = StatusSkip, name
 		rr.Message = "rule is skipped due to policy exception " + name
 		return rr
@@ -328,8 +361,10 @@ func (run *ruleRun) errorf(rr RuleResponse, format string, args ...any) RuleResp
 	return rr
 }
 
-// failureAction resolves Enforce or Audit for a validate rule.
-func (run *ruleRun) failureAction(in *matchInput) string {
+// failureAction resolves Enforce or Audit for a validate rule. The
+// overrides' wildcards are charged to the rule's meter: an error is why
+// the evaluation must stop.
+func (run *ruleRun) failureAction(in *matchInput) (string, error) {
 	spec := &run.policy.Raw.Spec
 	action := spec.ValidationFailureAction
 	overrides := spec.ValidationFailureActionOverrides
@@ -341,42 +376,51 @@ func (run *ruleRun) failureAction(in *matchInput) string {
 			overrides = v.FailureActionOverrides
 		}
 	}
+	m := run.meter()
 	for _, o := range overrides {
-		if len(o.Namespaces) > 0 && !anyNamespace(o.Namespaces, in.namespace) {
-			continue
+		if len(o.Namespaces) > 0 {
+			ok, err := m.matchAny(o.Namespaces, in.namespace)
+			if err != nil {
+				return "", err
+			}
+			if !ok {
+				continue
+			}
 		}
-		if o.NamespaceSelector != nil && !matchSelector(o.NamespaceSelector, in.nsLabels) {
-			continue
+		if o.NamespaceSelector != nil {
+			ok, err := matchSelector(o.NamespaceSelector, in.nsLabels, m)
+			if err != nil {
+				return "", err
+			}
+			if !ok {
+				continue
+			}
 		}
 		action = o.Action
 		break
 	}
 	if strings.EqualFold(action, policy.Enforce) {
-		return policy.Enforce
+		return policy.Enforce, nil
 	}
-	return policy.Audit
-}
-
-func anyNamespace(patterns []string, ns string) bool {
-	for _, p := range patterns {
-		if matchNamespacePattern(p, ns) {
-			return true
-		}
-	}
-	return false
+	return policy.Audit, nil
 }
 
 // exceptionFor returns the first exception that exempts this rule for the
-// resource.
-func (run *ruleRun) exceptionFor(exceptions []*policy.Exception, in *matchInput) (string, bool) {
+// resource. The wildcards of the exceptions are charged to the rule's
+// meter: an error is why the evaluation must stop.
+func (run *ruleRun) exceptionFor(exceptions []*policy.Exception, in *matchInput) (string, bool, error) {
 	for _, ex := range exceptions {
 		if !exceptionReaches(ex.ClusterWide, ex.Metadata.Namespace, run.req, in.namespace) {
 			continue
 		}
-		if !exceptionNames(ex, run.policy, run.rule) {
-			continue
+		ok, err := exceptionNames(ex, run.policy, run.rule, run.m)
+		if err == nil && ok {
+			ok, err = matchResources(&ex.Spec.Match, in, run.m)
 		}
-		if !matchResources(&ex.Spec.Match, in) {
+		if err != nil {
+			return "", false, err
+		}
+		if !ok {
 			continue
 		}
 		if !ex.Spec.Conditions.IsEmpty() {
@@ -392,9 +436,9 @@ func (run *ruleRun) exceptionFor(exceptions []*policy.Exception, in *matchInput)
 		if ex.Metadata.Namespace != "" {
 			name = ex.Metadata.Namespace + "/" + name
 		}
-		return name, true
+		return name, true, nil
 	}
-	return "", false
+	return "", false, nil
 }
 
 // exceptionReaches reports whether an exception in namespace exNS may
@@ -413,7 +457,9 @@ func exceptionReaches(clusterWide bool, exNS string, req *Request, resNS string)
 	return exNS != "" && resNS == exNS
 }
 
-func exceptionNames(ex *policy.Exception, p *Policy, r *Rule) bool {
+// exceptionNames reports whether the exception names the rule of the
+// policy (its rule names may hold wildcards, charged to m).
+func exceptionNames(ex *policy.Exception, p *Policy, r *Rule, m *meter) (bool, error) {
 	for _, e := range ex.Spec.Exceptions {
 		pn := e.PolicyName
 		if p.Raw.Namespaced() {
@@ -424,14 +470,14 @@ func exceptionNames(ex *policy.Exception, p *Policy, r *Rule) bool {
 			continue
 		}
 		for _, rn := range e.RuleNames {
-			if matchNamespacePattern(rn, r.Name) ||
-				matchNamespacePattern("autogen-"+rn, r.Name) ||
-				matchNamespacePattern("autogen-cronjob-"+rn, r.Name) {
-				return true
+			for _, prefix := range [...]string{"", "autogen-", "autogen-cronjob-"} {
+				if ok, err := m.match(prefix+rn, r.Name); ok || err != nil {
+					return ok, err
+				}
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
 // checkConditions evaluates any / all conditions in Kyverno's order

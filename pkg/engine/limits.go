@@ -7,6 +7,7 @@ import (
 
 	"github.com/verdict-dev/verdict/pkg/engine/jmespath"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
+	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 )
 
 // Limits on one evaluation. An admission request is evaluated under the
@@ -40,8 +41,11 @@ const (
 	DefaultMemoryBudget = jmespath.DefaultMemoryLimit
 	// WorkPerStep is how much matching work counts as one step of the
 	// work budget: a pattern value or condition operand compared to a
-	// resource value charges about one unit per byte it compares (see
-	// pattern.Meter and wildcard.Cost), so 1,024 bytes, about a
+	// resource value, and a wildcard of a match or exclude block, an
+	// exception, a podSecurity exclusion or a mutate target compared to
+	// the request's or the cluster's string, charges about one unit per
+	// byte it compares (see pattern.Meter, meter.match and
+	// wildcard.Cost), so 1,024 bytes, about a
 	// microsecond, are one step. A wildcard with a `?` between two `*`
 	// costs its length times the value's: 40,000 characters against
 	// 500 KB would take the budget ten thousand times over, and is
@@ -308,6 +312,45 @@ func (m *meter) ChargeWork(n int64) error {
 	steps := m.work / WorkPerStep
 	m.work -= steps * WorkPerStep
 	return m.charge(steps)
+}
+
+// match reports whether s matches the wildcard pattern, the work of the
+// match (wildcard.Cost) charged first: the wildcards of match and exclude
+// blocks, exceptions, failure action overrides and mutate targets, whose
+// patterns come from a policy and whose strings from a request or the
+// cluster (an annotation value may be 256 KB). Work under a step is only
+// added up, so a short match neither looks at the context nor fails on a
+// budget another rule spent; once the work reaches a step it is charged,
+// and a match the budget cannot pay for does not run: it returns false
+// with why the evaluation must stop. A nil meter matches uncharged.
+func (m *meter) match(pattern, s string) (bool, error) {
+	if m != nil {
+		if err := m.chargeMatch(wildcard.Cost(pattern, len(s))); err != nil {
+			return false, err
+		}
+	}
+	return wildcard.Match(pattern, s), nil
+}
+
+// matchAny reports whether s matches one of patterns, each charged as
+// match charges it.
+func (m *meter) matchAny(patterns []string, s string) (bool, error) {
+	for _, p := range patterns {
+		if ok, err := m.match(p, s); ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// chargeMatch adds n units of matching work, and charges them as steps
+// (ChargeWork) only once they reach one.
+func (m *meter) chargeMatch(n int64) error {
+	if m.work+n < WorkPerStep {
+		m.work += n
+		return nil
+	}
+	return m.ChargeWork(n)
 }
 
 // failRule stops the current rule with err.

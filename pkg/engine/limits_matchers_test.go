@@ -3,11 +3,13 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
 // tenantPolicy is a namespaced Policy of one rule on ConfigMaps, written
@@ -142,6 +144,294 @@ func TestBoundedMatchers(t *testing.T) {
 			}
 			if rr.Status != tc.status || !strings.HasPrefix(rr.Message, tc.prefix) {
 				t.Errorf("%s %.200q, want %s %q...", rr.Status, rr.Message, tc.status, tc.prefix)
+			}
+		})
+	}
+}
+
+// matchPolicy is a policy of one rule whose match (and exclude, when
+// set) block is given, validating that the resource has a name: a
+// ClusterPolicy when namespace is empty, else a namespaced Policy. It is
+// read as the cluster's informers read it (a long key is no YAML).
+func matchPolicy(t *testing.T, eng *engine.Engine, namespace string, rule map[string]any) *engine.Policy {
+	t.Helper()
+	rule["name"] = "attack"
+	if rule["validate"] == nil && rule["mutate"] == nil {
+		rule["validate"] = map[string]any{"pattern": map[string]any{"metadata": map[string]any{"name": "?*"}}}
+	}
+	meta := map[string]any{"name": "tenant-policy"}
+	kind := "ClusterPolicy"
+	if namespace != "" {
+		meta["namespace"], kind = namespace, "Policy"
+	}
+	pol, err := policy.PolicyFromObject(map[string]any{
+		"apiVersion": "kyverno.io/v1",
+		"kind":       kind,
+		"metadata":   meta,
+		"spec":       map[string]any{"validationFailureAction": "Enforce", "rules": []any{rule}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := eng.Compile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// resources is a match block's any list of one resource description.
+func resources(rd map[string]any) map[string]any {
+	if rd["kinds"] == nil {
+		rd["kinds"] = []any{"ConfigMap"}
+	}
+	return map[string]any{"any": []any{map[string]any{"resources": rd}}}
+}
+
+// userBlock is a match block's any list of one filter with user info.
+func userBlock(ui map[string]any) map[string]any {
+	ui["resources"] = map[string]any{"kinds": []any{"ConfigMap"}}
+	return map[string]any{"any": []any{ui}}
+}
+
+// annotatedMap is a small ConfigMap in namespace whose metadata also
+// holds meta.
+func annotatedMap(namespace string, meta map[string]any) map[string]any {
+	m := map[string]any{"name": "big", "namespace": namespace}
+	for k, v := range meta {
+		m[k] = v
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": m, "data": map[string]any{"k": "v"}}
+}
+
+// TestBoundedMatchBlocks is finding 4 of issue 28 where a rule is
+// selected: a tenant's wildcard with a `?` between two `*` (40,000
+// characters) against a 256 KB annotation value, label, name or user
+// took the matcher O(pattern x value) before any rule ran, the work
+// budget never asked. Every wildcard of match and exclude blocks,
+// exceptions, failure action overrides, podSecurity exclusions and
+// mutate targets is now charged (wildcard.Cost) before it runs: the
+// rule stops with the budget's error, and a short wildcard still
+// matches as before.
+func TestBoundedMatchBlocks(t *testing.T) {
+	long := strings.Repeat("x", 256<<10)
+	questions := "*" + strings.Repeat("x?", 20_000) + "y*"
+	short := "*x?x*"
+	budgetSpent := "evaluation stopped: limit exceeded: work budget of 1000000 steps spent"
+	tenantMap := annotatedMap("tenant", map[string]any{"annotations": map[string]any{"big": long}, "labels": map[string]any{"app": long}})
+	longUser := engine.UserInfo{Username: long, Groups: []string{long}, ClusterRoles: []string{long}, Roles: []string{long}}
+	exception := func(match map[string]any) *policy.Exception {
+		ex, err := policy.ExceptionFromObject(map[string]any{
+			"apiVersion": "kyverno.io/v2", "kind": "PolicyException",
+			"metadata": map[string]any{"name": "exc", "namespace": "tenant"},
+			"spec":     map[string]any{"exceptions": []any{map[string]any{"policyName": "tenant-policy", "ruleNames": []any{"attack"}}}, "match": match},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ex
+	}
+	privileged := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "p", "namespace": "tenant"},
+		"spec": map[string]any{"containers": []any{map[string]any{
+			"name": "c", "image": long, "securityContext": map[string]any{"privileged": true},
+		}}},
+	}
+	podSecurity := func(images ...any) map[string]any {
+		return map[string]any{
+			"match":    resources(map[string]any{"kinds": []any{"Pod"}}),
+			"validate": map[string]any{"podSecurity": map[string]any{"level": "baseline", "exclude": []any{map[string]any{"controlName": "Privileged Containers", "images": images}}}},
+		}
+	}
+	targets := objects{annotatedMap("tenant", map[string]any{"name": long})}
+	mutateTargets := func(name string) map[string]any {
+		return map[string]any{
+			"match": resources(map[string]any{}),
+			"mutate": map[string]any{
+				"targets":             []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": name}},
+				"patchStrategicMerge": map[string]any{"metadata": map[string]any{"labels": map[string]any{"seen": "yes"}}},
+			},
+		}
+	}
+	tests := map[string]struct {
+		namespace  string
+		rule       map[string]any
+		exceptions []*policy.Exception
+		object     map[string]any
+		user       engine.UserInfo
+		existing   bool
+		status     engine.Status
+		prefix     string
+	}{
+		"match: annotation value": {
+			rule: map[string]any{"match": resources(map[string]any{"annotations": map[string]any{"big": questions}})},
+		},
+		"match: annotation value, short": {
+			rule:   map[string]any{"match": resources(map[string]any{"annotations": map[string]any{"big": short}})},
+			status: engine.StatusPass,
+		},
+		"match: annotation key": {
+			rule:   map[string]any{"match": resources(map[string]any{"annotations": map[string]any{questions: "*"}})},
+			object: annotatedMap("tenant", map[string]any{"annotations": map[string]any{long: "v"}}),
+		},
+		"exclude: annotation value": {
+			rule: map[string]any{"match": resources(map[string]any{}), "exclude": resources(map[string]any{"annotations": map[string]any{"big": questions}})},
+		},
+		"match: label selector": {
+			rule: map[string]any{"match": resources(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": questions}}})},
+		},
+		"match: label selector with a wildcard key": {
+			rule: map[string]any{"match": resources(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"a*": questions}}})},
+		},
+		"match: names": {
+			rule:   map[string]any{"match": resources(map[string]any{"names": []any{questions}})},
+			object: annotatedMap("tenant", map[string]any{"name": long}),
+		},
+		"match: user": {
+			rule: map[string]any{"match": userBlock(map[string]any{"subjects": []any{map[string]any{"kind": "User", "name": questions}}})},
+			user: longUser,
+		},
+		"match: group": {
+			rule: map[string]any{"match": userBlock(map[string]any{"subjects": []any{map[string]any{"kind": "Group", "name": questions}}})},
+			user: longUser,
+		},
+		"match: cluster role": {
+			rule: map[string]any{"match": userBlock(map[string]any{"clusterRoles": []any{questions}})},
+			user: longUser,
+		},
+		"exclude: role": {
+			rule: map[string]any{"match": resources(map[string]any{}), "exclude": userBlock(map[string]any{"roles": []any{questions}})},
+			user: longUser,
+		},
+		"exception: annotation value": {
+			rule:       map[string]any{"match": resources(map[string]any{})},
+			exceptions: []*policy.Exception{exception(resources(map[string]any{"annotations": map[string]any{"big": questions}}))},
+		},
+		"failure action override: namespaces": {
+			namespace: "-",
+			rule: map[string]any{
+				"match":    resources(map[string]any{}),
+				"validate": map[string]any{"failureActionOverrides": []any{map[string]any{"action": "Audit", "namespaces": []any{questions}}}, "pattern": map[string]any{"metadata": map[string]any{"name": "?*"}}},
+			},
+			object: annotatedMap(long, nil),
+		},
+		"podSecurity: excluded images": {
+			rule:   podSecurity(questions),
+			object: privileged,
+		},
+		"podSecurity: excluded images, short": {
+			rule:   podSecurity(short),
+			object: privileged,
+			status: engine.StatusPass,
+		},
+		"mutate targets: name": {
+			rule:     mutateTargets(questions),
+			existing: true,
+		},
+		"mutate targets: name, short": {
+			rule:     mutateTargets(short),
+			existing: true,
+			status:   engine.StatusPass,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if tc.status == "" {
+				tc.status, tc.prefix = engine.StatusError, budgetSpent
+			}
+			ns := tc.namespace
+			switch ns {
+			case "":
+				ns = "tenant"
+			case "-":
+				ns = ""
+			}
+			if tc.object == nil {
+				tc.object = tenantMap
+			}
+			eng := newEngine(t, engine.WithResourceLister(targets))
+			p := matchPolicy(t, eng, ns, tc.rule)
+			set := &engine.Set{Policies: []*engine.Policy{p}, Exceptions: tc.exceptions}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			req := &engine.Request{Operation: engine.OpCreate, Object: tc.object, UserInfo: tc.user}
+			var rr engine.RuleResponse
+			if tc.existing {
+				done := make(chan engine.Response, 1)
+				go func() { done <- eng.MutateExisting(ctx, req, p, nil) }()
+				select {
+				case resp := <-done:
+					if len(resp.Rules) != 1 {
+						t.Fatalf("rules: %+v", resp.Rules)
+					}
+					rr = resp.Rules[0]
+				case <-time.After(15 * time.Second):
+					t.Fatal("evaluation still running after 15s")
+				}
+			} else {
+				res := applyWithin(t, ctx, eng, set, req, 15*time.Second)
+				t.Logf("took %s", res.took)
+				var ok bool
+				if rr, ok = res.rules["tenant-policy/attack"]; !ok {
+					t.Fatalf("no result: %v", res.rules)
+				}
+			}
+			if rr.Status != tc.status || !strings.HasPrefix(rr.Message, tc.prefix) {
+				t.Errorf("%s %.200q, want %s %q...", rr.Status, rr.Message, tc.status, tc.prefix)
+			}
+		})
+	}
+}
+
+// TestBoundedCleanupMatch: a tenant's CleanupPolicy whose match or
+// exclude block holds the attack's wildcard, judged against a ConfigMap
+// with a 256 KB annotation, answers the budget's error (the resource is
+// kept) instead of holding the cleaner for the quadratic match.
+func TestBoundedCleanupMatch(t *testing.T) {
+	questions := "*" + strings.Repeat("x?", 20_000) + "y*"
+	cm := annotatedMap("tenant", map[string]any{"annotations": map[string]any{"big": strings.Repeat("x", 256<<10)}})
+	annotations := map[string]any{"annotations": map[string]any{"big": questions}}
+	tests := map[string]map[string]any{
+		"match":   {"match": resources(annotations)},
+		"exclude": {"match": resources(map[string]any{}), "exclude": resources(annotations)},
+	}
+	for name, spec := range tests {
+		t.Run(name, func(t *testing.T) {
+			eng := newEngine(t)
+			spec["schedule"] = "*/5 * * * *"
+			raw, err := policy.CleanupPolicyFromObject(map[string]any{
+				"apiVersion": "kyverno.io/v2", "kind": "CleanupPolicy",
+				"metadata": map[string]any{"name": "c", "namespace": "tenant"},
+				"spec":     spec,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := eng.CompileCleanup(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, err := eng.StartCleanup(t.Context(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				d   engine.CleanupDecision
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				d, err := run.Decide(t.Context(), cm, nil)
+				done <- result{d, err}
+			}()
+			select {
+			case r := <-done:
+				if r.d.Delete || !errors.Is(r.err, engine.ErrLimitExceeded) {
+					t.Errorf("Decide = %+v, %v; want the work budget's error", r.d, r.err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("Decide still running after 15s")
 			}
 		})
 	}

@@ -42,24 +42,38 @@ func parseKind(s string) kindSelector {
 }
 
 func (k kindSelector) matches(r gvk, subresource string) bool {
-	if !wildcard.Match(k.kind, r.kind) {
-		return false
+	ok, _ := k.matchesMetered(r, subresource, nil)
+	return ok
+}
+
+// matchesMetered is matches with each wildcard charged to m (see
+// meter.match).
+func (k kindSelector) matchesMetered(r gvk, subresource string, m *meter) (bool, error) {
+	if ok, err := m.match(k.kind, r.kind); !ok || err != nil {
+		return false, err
 	}
-	if k.group != "*" && !wildcard.Match(k.group, r.group) {
-		return false
+	if k.group != "*" {
+		if ok, err := m.match(k.group, r.group); !ok || err != nil {
+			return false, err
+		}
 	}
-	if k.version != "*" && !wildcard.Match(k.version, r.version) {
-		return false
+	if k.version != "*" {
+		if ok, err := m.match(k.version, r.version); !ok || err != nil {
+			return false, err
+		}
 	}
 	if subresource == "" {
-		return k.subresource == "" || k.subresource == "*" && k.kind == "*"
+		return k.subresource == "" || k.subresource == "*" && k.kind == "*", nil
 	}
 	if k.subresource == "" && subresource == "ephemeralcontainers" && r == (gvk{version: "v1", kind: "Pod"}) {
 		// Adding an ephemeral container changes the Pod: a rule on Pods
 		// sees it, as in Kyverno.
-		return true
+		return true, nil
 	}
-	return k.subresource != "" && wildcard.Match(k.subresource, subresource)
+	if k.subresource == "" {
+		return false, nil
+	}
+	return m.match(k.subresource, subresource)
 }
 
 // matchInput is what matching looks at, computed once per request.
@@ -161,104 +175,119 @@ func compileBlock(m *policy.MatchResources) *matcher {
 }
 
 // matches reports whether the block selects the request: any filter for
-// any, every filter for all.
-func (c *matcher) matches(in *matchInput) bool {
+// any, every filter for all. Each wildcard is charged to m, the meter of
+// the call (see meter.match); a match the budget cannot pay for ends it
+// with why the evaluation must stop.
+func (c *matcher) matches(in *matchInput, m *meter) (bool, error) {
 	if c == nil {
-		return false
+		return false, nil
 	}
 	ignoreUser := c.userOptional && in.noUser
 	switch {
 	case len(c.any) > 0:
 		for i := range c.any {
-			if c.any[i].matches(in, ignoreUser) {
-				return true
+			if ok, err := c.any[i].matches(in, ignoreUser, m); ok || err != nil {
+				return ok, err
 			}
 		}
-		return false
+		return false, nil
 	case len(c.all) > 0:
 		for i := range c.all {
-			if !c.all[i].matches(in, ignoreUser) {
-				return false
+			if ok, err := c.all[i].matches(in, ignoreUser, m); !ok || err != nil {
+				return false, err
 			}
 		}
-		return true
+		return true, nil
 	case c.single != nil:
-		return c.single.matches(in, ignoreUser)
+		return c.single.matches(in, ignoreUser, m)
 	}
-	return false
+	return false, nil
 }
 
 // matchResources reports whether an exception's match block selects the
 // request; its user info always counts (Kyverno's exception matching
-// checks it whatever the request carries).
-func matchResources(m *policy.MatchResources, in *matchInput) bool {
-	return compileBlock(m).matches(in)
+// checks it whatever the request carries). Its wildcards are charged to
+// m.
+func matchResources(mr *policy.MatchResources, in *matchInput, m *meter) (bool, error) {
+	return compileBlock(mr).matches(in, m)
 }
 
 // matches reports whether the filter selects the request; with
 // ignoreUser, its roles, cluster roles and subjects are left out (and a
 // filter of only those selects nothing, as Kyverno finds it empty).
-func (f *filter) matches(in *matchInput, ignoreUser bool) bool {
+func (f *filter) matches(in *matchInput, ignoreUser bool, m *meter) (bool, error) {
 	ui := f.ui
 	if ignoreUser {
 		if f.rd.IsEmpty() {
-			return false
+			return false, nil
 		}
 		ui = &policy.UserInfo{}
 	}
 	if len(f.kinds) > 0 {
 		ok := false
 		for _, k := range f.kinds {
-			if k.matches(in.gvk, in.subresource) {
+			selected, err := k.matchesMetered(in.gvk, in.subresource, m)
+			if err != nil {
+				return false, err
+			}
+			if selected {
 				ok = true
 				break
 			}
 		}
 		if !ok {
-			return false
+			return false, nil
 		}
 	}
-	return matchFilter(f.rd, ui, in)
+	return matchFilter(f.rd, ui, in, m)
 }
 
 // matchFilter reports whether every attribute the filter sets holds.
 // Kinds are checked by the compiled filter.
-func matchFilter(rd *policy.ResourceDescription, ui *policy.UserInfo, in *matchInput) bool {
-	if rd.Name != "" && !wildcard.Match(rd.Name, in.name) {
-		return false
+func matchFilter(rd *policy.ResourceDescription, ui *policy.UserInfo, in *matchInput, m *meter) (bool, error) {
+	if rd.Name != "" {
+		if ok, err := m.match(rd.Name, in.name); !ok || err != nil {
+			return false, err
+		}
 	}
-	if len(rd.Names) > 0 && !wildcard.MatchAny(rd.Names, in.name) {
-		return false
+	if len(rd.Names) > 0 {
+		if ok, err := m.matchAny(rd.Names, in.name); !ok || err != nil {
+			return false, err
+		}
 	}
 	if len(rd.Namespaces) > 0 {
 		ns := in.namespace
 		if in.gvk.kind == "Namespace" && in.gvk.group == "" {
 			ns = in.name
 		}
-		if !wildcard.MatchAny(rd.Namespaces, ns) {
-			return false
+		if ok, err := m.matchAny(rd.Namespaces, ns); !ok || err != nil {
+			return false, err
 		}
 	}
-	if len(rd.Annotations) > 0 && !matchAnnotations(rd.Annotations, in.annotations) {
-		return false
+	if len(rd.Annotations) > 0 {
+		if ok, err := matchAnnotations(rd.Annotations, in.annotations, m); !ok || err != nil {
+			return false, err
+		}
 	}
-	if rd.Selector != nil && !matchSelector(rd.Selector, in.labels) {
-		return false
+	if rd.Selector != nil {
+		if ok, err := matchSelector(rd.Selector, in.labels, m); !ok || err != nil {
+			return false, err
+		}
 	}
 	if rd.NamespaceSelector != nil {
+		// A namespace has no namespace: select on its own labels.
+		labels := in.nsLabels
 		if in.gvk.kind == "Namespace" && in.namespace == "" {
-			// A namespace has no namespace: select on its own labels.
-			if !matchSelector(rd.NamespaceSelector, in.labels) {
-				return false
-			}
-		} else if !matchSelector(rd.NamespaceSelector, in.nsLabels) {
-			return false
+			labels = in.labels
+		}
+		if ok, err := matchSelector(rd.NamespaceSelector, labels, m); !ok || err != nil {
+			return false, err
 		}
 	}
 	if len(rd.Operations) > 0 && in.operation != "" && !containsFold(rd.Operations, in.operation) {
-		return false
+		return false, nil
 	}
-	return matchUser(ui, in.user)
+	return matchUser(ui, in.user, m)
 }
 
 func containsFold(list []string, s string) bool {
@@ -270,42 +299,49 @@ func containsFold(list []string, s string) bool {
 	return false
 }
 
-func matchAnnotations(want, have map[string]string) bool {
+// matchAnnotations reports whether, for each key and value of want, some
+// annotation's key and value match them.
+func matchAnnotations(want, have map[string]string, m *meter) (bool, error) {
 	for k, v := range want {
-		found := false
-		for hk, hv := range have {
-			if wildcard.Match(k, hk) && wildcard.Match(v, hv) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
+		found, err := matchPair(k, v, have, m)
+		if !found || err != nil {
+			return false, err
 		}
 	}
-	return true
+	return true, nil
+}
+
+// matchPair reports whether some key and value of have match the
+// wildcards k and v.
+func matchPair(k, v string, have map[string]string, m *meter) (bool, error) {
+	for hk, hv := range have {
+		ok, err := m.match(k, hk)
+		if ok {
+			ok, err = m.match(v, hv)
+		}
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // matchSelector evaluates a label selector; keys and values of matchLabels
-// may hold wildcards, as in Kyverno.
-func matchSelector(sel *policy.LabelSelector, labels map[string]string) bool {
+// may hold wildcards, as in Kyverno. The wildcards are charged to m.
+func matchSelector(sel *policy.LabelSelector, labels map[string]string, m *meter) (bool, error) {
 	for k, v := range sel.MatchLabels {
 		if !wildcard.Contains(k) {
 			hv, ok := labels[k]
-			if !ok || !wildcard.Match(v, hv) {
-				return false
+			if !ok {
+				return false, nil
+			}
+			if ok, err := m.match(v, hv); !ok || err != nil {
+				return false, err
 			}
 			continue
 		}
-		found := false
-		for hk, hv := range labels {
-			if wildcard.Match(k, hk) && wildcard.Match(v, hv) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
+		if found, err := matchPair(k, v, labels, m); !found || err != nil {
+			return false, err
 		}
 	}
 	for _, e := range sel.MatchExpressions {
@@ -313,25 +349,25 @@ func matchSelector(sel *policy.LabelSelector, labels map[string]string) bool {
 		switch e.Operator {
 		case "In":
 			if !ok || !contains(e.Values, hv) {
-				return false
+				return false, nil
 			}
 		case "NotIn":
 			if ok && contains(e.Values, hv) {
-				return false
+				return false, nil
 			}
 		case "Exists":
 			if !ok {
-				return false
+				return false, nil
 			}
 		case "DoesNotExist":
 			if ok {
-				return false
+				return false, nil
 			}
 		default:
-			return false
+			return false, nil
 		}
 	}
-	return true
+	return true, nil
 }
 
 func contains(list []string, s string) bool {
@@ -343,60 +379,70 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// matchUser checks roles, cluster roles and subjects; each one set must hold.
-func matchUser(ui *policy.UserInfo, u *UserInfo) bool {
+// matchUser checks roles, cluster roles and subjects; each one set must
+// hold. The wildcards are charged to m.
+func matchUser(ui *policy.UserInfo, u *UserInfo, m *meter) (bool, error) {
 	if ui.IsEmpty() {
-		return true
+		return true, nil
 	}
-	if len(ui.Roles) > 0 && !anyIn(ui.Roles, u.Roles) {
-		return false
+	if len(ui.Roles) > 0 {
+		if ok, err := anyIn(ui.Roles, u.Roles, m); !ok || err != nil {
+			return false, err
+		}
 	}
-	if len(ui.ClusterRoles) > 0 && !anyIn(ui.ClusterRoles, u.ClusterRoles) {
-		return false
+	if len(ui.ClusterRoles) > 0 {
+		if ok, err := anyIn(ui.ClusterRoles, u.ClusterRoles, m); !ok || err != nil {
+			return false, err
+		}
 	}
-	if len(ui.Subjects) > 0 && !matchSubjects(ui.Subjects, u) {
-		return false
+	if len(ui.Subjects) > 0 {
+		return matchSubjects(ui.Subjects, u, m)
 	}
-	return true
+	return true, nil
 }
 
-func anyIn(want, have []string) bool {
+// anyIn reports whether some string of have matches some wildcard of
+// want.
+func anyIn(want, have []string, m *meter) (bool, error) {
 	for _, w := range want {
 		for _, h := range have {
-			if wildcard.Match(w, h) {
-				return true
+			if ok, err := m.match(w, h); ok || err != nil {
+				return ok, err
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
 const serviceAccountPrefix = "system:serviceaccount:"
 
-func matchSubjects(subjects []policy.Subject, u *UserInfo) bool {
+func matchSubjects(subjects []policy.Subject, u *UserInfo, m *meter) (bool, error) {
 	for _, s := range subjects {
+		var ok bool
+		var err error
 		switch s.Kind {
 		case "ServiceAccount":
-			if wildcard.Match(serviceAccountPrefix+s.Namespace+":"+s.Name, u.Username) {
-				return true
-			}
+			ok, err = m.match(serviceAccountPrefix+s.Namespace+":"+s.Name, u.Username)
 		case "User":
-			if wildcard.Match(s.Name, u.Username) {
-				return true
-			}
+			ok, err = m.match(s.Name, u.Username)
 		case "Group":
 			for _, g := range u.Groups {
-				if wildcard.Match(s.Name, g) {
-					return true
+				if ok, err = m.match(s.Name, g); ok || err != nil {
+					break
 				}
 			}
 		}
+		if ok || err != nil {
+			return ok, err
+		}
 	}
-	return false
+	return false, nil
 }
 
 // MatchSelector evaluates a label selector as the engine does (wildcards
-// allowed in matchLabels).
+// allowed in matchLabels), uncharged: the listers and the CLI select
+// objects with it outside an evaluation.
 func MatchSelector(sel *policy.LabelSelector, labels map[string]string) bool {
-	return matchSelector(sel, labels)
+	ok, _ := matchSelector(sel, labels, nil)
+	return ok
 }

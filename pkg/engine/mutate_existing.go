@@ -88,7 +88,9 @@ func (run *ruleRun) mutateTargets(rr RuleResponse) RuleResponse {
 // substituted first: by name when it names one in a namespace (none when
 // it is missing), else every resource of the kind that the name,
 // namespace (wildcards allowed; none is every namespace) and selector
-// select. A namespaced policy's targets are in its own namespace.
+// select. A namespaced policy's targets are in its own namespace. The
+// wildcards of the name and namespace are charged to the work budget: an
+// error is why the evaluation must stop.
 func (run *ruleRun) loadTargets(t *policy.TargetResource) ([]map[string]any, error) {
 	field := func(s string) (string, error) {
 		if s == "" {
@@ -132,10 +134,23 @@ func (run *ruleRun) loadTargets(t *policy.TargetResource) ([]map[string]any, err
 	if err != nil {
 		return nil, err
 	}
+	// The target's namespace and name may come from the request through
+	// variables: their wildcards are charged to the rule's budget.
+	m := run.meter()
 	var out []map[string]any
 	for _, o := range objs {
 		ns, n := document.String(o, "metadata", "namespace"), document.String(o, "metadata", "name")
-		if (namespace == "" || wildcard.Match(namespace, ns)) && (name == "" || wildcard.Match(name, n)) {
+		ok := true
+		if namespace != "" {
+			ok, err = m.match(namespace, ns)
+		}
+		if ok && err == nil && name != "" {
+			ok, err = m.match(name, n)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			out = append(out, o)
 		}
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
-// fuzzPolicy builds a namespaced Policy of four rules from fuzz input: a
+// fuzzPolicy builds a namespaced Policy of five rules from fuzz input: a
 // validate pattern (value and anyPattern), a context entry with deny
-// conditions, a foreach with its own context and condition, and a
-// conditional anchor over the same value.
+// conditions, a foreach with its own context and condition, a
+// conditional anchor over the same value, and match and exclude blocks
+// with the pattern value as an annotation's and a name's wildcard.
 func fuzzPolicy(patternValue, expr, condKey, condOp, condValue, list string) ([]byte, error) {
 	deny := func(key, value any) map[string]any {
 		return map[string]any{"conditions": map[string]any{"any": []any{map[string]any{"key": key, "operator": condOp, "value": value}}}}
@@ -40,6 +41,11 @@ func fuzzPolicy(patternValue, expr, condKey, condOp, condValue, list string) ([]
 			"context": []any{map[string]any{"name": "w", "variable": map[string]any{"jmesPath": expr}}},
 			"deny":    deny(condKey, condValue),
 		}}}},
+		map[string]any{"name": "match",
+			"match":    map[string]any{"any": []any{map[string]any{"resources": map[string]any{"kinds": []any{"ConfigMap"}, "annotations": map[string]any{"blob": patternValue}}}}},
+			"exclude":  map[string]any{"any": []any{map[string]any{"resources": map[string]any{"names": []any{patternValue}}}}},
+			"validate": map[string]any{"pattern": map[string]any{"metadata": map[string]any{"name": "?*"}}},
+		},
 	}
 	return json.Marshal(map[string]any{
 		"apiVersion": "kyverno.io/v1",
@@ -89,6 +95,7 @@ func FuzzPolicyBudget(f *testing.F) {
 			return
 		}
 		cm := blobConfigMap(blob, map[string]any{"other": "o", "list": "[\"" + blob + "\"]"})
+		cm["metadata"].(map[string]any)["annotations"] = map[string]any{"blob": blob}
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		req := &engine.Request{Operation: engine.OpCreate, Object: cm}

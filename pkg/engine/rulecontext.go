@@ -7,10 +7,7 @@ import (
 
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
-	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
 )
-
-func matchNamespacePattern(p, s string) bool { return wildcard.Match(p, s) }
 
 // cachedBase returns the request's base context, built once per object.
 func (e *Engine) cachedBase(req *Request) *evalContext {

@@ -55,7 +55,11 @@ func (run *ruleRun) validatePodSecurity(rr RuleResponse, ps *policy.PodSecurity)
 	if c.err != nil {
 		return run.errorf(rr, "failed to check pod security: %v", c.err)
 	}
-	res := c.profile.CheckPod(c.excludes, sc.pod, sc.podMemo)
+	// The exclusions' wildcards are charged to the request's budget.
+	res, err := c.profile.CheckPodMetered(c.excludes, sc.pod, sc.podMemo, run.meter())
+	if err != nil {
+		return run.errorf(rr, "failed to check pod security: %v", err)
+	}
 	version := ps.Version
 	if version == "" {
 		version = "latest"

@@ -111,10 +111,11 @@ func newVPolRule(s *policy.ValidatingPolicySpec) (*Rule, error) {
 // request does not say it); no exclude rule may select it; the
 // namespace's labels (the Namespace's own for a Namespace) match the
 // namespace selector, the object's labels the object selector. A
-// background evaluation (no operation) is a CREATE.
-func (m *celMatch) matches(in *matchInput, req *Request) bool {
+// background evaluation (no operation) is a CREATE. The selectors'
+// wildcards are charged to mt (see meter.match).
+func (m *celMatch) matches(in *matchInput, req *Request, mt *meter) (bool, error) {
 	if m.json || req.JSON {
-		return m.json && req.JSON
+		return m.json && req.JSON, nil
 	}
 	op := in.operation
 	if op == "" {
@@ -136,23 +137,23 @@ func (m *celMatch) matches(in *matchInput, req *Request) bool {
 		return false
 	}
 	if !selected(m.rules) || selected(m.exclude) {
-		return false
+		return false, nil
 	}
-	if m.objectSel != nil && !matchSelector(m.objectSel, in.labels) {
-		return false
+	if m.objectSel != nil {
+		if ok, err := matchSelector(m.objectSel, in.labels, mt); !ok || err != nil {
+			return false, err
+		}
 	}
 	if m.namespaceSel != nil {
 		labels := in.nsLabels
 		if in.gvk.group == "" && in.gvk.kind == "Namespace" {
 			labels = in.labels
 		} else if in.namespace == "" {
-			return true // cluster-scoped: the namespace selector does not apply
+			return true, nil // cluster-scoped: the namespace selector does not apply
 		}
-		if !matchSelector(m.namespaceSel, labels) {
-			return false
-		}
+		return matchSelector(m.namespaceSel, labels, mt)
 	}
-	return true
+	return true, nil
 }
 
 // selectsKind says whether a resource rule selects the kind's resource

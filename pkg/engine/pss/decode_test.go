@@ -41,8 +41,8 @@ func TestDecodeMatchesJSON(t *testing.T) {
 		for _, level := range []string{"baseline", "restricted"} {
 			for _, ex := range excludes {
 				p, _ := NewProfile(level, "latest")
-				want := p.evaluate(viaJSON, ex, nil)
-				got := p.evaluate(direct, ex, NewMemo(direct))
+				want := p.CheckPod(ex, viaJSON, nil)
+				got := p.CheckPod(ex, direct, NewMemo(direct))
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("%s at %s with %v:\n direct %+v\n   json %+v", name(doc), level, ex, got, want)
 				}

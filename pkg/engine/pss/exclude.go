@@ -32,7 +32,10 @@ var (
 // A field error is used only when its field, indexes turned into `*`, equals
 // RestrictedField (or RestrictedField is empty) and, when Values is set,
 // every offending value matches one of Values.
-func (p *Profile) exclude(pod *corev1.Pod, excludes []Exclude, failed []CheckResult) []CheckResult {
+//
+// The wildcards of Images and Values are charged to m, when set, before
+// each is matched (see Meter): an error is why the check must stop.
+func (p *Profile) exclude(pod *corev1.Pod, excludes []Exclude, failed []CheckResult, m Meter) ([]CheckResult, error) {
 	for _, ex := range excludes {
 		ids := controlChecks[ex.ControlName]
 		if len(ids) == 0 {
@@ -50,7 +53,10 @@ func (p *Profile) exclude(pod *corev1.Pod, excludes []Exclude, failed []CheckRes
 				continue
 			}
 			if sub == nil {
-				sub = excludedPod(pod, ex.Images)
+				var err error
+				if sub, err = excludedPod(pod, ex.Images, m); err != nil {
+					return nil, err
+				}
 			}
 			if run(&sub.ObjectMeta, &sub.Spec).Allowed {
 				continue
@@ -61,7 +67,11 @@ func (p *Profile) exclude(pod *corev1.Pod, excludes []Exclude, failed []CheckRes
 				if ex.RestrictedField != "" && field != ex.RestrictedField {
 					continue
 				}
-				if !valuesExempted(ex.Values, exErr.BadValue) {
+				exempted, err := valuesExempted(ex.Values, exErr.BadValue, m)
+				if err != nil {
+					return nil, err
+				}
+				if !exempted {
 					continue
 				}
 				matched = true
@@ -80,7 +90,33 @@ func (p *Profile) exclude(pod *corev1.Pod, excludes []Exclude, failed []CheckRes
 			}
 		}
 	}
-	return failed
+	return failed, nil
+}
+
+// Meter is charged with the work of matching the wildcards of
+// exclusions, in units of about one byte compared (wildcard.Cost), so
+// that a long pattern against a long image or value takes only what the
+// caller allows.
+type Meter interface {
+	// ChargeWork counts n units of work and returns why the check must
+	// stop, if it must.
+	ChargeWork(n int64) error
+}
+
+// matchAny reports whether s matches one of patterns, each match charged
+// to m first.
+func matchAny(patterns []string, s string, m Meter) (bool, error) {
+	for _, p := range patterns {
+		if m != nil {
+			if err := m.ChargeWork(wildcard.Cost(p, len(s))); err != nil {
+				return false, err
+			}
+		}
+		if wildcard.Match(p, s) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func indexOf(failed []CheckResult, id string) int {
@@ -92,32 +128,39 @@ func indexOf(failed []CheckResult, id string) int {
 	return -1
 }
 
-// excludedPod builds the pod an exclusion is evaluated on (see exclude).
-func excludedPod(pod *corev1.Pod, images []string) *corev1.Pod {
+// excludedPod builds the pod an exclusion is evaluated on (see exclude),
+// the images matched charged to m.
+func excludedPod(pod *corev1.Pod, images []string, m Meter) (*corev1.Pod, error) {
 	if len(images) == 0 {
 		sub := &corev1.Pod{ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
 		sub.Spec.Containers = []corev1.Container{{Name: "fake"}}
 		sub.Spec.InitContainers = nil
 		sub.Spec.EphemeralContainers = nil
-		return sub
+		return sub, nil
 	}
 	sub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 	for _, c := range pod.Spec.Containers {
-		if wildcard.MatchAny(images, c.Image) {
+		if ok, err := matchAny(images, c.Image, m); err != nil {
+			return nil, err
+		} else if ok {
 			sub.Spec.Containers = append(sub.Spec.Containers, c)
 		}
 	}
 	for _, c := range pod.Spec.InitContainers {
-		if wildcard.MatchAny(images, c.Image) {
+		if ok, err := matchAny(images, c.Image, m); err != nil {
+			return nil, err
+		} else if ok {
 			sub.Spec.InitContainers = append(sub.Spec.InitContainers, c)
 		}
 	}
 	for _, c := range pod.Spec.EphemeralContainers {
-		if wildcard.MatchAny(images, c.Image) {
+		if ok, err := matchAny(images, c.Image, m); err != nil {
+			return nil, err
+		} else if ok {
 			sub.Spec.EphemeralContainers = append(sub.Spec.EphemeralContainers, c)
 		}
 	}
-	return sub
+	return sub, nil
 }
 
 // locate turns a field path into its index-free form ("spec.containers[*].
@@ -189,17 +232,17 @@ func containerName(pod *corev1.Pod, kind string, i int) string {
 
 // valuesExempted reports whether every offending value of a field error
 // matches one of the exclusion's value patterns. No patterns, or no value
-// (a missing field), exempts.
-func valuesExempted(patterns []string, bad any) bool {
+// (a missing field), exempts. The matches are charged to m.
+func valuesExempted(patterns []string, bad any, m Meter) (bool, error) {
 	if len(patterns) == 0 {
-		return true
+		return true, nil
 	}
 	for _, v := range badValues(bad) {
-		if !wildcard.MatchAny(patterns, v) {
-			return false
+		if ok, err := matchAny(patterns, v, m); !ok || err != nil {
+			return false, err
 		}
 	}
-	return true
+	return true, nil
 }
 
 // badValues turns a field error's offending value into the strings values

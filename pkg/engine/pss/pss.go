@@ -235,7 +235,8 @@ func (p *Profile) Check(excludes []Exclude, pod map[string]any) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
-	return p.evaluate(typed, excludes, nil), nil
+	res, _ := p.evaluate(typed, excludes, nil, nil)
+	return res, nil
 }
 
 // CheckPod is Check for a pod already decoded with ToPod (or a complete Pod);
@@ -278,13 +279,22 @@ func NewMemo(pod *corev1.Pod) *Memo {
 // Pod), with check outcomes shared through memo (nil for none). The memo
 // must be for the same pod.
 func (p *Profile) CheckPod(excludes []Exclude, pod *corev1.Pod, memo *Memo) Result {
+	res, _ := p.CheckPodMetered(excludes, pod, memo, nil)
+	return res
+}
+
+// CheckPodMetered is CheckPod with the wildcards of the exclusions
+// charged to m (nil for none) before each is matched: a pattern and an
+// image or value that would take long to compare take only what m
+// allows. An error is m's reason to stop; the result is then empty.
+func (p *Profile) CheckPodMetered(excludes []Exclude, pod *corev1.Pod, memo *Memo, m Meter) (Result, error) {
 	if memo != nil && memo.pod != pod {
 		memo = nil
 	}
-	return p.evaluate(pod, excludes, memo)
+	return p.evaluate(pod, excludes, memo, m)
 }
 
-func (p *Profile) evaluate(pod *corev1.Pod, excludes []Exclude, memo *Memo) Result {
+func (p *Profile) evaluate(pod *corev1.Pod, excludes []Exclude, memo *Memo, m Meter) (Result, error) {
 	var failed []CheckResult
 	for _, c := range p.checks {
 		var r policy.CheckResult
@@ -309,7 +319,10 @@ func (p *Profile) evaluate(pod *corev1.Pod, excludes []Exclude, memo *Memo) Resu
 		})
 	}
 	if len(failed) > 0 && len(excludes) > 0 {
-		failed = p.exclude(pod, excludes, failed)
+		var err error
+		if failed, err = p.exclude(pod, excludes, failed, m); err != nil {
+			return Result{}, err
+		}
 	}
-	return Result{Allowed: len(failed) == 0, Failed: failed}
+	return Result{Allowed: len(failed) == 0, Failed: failed}, nil
 }
