@@ -246,7 +246,7 @@ func (ev *Evaluation) Eval(p *Program) (ref.Val, error) {
 		}
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), "operation cancelled: actual cost limit exceeded") {
+		if cancelled := (interpreter.EvalCancelledError{}); errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
 			return nil, fmt.Errorf("%w: expression '%s' exceeded the cost limit of one evaluation (%d)", ErrBudget, p.Expression, PerCallLimit)
 		}
 		if errors.Is(err, ErrBudget) {

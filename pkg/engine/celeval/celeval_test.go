@@ -153,7 +153,7 @@ func TestCostLimits(t *testing.T) {
 	forever := mustCompile(t, "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, [1,2,3,4,5,6,7,8,9,10].all(f, a+b+c+d+e+f > 0))))))", Bool)
 	start := time.Now()
 	_, err := NewEvaluation(context.Background(), Input{}, nil, 0).Bool(forever)
-	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "cost limit") {
+	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "exceeded the cost limit of one evaluation") {
 		t.Fatalf("error %v, want the per-call cost limit", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
