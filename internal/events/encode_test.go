@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -132,4 +133,21 @@ func BenchmarkResultMessages(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestEncodeResultEventWritesEveryField: an event with every field set
+// (testkit.Fill), nested ones included, is written as json.Marshal
+// writes it. It fails when ResultEvent, ResourceRef, PolicyRef or
+// RuleResult gains a field the hand-written encoder does not write.
+func TestEncodeResultEventWritesEveryField(t *testing.T) {
+	var ev ResultEvent
+	testkit.Fill(&ev)
+	want, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := EncodeResultEvent(ev)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("got  %s (%v)\nwant %s", got, err, want)
+	}
 }

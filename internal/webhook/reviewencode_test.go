@@ -8,6 +8,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 func marshalReview(t testing.TB, resp *admissionv1.AdmissionResponse) string {
@@ -106,4 +108,26 @@ func BenchmarkEncodeReview(b *testing.B) {
 			_ = marshalReview(b, d.resp)
 		}
 	})
+}
+
+// TestEncodeReviewWritesEveryField: a response with every field of
+// AdmissionResponse and its Status set (testkit.Fill), except those that
+// send it to json.Marshal (audit annotations, the status's type and list
+// metadata and details), is written as json.Marshal writes it. It fails
+// when a Kubernetes release adds a field the hand-written encoder does
+// not write.
+func TestEncodeReviewWritesEveryField(t *testing.T) {
+	var resp admissionv1.AdmissionResponse
+	testkit.Fill(&resp)
+	resp.AuditAnnotations = nil
+	resp.Result.TypeMeta, resp.Result.ListMeta, resp.Result.Details = metav1.TypeMeta{}, metav1.ListMeta{}, nil
+	pt := admissionv1.PatchTypeJSONPatch
+	resp.PatchType = &pt
+	got, err := encodeReview(&resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := marshalReview(t, &resp); string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
 }
