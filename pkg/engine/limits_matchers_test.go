@@ -436,3 +436,97 @@ func TestBoundedCleanupMatch(t *testing.T) {
 		})
 	}
 }
+
+// mutateRule is a mutate rule on ConfigMaps with the given
+// patchStrategicMerge overlay, or a foreach over the ConfigMap's keys
+// applying it.
+func mutateRule(overlay map[string]any, foreach bool) map[string]any {
+	mutate := map[string]any{"patchStrategicMerge": overlay}
+	if foreach {
+		mutate = map[string]any{"foreach": []any{map[string]any{"list": "request.object.data | keys(@)", "patchStrategicMerge": overlay}}}
+	}
+	return map[string]any{"match": resources(map[string]any{"kinds": []any{"ConfigMap", "Pod"}}), "mutate": mutate}
+}
+
+// TestBoundedMutateAnchors is finding 4 of issue 28 in mutate patches:
+// a conditional `(key)` or global `<(key)` anchor of a
+// patchStrategicMerge, in a rule or a foreach, compared its value to the
+// resource's with the wildcard matcher and no meter, so the attack's
+// wildcard against a 500 KB value held a core for minutes. The anchors'
+// comparisons (pattern.ValueCost), their walk over list elements and
+// the metadata wildcards they expand are now charged to the request's
+// work budget; a short anchor patches as before.
+func TestBoundedMutateAnchors(t *testing.T) {
+	blob := strings.Repeat("x", 500_000)
+	questions := "*" + strings.Repeat("x?", 20_000) + "y*"
+	budgetSpent := "evaluation stopped: limit exceeded: work budget of 1000000 steps spent"
+	label := map[string]any{"metadata": map[string]any{"labels": map[string]any{"seen": "yes"}}}
+	withLabel := func(m map[string]any) map[string]any {
+		m["metadata"] = label["metadata"]
+		return m
+	}
+	pod := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "p", "namespace": "tenant"},
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": blob}}},
+	}
+	nested := blobConfigMap("small", nil)
+	nested["spec"] = map[string]any{"metadata": map[string]any{"annotations": map[string]any{blob: "v"}}}
+	tests := map[string]struct {
+		rule   map[string]any
+		object map[string]any
+		status engine.Status
+		prefix string
+	}{
+		"conditional anchor": {
+			rule: mutateRule(withLabel(map[string]any{"data": map[string]any{"(blob)": questions}}), false),
+		},
+		"conditional anchor, short": {
+			rule:   mutateRule(withLabel(map[string]any{"data": map[string]any{"(blob)": "*x?x*"}}), false),
+			status: engine.StatusPass,
+		},
+		"global anchor": {
+			rule: mutateRule(withLabel(map[string]any{"data": map[string]any{"<(blob)": questions}}), false),
+		},
+		"conditional anchor in a foreach": {
+			rule: mutateRule(withLabel(map[string]any{"data": map[string]any{"(blob)": questions}}), true),
+		},
+		"conditional anchor on list elements": {
+			rule:   mutateRule(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"(image)": questions, "imagePullPolicy": "Always"}}}}, false),
+			object: pod,
+		},
+		"conditional anchor on list elements, short": {
+			rule:   mutateRule(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"(image)": "*x?x*", "imagePullPolicy": "Always"}}}}, false),
+			object: pod,
+			status: engine.StatusPass,
+		},
+		"metadata wildcard under an anchor": {
+			rule:   mutateRule(withLabel(map[string]any{"(spec)": map[string]any{"metadata": map[string]any{"annotations": map[string]any{questions: "?*"}}}}), false),
+			object: nested,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if tc.status == "" {
+				tc.status, tc.prefix = engine.StatusError, budgetSpent
+			}
+			if tc.object == nil {
+				tc.object = blobConfigMap(blob, nil)
+			}
+			eng := newEngine(t)
+			set := &engine.Set{Policies: []*engine.Policy{matchPolicy(t, eng, "tenant", tc.rule)}}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			req := &engine.Request{Operation: engine.OpCreate, Object: tc.object}
+			res := applyWithin(t, ctx, eng, set, req, 15*time.Second)
+			t.Logf("took %s", res.took)
+			rr, ok := res.rules["tenant-policy/attack"]
+			if !ok {
+				t.Fatalf("no result: %v", res.rules)
+			}
+			if rr.Status != tc.status || !strings.HasPrefix(rr.Message, tc.prefix) {
+				t.Errorf("%s %.200q, want %s %q...", rr.Status, rr.Message, tc.status, tc.prefix)
+			}
+		})
+	}
+}

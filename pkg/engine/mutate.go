@@ -79,7 +79,8 @@ func (run *ruleRun) applyPatches(obj map[string]any, smp any, jsonPatch string) 
 		if err != nil {
 			return obj, false, "", err
 		}
-		res, err := patch.StrategicMerge(obj, p)
+		// The overlay's anchors are charged to the request's budget.
+		res, err := patch.StrategicMergeMetered(obj, p, run.meter())
 		if err != nil {
 			return obj, false, "", err
 		}

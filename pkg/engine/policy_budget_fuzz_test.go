@@ -11,11 +11,12 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
-// fuzzPolicy builds a namespaced Policy of five rules from fuzz input: a
+// fuzzPolicy builds a namespaced Policy of six rules from fuzz input: a
 // validate pattern (value and anyPattern), a context entry with deny
 // conditions, a foreach with its own context and condition, a
-// conditional anchor over the same value, and match and exclude blocks
-// with the pattern value as an annotation's and a name's wildcard.
+// conditional anchor over the same value, match and exclude blocks with
+// the pattern value as an annotation's and a name's wildcard, and a
+// mutate patch whose conditional anchor holds the pattern value.
 func fuzzPolicy(patternValue, expr, condKey, condOp, condValue, list string) ([]byte, error) {
 	deny := func(key, value any) map[string]any {
 		return map[string]any{"conditions": map[string]any{"any": []any{map[string]any{"key": key, "operator": condOp, "value": value}}}}
@@ -46,6 +47,9 @@ func fuzzPolicy(patternValue, expr, condKey, condOp, condValue, list string) ([]
 			"exclude":  map[string]any{"any": []any{map[string]any{"resources": map[string]any{"names": []any{patternValue}}}}},
 			"validate": map[string]any{"pattern": map[string]any{"metadata": map[string]any{"name": "?*"}}},
 		},
+		map[string]any{"name": "mutate", "match": match, "mutate": map[string]any{
+			"patchStrategicMerge": map[string]any{"data": map[string]any{"(blob)": patternValue, "mutated": "yes"}},
+		}},
 	}
 	return json.Marshal(map[string]any{
 		"apiVersion": "kyverno.io/v1",

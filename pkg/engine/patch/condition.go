@@ -15,6 +15,9 @@ import (
 // resource element (elements rejected by a conditional anchor are skipped),
 // and scalar patterns go through the value language (pattern.Value), with
 // anchors read and metadata wildcards expanded by package pattern too.
+// Each element visited, value compared and wildcard expanded is charged
+// to the patch's budget first; once it refuses, the check ends with a
+// mismatch of kind condStopped, which no caller reads as a skip.
 
 // condKind classifies a pattern mismatch. Mismatches raised by conditional
 // or global anchors mean "does not apply" rather than "fails", which lets a
@@ -26,6 +29,9 @@ const (
 	condConditional
 	condGlobal
 	condNegation
+	// condStopped is a check the budget stopped: it says nothing of the
+	// resource.
+	condStopped
 )
 
 type condError struct {
@@ -46,33 +52,43 @@ func mismatch(kind condKind, path, format string, args ...any) *condError {
 	return &condError{kind: kind, path: path, msg: fmt.Sprintf(format, args...)}
 }
 
-// matchPattern reports why resource does not match pattern, or nil.
-func matchPattern(resource, pat any) *condError {
-	return matchElement(resource, pat, "/")
+// matchPattern reports why resource does not match pattern, or nil; its
+// work is charged to b.
+func matchPattern(resource, pat any, b *budget) *condError {
+	return matchElement(resource, pat, "/", b)
 }
 
-func matchElement(resource, pat any, path string) *condError {
+func matchElement(resource, pat any, path string, b *budget) *condError {
+	if b.work(elementWork) {
+		return b.stopped(path)
+	}
 	switch p := pat.(type) {
 	case map[string]any:
 		r, ok := resource.(map[string]any)
 		if !ok {
 			return mismatch(condPlain, path, "expected a map, found %T", resource)
 		}
-		return matchMap(r, p, path)
+		return matchMap(r, p, path, b)
 	case []any:
 		r, ok := resource.([]any)
 		if !ok {
 			return mismatch(condPlain, path, "expected a list, found %T", resource)
 		}
-		return matchList(r, p, path)
+		return matchList(r, p, path, b)
 	case string, float64, int, int64, bool, nil:
 		if list, ok := resource.([]any); ok {
 			for _, item := range list {
+				if b.work(pattern.ValueCost(item, pat)) {
+					return b.stopped(path)
+				}
 				if !pattern.Value(item, pat) {
 					return mismatch(condPlain, path, "value %v does not match %v", item, pat)
 				}
 			}
 			return nil
+		}
+		if b.work(pattern.ValueCost(resource, pat)) {
+			return b.stopped(path)
 		}
 		if !pattern.Value(resource, pat) {
 			return mismatch(condPlain, path, "value %v does not match %v", resource, pat)
@@ -83,7 +99,10 @@ func matchElement(resource, pat any, path string) *condError {
 	}
 }
 
-func matchMap(resource, pat map[string]any, path string) *condError {
+func matchMap(resource, pat map[string]any, path string, b *budget) *condError {
+	if b.work(pattern.ExpandMetadataWildcardsCost(pat, resource)) {
+		return b.stopped(path)
+	}
 	pat = pattern.ExpandMetadataWildcards(pat, resource)
 
 	// Anchors first (conditional, existence, equality, negation), sorted.
@@ -106,7 +125,7 @@ func matchMap(resource, pat map[string]any, path string) *condError {
 	sort.Strings(plain)
 	for _, group := range [][]string{anchored, globals, nested, plain} {
 		for _, k := range group {
-			if err := matchKey(resource, k, pat[k], path); err != nil {
+			if err := matchKey(resource, k, pat[k], path, b); err != nil {
 				return err
 			}
 		}
@@ -114,7 +133,7 @@ func matchMap(resource, pat map[string]any, path string) *condError {
 	return nil
 }
 
-func matchKey(resource map[string]any, key string, pat any, path string) *condError {
+func matchKey(resource map[string]any, key string, pat any, path string, b *budget) *condError {
 	kind, name := pattern.ParseAnchor(key)
 	value, present := resource[name]
 	sub := path + name + "/"
@@ -123,19 +142,19 @@ func matchKey(resource map[string]any, key string, pat any, path string) *condEr
 		if !present {
 			return mismatch(condConditional, sub, "conditional anchor key is missing")
 		}
-		if err := matchElement(value, pat, sub); err != nil {
-			return &condError{kind: condConditional, path: err.path, msg: err.msg}
+		if err := matchElement(value, pat, sub, b); err != nil {
+			return err.as(condConditional)
 		}
 	case pattern.Global:
 		if !present {
 			return nil
 		}
-		if err := matchElement(value, pat, sub); err != nil {
-			return &condError{kind: condGlobal, path: err.path, msg: err.msg}
+		if err := matchElement(value, pat, sub, b); err != nil {
+			return err.as(condGlobal)
 		}
 	case pattern.Equality:
 		if present {
-			return matchElement(value, pat, sub)
+			return matchElement(value, pat, sub, b)
 		}
 	case pattern.Negation:
 		if present {
@@ -143,7 +162,7 @@ func matchKey(resource map[string]any, key string, pat any, path string) *condEr
 		}
 	case pattern.Existence:
 		if present {
-			return matchExistence(value, pat, sub)
+			return matchExistence(value, pat, sub, b)
 		}
 	default:
 		// Plain keys, including add-if-not-present keys, which have no
@@ -154,14 +173,23 @@ func matchKey(resource map[string]any, key string, pat any, path string) *condEr
 			}
 			return nil
 		}
-		return matchElement(resource[key], pat, path+key+"/")
+		return matchElement(resource[key], pat, path+key+"/", b)
 	}
 	return nil
 }
 
+// as is the mismatch reported as one of kind, unless the budget stopped
+// the check.
+func (e *condError) as(kind condKind) *condError {
+	if e.kind == condStopped {
+		return e
+	}
+	return &condError{kind: kind, path: e.path, msg: e.msg}
+}
+
 // matchExistence checks an existence anchor: every map in the pattern list
 // must match at least one element of the resource list.
-func matchExistence(value, pat any, path string) *condError {
+func matchExistence(value, pat any, path string, b *budget) *condError {
 	list, ok := value.([]any)
 	if !ok {
 		return mismatch(condPlain, path, "existence anchor needs a list, found %T", value)
@@ -177,9 +205,13 @@ func matchExistence(value, pat any, path string) *condError {
 		}
 		found := false
 		for i, item := range list {
-			if matchElement(item, pm, path+strconv.Itoa(i)+"/") == nil {
+			err := matchElement(item, pm, path+strconv.Itoa(i)+"/", b)
+			if err == nil {
 				found = true
 				break
+			}
+			if err.kind == condStopped {
+				return err
 			}
 		}
 		if !found {
@@ -189,31 +221,31 @@ func matchExistence(value, pat any, path string) *condError {
 	return nil
 }
 
-func matchList(resource, pat []any, path string) *condError {
+func matchList(resource, pat []any, path string, b *budget) *condError {
 	if len(pat) == 0 {
 		return mismatch(condPlain, path, "empty list pattern")
 	}
 	switch first := pat[0].(type) {
 	case map[string]any:
-		return matchEach(resource, func(int) any { return first }, len(resource), path)
+		return matchEach(resource, func(int) any { return first }, len(resource), path, b)
 	case string, float64, int, int64, bool, nil:
-		return matchElement(resource, first, path)
+		return matchElement(resource, first, path, b)
 	default:
 		if len(resource) < len(pat) {
 			return mismatch(condPlain, path, "list has %d elements, pattern needs %d", len(resource), len(pat))
 		}
-		return matchEachPaired(resource, pat, path)
+		return matchEachPaired(resource, pat, path, b)
 	}
 }
 
 // matchEach matches every resource element with the pattern returned by
 // patternAt. Elements rejected by a conditional or global anchor are
 // skipped; if all of them are, the list is rejected the same way.
-func matchEach(resource []any, patternAt func(int) any, n int, path string) *condError {
+func matchEach(resource []any, patternAt func(int) any, n int, path string, b *budget) *condError {
 	applied := 0
 	var skipped *condError
 	for i := 0; i < n; i++ {
-		err := matchElement(resource[i], patternAt(i), path+strconv.Itoa(i)+"/")
+		err := matchElement(resource[i], patternAt(i), path+strconv.Itoa(i)+"/", b)
 		if err == nil {
 			applied++
 			continue
@@ -231,6 +263,6 @@ func matchEach(resource []any, patternAt func(int) any, n int, path string) *con
 	return nil
 }
 
-func matchEachPaired(resource, pat []any, path string) *condError {
-	return matchEach(resource, func(i int) any { return pat[i] }, len(pat), path)
+func matchEachPaired(resource, pat []any, path string, b *budget) *condError {
+	return matchEach(resource, func(i int) any { return pat[i] }, len(pat), path, b)
 }

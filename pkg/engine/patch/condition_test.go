@@ -44,7 +44,7 @@ spec:
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := matchPattern(doc(t, pod), doc(t, tc.pattern))
+			err := matchPattern(doc(t, pod), doc(t, tc.pattern), nil)
 			if (err == nil) != tc.match {
 				t.Fatalf("match = %v (%v), want %v", err == nil, err, tc.match)
 			}

@@ -2,6 +2,7 @@ package patch
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -39,6 +40,15 @@ func FuzzStrategicMerge(f *testing.F) {
 		}
 		if err == nil && res.Skipped == res.Changed {
 			t.Fatalf("skipped=%v changed=%v", res.Skipped, res.Changed)
+		}
+		// Metered, the patch is the same, and a meter that refuses
+		// stops it with its error.
+		metered, merr := StrategicMergeMetered(resource, overlay, &countingMeter{limit: 1 << 40})
+		if (merr == nil) != (err == nil) || !reflect.DeepEqual(metered, res) {
+			t.Fatalf("metered: %+v, %v; want %+v, %v", metered, merr, res, err)
+		}
+		if _, merr := StrategicMergeMetered(resource, overlay, &countingMeter{}); merr != nil && !errors.Is(merr, errRefused) && (err == nil || merr.Error() != err.Error()) {
+			t.Fatalf("refused: %v, want errRefused or %v", merr, err)
 		}
 	})
 }

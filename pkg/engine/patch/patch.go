@@ -78,13 +78,27 @@ type Result struct {
 // Kyverno does too and which can change a resource even when the overlay
 // was dropped.
 func StrategicMerge(resource map[string]any, overlay any) (Result, error) {
+	return StrategicMergeMetered(resource, overlay, nil)
+}
+
+// StrategicMergeMetered is StrategicMerge with the work of checking the
+// overlay's conditional and global anchors against the resource charged
+// to m (nil for none; see Meter): once m refuses, it returns m's error,
+// wrapped, and no result.
+func StrategicMergeMetered(resource map[string]any, overlay any, meter Meter) (Result, error) {
 	om, ok := overlay.(map[string]any)
 	if !ok {
 		return Result{}, fmt.Errorf("%w: overlay must be a map, got %T", ErrInvalidPatch, overlay)
 	}
 	patchMap := deepCopy(om).(map[string]any)
 	skipReason := ""
-	if err := preprocessOverlay(patchMap, resource); err != nil {
+	b := &budget{m: meter}
+	err := preprocessOverlay(patchMap, resource, b)
+	if b.flush() {
+		// The meter refused: what the anchors said does not count.
+		err = b.err
+	}
+	if err != nil {
 		s, isSkip := asSkip(err)
 		if !isSkip {
 			return Result{}, fmt.Errorf("preprocess overlay: %w", err)

@@ -48,9 +48,10 @@ func asSkip(err error) (*errSkip, bool) {
 }
 
 // preprocessOverlay rewrites overlay (a private copy, modified in place)
-// against resource. It returns an *errSkip when anchors do not hold.
-func preprocessOverlay(overlay map[string]any, resource map[string]any) error {
-	if _, err := preprocess(overlay, resource, true); err != nil {
+// against resource. It returns an *errSkip when anchors do not hold, and
+// the meter's error when b refused the work of checking them.
+func preprocessOverlay(overlay map[string]any, resource map[string]any, b *budget) error {
+	if _, err := preprocess(overlay, resource, true, b); err != nil {
 		return err
 	}
 	for _, k := range sortedKeys(overlay) {
@@ -68,25 +69,25 @@ func preprocessOverlay(overlay map[string]any, resource map[string]any) error {
 // preprocess walks pattern against resource. present tells a missing
 // resource value from an explicit null. It returns the (possibly new)
 // pattern value: lists may grow.
-func preprocess(pattern, resource any, present bool) (any, error) {
+func preprocess(pattern, resource any, present bool, b *budget) (any, error) {
 	switch p := pattern.(type) {
 	case map[string]any:
-		return p, preprocessMap(p, resource)
+		return p, preprocessMap(p, resource, b)
 	case []any:
 		if len(p) == 0 {
 			return p, nil
 		}
 		if _, ok := p[0].(map[string]any); ok {
-			return preprocessListOfMaps(p, resource, present)
+			return preprocessListOfMaps(p, resource, present, b)
 		}
 	}
 	return pattern, nil
 }
 
-func preprocessMap(pattern map[string]any, resource any) error {
+func preprocessMap(pattern map[string]any, resource any, b *budget) error {
 	res, _ := resource.(map[string]any)
 	resolveAddAnchors(pattern, res)
-	if err := checkConditions(pattern, res); err != nil {
+	if err := checkConditions(pattern, res, b); err != nil {
 		return err
 	}
 	for _, k := range sortedKeys(pattern) {
@@ -94,7 +95,7 @@ func preprocessMap(pattern map[string]any, resource any) error {
 			continue
 		}
 		sub, present := res[k]
-		v, err := preprocess(pattern[k], sub, present)
+		v, err := preprocess(pattern[k], sub, present, b)
 		pattern[k] = v
 		if err != nil {
 			return err
@@ -123,8 +124,8 @@ func resolveAddAnchors(overlay map[string]any, resource map[string]any) int {
 }
 
 // checkConditions checks global anchors, then conditional anchors, of one
-// map level.
-func checkConditions(overlay map[string]any, resource map[string]any) error {
+// map level; a check b stopped returns the meter's error.
+func checkConditions(overlay map[string]any, resource map[string]any, b *budget) error {
 	for _, global := range []bool{true, false} {
 		want := pattern.Condition
 		if global {
@@ -146,7 +147,10 @@ func checkConditions(overlay map[string]any, resource map[string]any) error {
 					continue
 				}
 			}
-			if err := checkCondition(pv, rv); err != nil {
+			if err := checkCondition(pv, rv, b); err != nil {
+				if err.kind == condStopped {
+					return b.err
+				}
 				return &errSkip{global: global, reason: fmt.Sprintf("%s: %s", key, err.Error())}
 			}
 		}
@@ -159,17 +163,17 @@ func checkConditions(overlay map[string]any, resource map[string]any) error {
 // matching them, scalars on either side are compared by that text: 3 and
 // "3" are equal, and so are true and "true". Values inside a map or a list
 // keep their types. pattern/value_test.go lists what this changes.
-func checkCondition(pat, resource any) *condError {
+func checkCondition(pat, resource any, b *budget) *condError {
 	if s, ok := scalarText(pat); ok {
 		pat = s
 	}
 	if s, ok := scalarText(resource); ok {
 		resource = s
 	}
-	return matchPattern(resource, pat)
+	return matchPattern(resource, pat, b)
 }
 
-func preprocessListOfMaps(pattern []any, resource any, present bool) ([]any, error) {
+func preprocessListOfMaps(pattern []any, resource any, present bool, b *budget) ([]any, error) {
 	var elems []any
 	switch r := resource.(type) {
 	case nil:
@@ -189,8 +193,11 @@ func preprocessListOfMaps(pattern []any, resource any, present bool) ([]any, err
 		var lastGlobal error
 		work := deepCopy(element)
 		for _, re := range elems {
+			if b.work(elementWork) {
+				return pattern, b.err
+			}
 			var err error
-			work, err = preprocess(work, re, true)
+			work, err = preprocess(work, re, true, b)
 			if err != nil {
 				s, ok := asSkip(err)
 				if !ok {
@@ -211,7 +218,7 @@ func preprocessListOfMaps(pattern []any, resource any, present bool) ([]any, err
 			}
 		}
 		if !present {
-			_, err := preprocess(work, nil, false)
+			_, err := preprocess(work, nil, false, b)
 			if err != nil {
 				if s, ok := asSkip(err); ok && !s.global {
 					continue

@@ -162,7 +162,7 @@ spec:
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			overlay := docMap(t, tc.overlay)
-			err := preprocessOverlay(overlay, docMap(t, tc.resource))
+			err := preprocessOverlay(overlay, docMap(t, tc.resource), nil)
 			if tc.skip {
 				if _, ok := asSkip(err); !ok {
 					t.Fatalf("want a skip, got %v and\n%s", err, toYAML(overlay))

@@ -55,6 +55,41 @@ func ExpandMetadataWildcards(pat, res map[string]any) map[string]any {
 	return out
 }
 
+// ExpandMetadataWildcardsCost is an upper bound of the work of
+// ExpandMetadataWildcards(pat, res), in the units of Meter: each wildcard
+// key of the pattern's labels and annotations matched against each key
+// of the resource's (wildcard.Cost). It matches nothing, so a caller can
+// charge the expansion before it runs.
+func ExpandMetadataWildcardsCost(pat, res map[string]any) int64 {
+	_, pm := anchoredField(pat, "metadata")
+	if pm == nil {
+		return 0
+	}
+	rm, _ := res["metadata"].(map[string]any)
+	var cost int64
+	for _, field := range [...]string{"labels", "annotations"} {
+		_, pf := anchoredField(pm, field)
+		rf, _ := rm[field].(map[string]any)
+		if pf == nil || len(rf) == 0 {
+			continue
+		}
+		keyBytes := 0
+		for rk := range rf {
+			keyBytes += len(rk)
+		}
+		for k := range pf {
+			_, plainKey := ParseAnchor(k)
+			if !wildcard.Contains(plainKey) {
+				continue
+			}
+			// wildcard.Cost is a + b*n in the length n of the key.
+			a := wildcard.Cost(plainKey, 0)
+			cost += a*int64(len(rf)) + (wildcard.Cost(plainKey, 1)-a)*int64(keyBytes)
+		}
+	}
+	return cost
+}
+
 // anchoredField finds the object under name, whatever its anchor.
 func anchoredField(m map[string]any, name string) (string, map[string]any) {
 	if v, ok := m[name].(map[string]any); ok {
