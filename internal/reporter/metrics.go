@@ -25,18 +25,32 @@ type Metrics struct {
 	copies       prometheus.Counter
 	copyFailures prometheus.Counter
 
-	pending        prometheus.Gauge
-	pendingBytes   prometheus.Gauge
-	pendingDropped *prometheus.CounterVec
-	absent         prometheus.Gauge
+	pending         prometheus.Gauge
+	pendingBytes    prometheus.Gauge
+	pendingDropped  *prometheus.CounterVec
+	pendingRechecks prometheus.Gauge
+	recovered       prometheus.Counter
+	absent          prometheus.Gauge
 }
 
 // Reasons a projector gives up a pending result
 // (verdict_reporter_results_pending_dropped_total).
 const (
-	// PendingFull: the projector's pending set was full (WithPendingLimit).
+	// PendingFull: the projector's pending set was full
+	// (WithPendingLimit), and so was its list of results to recheck
+	// (WithPendingRechecks), or rechecks are off.
 	PendingFull = "full"
+	// PendingFailed: a remembered result could not be rechecked, or its
+	// report written, within the projector's attempts.
+	PendingFailed = "failed"
+	// PendingShutdown: the replica stopped with the result remembered
+	// for a recheck.
+	PendingShutdown = "shutdown"
 )
+
+// pendingDropReasons are the reasons of
+// verdict_reporter_results_pending_dropped_total.
+func pendingDropReasons() []string { return []string{PendingFull, PendingFailed, PendingShutdown} }
 
 // NewMetrics creates the collectors and registers them on reg (nil: a
 // fresh registry).
@@ -76,13 +90,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		pendingBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "results_pending_bytes",
 			Help: "Size of the result messages this replica holds pending; bounded per replica (4 MiB by default)."}),
 		pendingDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_pending_dropped_total",
-			Help: "Pending results given up without a verdict, by reason: full (the replica's pending set was full, as under a flood of forged results). Acknowledged and left in VERDICT_RESULTS: the next fold of the resource (at its next result) picks it up if its resource exists."},
+			Help: "Pending results given up without a verdict, by reason: full (the replica's pending set and its list of results to recheck were both full, as under a flood of forged results), failed (a remembered result could not be rechecked, or its report written, within the attempts), shutdown (the replica stopped while it was remembered). Left in VERDICT_RESULTS: the next fold of the resource (at its next result) picks it up if its resource exists."},
 			[]string{"reason"}),
+		pendingRechecks: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "results_pending_rechecks",
+			Help: "Pending results beyond the pending set that this replica remembers for a recheck (their messages acknowledged, still in the stream); bounded per replica (16384 by default)."}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_recovered_total",
+			Help: "Pending results remembered for a recheck (beyond the pending set) that a recheck verified: their reports were written from the stream."}),
 		absent: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "checker_absent_cached",
 			Help: "References the checker remembers as not found (for a second), so that results naming a missing uid cost one API call a second at most."}),
 	}
 	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.unverified, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime, m.copies, m.copyFailures,
-		m.pending, m.pendingBytes, m.pendingDropped, m.absent} {
+		m.pending, m.pendingBytes, m.pendingDropped, m.pendingRechecks, m.recovered, m.absent} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -94,7 +112,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, st := range verify.RejectedStatuses() {
 		m.unverified.WithLabelValues(string(st))
 	}
-	m.pendingDropped.WithLabelValues(PendingFull)
+	for _, r := range pendingDropReasons() {
+		m.pendingDropped.WithLabelValues(r)
+	}
 	for _, o := range []WriteOutcome{OutcomeCreated, OutcomeApplied, OutcomeDeleted, OutcomeUnchanged, OutcomeStale, OutcomeAbsent, OutcomeGone} {
 		m.reports.WithLabelValues(string(o))
 	}

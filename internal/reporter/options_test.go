@@ -21,6 +21,7 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		"shutdown":    WithShutdownTimeout(0)(&projectorOptions{}),
 		"pending":     WithPendingLimit(-1, 1)(&projectorOptions{}),
 		"pending b":   WithPendingLimit(1, -1)(&projectorOptions{}),
+		"rechecks":    WithPendingRechecks(-1)(&projectorOptions{}),
 		"qps":         WithWriteQPS(0, 1)(&writerOptions{}),
 		"conflicts":   WithConflictRetries(0, time.Millisecond, time.Second)(&writerOptions{}),
 		"memory":      WithMemory(-1)(&writerOptions{}),

@@ -33,6 +33,7 @@ type projectorOptions struct {
 	check        *verify.Checker
 	pendingMax   int
 	pendingBytes int64
+	rechecks     int
 }
 
 // WithChecker sets the checker every result is verified with before it
@@ -141,16 +142,39 @@ func WithProgressEvery(d time.Duration) ProjectorOption {
 // messages of at most size bytes in all. They wait out of the worker
 // slots, unacknowledged, but count against the consumer's MaxAckPending
 // (1000), which the verified results need: keep replicas x (n + 2 x
-// concurrency) under it. A pending result beyond the limit is given up:
-// acknowledged, left in the stream (the next fold of its resource, at its
-// next result, picks it up) and counted in verdict_reporter_results_pending_dropped_total
-// {reason="full"}. Default 256 and 4 MiB.
+// concurrency) under it. A pending result beyond the limit is
+// acknowledged, left in the stream and remembered for a recheck
+// (WithPendingRechecks). Default 256 and 4 MiB.
 func WithPendingLimit(n int, size int64) ProjectorOption {
 	return func(o *projectorOptions) error {
 		if n < 0 || size < 0 {
 			return fmt.Errorf("%w: pending limit %d, %d bytes", ErrInvalidOption, n, size)
 		}
 		o.pendingMax, o.pendingBytes = n, size
+		return nil
+	}
+}
+
+// WithPendingRechecks bounds the pending results beyond WithPendingLimit
+// that one projector remembers, by stream sequence, for a recheck: their
+// messages are acknowledged (they stay in the stream, and cost the
+// consumer nothing), each is read and checked again about a second later
+// (a CREATE's object is stored a moment after the webhook answered),
+// and, if its object is still missing, once more when the grace period
+// is over. Verified, its resource's report is written from the stream;
+// rejected, it is deleted from the stream and counted, as a held one.
+// When the list is full a result is forgotten (counted in
+// verdict_reporter_results_pending_dropped_total{reason="full"}, left in
+// the stream, where the next fold of its resource picks it up): first
+// one that already missed its first recheck. About 40 bytes each; 0
+// remembers none (a result beyond the pending limit is given up at
+// once). Default 16384.
+func WithPendingRechecks(n int) ProjectorOption {
+	return func(o *projectorOptions) error {
+		if n < 0 {
+			return fmt.Errorf("%w: pending rechecks %d", ErrInvalidOption, n)
+		}
+		o.rechecks = n
 		return nil
 	}
 }
@@ -192,7 +216,9 @@ func WithLogger(l zerolog.Logger) ProjectorOption {
 // against the API server (WithChecker): a result whose object is not found
 // yet (a CREATE is evaluated before the object is stored) is held pending,
 // out of the worker slots and bounded (WithPendingLimit), and checked again
-// with delay until the checker's grace ends; one the checker rejects (the
+// with delay until the checker's grace ends (beyond the bound, its message
+// is acknowledged and the result remembered for a recheck:
+// WithPendingRechecks); one the checker rejects (the
 // object never existed or is gone, the name is another uid's, a version
 // from the future) is deleted from the stream, counted in
 // verdict_reporter_results_unverified_total by reason, and acknowledged
@@ -223,6 +249,8 @@ type Projector struct {
 	copies *queue.AsyncPublisher
 	// held are the results waiting for their resource (hold).
 	held *pendingSet
+	// recheckKick wakes the recheck loop when a result is remembered.
+	recheckKick chan struct{}
 }
 
 // entry is one dirty resource of a flush.
@@ -243,6 +271,7 @@ func NewProjector(conn *queue.Conn, w *Writer, opts ...ProjectorOption) (*Projec
 		durable: queue.ConsumerReporter, window: 250 * time.Millisecond, concurrency: 64, flushWorkers: 8,
 		readBatch: 64, maxDeliver: 10, retryMin: time.Second, retryMax: 2 * time.Minute,
 		progress: 5 * time.Second, drainTimeout: 30 * time.Second, pendingMax: 256, pendingBytes: 4 << 20,
+		rechecks: 16384,
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -254,9 +283,10 @@ func NewProjector(conn *queue.Conn, w *Writer, opts ...ProjectorOption) (*Projec
 	}
 	return &Projector{
 		conn: conn, w: w, m: w.Metrics(), o: o,
-		held:    newPendingSet(o.pendingMax, o.pendingBytes, pendingLinger),
-		pending: map[string]*entry{},
-		kick:    make(chan struct{}, 1),
+		held:        newPendingSet(o.pendingMax, o.pendingBytes, o.rechecks, pendingLinger),
+		pending:     map[string]*entry{},
+		kick:        make(chan struct{}, 1),
+		recheckKick: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -300,7 +330,16 @@ func (p *Projector) Run(ctx context.Context) error {
 		defer close(flusherDone)
 		p.flushLoop(flushCtx, stop)
 	}()
+	// The rechecks end with ctx, before the flusher: they wait for
+	// their flushes.
+	rechecksDone := make(chan struct{})
+	go func() {
+		defer close(rechecksDone)
+		p.recheckLoop(ctx)
+	}()
 	err = r.Run(ctx)
+	<-rechecksDone
+	p.abandonRechecks()
 	close(stop)
 	cancel()
 	<-flusherDone
@@ -324,7 +363,7 @@ func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 		p.release(msg.Sequence)
 		return queue.Retry().Because(err)
 	case st == verify.Pending && msg.Delivery+1 < uint64(p.o.maxDeliver):
-		return p.hold(msg, ev)
+		return p.hold(msg)
 	case st == verify.Pending:
 		// Out of attempts before the grace ended: as good as not found.
 		st = verify.NotFound
@@ -333,7 +372,7 @@ func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 	if st.Rejected() {
 		return p.reject(ctx, msg, ev, st)
 	}
-	e := p.mark(ev.Resource)
+	e := p.mark(ev.Resource, true)
 	defer p.unblock()
 	tick := time.NewTicker(p.o.progress)
 	defer tick.Stop()
@@ -370,21 +409,46 @@ const pendingLinger = 45 * time.Second
 
 // hold keeps a result whose resource is not found yet pending: its
 // message leaves the worker slot at once, unacknowledged, and comes back
-// (to any replica) when it is to be checked again (Checker.RetryIn). A
-// result the pending set has no room for is given up, acknowledged and
-// counted: pending results never hold verified ones back (issue 28,
-// finding 9).
-func (p *Projector) hold(msg *queue.Msg, ev events.ResultEvent) queue.Outcome {
+// (to any replica) when it is to be checked again (Checker.RetryIn).
+// When the held results are at their bound, the message is acknowledged
+// instead and the result remembered for a recheck (recheckLoop): pending
+// results never hold verified ones back (issue 28, finding 9), and a real
+// CREATE's result that comes while forged ones fill the bound still
+// reaches its report.
+func (p *Projector) hold(msg *queue.Msg) queue.Outcome {
 	delay := p.o.check.RetryIn(msg.Published)
-	ok := p.held.hold(msg.Sequence, int64(len(msg.Subject)+len(msg.Data)), delay, time.Now())
-	p.gaugePending()
-	if !ok {
-		p.m.pendingDropped.WithLabelValues(PendingFull).Inc()
-		p.log.Debug().Str(logKeySubject, msg.Subject).Uint64(logKeySequence, msg.Sequence).Str(logKeyReason, PendingFull).
-			Str(logKeyUID, ev.Resource.UID).Msg("resultPendingDropped")
-		return queue.Done()
+	now := time.Now()
+	if p.held.hold(msg.Sequence, int64(len(msg.Subject)+len(msg.Data)), delay, now) {
+		p.gaugePending()
+		return queue.RetryAfter(delay)
 	}
-	return queue.RetryAfter(delay)
+	kept, dropped := p.held.remember(recheck{seq: msg.Sequence, due: now.Add(min(delay, time.Second))})
+	p.droppedPending(PendingFull, dropped...)
+	if !kept {
+		p.droppedPending(PendingFull, msg.Sequence)
+	} else {
+		p.wakeRechecks()
+	}
+	p.gaugePending()
+	return queue.Done()
+}
+
+// droppedPending counts pending results given up for reason.
+func (p *Projector) droppedPending(reason string, seqs ...uint64) {
+	if len(seqs) == 0 {
+		return
+	}
+	p.m.pendingDropped.WithLabelValues(reason).Add(float64(len(seqs)))
+	for _, seq := range seqs {
+		p.log.Debug().Uint64(logKeySequence, seq).Str(logKeyReason, reason).Msg("resultPendingDropped")
+	}
+}
+
+func (p *Projector) wakeRechecks() {
+	select {
+	case p.recheckKick <- struct{}{}:
+	default:
+	}
 }
 
 // release forgets a held result that was decided.
@@ -394,32 +458,45 @@ func (p *Projector) release(seq uint64) {
 }
 
 func (p *Projector) gaugePending() {
-	n, b := p.held.size()
+	n, b, r := p.held.size()
 	p.m.pending.Set(float64(n))
 	p.m.pendingBytes.Set(float64(b))
+	p.m.pendingRechecks.Set(float64(r))
 	_, absent := p.o.check.Stats()
 	p.m.absent.Set(float64(absent))
 }
 
-// reject drops a message the checker refused: it is deleted from the
-// stream (so that no replay or later fold meets it again) and counted, and
-// changes no report.
+// reject drops a message the checker refused (dropRejected).
 func (p *Projector) reject(ctx context.Context, msg *queue.Msg, ev events.ResultEvent, st verify.Status) queue.Outcome {
-	if err := p.conn.DeleteMsg(ctx, queue.StreamResults, msg.Sequence); err != nil {
+	if err := p.dropRejected(ctx, msg.Subject, msg.Sequence, ev, st); err != nil {
 		return queue.Retry().Because(err)
 	}
-	p.m.unverified.WithLabelValues(string(st)).Inc()
-	p.log.Warn().Str(logKeySubject, msg.Subject).Uint64(logKeySequence, msg.Sequence).Str(logKeyReason, string(st)).
-		Str(logKeyKind, ev.Resource.Kind).Str(logKeyNamespace, ev.Resource.Namespace).Str(logKeyName, ev.Resource.Name).
-		Str(logKeyUID, ev.Resource.UID).Msg("resultUnverified")
 	return queue.Done()
 }
 
+// dropRejected deletes a result the checker refused from the stream (so
+// that no replay or later fold meets it again) and counts it; it changes
+// no report.
+func (p *Projector) dropRejected(ctx context.Context, subject string, seq uint64, ev events.ResultEvent, st verify.Status) error {
+	if err := p.conn.DeleteMsg(ctx, queue.StreamResults, seq); err != nil {
+		return err
+	}
+	p.m.unverified.WithLabelValues(string(st)).Inc()
+	p.log.Warn().Str(logKeySubject, subject).Uint64(logKeySequence, seq).Str(logKeyReason, string(st)).
+		Str(logKeyKind, ev.Resource.Kind).Str(logKeyNamespace, ev.Resource.Namespace).Str(logKeyName, ev.Resource.Name).
+		Str(logKeyUID, ev.Resource.UID).Msg("resultUnverified")
+	return nil
+}
+
 // mark makes the resource of ref dirty and returns the entry to wait for.
-func (p *Projector) mark(ref events.ResourceRef) *entry {
+// A handler marks blocking (it holds a worker slot until the flush: undo
+// with unblock); a recheck does not.
+func (p *Projector) mark(ref events.ResourceRef, blocking bool) *entry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.blocked++
+	if blocking {
+		p.blocked++
+	}
 	if e := p.inflight[ref.UID]; e != nil && !e.sealed {
 		e.hint = ref
 		return e

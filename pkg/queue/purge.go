@@ -8,7 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ErrNoMessage is returned by LastMsg when the subject has no message.
+// ErrNoMessage is returned by LastMsg when the subject has no message,
+// and by MsgAt when the sequence has none.
 var ErrNoMessage = errors.New("no message on the subject")
 
 // Purge removes every message of stream whose subject matches subject
@@ -49,6 +50,23 @@ func (c *Conn) LastMsg(ctx context.Context, stream, subject string) (ReplayMsg, 
 		return ReplayMsg{}, ErrNoMessage
 	case err != nil:
 		return ReplayMsg{}, fmt.Errorf("last message of %s: %w", subject, err)
+	}
+	return ReplayMsg{Subject: m.Subject, Data: m.Data, Header: m.Header, Sequence: m.Sequence, Published: m.Time}, nil
+}
+
+// MsgAt returns the message of stream at sequence seq, or ErrNoMessage
+// when there is none (deleted, purged, or never stored).
+func (c *Conn) MsgAt(ctx context.Context, stream string, seq uint64) (ReplayMsg, error) {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return ReplayMsg{}, fmt.Errorf("message %d: stream %s: %w", seq, stream, err)
+	}
+	m, err := s.GetMsg(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return ReplayMsg{}, ErrNoMessage
+	case err != nil:
+		return ReplayMsg{}, fmt.Errorf("message %d of %s: %w", seq, stream, err)
 	}
 	return ReplayMsg{Subject: m.Subject, Data: m.Data, Header: m.Header, Sequence: m.Sequence, Published: m.Time}, nil
 }

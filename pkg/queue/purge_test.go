@@ -45,3 +45,27 @@ func TestPurgeAndLastMsg(t *testing.T) {
 		t.Fatalf("empty filter: %v", err)
 	}
 }
+
+// MsgAt reads a message by its sequence, and says when it is gone.
+func TestMsgAt(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c)
+	ctx := context.Background()
+	ack, err := c.PublishSync(ctx, Message{Subject: ResultSubject("uid-a", "p1"), ID: "a1", Data: []byte("a1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.MsgAt(ctx, StreamResults, ack.Sequence)
+	if err != nil || string(m.Data) != "a1" || m.Subject != ResultSubject("uid-a", "p1") || m.Published.IsZero() {
+		t.Fatalf("message %d: %+v, %v", ack.Sequence, m, err)
+	}
+	if err := c.DeleteMsg(ctx, StreamResults, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{ack.Sequence, ack.Sequence + 100} {
+		if _, err := c.MsgAt(ctx, StreamResults, seq); !errors.Is(err, ErrNoMessage) {
+			t.Errorf("message %d: %v, want ErrNoMessage", seq, err)
+		}
+	}
+}
