@@ -252,6 +252,14 @@ func TestSchemaRefuses(t *testing.T) {
 			args: []string{"--set", "webhook.replica=3"},
 			want: []string{"/webhook", "replica"},
 		},
+		"pending bytes not a quantity": {
+			args: []string{"--set", "reporter.pending.bytes=lots"},
+			want: []string{"/reporter/pending/bytes", "does not match pattern"},
+		},
+		"pending results past the consumer's": {
+			args: []string{"--set", "reporter.pending.results=5000"},
+			want: []string{"/reporter/pending/results", "maximum"},
+		},
 		"scan interval not a duration": {
 			args: []string{"--set", "reporter.scanInterval=hourly"},
 			want: []string{"/reporter/scanInterval", "does not match pattern"},

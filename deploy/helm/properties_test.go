@@ -595,7 +595,8 @@ func bound(subjects []rbacv1.Subject, sa string) bool {
 // services read.
 func TestValuesReachTheFlags(t *testing.T) {
 	m := parse(t, render(t, "-f", haValues, "--set", "log.level=debug", "--set", "generator.log.level=warn",
-		"--set", "webhook.image.digest=sha256:"+strings.Repeat("ab", 32), "--set", "image.tag=v9"))
+		"--set", "webhook.image.digest=sha256:"+strings.Repeat("ab", 32), "--set", "image.tag=v9",
+		"--set", "reporter.pending.results=100", "--set", "reporter.pending.bytes=1Mi", "--set", "reporter.pending.rechecks=0"))
 	for svc, want := range map[string]map[string]string{
 		"webhook": {
 			"stream-replicas": "3", "nats-url": "tls://nats.nats.svc:4222",
@@ -604,6 +605,7 @@ func TestValuesReachTheFlags(t *testing.T) {
 			"client-ca-file": "/etc/verdict/client-ca/ca.crt", "excluded-namespaces": "cert-manager,monitoring,nats",
 		},
 		"generator": {"stream-replicas": "3", "log-level": "warn", "nats-credentials": "/etc/verdict/nats/credentials/nats.creds"},
+		"reporter":  {"pending-results": "100", "pending-bytes": "1Mi", "pending-rechecks": "0"},
 		"cleaner":   {"identity": "$(POD_NAME)", "log-level": "debug"},
 	} {
 		c := m.deployments[svc].Spec.Template.Spec.Containers[0]

@@ -76,6 +76,18 @@ type Config struct {
 	Attempts int
 	// ShutdownTimeout bounds the wait for results in flight at SIGTERM.
 	ShutdownTimeout time.Duration
+	// PendingResults and PendingBytes bound the results a replica holds
+	// pending (their resource not found yet, within VerifyGrace): their
+	// messages stay unacknowledged and count against the consumer's
+	// MaxAckPending (1000), shared with the verified results
+	// (reporter.WithPendingLimit).
+	PendingResults int
+	PendingBytes   int64
+	// PendingRechecks bounds the pending results beyond those that a
+	// replica remembers (by stream sequence) to check again, their
+	// messages acknowledged (reporter.WithPendingRechecks; 0: given up
+	// at once).
+	PendingRechecks int
 
 	// Scan turns the background scan on (policy changes, the periodic
 	// scan, purging the results of deleted resources).
@@ -143,6 +155,9 @@ func DefaultConfig() Config {
 		AckWait:               30 * time.Second,
 		Attempts:              10,
 		ShutdownTimeout:       30 * time.Second,
+		PendingResults:        256,
+		PendingBytes:          4 << 20,
+		PendingRechecks:       16384,
 		Scan:                  true,
 		ScanInterval:          time.Hour,
 		ScanConcurrency:       2,
@@ -159,6 +174,13 @@ func DefaultConfig() Config {
 		Identity:              host,
 	}
 }
+
+// maxAckPending is the reporter consumer's bound on unacknowledged
+// messages, over all replicas (queue.ConsumerSpec's default).
+const maxAckPending = 1000
+
+// maxPendingRechecks bounds PendingRechecks: about 40 MiB of sequences.
+const maxPendingRechecks = 1 << 20
 
 // Validate checks the config.
 func (c *Config) Validate() error {
@@ -179,6 +201,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 1 || c.Concurrency > 500 {
 		errs = append(errs, fmt.Errorf("concurrency %d: 1 to 500 (the consumer takes 512 pull requests and 1000 unacknowledged messages over all replicas)", c.Concurrency))
+	}
+	if c.PendingResults < 0 || c.PendingBytes < 0 || (c.Concurrency >= 1 && c.PendingResults+2*c.Concurrency > maxAckPending) {
+		errs = append(errs, fmt.Errorf("pending results %d (%d bytes): at least 0, and with twice the concurrency (%d) at most %d, the consumer's unacknowledged messages (sum over the replicas: keep it under that too)",
+			c.PendingResults, c.PendingBytes, 2*c.Concurrency, maxAckPending))
+	}
+	if c.PendingRechecks < 0 || c.PendingRechecks > maxPendingRechecks {
+		errs = append(errs, fmt.Errorf("pending rechecks %d: 0 (none) to %d", c.PendingRechecks, maxPendingRechecks))
 	}
 	if c.FlushWorkers < 1 {
 		errs = append(errs, fmt.Errorf("flush workers %d must be positive", c.FlushWorkers))
@@ -292,6 +321,8 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		reporter.WithAttempts(cfg.Attempts, time.Second, 2*time.Minute),
 		reporter.WithProgressEvery(cfg.AckWait/3),
 		reporter.WithShutdownTimeout(cfg.ShutdownTimeout),
+		reporter.WithPendingLimit(cfg.PendingResults, cfg.PendingBytes),
+		reporter.WithPendingRechecks(cfg.PendingRechecks),
 		reporter.WithChecker(d.check),
 		reporter.WithLogger(log),
 	)

@@ -82,14 +82,14 @@ func BindNATSFlags(fs *flag.FlagSet, c *NATSConfig) {
 	natsconn.BindFlags(fs, &c.Config)
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", c.StreamReplicas, "replicas of the JetStream streams (1, or 3 or 5 with a NATS cluster)")
 	fs.IntVar(&c.Streams.ResultHistory, "result-history", c.Streams.ResultHistory, "messages VERDICT_RESULTS keeps per resource and policy (the newest evaluation survives that many minus one late older ones); the same on every service")
-	bytesVar(fs, &c.Streams.ResultsMaxBytes, "results-max-bytes", "size limit of VERDICT_RESULTS (a quantity: 4Gi); when full it refuses new results, never deletes stored ones; the same on every service")
+	BytesVar(fs, &c.Streams.ResultsMaxBytes, "results-max-bytes", "size limit of VERDICT_RESULTS (a quantity: 4Gi); when full it refuses new results, never deletes stored ones; the same on every service")
 	fs.Int64Var(&c.Streams.WorkMaxMsgs, "work-max-messages", c.Streams.WorkMaxMsgs, "message limit of VERDICT_WORK; when full it refuses new work; the same on every service")
-	bytesVar(fs, &c.Streams.WorkMaxBytes, "work-max-bytes", "size limit of VERDICT_WORK (a quantity: 1Gi); when full it refuses new work; the same on every service")
+	BytesVar(fs, &c.Streams.WorkMaxBytes, "work-max-bytes", "size limit of VERDICT_WORK (a quantity: 1Gi); when full it refuses new work; the same on every service")
 }
 
-// bytesVar binds a size flag written as a Kubernetes quantity (4Gi, 512Mi,
+// BytesVar binds a size flag written as a Kubernetes quantity (4Gi, 512Mi,
 // 1000000).
-func bytesVar(fs *flag.FlagSet, dst *int64, name, usage string) {
+func BytesVar(fs *flag.FlagSet, dst *int64, name, usage string) {
 	fs.Func(name, usage+" (default "+resource.NewQuantity(*dst, resource.BinarySI).String()+")", func(s string) error {
 		q, err := resource.ParseQuantity(s)
 		if err != nil {
