@@ -33,11 +33,14 @@ const (
 	// DefaultMaxExpressionSteps bounds the work of one JMESPath
 	// expression (see jmespath.DefaultStepLimit).
 	DefaultMaxExpressionSteps = jmespath.DefaultStepLimit
-	// DefaultMemoryBudget is the memory the JMESPath function calls of one
-	// rule may allocate, over its context entries, foreach lists,
-	// conditions and substitutions (see jmespath.Budget): 64 MiB, sixteen
-	// times a ConfigMap's limit. Forty 16 MB strings of pad_left in one
-	// context entry took 1.34 GB of the webhook's memory before it.
+	// DefaultMemoryBudget is the memory one rule may allocate or load:
+	// what its JMESPath function calls allocate, over its context
+	// entries, foreach lists, conditions and substitutions (see
+	// jmespath.Budget), what its context entries load (an API call's
+	// answer, a ConfigMap, an image's data: jmespath.Size), and the text,
+	// lists and maps its substitutions build: 64 MiB, sixteen times a
+	// ConfigMap's limit. Forty 16 MB strings of pad_left in one context
+	// entry took 1.34 GB of the webhook's memory before it.
 	DefaultMemoryBudget = jmespath.DefaultMemoryLimit
 	// WorkPerStep is how much matching work counts as one step of the
 	// work budget: a pattern value or condition operand compared to a
@@ -154,11 +157,12 @@ func WithMaxExpressionSteps(steps int64) Option {
 	}
 }
 
-// WithMemoryBudget bounds the memory, in bytes, that the JMESPath
-// function calls of one rule may allocate (see jmespath.Budget: strings,
-// lists and objects built by functions, charged before the large ones
-// are made); a rule over it stops with an error. The default is
-// DefaultMemoryBudget.
+// WithMemoryBudget bounds the memory, in bytes, that one rule may
+// allocate or load: what its JMESPath function calls allocate (see
+// jmespath.Budget: strings, lists and objects built by functions,
+// charged before the large ones are made), what its context entries load
+// and what its substitutions build (see DefaultMemoryBudget); a rule
+// over it stops with an error. The default is DefaultMemoryBudget.
 func WithMemoryBudget(bytes int64) Option {
 	return func(e *Engine) error {
 		if bytes <= 0 {
@@ -351,6 +355,21 @@ func (m *meter) chargeMatch(n int64) error {
 		return nil
 	}
 	return m.ChargeWork(n)
+}
+
+// chargeMemory counts n bytes that what allocates or brings into the
+// rule (a context entry's data, a substitution's text) against the
+// rule's memory budget, the one its JMESPath function calls charge; over
+// it, the rule stops with the memory budget's error, which it returns. A
+// nil meter counts nothing.
+func (m *meter) chargeMemory(what string, n int64) error {
+	if m == nil || m.mem == nil {
+		return nil
+	}
+	if err := m.mem.Charge(what, n); err != nil {
+		return m.failRule(limitError("memory budget of %d bytes spent: %v", m.limits.memory, err))
+	}
+	return nil
 }
 
 // failRule stops the current rule with err.

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -119,5 +120,138 @@ func TestMemoryBudgetPerRule(t *testing.T) {
 	}
 	if _, err := engine.New(engine.WithMemoryBudget(0)); !errors.Is(err, engine.ErrInvalidOption) {
 		t.Errorf("WithMemoryBudget(0): error = %v, want ErrInvalidOption", err)
+	}
+}
+
+// denyLength is a deny rule on the length of variable v, with the given
+// context entries.
+func denyLength(entries ...any) map[string]any {
+	return map[string]any{
+		"context": entries,
+		"validate": map[string]any{"deny": map[string]any{"conditions": map[string]any{
+			"any": []any{map[string]any{"key": "{{ length(v) }}", "operator": "Equals", "value": -1}},
+		}}},
+	}
+}
+
+// TestContextMemoryBudget is finding 5 of issue 28 for what context
+// entries load rather than compute: an apiCall's answer, a ConfigMap, an
+// image's data, and the text a variable's value builds from the request
+// were not charged to the rule's memory budget, so a rule could hold or
+// build hundreds of MB (a foreach loading an answer per element, a value
+// of 200 copies of a 1 MB field). Each entry's data (jmespath.Size) and
+// each substitution's new text, lists and maps now count: the rule stops
+// with the memory budget's error, having allocated about the budget.
+func TestContextMemoryBudget(t *testing.T) {
+	mb := strings.Repeat("x", 1<<20)
+	megabytes := func(n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = mb
+		}
+		return out
+	}
+	loader := mapLoader{
+		cms: map[string]map[string]any{"tenant/big": {"data": map[string]any{"blob": mb}}},
+		api: map[string]any{
+			"/api/v1/namespaces/tenant/configmaps": map[string]any{"items": megabytes(8)},
+			"/api/v1/namespaces/tenant/secrets":    map[string]any{"items": megabytes(1)[:0]},
+		},
+	}
+	apiCall := func(name, path string) map[string]any {
+		return map[string]any{"name": name, "apiCall": map[string]any{"urlPath": path}}
+	}
+	configMap := func(name string) map[string]any {
+		return map[string]any{"name": name, "configMap": map[string]any{"name": "big", "namespace": "tenant"}}
+	}
+	value := func(name string, v any) map[string]any {
+		return map[string]any{"name": name, "variable": map[string]any{"value": v}}
+	}
+	copies := make([]any, 200)
+	for i := range copies {
+		copies[i] = "x{{ request.object.data.blob }}"
+	}
+	spent := func(budget int64) string {
+		return fmt.Sprintf("evaluation stopped: limit exceeded: memory budget of %d bytes spent: ", budget)
+	}
+	small := []engine.Option{engine.WithMemoryBudget(4 << 20)}
+	tests := map[string]struct {
+		rule     map[string]any
+		opts     []engine.Option
+		status   engine.Status
+		prefix   string
+		maxAlloc uint64
+	}{
+		"an apiCall answer of 8 MB": {
+			rule: denyLength(apiCall("v", "/api/v1/namespaces/tenant/configmaps")), opts: small,
+			status: engine.StatusError, prefix: spent(4 << 20),
+		},
+		"ten apiCall answers of 8 MB": {
+			rule: denyLength(
+				apiCall("a", "/api/v1/namespaces/tenant/configmaps"), apiCall("b", "/api/v1/namespaces/tenant/configmaps"),
+				apiCall("c", "/api/v1/namespaces/tenant/configmaps"), apiCall("d", "/api/v1/namespaces/tenant/configmaps"),
+				apiCall("e", "/api/v1/namespaces/tenant/configmaps"), apiCall("f", "/api/v1/namespaces/tenant/configmaps"),
+				apiCall("g", "/api/v1/namespaces/tenant/configmaps"), apiCall("h", "/api/v1/namespaces/tenant/configmaps"),
+				apiCall("i", "/api/v1/namespaces/tenant/configmaps"), apiCall("v", "/api/v1/namespaces/tenant/configmaps"),
+			),
+			status: engine.StatusError, prefix: spent(engine.DefaultMemoryBudget),
+		},
+		"five ConfigMaps of 1 MB": {
+			rule:   denyLength(configMap("a"), configMap("b"), configMap("c"), configMap("d"), configMap("v")),
+			opts:   small,
+			status: engine.StatusError, prefix: spent(4 << 20),
+		},
+		"an apiCall answer per foreach element": {
+			rule: map[string]any{"validate": map[string]any{"foreach": []any{map[string]any{
+				"list":    "request.object.data | keys(@)",
+				"context": []any{apiCall("v", "/api/v1/namespaces/tenant/configmaps")},
+				"deny": map[string]any{"conditions": map[string]any{
+					"any": []any{map[string]any{"key": "{{ length(v) }}", "operator": "Equals", "value": -1}},
+				}},
+			}}}},
+			status: engine.StatusError, prefix: spent(engine.DefaultMemoryBudget),
+		},
+		"a value of 200 copies of a 1 MB field": {
+			rule:   denyLength(value("v", copies)),
+			status: engine.StatusError, prefix: spent(engine.DefaultMemoryBudget), maxAlloc: 2 * engine.DefaultMemoryBudget,
+		},
+		"a value of one text of 200 copies of a 1 MB field": {
+			rule:   denyLength(value("v", strings.Repeat("{{ request.object.data.blob }}", 200))),
+			status: engine.StatusError, prefix: spent(engine.DefaultMemoryBudget), maxAlloc: 2 * engine.DefaultMemoryBudget,
+		},
+		"within the budget": {
+			rule:   denyLength(apiCall("a", "/api/v1/namespaces/tenant/secrets"), configMap("b"), value("v", copies[:10])),
+			status: engine.StatusPass,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			eng := newEngine(t, append([]engine.Option{engine.WithContextLoader(loader)}, tc.opts...)...)
+			set := &engine.Set{Policies: []*engine.Policy{compile(t, eng, tenantPolicy(t, tc.rule))}}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			keys := map[string]any{}
+			for i := range 40 {
+				keys[fmt.Sprintf("k%02d", i)] = "v"
+			}
+			req := &engine.Request{Operation: engine.OpCreate, Object: blobConfigMap(mb, keys)}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			resps, _ := eng.Apply(ctx, req, set)
+			runtime.ReadMemStats(&after)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("allocated %d MiB", alloc>>20)
+			if tc.maxAlloc > 0 && alloc > tc.maxAlloc {
+				t.Errorf("allocated %d MiB, want at most %d MiB", alloc>>20, tc.maxAlloc>>20)
+			}
+			if len(resps) != 1 || len(resps[0].Rules) != 1 {
+				t.Fatalf("responses: %+v", resps)
+			}
+			rr := resps[0].Rules[0]
+			if rr.Status != tc.status || !strings.HasPrefix(rr.Message, tc.prefix) {
+				t.Errorf("%s %.300q, want %s %q...", rr.Status, rr.Message, tc.status, tc.prefix)
+			}
+		})
 	}
 }

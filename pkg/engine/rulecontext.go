@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/jmespath"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
@@ -110,7 +111,11 @@ func (run *ruleRun) loadRuleContext() error {
 }
 
 // loadEntries evaluates context entries in order; an entry whose name the
-// caller already provided is not evaluated.
+// caller already provided is not evaluated. What an entry loads (an API
+// call's answer, a ConfigMap, an image's data) is charged to the rule's
+// memory budget as it arrives, and what its variable's value builds as
+// it is substituted; a global context entry's data, kept once for every
+// evaluation, counts only for what its JMESPath allocates.
 func (run *ruleRun) loadEntries(entries []policy.ContextEntry) error {
 	provided := run.provided
 	for i := range entries {
@@ -208,6 +213,9 @@ func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
+		if err := run.meter().chargeMemory("configMap "+en.Name, jmespath.Size(cm)); err != nil {
+			return nil, false, err
+		}
 		return cm, false, nil
 	case en.APICall != nil:
 		callAny, err := e.substitute(run.ctx, apiCallDoc(en.APICall), substStrict, op)
@@ -227,6 +235,9 @@ func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 			if en.APICall.Default != nil && !isRefusal(err) {
 				return en.APICall.Default, false, nil
 			}
+			return nil, false, err
+		}
+		if err := run.meter().chargeMemory("apiCall "+en.Name, jmespath.Size(res)); err != nil {
 			return nil, false, err
 		}
 		return run.applyJMESPath(res, call.JMESPath, en.APICall.Default)
@@ -249,6 +260,9 @@ func (run *ruleRun) loadEntry(en *policy.ContextEntry) (any, bool, error) {
 			return nil, true, nil
 		}
 		if err != nil {
+			return nil, false, err
+		}
+		if err := run.meter().chargeMemory("imageRegistry "+en.Name, jmespath.Size(res)); err != nil {
 			return nil, false, err
 		}
 		jp, err := e.substitute(run.ctx, en.ImageRegistry.JMESPath, substStrict, op)

@@ -50,7 +50,10 @@ func hasVariables(v any) bool {
 // substitute replaces every `{{ expr }}` in v (keys and values, at any
 // depth) with its value. A string that is only one variable becomes the
 // value itself; a variable inside text is written as text (JSON for
-// non-strings). `\{{` escapes a literal `{{`. v is not modified.
+// non-strings). `\{{` escapes a literal `{{`. v is not modified. What it
+// builds, the lists and maps holding variables and each text before it
+// is written, is charged to the rule's memory budget (c's meter): a
+// value of many copies of a large field stops the rule there.
 func (e *Engine) substitute(c *evalContext, v any, mode substMode, op string) (any, error) {
 	return e.substituteAt(c, v, mode, op, "")
 }
@@ -66,6 +69,9 @@ func (e *Engine) substituteAt(c *evalContext, v any, mode substMode, op, path st
 	case map[string]any:
 		if !hasVariables(t) {
 			return v, nil
+		}
+		if err := c.m.chargeMemory("substitution", int64(len(t))*jmespath.EntryBytes); err != nil {
+			return nil, err
 		}
 		out := make(map[string]any, len(t))
 		for k, val := range t {
@@ -87,6 +93,9 @@ func (e *Engine) substituteAt(c *evalContext, v any, mode substMode, op, path st
 	case []any:
 		if !hasVariables(t) {
 			return v, nil
+		}
+		if err := c.m.chargeMemory("substitution", int64(len(t))*jmespath.SlotBytes); err != nil {
+			return nil, err
 		}
 		out := make([]any, len(t))
 		for i, val := range t {
@@ -162,7 +171,11 @@ func (e *Engine) substituteString(c *evalContext, s string, mode substMode, op, 
 		if start == 0 && end+2 == len(s) {
 			return val, nil
 		}
-		s = s[:start] + toText(val) + s[end+2:]
+		text := toText(val)
+		if err := c.m.chargeMemory("substitution", int64(len(s)-(end+2-start)+len(text))); err != nil {
+			return nil, err
+		}
+		s = s[:start] + text + s[end+2:]
 	}
 	return strings.ReplaceAll(s, `\{{`, "{{"), nil
 }
@@ -256,18 +269,31 @@ func (t *template) eval(c *evalContext, mode substMode, path string) (any, error
 	if t.whole {
 		return t.query(c, &t.parts[0], mode, path)
 	}
-	var b strings.Builder
+	// The parts' texts first, each charged as it comes (a string value's
+	// is the value itself), then the whole text in one allocation of its
+	// size.
+	var buf [8]string
+	texts, n := buf[:0], 0
 	for i := range t.parts {
 		p := &t.parts[i]
-		if p.q == nil {
-			b.WriteString(p.lit)
-			continue
+		text := p.lit
+		if p.q != nil {
+			v, err := t.query(c, p, mode, path)
+			if err != nil {
+				return nil, err
+			}
+			text = toText(v)
+			if err := c.m.chargeMemory("substitution", int64(len(text))); err != nil {
+				return nil, err
+			}
 		}
-		v, err := t.query(c, p, mode, path)
-		if err != nil {
-			return nil, err
-		}
-		b.WriteString(toText(v))
+		texts = append(texts, text)
+		n += len(text)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, text := range texts {
+		b.WriteString(text)
 	}
 	return b.String(), nil
 }

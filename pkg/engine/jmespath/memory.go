@@ -46,6 +46,13 @@ func (b *Budget) Used() int64 { return b.used }
 // Limit is the budget's size.
 func (b *Budget) Limit() int64 { return b.limit }
 
+// Charge counts n bytes that what allocates (or brings into an
+// evaluation) outside a search, so that one budget bounds both: a
+// caller's context data, the text its substitutions build. It refuses
+// them, counting nothing, with an error wrapping ErrMemoryLimit when the
+// budget would be exceeded.
+func (b *Budget) Charge(what string, n int64) error { return b.charge(what, n) }
+
 // charge counts n bytes and refuses them, counting nothing, when the
 // budget would be exceeded.
 func (b *Budget) charge(name string, n int64) error {
@@ -139,6 +146,40 @@ func footprint(v any) int64 {
 		return int64(len(t)) * sliceSlot
 	case map[string]any:
 		return int64(len(t)) * mapEntry
+	}
+	return 0
+}
+
+// SlotBytes and EntryBytes are what Size counts for one element of a
+// list and one entry of an object, beyond what they hold: a caller
+// building lists and objects outside a search charges them so.
+const (
+	SlotBytes  = sliceSlot
+	EntryBytes = mapEntry
+)
+
+// Size estimates the memory v holds, in the budget's units, counting
+// every element below it: a string its bytes, each element of a list a
+// slot, each entry of an object an entry and its key's bytes. Data shared
+// between two places counts in both. It is for what an evaluation brings
+// in whole (an API call's answer, a ConfigMap), where footprint counts
+// only what a function adds on top of its arguments.
+func Size(v any) int64 {
+	switch t := v.(type) {
+	case string:
+		return int64(len(t))
+	case []any:
+		n := int64(len(t)) * sliceSlot
+		for _, e := range t {
+			n += Size(e)
+		}
+		return n
+	case map[string]any:
+		n := int64(len(t)) * mapEntry
+		for k, e := range t {
+			n += int64(len(k)) + Size(e)
+		}
+		return n
 	}
 	return 0
 }

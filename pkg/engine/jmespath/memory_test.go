@@ -109,3 +109,38 @@ func TestBudgetAcrossSearches(t *testing.T) {
 		t.Errorf("WithMemoryLimit(-1): error = %v, want ErrInvalidOption", err)
 	}
 }
+
+// TestSizeAndCharge: Size counts a document whole (strings, slots,
+// entries and keys); Charge counts data brought in from outside a
+// search against the same budget the searches charge, and refuses what
+// would exceed it, counting nothing.
+func TestSizeAndCharge(t *testing.T) {
+	sizes := map[string]struct {
+		v    any
+		want int64
+	}{
+		"string":  {"abc", 3},
+		"number":  {1.5, 0},
+		"list":    {[]any{"ab", 1.0, nil}, 3*SlotBytes + 2},
+		"object":  {map[string]any{"k": "vv", "list": []any{"x"}}, 2*EntryBytes + 1 + 2 + 4 + SlotBytes + 1},
+		"nothing": {nil, 0},
+	}
+	for name, tc := range sizes {
+		if got := Size(tc.v); got != tc.want {
+			t.Errorf("Size(%s) = %d, want %d", name, got, tc.want)
+		}
+	}
+	b, err := NewBudget(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Charge("answer", 60); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Charge("answer", 60); !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "answer would allocate 60 bytes, 40 of the budget of 100 are left") {
+		t.Errorf("second charge: error = %v, want ErrMemoryLimit with what and how much", err)
+	}
+	if got := b.Used(); got != 60 {
+		t.Errorf("Used = %d, want 60 (a refused charge counts nothing)", got)
+	}
+}
