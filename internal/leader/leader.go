@@ -115,7 +115,7 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, work func
 		if lock.held.Load() {
 			<-done
 			if ctx.Err() != nil {
-				release(lock, cfg.RenewDeadline, log)
+				release(ctx, lock, cfg.RenewDeadline, log)
 			}
 		}
 	}
@@ -125,8 +125,10 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, work func
 // release gives the Lease up, if this replica still holds it, as
 // client-go's ReleaseOnCancel does: a record with no holder that expires
 // in a second, so the next candidate takes it at its next retry.
-func release(lock *heldLock, timeout time.Duration, log zerolog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func release(ctx context.Context, lock *heldLock, timeout time.Duration, log zerolog.Logger) {
+	// ctx has ended (that is why the Lease goes): the release has its own
+	// bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	old, _, err := lock.Get(ctx)
 	if err != nil {

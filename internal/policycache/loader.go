@@ -192,7 +192,7 @@ func (l *Loader) readLimited(ctx context.Context, req *rest.Request, path string
 	if err != nil {
 		return nil, fmt.Errorf("apiCall %s: %w", path, err)
 	}
-	defer body.Close()
+	defer func() { _ = body.Close() }() // read only: nothing to lose
 	raw, err := io.ReadAll(io.LimitReader(body, int64(l.maxBytes)+1))
 	if err != nil {
 		return nil, fmt.Errorf("apiCall %s: %w", path, err)

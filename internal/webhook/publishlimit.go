@@ -121,12 +121,6 @@ func (l *callerLimiter) forgetIdle(now time.Time) {
 	}
 }
 
-// publishLimits are the metric and the limiters of what unverified callers
-// publish.
-type publishLimits struct {
-	refused *prometheus.CounterVec // by what: results, work
-}
-
 // Labels of verdict_webhook_unverified_publish_limited_total.
 const (
 	limitedResults = "results"

@@ -36,7 +36,7 @@ func sendSlowBody(t *testing.T, addr string, size int, sb *slowBody) {
 		t.Errorf("dial: %v", err)
 		return
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", PathValidate, size); err != nil {
 		t.Errorf("write headers: %v", err)
 		return

@@ -48,7 +48,7 @@ func TestE2ESlowBodyFlood(t *testing.T) {
 				t.Errorf("dial: %v", err)
 				return
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			fmt.Fprintf(conn, "POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 1<<20)
 			stop := make(chan struct{})
 			go func() {

@@ -52,7 +52,7 @@ func (m Message) natsMsg() (*nats.Msg, error) {
 func (m Message) Validate() error {
 	if !validSubject(m.Subject) {
 		if len(m.Subject) > MaxSubjectLen {
-			return fmt.Errorf("%w: %d bytes, more than %d: %q...", ErrInvalidSubject, len(m.Subject), MaxSubjectLen, m.Subject[:64])
+			return fmt.Errorf("%w: %d bytes, more than %d: %q (cut)", ErrInvalidSubject, len(m.Subject), MaxSubjectLen, m.Subject[:64])
 		}
 		return fmt.Errorf("%w: %q", ErrInvalidSubject, m.Subject)
 	}
@@ -134,7 +134,7 @@ func (c *Conn) PublishSync(ctx context.Context, m Message) (PubAck, error) {
 			// heal: an election answers within seconds, and a provision
 			// sent while it runs can take as long as the election
 			// itself.
-			c.reprovision(causeStreamMissing)
+			c.reprovision(ctx, causeStreamMissing)
 		}
 		wait := bo.NextBackOff()
 		dl, _ := ctx.Deadline()
@@ -773,7 +773,7 @@ func (p *AsyncPublisher) onReply(m *nats.Msg) {
 		// No responders: no stream takes the subject (yet), or JetStream
 		// is not answering. Tried again until the deadline, while the
 		// streams are provisioned again (rate-limited).
-		p.c.reprovision(causeStreamMissing)
+		p.c.reprovision(context.Background(), causeStreamMissing) // an acknowledgement's handler: no caller
 		p.failed(e, jetstream.ErrNoStreamResponse)
 		return
 	}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -143,7 +144,7 @@ func TestNoReprovisionWithoutProvision(t *testing.T) {
 	}
 	if _, err := c.JetStream().Stream(t.Context(), StreamWork); err == nil {
 		t.Error("a connection that never provisioned created VERDICT_WORK")
-	} else if err != jetstream.ErrStreamNotFound {
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("stream lookup: %v", err)
 	}
 	if n := reprovisions(t, reg, causeStreamMissing); n != 0 {

@@ -450,7 +450,7 @@ func (r *Runner) lookup(ctx context.Context) (jetstream.Consumer, error) {
 			r.log.Warn().Err(err).Msg("consumerMissing")
 			// Provision again what this Conn provisioned (rate-limited;
 			// nothing if it never did), and look again once that is done.
-			if healed := r.c.reprovision(causeConsumerMissing); healed != nil {
+			if healed := r.c.reprovision(ctx, causeConsumerMissing); healed != nil {
 				select {
 				case <-healed:
 				case <-ctx.Done():

@@ -520,8 +520,9 @@ func (r *reprovisioner) remember(o provisionOptions) {
 // cause, unless one is under way (its channel is returned), one started
 // less than ReprovisionInterval ago, or c never provisioned (nil). The
 // channel is closed when it ends; it runs on its own, bounded by
-// reprovisionTimeout, whatever happens to the caller.
-func (c *Conn) reprovision(cause string) <-chan struct{} {
+// reprovisionTimeout, whatever happens to the caller's ctx (whose values
+// it keeps, not its cancellation).
+func (c *Conn) reprovision(ctx context.Context, cause string) <-chan struct{} {
 	r := &c.heal
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -539,7 +540,7 @@ func (c *Conn) reprovision(cause string) <-chan struct{} {
 	o.consumers = slices.Clone(o.consumers)
 	go func() {
 		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), reprovisionTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reprovisionTimeout)
 		defer cancel()
 		err := c.provision(ctx, o)
 		result := "ok"

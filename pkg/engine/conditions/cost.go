@@ -65,7 +65,7 @@ func items(v any) sideCost {
 	case []any:
 		var s sideCost
 		for _, e := range t {
-			txt := int64(1)
+			var txt int64
 			if str, ok := e.(string); ok {
 				txt = int64(len(str))
 				s.slope += slope(str)
