@@ -3,7 +3,6 @@ GO        ?= go
 BIN       := bin
 GOFLAGS   ?=
 PKGS      := ./...
-LINT_VER  := v2.15.0
 
 .PHONY: all build services images test unit e2e topology controlplane helm chart-crds conformance bench fuzz lint fmt vet demo clean verify crds verify-crds
 
@@ -96,12 +95,14 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## lint: golangci-lint (installed into bin/ on first use)
-lint: $(BIN)/golangci-lint
-	$(BIN)/golangci-lint run $(PKGS)
+# golangci-lint, built from its Go module (hack/tools/golangci-lint) once,
+# cached in .cache.
+LINT_BIN = $$(./hack/golangci-lint.sh)
 
-$(BIN)/golangci-lint:
-	GOBIN=$(abspath $(BIN)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
+## lint: golangci-lint with .golangci.yaml (built from its pinned module into .cache on first use)
+lint:
+	./hack/golangci-lint.sh >/dev/null
+	$(LINT_BIN) run $(PKGS)
 
 ## crds: regenerate deploy/crds/{clusterpolicies,policies,policyexceptions}.yaml from pkg/engine/policy (hack/crdgen), and the chart's copy
 crds:
@@ -112,10 +113,11 @@ crds:
 verify-crds:
 	$(GO) run ./hack/crdgen --verify
 
-## verify: formatting, module tidiness and generated CRDs, as CI checks them
+## verify: formatting, module tidiness, generated CRDs and no large file that is not test data, as CI checks them
 verify: verify-crds
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 	$(GO) mod tidy -diff
+	./hack/large-files.sh
 
 ## demo: local control plane, embedded JetStream, webhook and reporter, sample policies and Pods, then the reports (DEMO_ONCE=1: once, then exit)
 demo: controlplane
