@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -455,7 +456,10 @@ func mutateRule(overlay map[string]any, foreach bool) map[string]any {
 // wildcard against a 500 KB value held a core for minutes. The anchors'
 // comparisons (pattern.ValueCost), their walk over list elements and
 // the metadata wildcards they expand are now charged to the request's
-// work budget; a short anchor patches as before.
+// work budget; a short anchor patches as before. The merge itself paired
+// the elements of every associative list of the resource by scanning
+// them: an ordinary patch on a Pod of 20,000 env entries ran past 15 s,
+// and now takes a fraction of a second.
 func TestBoundedMutateAnchors(t *testing.T) {
 	blob := strings.Repeat("x", 500_000)
 	questions := "*" + strings.Repeat("x?", 20_000) + "y*"
@@ -469,6 +473,15 @@ func TestBoundedMutateAnchors(t *testing.T) {
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": "p", "namespace": "tenant"},
 		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": blob}}},
+	}
+	env := make([]any, 20_000)
+	for i := range env {
+		env[i] = map[string]any{"name": fmt.Sprintf("E%d", i), "value": "v"}
+	}
+	envPod := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "p", "namespace": "tenant"},
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx", "env": env}}},
 	}
 	nested := blobConfigMap("small", nil)
 	nested["spec"] = map[string]any{"metadata": map[string]any{"annotations": map[string]any{blob: "v"}}}
@@ -498,6 +511,11 @@ func TestBoundedMutateAnchors(t *testing.T) {
 		"conditional anchor on list elements, short": {
 			rule:   mutateRule(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"(image)": "*x?x*", "imagePullPolicy": "Always"}}}}, false),
 			object: pod,
+			status: engine.StatusPass,
+		},
+		"a plain patch on a Pod of 20,000 env entries": {
+			rule:   mutateRule(withLabel(map[string]any{}), false),
+			object: envPod,
 			status: engine.StatusPass,
 		},
 		"metadata wildcard under an anchor": {

@@ -2,6 +2,7 @@ package patch
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -69,6 +70,9 @@ func (k nodeKind) String() string {
 // merger walks a destination (the resource) and an origin (the patch).
 type merger struct {
 	path []string
+	// b is charged with the pairing of list elements the index cannot
+	// pair (see mergeKeyed); nil charges nothing.
+	b *budget
 }
 
 // mergeValue merges origin into dest at the current path. keep is false
@@ -266,9 +270,19 @@ func (m *merger) mergeList(dest, origin slot, sch *listSchema) (any, bool, error
 }
 
 // mergeScalarSet merges lists of scalars (e.g. finalizers) as sets: patch
-// values first, then the resource's other values.
+// values first, then the resource's other values. Each value is paired
+// with the first of its text in either list, through an index.
 func (m *merger) mergeScalarSet(base, patch []any, elem *listSchema) (any, bool, error) {
 	out := make([]any, 0, len(base)+len(patch))
+	baseIndex, patchIndex := newFirstIndex(len(base)), newFirstIndex(len(patch))
+	for _, item := range base {
+		t, _ := scalarText(item)
+		baseIndex.add(t, item)
+	}
+	for _, item := range patch {
+		t, _ := scalarText(item)
+		patchIndex.add(t, item)
+	}
 	seen := make(map[string]bool)
 	for _, src := range [][]any{patch, base} {
 		for _, item := range src {
@@ -277,9 +291,7 @@ func (m *merger) mergeScalarSet(base, patch []any, elem *listSchema) (any, bool,
 				continue
 			}
 			seen[id] = true
-			b := findScalar(base, id)
-			p := findScalar(patch, id)
-			v, keep, err := m.mergeValue(b, p, elem)
+			v, keep, err := m.mergeValue(baseIndex.find(id), patchIndex.find(id), elem)
 			if err != nil {
 				return nil, false, err
 			}
@@ -291,10 +303,47 @@ func (m *merger) mergeScalarSet(base, patch []any, elem *listSchema) (any, bool,
 	return out, true, nil
 }
 
-func findScalar(list []any, id string) slot {
-	for _, item := range list {
-		if t, _ := scalarText(item); t == id {
-			return slot{item, true}
+// firstIndex finds the first element of a list with a given id: by a
+// scan while the list is short, through a map once it is not.
+type firstIndex struct {
+	ids   []string
+	items []any
+	byID  map[string]int
+}
+
+// indexScan is the length up to which a firstIndex scans.
+const indexScan = 8
+
+func newFirstIndex(n int) *firstIndex {
+	x := &firstIndex{ids: make([]string, 0, n), items: make([]any, 0, n)}
+	if n > indexScan {
+		x.byID = make(map[string]int, n)
+	}
+	return x
+}
+
+// add appends an element; the first with an id is the one found.
+func (x *firstIndex) add(id string, item any) {
+	if x.byID != nil {
+		if _, dup := x.byID[id]; !dup {
+			x.byID[id] = len(x.items)
+		}
+	}
+	x.ids = append(x.ids, id)
+	x.items = append(x.items, item)
+}
+
+// find returns the first element added with id, or no slot.
+func (x *firstIndex) find(id string) slot {
+	if x.byID != nil {
+		if i, ok := x.byID[id]; ok {
+			return slot{x.items[i], true}
+		}
+		return slot{}
+	}
+	for i, known := range x.ids {
+		if known == id {
+			return slot{x.items[i], true}
 		}
 	}
 	return slot{}
@@ -304,33 +353,55 @@ func findScalar(list []any, id string) slot {
 // first in patch order, then unnamed resource elements. Patch elements
 // without any key cannot be placed and are dropped; resource elements
 // without one are kept at the end.
+//
+// When every element naming itself carries all the keys, elements are
+// the same exactly when their key values are, and are paired through an
+// index (mergeComplete); otherwise two elements are the same when they
+// agree on the keys both carry, which pairs each with every other: that
+// work is charged to the merger's budget.
 func (m *merger) mergeKeyed(base, patch []any, keys []string, elem *listSchema) (any, bool, error) {
+	if out, ok, err := m.mergeComplete(base, patch, keys, elem); ok {
+		return out, true, err
+	}
+	return m.mergeJoined(base, patch, keys, elem)
+}
+
+// mergeJoined is mergeKeyed for any lists: each element is compared with
+// those before it, charged to the merger's budget.
+func (m *merger) mergeJoined(base, patch []any, keys []string, elem *listSchema) (any, bool, error) {
 	var ids []ident
-	add := func(id ident) {
+	add := func(id ident) bool {
+		if m.b.work(int64(len(ids)+1) * joinWork) {
+			return false
+		}
 		for i, known := range ids {
 			if merged, ok := known.join(id); ok {
 				ids[i] = merged
-				return
+				return true
 			}
 		}
 		ids = append(ids, id)
+		return true
 	}
 	var unkeyed []any
 	for _, item := range patch {
-		if id, ok := keyValues(item, keys); ok {
-			add(id)
+		if id, ok := keyValues(item, keys); ok && !add(id) {
+			return nil, false, m.b.err
 		}
 	}
 	for _, item := range base {
-		if id, ok := keyValues(item, keys); ok {
-			add(id)
-		} else {
+		if id, ok := keyValues(item, keys); !ok {
 			unkeyed = append(unkeyed, item)
+		} else if !add(id) {
+			return nil, false, m.b.err
 		}
 	}
 
 	out := make([]any, 0, len(ids)+len(unkeyed))
 	for _, id := range ids {
+		if m.b.work(int64(len(base)+len(patch)+1) * joinWork) {
+			return nil, false, m.b.err
+		}
 		b := findKeyed(base, keys, id)
 		p := findKeyed(patch, keys, id)
 		m.path = append(m.path, id.String())
@@ -354,6 +425,84 @@ func (m *merger) mergeKeyed(base, patch []any, keys []string, elem *listSchema) 
 		v, keep, err := m.mergeValue(slot{item, true}, slot{}, elem)
 		if err != nil {
 			return nil, false, err
+		}
+		if keep {
+			out = append(out, v)
+		}
+	}
+	return out, true, nil
+}
+
+// joinWork is the work, in the units of Meter (about a nanosecond each),
+// of comparing the merge keys of two elements: a few small allocations,
+// about 200 ns.
+const joinWork = 256
+
+// mergeComplete is mergeKeyed for lists whose elements each carry all
+// the keys or none: it pairs them through an index of their key values,
+// in time linear in the lists. ok is false, and nothing is merged, when
+// some element carries only some of the keys.
+func (m *merger) mergeComplete(base, patch []any, keys []string, elem *listSchema) (any, bool, error) {
+	baseIndex, patchIndex := newFirstIndex(len(base)), newFirstIndex(len(patch))
+	var order []string
+	var names []ident
+	known := make(map[string]bool, len(base)+len(patch))
+	var unkeyed []any
+	for _, src := range [...]struct {
+		list  []any
+		index *firstIndex
+		base  bool
+	}{{patch, patchIndex, false}, {base, baseIndex, true}} {
+		for _, item := range src.list {
+			id, found := keyValues(item, keys)
+			n := 0
+			for _, has := range id.has {
+				if has {
+					n++
+				}
+			}
+			switch {
+			case !found:
+				if src.base {
+					unkeyed = append(unkeyed, item)
+				}
+				continue
+			case n < len(keys):
+				return nil, false, nil
+			}
+			key := id.key()
+			src.index.add(key, item)
+			if !known[key] {
+				known[key] = true
+				order = append(order, key)
+				names = append(names, id)
+			}
+		}
+	}
+	out := make([]any, 0, len(order)+len(unkeyed))
+	for i, key := range order {
+		b, p := baseIndex.find(key), patchIndex.find(key)
+		m.path = append(m.path, names[i].String())
+		v, keep, err := m.mergeValue(b, p, elem)
+		m.path = m.path[:len(m.path)-1]
+		if err != nil {
+			return nil, true, err
+		}
+		if !keep {
+			continue
+		}
+		if vm, ok := v.(map[string]any); ok {
+			if len(vm) == 0 {
+				continue
+			}
+			setMissingKeys(vm, keys, b, p)
+		}
+		out = append(out, v)
+	}
+	for _, item := range unkeyed {
+		v, keep, err := m.mergeValue(slot{item, true}, slot{}, elem)
+		if err != nil {
+			return nil, true, err
 		}
 		if keep {
 			out = append(out, v)
@@ -400,6 +549,21 @@ func (id ident) join(other ident) (ident, bool) {
 		}
 	}
 	return out, common
+}
+
+// key is the tuple as one string, each value after its length, so that
+// two complete tuples are the same exactly when their keys are.
+func (id ident) key() string {
+	if len(id.vals) == 1 {
+		return id.vals[0]
+	}
+	var b strings.Builder
+	for _, v := range id.vals {
+		b.WriteString(strconv.Itoa(len(v)))
+		b.WriteByte(':')
+		b.WriteString(v)
+	}
+	return b.String()
 }
 
 // keyValues returns the merge key values of an element, as scalar text;

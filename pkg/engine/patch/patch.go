@@ -107,7 +107,7 @@ func StrategicMergeMetered(resource map[string]any, overlay any, meter Meter) (R
 		patchMap = map[string]any{}
 	}
 
-	m := &merger{}
+	m := &merger{b: b}
 	merged, keep, err := m.mergeValue(slot{resource, true}, slot{patchMap, true}, nil)
 	if err != nil {
 		return Result{}, err
