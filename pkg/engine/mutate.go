@@ -69,7 +69,9 @@ func (run *ruleRun) mutate(rr RuleResponse) RuleResponse {
 	return rr
 }
 
-// applyPatches substitutes variables in the patches and applies them.
+// applyPatches substitutes variables in the patches and applies them,
+// their work (the anchors, the merge, the JSON patch's encoding) charged
+// to the request's budget.
 func (run *ruleRun) applyPatches(obj map[string]any, smp any, jsonPatch string) (map[string]any, bool, string, error) {
 	op := run.req.Operation
 	changed := false
@@ -79,7 +81,6 @@ func (run *ruleRun) applyPatches(obj map[string]any, smp any, jsonPatch string) 
 		if err != nil {
 			return obj, false, "", err
 		}
-		// The overlay's anchors are charged to the request's budget.
 		res, err := patch.StrategicMergeMetered(obj, p, run.meter())
 		if err != nil {
 			return obj, false, "", err
@@ -95,7 +96,7 @@ func (run *ruleRun) applyPatches(obj map[string]any, smp any, jsonPatch string) 
 		if err != nil {
 			return obj, false, "", err
 		}
-		res, err := patch.JSON6902(obj, toText(p))
+		res, err := patch.JSON6902Metered(obj, toText(p), run.meter())
 		if err != nil {
 			return obj, false, "", err
 		}

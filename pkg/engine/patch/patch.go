@@ -81,10 +81,11 @@ func StrategicMerge(resource map[string]any, overlay any) (Result, error) {
 	return StrategicMergeMetered(resource, overlay, nil)
 }
 
-// StrategicMergeMetered is StrategicMerge with the work of checking the
-// overlay's conditional and global anchors against the resource charged
-// to m (nil for none; see Meter): once m refuses, it returns m's error,
-// wrapped, and no result.
+// StrategicMergeMetered is StrategicMerge with its work charged to m (nil
+// for none; see Meter): checking the overlay's conditional and global
+// anchors against the resource, and merging, each value of the resource
+// (nodeWork). Once m refuses, it returns m's error, wrapped, and no
+// result.
 func StrategicMergeMetered(resource map[string]any, overlay any, meter Meter) (Result, error) {
 	om, ok := overlay.(map[string]any)
 	if !ok {
@@ -112,6 +113,9 @@ func StrategicMergeMetered(resource map[string]any, overlay any, meter Meter) (R
 	if err != nil {
 		return Result{}, err
 	}
+	if b.flush() {
+		return Result{}, b.err
+	}
 	out, _ := merged.(map[string]any)
 	if !keep || out == nil {
 		return Result{}, fmt.Errorf("%w: the overlay deletes the whole resource", ErrApply)
@@ -125,6 +129,19 @@ func StrategicMergeMetered(resource map[string]any, overlay any, meter Meter) (R
 // that does not exist; other missing paths and failed "test" operations
 // are errors (ErrApply).
 func JSON6902(resource map[string]any, patch string) (Result, error) {
+	return JSON6902Metered(resource, patch, nil)
+}
+
+// jsonByteWork is the work, in the units of Meter, of one byte of the
+// resource's JSON in JSON6902: encoding it, applying the operations to it
+// and decoding the result take about 200 ns a byte (33 ms for a Pod of
+// 5,000 containers, 164 KB).
+const jsonByteWork = 256
+
+// JSON6902Metered is JSON6902 with its work charged to m (nil for none;
+// see Meter), by the size of the resource's JSON before the operations
+// are applied: once m refuses, it returns m's error and no result.
+func JSON6902Metered(resource map[string]any, patch string, meter Meter) (Result, error) {
 	raw := []byte(patch)
 	if strings.TrimSpace(patch) == "" {
 		return Result{}, fmt.Errorf("%w: empty JSON patch", ErrInvalidPatch)
@@ -143,6 +160,11 @@ func JSON6902(resource map[string]any, patch string) (Result, error) {
 	doc, err := json.Marshal(resource)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: encode resource: %w", ErrApply, err)
+	}
+	if meter != nil {
+		if err := meter.ChargeWork(int64(len(doc)) * jsonByteWork); err != nil {
+			return Result{}, err
+		}
 	}
 	opts := jsonpatch.NewApplyOptions()
 	opts.SupportNegativeIndices = true
