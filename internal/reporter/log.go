@@ -27,6 +27,7 @@ const (
 	logKeyKind       = "kind"
 	logKeyName       = "name"
 	logKeyUnverified = "unverified"
+	logKeyUnreadable = "unreadable"
 	logKeyPartial    = "partial"
 	logKeyPolicy     = "policy"
 )

@@ -29,6 +29,7 @@ type Metrics struct {
 	pendingBytes    prometheus.Gauge
 	pendingDropped  *prometheus.CounterVec
 	pendingRechecks prometheus.Gauge
+	unreadable      prometheus.Counter
 	recovered       prometheus.Counter
 	absent          prometheus.Gauge
 }
@@ -96,11 +97,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Pending results beyond the pending set that this replica remembers for a recheck (their messages acknowledged, still in the stream); bounded per replica (16384 by default)."}),
 		recovered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_recovered_total",
 			Help: "Pending results remembered for a recheck (beyond the pending set) that a recheck verified: their reports were written from the stream."}),
+		unreadable: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_unreadable_total",
+			Help: "Results whose resource's kind the reporter may not read (RBAC: the chart's reporter.rbac.readRules, reporter.rbac.readSecrets), so it can neither confirm nor refuse them: acknowledged and left in VERDICT_RESULTS, out of every report (a fold with one is partial) until the right is granted; by the projector per message, by a rebuild per result."}),
 		absent: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "checker_absent_cached",
 			Help: "References the checker remembers as not found (for a second), so that results naming a missing uid cost one API call a second at most."}),
 	}
 	for _, c := range []prometheus.Collector{m.consumed, m.undecodable, m.unverified, m.reports, m.conflicts, m.lag, m.flushSize, m.writeTime, m.copies, m.copyFailures,
-		m.pending, m.pendingBytes, m.pendingDropped, m.pendingRechecks, m.recovered, m.absent} {
+		m.pending, m.pendingBytes, m.pendingDropped, m.pendingRechecks, m.recovered, m.unreadable, m.absent} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -359,6 +359,10 @@ func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 	}
 	st, err := p.o.check.Check(ctx, ev.Resource, msg.Published)
 	switch {
+	case errors.Is(err, verify.ErrForbidden):
+		p.release(msg.Sequence)
+		p.unreadable(msg.Subject, msg.Sequence, ev, err)
+		return queue.Done()
 	case err != nil:
 		p.release(msg.Sequence)
 		return queue.Retry().Because(err)
@@ -464,6 +468,18 @@ func (p *Projector) gaugePending() {
 	p.m.pendingRechecks.Set(float64(r))
 	_, absent := p.o.check.Stats()
 	p.m.absent.Set(float64(absent))
+}
+
+// unreadable counts a result whose resource's kind the reporter may not
+// read (verify.ErrForbidden): it is neither confirmed nor refused, so it
+// is left in the stream and out of every report, and said so. Retrying
+// would not help until the right is granted (then a replay, or the
+// resource's next result, folds it).
+func (p *Projector) unreadable(subject string, seq uint64, ev events.ResultEvent, err error) {
+	p.m.unreadable.Inc()
+	p.log.Warn().Err(err).Str(logKeySubject, subject).Uint64(logKeySequence, seq).
+		Str(logKeyKind, ev.Resource.APIVersion+"/"+ev.Resource.Kind).Str(logKeyNamespace, ev.Resource.Namespace).
+		Str(logKeyName, ev.Resource.Name).Msg("resultKindUnreadable")
 }
 
 // reject drops a message the checker refused (dropRejected).

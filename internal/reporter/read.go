@@ -2,6 +2,7 @@ package reporter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,6 +96,10 @@ type Checked struct {
 	// found yet (within the checker's grace): a fold of the verified ones
 	// is partial until it is decided, in Wait at the latest.
 	Wait time.Duration
+	// Unreadable are the results whose resource's kind the checker may
+	// not read (verify.ErrForbidden): undecided, so a fold of the
+	// verified ones is partial too, and nothing is purged for them.
+	Unreadable []Result
 	// rejected are the results the checker refused (forged, or of an
 	// object that is gone), with why.
 	rejected []rejection
@@ -105,15 +110,25 @@ type rejection struct {
 	status verify.Status
 }
 
+// Undecided reports whether some result is neither verified nor rejected
+// (pending, or of a kind the checker may not read): a fold of the
+// verified ones is partial.
+func (c Checked) Undecided() bool { return c.Wait > 0 || len(c.Unreadable) > 0 }
+
 // CheckResults checks every result against the API server (the checker
 // remembers objects it found, so this costs about one lookup per
 // resource, whatever the number of results). Every reader folds or
 // compares only the verified ones: the projector, Rebuild and the
-// background scanner.
+// background scanner. A result of a kind the checker may not read is
+// Unreadable, not an error.
 func CheckResults(ctx context.Context, check *verify.Checker, results []Result) (Checked, error) {
 	var out Checked
 	for _, r := range results {
 		st, err := check.Check(ctx, r.Event.Resource, r.Stored)
+		if errors.Is(err, verify.ErrForbidden) {
+			out.Unreadable = append(out.Unreadable, r)
+			continue
+		}
 		if err != nil {
 			return Checked{}, err
 		}
@@ -139,7 +154,9 @@ type Current struct {
 	// verified results has no entry.
 	Verified map[string][]Result
 	// Pending are the resources with a result still waiting for its
-	// object (their folds are partial), and how long until it is decided.
+	// object, or of a kind the checker may not read (their folds are
+	// partial), and how long until it is decided (0: not until the
+	// checker may read the kind).
 	Pending map[string]time.Duration
 }
 
@@ -177,7 +194,7 @@ func ReadResults(ctx context.Context, conn *queue.Conn, m *Metrics, check *verif
 		if err != nil {
 			return Current{}, fmt.Errorf("check the results of %s: %w", uid, err)
 		}
-		if c.Wait > 0 {
+		if c.Undecided() {
 			cur.Pending[uid] = c.Wait
 		}
 		if len(c.Verified) > 0 {

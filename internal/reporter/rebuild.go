@@ -41,7 +41,11 @@ type RebuildStats struct {
 	Copies      int // verified copies read besides (queue.VerifiedCopySubject)
 	Undecodable int // of those, left out because they could not be decoded
 	Unverified  int // of those, left out because the checker rejected them
-	Resources   int // resources with results: reports folded
+	// Unreadable are the results left out because the checker may not
+	// read their resource's kind (verify.ErrForbidden): undecided, their
+	// folds are partial.
+	Unreadable int
+	Resources  int // resources with results: reports folded
 	// Partial are the resources folded without a result that names an
 	// object not found yet (within the checker's grace): their reports
 	// replace only older ones (the projector completes them).
@@ -188,13 +192,15 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 		}
 		mu.Lock()
 		st.Unverified += len(c.rejected)
-		if c.Wait > 0 {
+		st.Unreadable += len(c.Unreadable)
+		if c.Undecided() {
 			st.Partial++
 		}
 		mu.Unlock()
 		for _, r := range c.rejected {
 			w.m.unverified.WithLabelValues(string(r.status)).Inc()
 		}
+		w.m.unreadable.Add(float64(len(c.Unreadable)))
 		// Without verified results the fold names only the uid: the
 		// writer finds the report wherever it is, not where a rejected
 		// result says.
@@ -203,7 +209,7 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 			count("", err)
 			return
 		}
-		rep.Partial = c.Wait > 0
+		rep.Partial = c.Undecided()
 		out, err := w.Write(ctx, rep, Refolder(conn, w.m, o.check, uid, rep.Resource))
 		if err != nil {
 			log.Warn().Err(err).Str(logKeyUID, uid).Msg("rebuildWriteFailed")
@@ -225,7 +231,7 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 	st.Elapsed = time.Since(start)
 	report(PhaseDone, st.Resources, st.Resources)
 	log.Info().Int(logKeyResources, st.Resources).Int(logKeyFailed, st.Failed).Int(logKeyPruned, st.Pruned).
-		Int(logKeyUnverified, st.Unverified).Int(logKeyPartial, st.Partial).Dur(logKeyElapsed, st.Elapsed).Msg("rebuildDone")
+		Int(logKeyUnverified, st.Unverified).Int(logKeyUnreadable, st.Unreadable).Int(logKeyPartial, st.Partial).Dur(logKeyElapsed, st.Elapsed).Msg("rebuildDone")
 	if st.Failed > 0 {
 		return st, fmt.Errorf("%d of %d reports could not be written; the first: %w", st.Failed, st.Resources, firstErr)
 	}

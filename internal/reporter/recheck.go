@@ -94,6 +94,9 @@ func (p *Projector) recheck(ctx context.Context, r recheck) {
 	}
 	st, err := p.o.check.Check(ctx, ev.Resource, msg.Published)
 	switch {
+	case errors.Is(err, verify.ErrForbidden):
+		p.unreadable(msg.Subject, msg.Sequence, ev, err)
+		return
 	case err != nil:
 		p.recheckFailed(r, err)
 		return

@@ -24,7 +24,9 @@
 // is Future (a result from the future is forged); a reference that cannot
 // name an object is Invalid. The caller drops a rejected message (see
 // Status.Rejected) and counts the status; it asks again later about a
-// Pending one (RetryIn says when).
+// Pending one (RetryIn says when). A kind the checker may not read is
+// an error wrapping ErrForbidden: undecided until the right is granted,
+// remembered per kind as long as a missing object.
 //
 // The reporter checks every result before it changes a report; the
 // generator checks a work item's trigger before it creates anything.
@@ -49,6 +51,13 @@ import (
 
 // ErrInvalidOption is wrapped by the errors of bad options.
 var ErrInvalidOption = errors.New("verify: invalid option")
+
+// ErrForbidden is wrapped by Check's error when the checker may not read
+// the reference's kind (its RBAC grants no get): the reference can be
+// neither confirmed nor refused until the right is granted, so asking
+// again soon is pointless. The error also wraps the API server's answer
+// (apierrors.IsForbidden).
+var ErrForbidden = errors.New("verify: may not read the kind")
 
 // Status is a Checker's answer about one reference.
 type Status string
@@ -165,6 +174,14 @@ type Checker struct {
 	absent    map[string]time.Time // by lookup key: when it was not found
 	inflight  map[string]*flight   // lookups under way, by uid and identity
 	lastReset time.Time
+	// forbidden are the resources the checker may not get, and when a
+	// GET said so (remembered as long as absent entries).
+	forbidden map[schema.GroupResource]forbiddenEntry
+}
+
+type forbiddenEntry struct {
+	at  time.Time
+	err error
 }
 
 // entry is an object seen to exist.
@@ -202,7 +219,8 @@ func New(client metadata.Interface, mapper meta.ResettableRESTMapper, opts ...Op
 			return nil, err
 		}
 	}
-	return &Checker{client: client, mapper: mapper, o: o, known: map[string]entry{}, absent: map[string]time.Time{}, inflight: map[string]*flight{}}, nil
+	return &Checker{client: client, mapper: mapper, o: o, known: map[string]entry{}, absent: map[string]time.Time{}, inflight: map[string]*flight{},
+		forbidden: map[schema.GroupResource]forbiddenEntry{}}, nil
 }
 
 // Grace is the grace period of objects not found.
@@ -212,7 +230,8 @@ func (c *Checker) Grace() time.Duration { return c.o.grace }
 // ref's resourceVersion or a later one. stored is when the message making
 // the claim was stored (the stream's time): an object not found is Pending
 // until stored is older than the grace period. An error means the API
-// server could not answer (unreachable, forbidden): ask again later.
+// server could not answer (unreachable): ask again later; one wrapping
+// ErrForbidden means the checker may not read the kind.
 func (c *Checker) Check(ctx context.Context, ref events.ResourceRef, stored time.Time) (Status, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.UID == "" || ref.APIVersion == "" || ref.Kind == "" || ref.Name == "" {
@@ -352,7 +371,15 @@ func (c *Checker) lookup(ctx context.Context, ref events.ResourceRef, gv schema.
 		return nil, true, nil
 	}
 	key := ref.UID + "\x00" + id.group + "\x00" + id.kind + "\x00" + id.namespace + "\x00" + id.name
+	gr := mapping.Resource.GroupResource()
 	c.mu.Lock()
+	if fe, ok := c.forbidden[gr]; ok {
+		if c.o.now().Sub(fe.at) < c.o.absentTTL {
+			c.mu.Unlock()
+			return nil, false, fe.err // refused a moment ago
+		}
+		delete(c.forbidden, gr)
+	}
 	if at, ok := c.absent[key]; ok {
 		if c.o.now().Sub(at) < c.o.absentTTL {
 			c.mu.Unlock()
@@ -381,6 +408,8 @@ func (c *Checker) lookup(ctx context.Context, ref events.ResourceRef, gv schema.
 	}
 	switch {
 	case apierrors.IsNotFound(err):
+	case apierrors.IsForbidden(err):
+		f.err = fmt.Errorf("%w: read %s %s: %w", ErrForbidden, ref.Kind, path(ref), err)
 	case err != nil:
 		f.err = fmt.Errorf("read %s %s: %w", ref.Kind, path(ref), err)
 	case string(obj.GetUID()) != ref.UID:
@@ -394,6 +423,8 @@ func (c *Checker) lookup(ctx context.Context, ref events.ResourceRef, gv schema.
 		c.remember(ref.UID, id, f.rv)
 	case f.err == nil && !f.other:
 		c.rememberAbsent(key)
+	case errors.Is(f.err, ErrForbidden):
+		c.forbidden[gr] = forbiddenEntry{at: c.o.now(), err: f.err}
 	}
 	delete(c.inflight, key)
 	c.mu.Unlock()

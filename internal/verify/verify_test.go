@@ -3,11 +3,13 @@ package verify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -248,6 +250,38 @@ func TestCheckAPIError(t *testing.T) {
 	w.client.PrependReactor("get", "*", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, boom })
 	if st, err := w.check.Check(context.Background(), cm("app", "cm-1", ""), w.clock.Now()); !errors.Is(err, boom) || st != "" {
 		t.Errorf("Check = %q, %v; want the API error", st, err)
+	}
+}
+
+// A kind the checker may not read is ErrForbidden, which a caller tells
+// apart from an API server that cannot answer (it will not be able to
+// later either, until the right is granted): the result is undecided,
+// neither retried nor rejected. The answer is remembered per kind as a
+// missing object is, so a flood of results naming it costs one GET a
+// second.
+func TestCheckForbidden(t *testing.T) {
+	w := newWorld(t)
+	denied := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "app", errors.New("RBAC: no"))
+	w.client.PrependReactor("get", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, denied })
+	for i := range 3 {
+		st, err := w.check.Check(context.Background(), cm("app", fmt.Sprintf("cm-%d", i), ""), w.clock.Now())
+		if !errors.Is(err, ErrForbidden) || !apierrors.IsForbidden(err) || st != "" {
+			t.Fatalf("Check = %q, %v; want ErrForbidden wrapping the API's answer", st, err)
+		}
+	}
+	if n := w.gets(); n != 1 {
+		t.Errorf("%d GETs for three results of a kind it may not read, want 1", n)
+	}
+	w.clock.Add(2 * time.Second)
+	if _, err := w.check.Check(context.Background(), cm("app", "cm-1", ""), w.clock.Now()); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("a second later: %v", err)
+	}
+	if n := w.gets(); n != 2 {
+		t.Errorf("%d GETs after a second, want 2", n)
+	}
+	// Another kind is read as before.
+	if st, err := w.check.Check(context.Background(), events.ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team", UID: "ns-1"}, w.clock.Now()); err != nil || st != Verified {
+		t.Errorf("Namespace: %q, %v", st, err)
 	}
 }
 

@@ -21,7 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -91,6 +93,7 @@ type Env struct {
 	Conn *queue.Conn
 	// Check is shared by the test's projectors, scanners and rebuilds.
 	Check *verify.Checker
+	rc    *rest.Config
 }
 
 // NewEnv makes the test's Env; the test is skipped without a control plane
@@ -103,7 +106,7 @@ func NewEnv(t *testing.T) *Env {
 	rc := shared.RESTConfig()
 	rc.QPS, rc.Burst = 2000, 4000
 	rc.WarningHandler = rest.NoWarnings{}
-	e := &Env{T: t, Kube: kubernetes.NewForConfigOrDie(rc), Dyn: dynamic.NewForConfigOrDie(rc), Meta: metadata.NewForConfigOrDie(rc)}
+	e := &Env{T: t, Kube: kubernetes.NewForConfigOrDie(rc), Dyn: dynamic.NewForConfigOrDie(rc), Meta: metadata.NewForConfigOrDie(rc), rc: rc}
 	e.Check = e.Checker()
 	ctx := t.Context()
 	var err error
@@ -123,12 +126,66 @@ func NewEnv(t *testing.T) *Env {
 // like).
 func (e *Env) Checker(opts ...verify.Option) *verify.Checker {
 	e.T.Helper()
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Kube.Discovery()))
-	c, err := verify.New(e.Meta, mapper, opts...)
+	return e.CheckerAs(e.rc, opts...)
+}
+
+// CheckerAs is a checker reading with the identity of rc (As).
+func (e *Env) CheckerAs(rc *rest.Config, opts ...verify.Option) *verify.Checker {
+	e.T.Helper()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kubernetes.NewForConfigOrDie(rc).Discovery()))
+	c, err := verify.New(metadata.NewForConfigOrDie(rc), mapper, opts...)
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	return c
+}
+
+// As returns the client config of a user of its own, bound to a
+// ClusterRole of rules and nothing else (discovery aside, which every
+// authenticated user has): a reporter whose RBAC is narrower than the
+// test's. The role and its binding are removed at the end of the test.
+func (e *Env) As(rules ...rbacv1.PolicyRule) *rest.Config {
+	e.T.Helper()
+	ctx := e.T.Context()
+	role, err := e.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{GenerateName: "reportertest-"}, Rules: rules}, metav1.CreateOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	user := "reportertest:" + role.Name
+	binding, err := e.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		_ = e.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
+		_ = e.Kube.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
+	groups := []string{"system:authenticated"}
+	if len(rules) > 0 && len(rules[0].APIGroups) > 0 && len(rules[0].Resources) > 0 && len(rules[0].Verbs) > 0 {
+		// The authorizer learns of the binding through a watch: wait.
+		r := rules[0]
+		Eventually(e.T, 10*time.Second, "the test's ClusterRoleBinding in force", func() error {
+			sar, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]},
+			}}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if !sar.Status.Allowed {
+				return ErrNotYet
+			}
+			return nil
+		})
+	}
+	rc := rest.CopyConfig(e.rc)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	return rc
 }
 
 // Connect opens another connection to the test's JetStream, closed at the
