@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 
 	"github.com/verdict-dev/verdict/internal/events"
@@ -33,6 +34,13 @@ type scanReplica struct {
 
 func startScanner(e *reportertest.Env, opts ...scanner.Option) *scanReplica {
 	e.T.Helper()
+	return startScannerWith(e, e.Dyn, opts...)
+}
+
+// startScannerWith is startScanner listing and reading with dyn (a
+// narrower identity: reportertest.Env.As).
+func startScannerWith(e *reportertest.Env, dyn dynamic.Interface, opts ...scanner.Option) *scanReplica {
+	e.T.Helper()
 	eng, err := engine.New()
 	if err != nil {
 		e.T.Fatal(err)
@@ -52,7 +60,7 @@ func startScanner(e *reportertest.Env, opts ...scanner.Option) *scanReplica {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	s, err := scanner.New(e.Connect(), eng, e.Dyn, e.Kube.Discovery(), pc, w,
+	s, err := scanner.New(e.Connect(), eng, dyn, e.Kube.Discovery(), pc, w,
 		append([]scanner.Option{scanner.WithReportWatch(metadata.NewForConfigOrDie(reportertest.ControlPlane().RESTConfig())), scanner.WithChecker(e.Check), scanner.WithRegisterer(reg), scanner.WithLogger(zerolog.Nop())}, opts...)...)
 	if err != nil {
 		e.T.Fatal(err)

@@ -19,4 +19,5 @@ const (
 	logKeyResults   = "results"
 	logKeyPruned    = "pruned"
 	logKeyExamined  = "examined"
+	logKeyKind      = "kind"
 )

@@ -6,6 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// skippedForbidden is the reason of verdict_scanner_skipped_total for a
+// kind the reporter may not list.
+const skippedForbidden = "forbidden"
+
 // metrics are the scanner's collectors (verdict_scanner_*).
 type metrics struct {
 	items       *prometheus.CounterVec
@@ -36,12 +40,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		purged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_purged_total",
 			Help: "Results purged from VERDICT_RESULTS because their resource no longer exists."}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "skipped_total",
-			Help: "Policy scans or kinds left out, by reason (background off, kind wildcard)."}, []string{"reason"}),
+			Help: "Policy scans or kinds left out, by reason: background off, kind wildcard, forbidden (a kind the policy names that the reporter may not list: grant it in the chart's reporter.rbac.readRules, Secrets with reporter.rbac.readSecrets)."}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.items, m.duration, m.published, m.unpublished, m.evaluated, m.results, m.purged, m.skipped} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register scanner metrics: %w", err)
 		}
 	}
+	m.skipped.WithLabelValues(skippedForbidden)
 	return m, nil
 }

@@ -2,6 +2,7 @@ package scanner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,7 +19,13 @@ import (
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
-// scanPolicy evaluates one policy on every resource it selects.
+// errKindForbidden is wrapped by list's error when the reporter may not
+// list the kind.
+var errKindForbidden = errors.New("the reporter may not list the kind")
+
+// scanPolicy evaluates one policy on every resource it selects. A kind
+// the reporter may not list is skipped and said so (scanKindForbidden,
+// verdict_scanner_skipped_total{reason="forbidden"}).
 func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item events.ScanItem) queue.Outcome {
 	p, set, out, ok := s.lookup(ctx, m, item.Policy)
 	if !ok {
@@ -44,7 +51,16 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item events.Scan
 	sc := &scan{s: s, p: p, set: set, ref: events.PolicyRefOf(p), existing: existing, seen: map[string]struct{}{},
 		listed: map[schema.GroupKind]bool{}, nsLabels: map[string]map[string]string{}, now: s.o.now().UTC(), msg: m}
 	for _, k := range kinds {
-		if err := sc.list(ctx, k); err != nil {
+		err := sc.list(ctx, k)
+		switch {
+		case errors.Is(err, errKindForbidden):
+			// The reporter may not list the kind (the chart grants no
+			// Secrets unless reporter.rbac.readSecrets): retrying will
+			// not help, and the other kinds are still scanned. Its stored
+			// results are left as they are (sweep: undecided).
+			s.m.skipped.WithLabelValues(skippedForbidden).Inc()
+			log.Warn().Err(err).Str(logKeyKind, k.GVR.String()).Msg("scanKindForbidden")
+		case err != nil:
 			return s.retry(ctx, "scanListFailed", err)
 		}
 	}
@@ -127,10 +143,12 @@ func (sc *scan) list(ctx context.Context, k kube.Kind) error {
 	opts := metav1.ListOptions{Limit: sc.s.o.pageSize}
 	for {
 		page, err := client.List(ctx, opts)
-		if err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
-				return nil // no longer served
-			}
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+			return nil // no longer served
+		case apierrors.IsForbidden(err):
+			return fmt.Errorf("%w: list %s: %w", errKindForbidden, k.GVR, err)
+		case err != nil:
 			return fmt.Errorf("list %s: %w", k.GVR, err)
 		}
 		for i := range page.Items {
@@ -233,8 +251,8 @@ func (sc *scan) sweep(ctx context.Context) error {
 		switch {
 		case err != nil:
 			return err
-		case c.Wait > 0:
-			continue // a result waits for its object: the projector's business
+		case c.Undecided():
+			continue // a result waits for its object (the projector's business), or its kind may not be read
 		case len(c.Verified) == 0:
 			// None of them names an existing object: the resource is
 			// gone, or the results were forged. If its kind was listed
@@ -300,7 +318,7 @@ func (sc *scan) purgeIfGone(ctx context.Context, uid string) error {
 	if err != nil {
 		return err
 	}
-	if len(cur.Verified[uid]) > 0 || cur.Pending[uid] > 0 {
+	if _, undecided := cur.Pending[uid]; undecided || len(cur.Verified[uid]) > 0 {
 		return nil
 	}
 	// The report, if any, is found by its name (the uid), not where the
