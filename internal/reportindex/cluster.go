@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -51,6 +52,19 @@ type Cluster struct {
 type kindWatch struct {
 	inf    cache.SharedIndexInformer
 	synced chan struct{}
+	// refused is closed, with err set, when the API server refuses the
+	// watch's list (RBAC): the kind cannot be checked until the right is
+	// granted (the informer keeps trying, and synced closes then).
+	refused chan struct{}
+	once    sync.Once
+	err     error
+}
+
+func (kw *kindWatch) refuse(err error) {
+	kw.once.Do(func() {
+		kw.err = err
+		close(kw.refused)
+	})
 }
 
 // ClusterOption configures a Cluster.
@@ -95,7 +109,8 @@ func (c *Cluster) signalSeen() {
 
 // Check says whether ref names an object the API server has, with its
 // uid, at its resourceVersion or later. An error means the kind's watch
-// could not be started or synced in time (ctx): ask again.
+// could not be started or synced in time (ctx): ask again; one wrapping
+// verify.ErrForbidden, that the API server refuses the watch (RBAC).
 func (c *Cluster) Check(ctx context.Context, ref events.ResourceRef, stored time.Time) (verify.Status, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.UID == "" || ref.APIVersion == "" || ref.Kind == "" || ref.Name == "" {
@@ -162,6 +177,13 @@ func (c *Cluster) watch(ctx context.Context, gvr schema.GroupVersionResource) (*
 	select {
 	case <-kw.synced:
 		return kw, nil
+	default:
+	}
+	select {
+	case <-kw.synced:
+		return kw, nil
+	case <-kw.refused:
+		return nil, fmt.Errorf("%w: watch of %s: %w", verify.ErrForbidden, gvr, kw.err)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("watch of %s not synced: %w", gvr, ctx.Err())
 	case <-c.ctx.Done():
@@ -194,7 +216,13 @@ func (c *Cluster) start(gvr schema.GroupVersionResource) *kindWatch {
 			}
 		}})
 	}
-	kw := &kindWatch{inf: inf, synced: make(chan struct{})}
+	kw := &kindWatch{inf: inf, synced: make(chan struct{}), refused: make(chan struct{})}
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			kw.refuse(err)
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
 	go inf.Run(c.ctx.Done())
 	go func() {
 		if cache.WaitForCacheSync(c.ctx.Done(), inf.HasSynced) {

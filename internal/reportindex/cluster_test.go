@@ -8,8 +8,11 @@ import (
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/events"
@@ -170,5 +173,47 @@ func TestFeedRechecksWhenSeen(t *testing.T) {
 	}
 	if st := f.Stats(); st.Pending != 0 || st.Applied != 2 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestFeedClusterOfAKindItMayNotRead: in the serving mode, a result of a
+// kind the reporter may not watch (Secrets, unless the chart's
+// reporter.rbac.readSecrets) is left out and counted (Unreadable) at once,
+// and the feed goes on: it becomes ready and serves the report of a Pod
+// published after it. Before, the check waited for a watch that never
+// synced, and the feed stopped there for good (never ready).
+func TestFeedClusterOfAKindItMayNotRead(t *testing.T) {
+	e := reportertest.NewEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ns := e.Namespace("cluster-unreadable-")
+	secret, err := e.Kube.CoreV1().Secrets(ns.Name).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := e.CreateConfigMaps(ns.Name, 1)
+	e.Publish(
+		reportertest.Evaluation{Ref: reportertest.RefOf("v1", "Secret", secret), Policy: "p", Version: "1", Request: "s", Rules: reportertest.Rules(engine.StatusFail)}.Event(),
+		reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cms[0]), Policy: "p", Version: "1", Request: "c", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event(),
+	)
+	rc := e.As(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kubernetes.NewForConfigOrDie(rc).Discovery()))
+	x := reportindex.New()
+	check := reportindex.NewCluster(ctx, metadata.NewForConfigOrDie(rc), mapper, reportindex.WithClusterGrace(2*time.Second))
+	f := reportindex.NewFeed(x, e.Connect(), check, zerolog.Nop())
+	go func() { _ = f.Run(ctx) }()
+	select {
+	case <-f.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not ready: %+v", f.Stats())
+	}
+	if st := f.Stats(); st.Applied != 1 || st.Unreadable != 1 || st.Rejected != 0 || st.Pending != 0 {
+		t.Fatalf("stats %+v; want the ConfigMap's result applied, the Secret's unreadable", st)
+	}
+	if _, ok := x.Report(string(secret.UID)); ok {
+		t.Error("a report for the Secret")
+	}
+	if _, ok := x.Report(string(cms[0].UID)); !ok {
+		t.Error("no report for the ConfigMap")
 	}
 }

@@ -40,7 +40,10 @@ type FeedStats struct {
 	Applied     uint64 // results folded in (changing a report or not)
 	Undecodable uint64 // messages that are no result: left out
 	Rejected    uint64 // results the checker rejected: left out
-	Pending     int    // results waiting for their resource to be stored
+	// Unreadable counts the results of kinds the replica may not watch
+	// (verify.ErrForbidden): left out, neither confirmed nor refused.
+	Unreadable uint64
+	Pending    int // results waiting for their resource to be stored
 
 	// Loaded counts the results taken from a snapshot at the start (and
 	// confirmed); SnapshotLoadFailures the snapshots found but not
@@ -346,6 +349,16 @@ func (f *Feed) apply(ctx context.Context, d decoded, retry *wakeup) error {
 // unchecked result.
 func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *wakeup) error {
 	st, err := f.checkRetrying(ctx, r.Event.Resource, r.Stored, r.Sequence)
+	if errors.Is(err, verify.ErrForbidden) {
+		// The replica may not watch the kind: nothing to confirm the
+		// result with until the right is granted. Left out, said so.
+		f.mu.Lock()
+		f.stats.Unreadable++
+		f.mu.Unlock()
+		f.x.Advance(r.Sequence)
+		f.log.Warn().Err(err).Str("kind", r.Event.Resource.APIVersion+"/"+r.Event.Resource.Kind).Uint64("sequence", r.Sequence).Msg("resultKindUnreadable")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -363,6 +376,9 @@ func (f *Feed) checkRetrying(ctx context.Context, ref events.ResourceRef, stored
 		}
 		if ctx.Err() != nil {
 			return "", ctx.Err()
+		}
+		if errors.Is(err, verify.ErrForbidden) {
+			return "", err // asking again will not help
 		}
 		if attempt%10 == 0 {
 			f.log.Warn().Err(err).Uint64("sequence", seq).Msg("resultNotChecked")

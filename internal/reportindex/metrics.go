@@ -26,6 +26,8 @@ func RegisterMetrics(reg prometheus.Registerer, x *Index, f *Feed) error {
 			func(s FeedStats) uint64 { return s.Applied }),
 		counter("results_rejected_total", "Results left out because the API server does not confirm their resource (not found after the grace period, another uid, a resourceVersion not reached, or naming no object); each is logged as resultRejected with its reason.",
 			func(s FeedStats) uint64 { return s.Rejected }),
+		counter("results_unreadable_total", "Results of a kind this replica may not watch (RBAC: the chart's reporter.rbac.readRules, reporter.rbac.readSecrets): left out, neither confirmed nor refused; each is logged as resultKindUnreadable.",
+			func(s FeedStats) uint64 { return s.Unreadable }),
 		counter("messages_undecodable_total", "Messages of VERDICT_RESULTS that are no result and were left out.",
 			func(s FeedStats) uint64 { return s.Undecodable }),
 		counter("results_loaded_total", "Results taken from a snapshot at the start (and confirmed against the API server).",
