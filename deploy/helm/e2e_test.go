@@ -197,8 +197,15 @@ func testAccess(t *testing.T, kube kubernetes.Interface) {
 			{verb: "patch", group: "wgpolicyk8s.io", resource: "policyreports", ns: "team-a", name: "r", allowed: true},
 			{verb: "delete", group: "wgpolicyk8s.io", resource: "clusterpolicyreports", name: "r", allowed: true},
 			{verb: "list", group: "apps", resource: "deployments", allowed: true},
+			{verb: "get", resource: "pods", ns: "team-a", name: "p", allowed: true},
 			{verb: "delete", resource: "pods", ns: "team-a", name: "p"},
 			{verb: "update", group: "verdict.dev", resource: "clusterpolicies", name: "p"},
+			// What scans list and results are checked against: the
+			// built-in kinds, but no Secret unless
+			// reporter.rbac.readSecrets says so.
+			{verb: "get", resource: "secrets", ns: "team-a", name: "s"},
+			{verb: "list", resource: "secrets"},
+			{verb: "get", resource: "secrets", ns: namespace, name: "verdict-webhook-ca"},
 		},
 		"verdict-generator": {
 			{verb: "patch", group: "networking.k8s.io", resource: "networkpolicies", ns: "team-a", name: "default-deny", allowed: true},

@@ -431,7 +431,33 @@ func grants(scope string, rules []rbacv1.PolicyRule) []string {
 // code uses (the default values' open-ended rules included), and nothing
 // else is bound to it.
 func TestRBAC(t *testing.T) {
-	readAll := "cluster */*: get,list,watch"
+	// The built-in kinds but Secrets (reporter.rbac.readSecrets,
+	// generator.rbac.readSecrets).
+	readBuiltIn := []string{
+		"cluster /configmaps: get,list,watch",
+		"cluster /endpoints: get,list,watch",
+		"cluster /limitranges: get,list,watch",
+		"cluster /namespaces: get,list,watch",
+		"cluster /nodes: get,list,watch",
+		"cluster /persistentvolumeclaims: get,list,watch",
+		"cluster /persistentvolumes: get,list,watch",
+		"cluster /pods: get,list,watch",
+		"cluster /podtemplates: get,list,watch",
+		"cluster /replicationcontrollers: get,list,watch",
+		"cluster /resourcequotas: get,list,watch",
+		"cluster /serviceaccounts: get,list,watch",
+		"cluster /services: get,list,watch",
+		"cluster apps/*: get,list,watch",
+		"cluster autoscaling/*: get,list,watch",
+		"cluster batch/*: get,list,watch",
+		"cluster discovery.k8s.io/*: get,list,watch",
+		"cluster networking.k8s.io/*: get,list,watch",
+		"cluster node.k8s.io/*: get,list,watch",
+		"cluster policy/*: get,list,watch",
+		"cluster rbac.authorization.k8s.io/*: get,list,watch",
+		"cluster scheduling.k8s.io/*: get,list,watch",
+		"cluster storage.k8s.io/*: get,list,watch",
+	}
 	want := map[string][]string{
 		"webhook": {
 			"cluster verdict.dev/clusterpolicies: list,watch",
@@ -474,7 +500,6 @@ func TestRBAC(t *testing.T) {
 			"cluster /configmaps: get",
 			"cluster wgpolicyk8s.io/policyreports: create,delete,get,list,patch,watch",
 			"cluster wgpolicyk8s.io/clusterpolicyreports: create,delete,get,list,patch,watch",
-			readAll,
 		},
 		"generator": {
 			"cluster verdict.dev/clusterpolicies: get,list,watch",
@@ -489,30 +514,6 @@ func TestRBAC(t *testing.T) {
 			"cluster /namespaces: get,list,watch",
 			"cluster /configmaps: get",
 			"cluster /events: create",
-			// The built-in kinds but Secrets (generator.rbac.readSecrets).
-			"cluster /configmaps: get,list,watch",
-			"cluster /endpoints: get,list,watch",
-			"cluster /limitranges: get,list,watch",
-			"cluster /namespaces: get,list,watch",
-			"cluster /nodes: get,list,watch",
-			"cluster /persistentvolumeclaims: get,list,watch",
-			"cluster /persistentvolumes: get,list,watch",
-			"cluster /pods: get,list,watch",
-			"cluster /podtemplates: get,list,watch",
-			"cluster /replicationcontrollers: get,list,watch",
-			"cluster /resourcequotas: get,list,watch",
-			"cluster /serviceaccounts: get,list,watch",
-			"cluster /services: get,list,watch",
-			"cluster apps/*: get,list,watch",
-			"cluster autoscaling/*: get,list,watch",
-			"cluster batch/*: get,list,watch",
-			"cluster discovery.k8s.io/*: get,list,watch",
-			"cluster networking.k8s.io/*: get,list,watch",
-			"cluster node.k8s.io/*: get,list,watch",
-			"cluster policy/*: get,list,watch",
-			"cluster rbac.authorization.k8s.io/*: get,list,watch",
-			"cluster scheduling.k8s.io/*: get,list,watch",
-			"cluster storage.k8s.io/*: get,list,watch",
 			"cluster /configmaps: create,delete,get,list,patch,update,watch",
 			"cluster /limitranges: create,delete,get,list,patch,update,watch",
 			"cluster /resourcequotas: create,delete,get,list,patch,update,watch",
@@ -532,34 +533,16 @@ func TestRBAC(t *testing.T) {
 			"cluster batch/jobs: delete,get,list,watch",
 		},
 	}
+	want["reporter"] = append(want["reporter"], readBuiltIn...)
+	want["generator"] = append(want["generator"], readBuiltIn...)
 	m := parse(t, render(t))
 	for _, svc := range services {
 		t.Run(svc, func(t *testing.T) {
-			sa := m.deployments[svc].Spec.Template.Spec.ServiceAccountName
-			var got []string
-			for _, b := range m.crbs {
-				if bound(b.Subjects, sa) {
-					r := m.clusterRoles[b.RoleRef.Name]
-					if b.RoleRef.Kind != "ClusterRole" || r == nil {
-						t.Fatalf("binding %s to %s %s, not rendered", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
-					}
-					got = append(got, grants("cluster", r.Rules)...)
-				}
-			}
-			for _, b := range m.rbs {
-				if bound(b.Subjects, sa) {
-					r := m.roles[b.RoleRef.Name]
-					if b.RoleRef.Kind != "Role" || r == nil {
-						t.Fatalf("binding %s to %s %s, not rendered", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
-					}
-					got = append(got, grants(b.Namespace, r.Rules)...)
-				}
-			}
-			sort.Strings(got)
+			got := boundGrants(t, m, svc)
 			w := slices.Clone(want[svc])
 			sort.Strings(w)
 			if !slices.Equal(got, w) {
-				t.Errorf("grants of %s:\n%s\nwant:\n%s", sa, strings.Join(got, "\n"), strings.Join(w, "\n"))
+				t.Errorf("grants of %s:\n%s\nwant:\n%s", svc, strings.Join(got, "\n"), strings.Join(w, "\n"))
 			}
 			for _, g := range got {
 				_, verbs, _ := strings.Cut(g, ": ")
@@ -571,6 +554,21 @@ func TestRBAC(t *testing.T) {
 			}
 		})
 	}
+	// No service reads Secrets cluster-wide unless a value says so
+	// (docs/security.md): not by name, not through a wildcard.
+	for _, svc := range services {
+		for _, g := range boundGrants(t, m, svc) {
+			if readsSecrets(g) {
+				t.Errorf("%s: %q grants Secrets by default", svc, g)
+			}
+		}
+	}
+	for _, svc := range []string{"reporter", "generator"} {
+		sm := parse(t, render(t, "--set", svc+".rbac.readSecrets=true"))
+		if !slices.Contains(boundGrants(t, sm, svc), "cluster /secrets: get,list,watch") {
+			t.Errorf("%s.rbac.readSecrets=true: no read of Secrets", svc)
+		}
+	}
 	// Only the webhook may touch webhook configurations, and nobody may
 	// create them (uninstall deletes them for good).
 	for name, r := range m.clusterRoles {
@@ -580,6 +578,55 @@ func TestRBAC(t *testing.T) {
 			}
 		}
 	}
+}
+
+// boundGrants are the grants (grants) of every role bound to the
+// ServiceAccount of svc's Deployment.
+func boundGrants(t *testing.T, m manifest, svc string) []string {
+	t.Helper()
+	sa := m.deployments[svc].Spec.Template.Spec.ServiceAccountName
+	var got []string
+	for _, b := range m.crbs {
+		if bound(b.Subjects, sa) {
+			r := m.clusterRoles[b.RoleRef.Name]
+			if b.RoleRef.Kind != "ClusterRole" || r == nil {
+				t.Fatalf("binding %s to %s %s, not rendered", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+			}
+			got = append(got, grants("cluster", r.Rules)...)
+		}
+	}
+	for _, b := range m.rbs {
+		if bound(b.Subjects, sa) {
+			r := m.roles[b.RoleRef.Name]
+			if b.RoleRef.Kind != "Role" || r == nil {
+				t.Fatalf("binding %s to %s %s, not rendered", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+			}
+			got = append(got, grants(b.Namespace, r.Rules)...)
+		}
+	}
+	sort.Strings(got)
+	return got
+}
+
+// readsSecrets reports whether a cluster-wide grant (grants) lets its
+// holder read Secrets: the core group or every group, Secrets or every
+// resource, and a read verb.
+func readsSecrets(g string) bool {
+	res, verbs, _ := strings.Cut(g, ": ")
+	res, ok := strings.CutPrefix(res, "cluster ")
+	if !ok || strings.Contains(res, "[") {
+		return false // namespaced, or by name
+	}
+	group, resource, _ := strings.Cut(res, "/")
+	if (group != "" && group != "*") || (resource != "secrets" && resource != "*") {
+		return false
+	}
+	for _, v := range strings.Split(verbs, ",") {
+		if v == "get" || v == "list" || v == "watch" || v == "*" {
+			return true
+		}
+	}
+	return false
 }
 
 func bound(subjects []rbacv1.Subject, sa string) bool {
