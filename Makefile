@@ -14,7 +14,7 @@ build:
 
 ## services: compile the services (webhook, reporter, generator, cleaner) into bin/
 services:
-	$(GO) build $(GOFLAGS) -o $(BIN)/ ./services/webhook ./services/reporter ./services/generator ./services/cleaner
+	$(GO) build $(GOFLAGS) -o $(BIN)/ ./cmd/webhook ./cmd/reporter ./cmd/generator ./cmd/cleaner
 
 # Container images, named <IMAGE_REGISTRY>/verdict-<service>:<IMAGE_TAG> (the
 # chart's values follow the same convention). SOURCE_DATE_EPOCH (default: the
@@ -48,8 +48,9 @@ test: vet controlplane helm
 unit:
 	$(GO) test $(GOFLAGS) -count=1 -short $(PKGS)
 
-# Packages whose tests run against the real control plane.
-E2E_PKGS := ./deploy/... ./internal/controlplane/... ./internal/registrar/... ./internal/certs/... ./internal/policycache/... ./internal/webhook/... ./internal/webhookapp/... ./internal/reporter/... ./internal/scanner/... ./internal/reporterapp/... ./internal/generatorapp/... ./internal/cleanerapp/... ./internal/demo/...
+# Packages whose tests run against the real control plane: those whose test
+# binaries link internal/testkit/controlplane.
+E2E_PKGS = $$($(GO) list -test -f '{{if .ForTest}}{{.ForTest}} {{join .Deps " "}}{{end}}' ./... | awk '/internal\/testkit\/controlplane/ {print $$1}' | sort -u)
 
 ## e2e: every end-to-end test (real etcd and kube-apiserver), building the control plane and helm first
 e2e: controlplane helm

@@ -26,7 +26,7 @@ trap cleanup EXIT
 
 cd "$repo"
 webhook=${WEBHOOK_BIN:-bin/webhook}
-[ -z "${WEBHOOK_BIN:-}" ] && go build -o bin/webhook ./services/webhook
+[ -z "${WEBHOOK_BIN:-}" ] && go build -o bin/webhook ./cmd/webhook
 go build -o bin/loadgen ./cmd/loadgen
 go build -o bin/nats-server github.com/nats-io/nats-server/v2
 

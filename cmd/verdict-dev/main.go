@@ -14,17 +14,17 @@ import (
 	"os"
 
 	"github.com/verdict-dev/verdict/internal/demo"
-	"github.com/verdict-dev/verdict/internal/service"
+	"github.com/verdict-dev/verdict/internal/platform"
 )
 
 // Exit codes (service.Exit*).
 const (
-	exitOK    = service.ExitOK
-	exitUsage = service.ExitUsage
+	exitOK    = platform.ExitOK
+	exitUsage = platform.ExitUsage
 )
 
 func main() {
-	ctx, stop := service.SignalContext()
+	ctx, stop := platform.SignalContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -49,8 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	once := fs.Bool("once", false, "go through once, print the reports and exit")
-	if code, done := service.ParseFlags(fs, args[1:]); done {
+	if code, done := platform.ParseFlags(fs, args[1:]); done {
 		return code
 	}
-	return service.ExitCode(stderr, "demo", demo.Run(ctx, demo.Options{Out: stdout, Once: *once}))
+	return platform.ExitCode(stderr, "demo", demo.Run(ctx, demo.Options{Out: stdout, Once: *once}))
 }

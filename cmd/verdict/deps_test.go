@@ -22,7 +22,7 @@ func TestLeanDependencies(t *testing.T) {
 	}
 	forbidden := []string{
 		"github.com/nats-io/nats-server",
-		"github.com/verdict-dev/verdict/internal/controlplane",
+		"github.com/verdict-dev/verdict/internal/testkit",
 		"github.com/verdict-dev/verdict/internal/demo",
 		"k8s.io/client-go",
 	}
@@ -60,7 +60,7 @@ func TestQueueLinksNoMetricsClient(t *testing.T) {
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		if strings.HasPrefix(pkg, "github.com/prometheus/") || strings.HasPrefix(pkg, "google.golang.org/protobuf") {
-			t.Errorf("pkg/queue or internal/natsconn links %s", pkg)
+			t.Errorf("pkg/queue or internal/platform/natsconn links %s", pkg)
 		}
 	}
 }

@@ -16,7 +16,7 @@
 // generatingpolicies.yaml, namespacedgeneratingpolicies.yaml,
 // deletingpolicies.yaml and namespaceddeletingpolicies.yaml are
 // generated from the types of pkg/engine/policy (`make crds`, see
-// internal/crdgen) and must not be edited; the others are hand-written.
+// internal/tools/crdgen) and must not be edited; the others are hand-written.
 package crds
 
 import (

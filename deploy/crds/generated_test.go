@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/verdict-dev/verdict/deploy/crds"
-	"github.com/verdict-dev/verdict/internal/crdgen"
+	"github.com/verdict-dev/verdict/internal/tools/crdgen"
 )
 
 // TestGenerated fails when a CRD generated from pkg/engine/policy
-// (internal/crdgen) is not the file checked in here.
+// (internal/tools/crdgen) is not the file checked in here.
 func TestGenerated(t *testing.T) {
 	docs, err := crdgen.LoadDocs(t.Context())
 	if err != nil {

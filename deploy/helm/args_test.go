@@ -12,8 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/verdict-dev/verdict/internal/helmbin"
-	"github.com/verdict-dev/verdict/internal/service"
+	"github.com/verdict-dev/verdict/internal/platform"
+	"github.com/verdict-dev/verdict/internal/testkit/helmbin"
 )
 
 // TestArgsParse runs each service's binary with exactly the arguments the
@@ -32,7 +32,7 @@ func TestArgsParse(t *testing.T) {
 	}
 	bin := t.TempDir()
 	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin+string(filepath.Separator),
-		"./services/webhook", "./services/reporter", "./services/generator", "./services/cleaner")
+		"./cmd/webhook", "./cmd/reporter", "./cmd/generator", "./cmd/cleaner")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -45,15 +45,15 @@ func TestArgsParse(t *testing.T) {
 	for name, args := range renders {
 		m := parse(t, render(t, args...))
 		for _, svc := range services {
-			cases[name+"/"+svc] = run{args: m.deployments[svc].Spec.Template.Spec.Containers[0].Args, want: service.ExitFailed}
+			cases[name+"/"+svc] = run{args: m.deployments[svc].Spec.Template.Spec.Containers[0].Args, want: platform.ExitFailed}
 		}
 	}
 	for _, u := range decode(t, render(t, "--set", "reporter.replay.enabled=true", "--show-only", "templates/reporter/replay-job.yaml")) {
-		cases["replay/reporter"] = run{args: containerArgs(t, u), want: service.ExitFailed}
+		cases["replay/reporter"] = run{args: containerArgs(t, u), want: platform.ExitFailed}
 	}
 	// The test tells a bad flag apart.
 	bad := parse(t, render(t, "--set", "generator.extraArgs[0]=--no-such-flag"))
-	cases["bad flag/generator"] = run{args: bad.deployments["generator"].Spec.Template.Spec.Containers[0].Args, want: service.ExitUsage}
+	cases["bad flag/generator"] = run{args: bad.deployments["generator"].Spec.Template.Spec.Containers[0].Args, want: platform.ExitUsage}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			svc := name[strings.LastIndex(name, "/")+1:]
@@ -71,7 +71,7 @@ func TestArgsParse(t *testing.T) {
 			if !errors.As(err, &exit) || exit.ExitCode() != tc.want {
 				t.Errorf("%s %s: %v, want exit %d\n%s", svc, strings.Join(expanded, " "), err, tc.want, out)
 			}
-			if tc.want != service.ExitUsage && strings.Contains(string(out), "flag provided but not defined") {
+			if tc.want != platform.ExitUsage && strings.Contains(string(out), "flag provided but not defined") {
 				t.Errorf("unknown flag:\n%s", out)
 			}
 		})

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/verdict-dev/verdict/deploy/crds"
-	"github.com/verdict-dev/verdict/internal/golden"
-	"github.com/verdict-dev/verdict/internal/helmbin"
+	"github.com/verdict-dev/verdict/internal/testkit/golden"
+	"github.com/verdict-dev/verdict/internal/testkit/helmbin"
 )
 
 const (

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/verdict-dev/verdict/internal/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 )
 
 // TestE2EDryRun installs the chart's CRDs into a real kube-apiserver, then

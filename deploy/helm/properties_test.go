@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/verdict-dev/verdict/internal/admissionfilter"
-	"github.com/verdict-dev/verdict/internal/registrar"
+	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/webhook/registrar"
 )
 
 var services = []string{"webhook", "reporter", "generator", "cleaner"}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/verdict-dev/verdict/deploy/crds"
-	"github.com/verdict-dev/verdict/internal/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 )
 
 // reportCRDs returns the report CRDs' UIDs and whether each is owned by

@@ -31,11 +31,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/verdict-dev/verdict/internal/controlplane"
-	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/reporter"
-	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
-	"github.com/verdict-dev/verdict/internal/reporterapp"
+	"github.com/verdict-dev/verdict/internal/bus"
+	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
+	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -271,7 +271,7 @@ func TestE2EServeTopology(t *testing.T) {
 					return
 				}
 				cms[i] = cm
-				m, err := events.ResultMessage(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cm), Policy: "require-labels", Version: "1",
+				m, err := bus.ResultMessage(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cm), Policy: "require-labels", Version: "1",
 					Request: "r-" + strconv.Itoa(i), Scored: true, Rules: reportertest.Rules(engine.StatusFail, engine.StatusPass)}.Event())
 				if err == nil {
 					_, err = conn.PublishSync(ctx, m)

@@ -35,13 +35,13 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/verdict-dev/verdict/internal/cleaner"
-	"github.com/verdict-dev/verdict/internal/controlplane"
-	"github.com/verdict-dev/verdict/internal/helmbin"
-	"github.com/verdict-dev/verdict/internal/policycache"
-	"github.com/verdict-dev/verdict/internal/reporter"
-	"github.com/verdict-dev/verdict/internal/reporter/reportertest"
-	"github.com/verdict-dev/verdict/internal/testproc"
-	"github.com/verdict-dev/verdict/internal/verify"
+	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/helmbin"
+	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -418,7 +418,7 @@ func buildServices(ctx context.Context, dir string, services ...string) topoBuil
 	}
 	pkgs := []string{"build", "-o", dir + string(filepath.Separator)}
 	for _, svc := range services {
-		pkgs = append(pkgs, "./services/"+svc)
+		pkgs = append(pkgs, "./cmd/"+svc)
 	}
 	pkgs = append(pkgs, testproc.NATSModule)
 	cmd := exec.CommandContext(ctx, "go", pkgs...)
@@ -986,7 +986,7 @@ func reportsMatchStream(ctx context.Context, conn *queue.Conn, dyn dynamic.Inter
 	if err != nil {
 		return err
 	}
-	check, err := verify.New(meta, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())))
+	check, err := apicheck.New(meta, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())))
 	if err != nil {
 		return err
 	}

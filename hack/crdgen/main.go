@@ -1,7 +1,7 @@
 // Command crdgen writes the CustomResourceDefinitions of Verdict's policy
 // kinds (clusterpolicies.yaml, policies.yaml, policyexceptions.yaml) with
 // full OpenAPI v3 schemas generated from pkg/engine/policy; see
-// internal/crdgen. Run it from the module root, as `make crds` does:
+// internal/tools/crdgen. Run it from the module root, as `make crds` does:
 //
 //	go run ./hack/crdgen                 # rewrite deploy/crds
 //	go run ./hack/crdgen --verify        # exit 1 if deploy/crds is stale
@@ -21,7 +21,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/verdict-dev/verdict/internal/crdgen"
+	"github.com/verdict-dev/verdict/internal/tools/crdgen"
 )
 
 // Exit codes.

@@ -196,7 +196,7 @@ func build(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	for _, svc := range cfg.Services {
 		tarPath := filepath.Join(cfg.OutDir, namePrefix+svc+".tar")
 		binPath := filepath.Join(binDir, svc)
-		err := goBuild(ctx, cfg.ModuleDir, "./services/"+svc, cfg.Arch, binPath)
+		err := goBuild(ctx, cfg.ModuleDir, "./cmd/"+svc, cfg.Arch, binPath)
 		if errors.Is(err, ErrBuild) && !cfg.Strict {
 			fmt.Fprintf(stderr, "images: skipping %s, its main package does not build:\n%s\n", svc, indent(err.Error()))
 			if err := os.Remove(tarPath); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
-	"github.com/verdict-dev/verdict/internal/admissionfilter"
-	"github.com/verdict-dev/verdict/internal/kube"
+	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -156,7 +156,7 @@ type Cleaner struct {
 	dyn   dynamic.Interface
 	meta  metadata.Interface
 	disc  discovery.DiscoveryInterface
-	kinds *kube.ListableKinds
+	kinds *kubeutil.ListableKinds
 	kube  kubernetes.Interface
 	eng   *engine.Engine
 	m     *Metrics
@@ -189,7 +189,7 @@ func New(conn *queue.Conn, kc Clients, eng *engine.Engine, opts ...Option) (*Cle
 	if err != nil {
 		return nil, err
 	}
-	return &Cleaner{conn: conn, dyn: kc.Dynamic, meta: kc.Metadata, disc: kc.Discovery, kinds: kube.NewListableKinds(kc.Discovery, 30*time.Second), kube: kc.Kube, eng: eng, m: m, o: o}, nil
+	return &Cleaner{conn: conn, dyn: kc.Dynamic, meta: kc.Metadata, disc: kc.Discovery, kinds: kubeutil.NewListableKinds(kc.Discovery, 30*time.Second), kube: kc.Kube, eng: eng, m: m, o: o}, nil
 }
 
 // Run keeps the schedules of the cleanup policies (and the TTL sweep's)
@@ -408,7 +408,7 @@ func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) result {
 // served kind t: by kind for a cleanup policy's match block, by the
 // resource discovery serves it as for a DeletingPolicy's resource rules
 // (its real plural, not one guessed from the kind).
-func selects(sel engine.KindSelector, t kube.Kind) bool {
+func selects(sel engine.KindSelector, t kubeutil.Kind) bool {
 	if sel.Resource == "" {
 		return sel.Selects(engine.GroupVersionKind{Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind})
 	}
@@ -458,12 +458,12 @@ func (c *Cleaner) recordExecution(ctx context.Context, ri dynamic.ResourceInterf
 // versions, that can be listed and deleted (subresources left out; a
 // group whose discovery failed is left out and logged), read through
 // discovery at most every 30 s.
-func (c *Cleaner) deletableKinds(ctx context.Context) ([]kube.Kind, error) {
+func (c *Cleaner) deletableKinds(ctx context.Context) ([]kubeutil.Kind, error) {
 	all, err := c.kinds.List(c.o.log.WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]kube.Kind, 0, len(all))
+	out := make([]kubeutil.Kind, 0, len(all))
 	for _, k := range all {
 		if k.Deletable {
 			out = append(out, k)
@@ -529,7 +529,7 @@ const deleteWorkers = 16
 // and deletes what the policy selects. It returns a transient error
 // (the tick is retried after it has gone through every kind); what can
 // never succeed is counted, reported and left.
-func (w *policyRun) kind(ctx context.Context, t kube.Kind) error {
+func (w *policyRun) kind(ctx context.Context, t kubeutil.Kind) error {
 	c := w.c
 	ri := c.dyn.Resource(t.GVR)
 	var list dynamic.ResourceInterface = ri
@@ -580,7 +580,7 @@ func (w *policyRun) kind(ctx context.Context, t kube.Kind) error {
 
 // resource judges one listed resource and deletes it when the policy
 // selects it.
-func (w *policyRun) resource(ctx context.Context, t kube.Kind, u *unstructured.Unstructured) error {
+func (w *policyRun) resource(ctx context.Context, t kubeutil.Kind, u *unstructured.Unstructured) error {
 	c := w.c
 	if u.GetDeletionTimestamp() != nil {
 		return nil

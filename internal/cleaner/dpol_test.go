@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/verdict-dev/verdict/internal/kube"
+	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -70,13 +70,13 @@ func TestDecodeDeletingPolicyTick(t *testing.T) {
 // serves, not by a plural guessed from the kind (a CRD's Person may be
 // served as people).
 func TestSelectsByResource(t *testing.T) {
-	kind := func(group, version, resource, k string) kube.Kind {
-		return kube.Kind{GVR: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, GVK: schema.GroupVersionKind{Group: group, Version: version, Kind: k}, Namespaced: true, Deletable: true}
+	kind := func(group, version, resource, k string) kubeutil.Kind {
+		return kubeutil.Kind{GVR: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, GVK: schema.GroupVersionKind{Group: group, Version: version, Kind: k}, Namespaced: true, Deletable: true}
 	}
 	people, configMaps, deployments := kind("example.com", "v1", "people", "Person"), kind("", "v1", "configmaps", "ConfigMap"), kind("apps", "v1", "deployments", "Deployment")
 	for _, tc := range []struct {
 		sel  engine.KindSelector
-		t    kube.Kind
+		t    kubeutil.Kind
 		want bool
 	}{
 		{engine.KindSelector{Group: "example.com", Version: "v1", Kind: "*", Resource: "people"}, people, true},

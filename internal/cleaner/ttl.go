@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 
-	"github.com/verdict-dev/verdict/internal/admissionfilter"
-	"github.com/verdict-dev/verdict/internal/kube"
+	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -68,11 +68,11 @@ func propagationOf(annotations map[string]string) *metav1.DeletionPropagation {
 }
 
 // ttlGuarded reports whether a labelled resource of kind t is one the
-// TTL label's webhook receives (internal/registrar ttl.go), so that its
+// TTL label's webhook receives (internal/webhook/registrar ttl.go), so that its
 // label was set by whoever may delete it: not in a namespace, nor of a
 // resource, the webhooks' filter excludes (a Namespace counts as in
 // itself, as a namespaceSelector sees it).
-func ttlGuarded(f admissionfilter.Filter, t kube.Kind, namespace, name string) bool {
+func ttlGuarded(f admissionfilter.Filter, t kubeutil.Kind, namespace, name string) bool {
 	if t.GVR.Group == "" && t.GVR.Resource == "namespaces" {
 		namespace = name
 	}

@@ -5,19 +5,19 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/verdict-dev/verdict/internal/admissionfilter"
-	"github.com/verdict-dev/verdict/internal/kube"
+	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 )
 
 // TestTTLGuarded: the sweep honours the TTL label only where the TTL
 // label's webhook receives the writes (issue 28, finding 12).
 func TestTTLGuarded(t *testing.T) {
 	f := admissionfilter.New([]string{"verdict"}, nil)
-	configMaps := kube.Kind{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
-	leases := kube.Kind{GVR: schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}, Namespaced: true}
-	namespaces := kube.Kind{GVR: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}}
+	configMaps := kubeutil.Kind{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true}
+	leases := kubeutil.Kind{GVR: schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}, Namespaced: true}
+	namespaces := kubeutil.Kind{GVR: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}}
 	tests := map[string]struct {
-		kind            kube.Kind
+		kind            kubeutil.Kind
 		namespace, name string
 		want            bool
 	}{

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/verdict-dev/verdict/internal/golden"
+	"github.com/verdict-dev/verdict/internal/testkit/golden"
 )
 
 // TestOutputGolden pins, with golden files under testdata/golden, every

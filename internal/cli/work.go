@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/verdict-dev/verdict/internal/natsconn"
+	"github.com/verdict-dev/verdict/internal/platform/natsconn"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 

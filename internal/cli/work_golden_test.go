@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/verdict-dev/verdict/internal/golden"
+	"github.com/verdict-dev/verdict/internal/testkit/golden"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 

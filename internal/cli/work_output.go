@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -106,15 +106,15 @@ func deadViewOf(d queue.DeadEntry) deadView {
 // of events.WorkItem and events.ScanItem (and of any item with the same
 // names) that say what the item is about and where it came from.
 type workPayload struct {
-	Policy     events.PolicyRef   `json:"policy"`
-	Rule       string             `json:"rule"`
-	Trigger    events.ResourceRef `json:"trigger"`
-	Resource   events.ResourceRef `json:"resource"`
-	Operation  string             `json:"operation"`
-	Cause      string             `json:"cause"`
-	Action     string             `json:"action"`
-	Reason     string             `json:"reason"`
-	RequestUID string             `json:"requestUid"`
+	Policy     bus.PolicyRef   `json:"policy"`
+	Rule       string          `json:"rule"`
+	Trigger    bus.ResourceRef `json:"trigger"`
+	Resource   bus.ResourceRef `json:"resource"`
+	Operation  string          `json:"operation"`
+	Cause      string          `json:"cause"`
+	Action     string          `json:"action"`
+	Reason     string          `json:"reason"`
+	RequestUID string          `json:"requestUid"`
 }
 
 // headerScheduler is the header JetStream sets on a message a schedule
@@ -164,7 +164,7 @@ func itemViewOf(h nats.Header, data []byte) itemView {
 }
 
 // refString is Kind/namespace/name, as `verdict apply` names resources.
-func refString(r events.ResourceRef) string {
+func refString(r bus.ResourceRef) string {
 	switch {
 	case r.Name == "":
 		return ""

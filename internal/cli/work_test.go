@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -87,9 +87,9 @@ func listJSON[T any](t *testing.T, url string, args ...string) listed[T] {
 // publishItem publishes a generate work item as the webhook does.
 func publishItem(t *testing.T, c *queue.Conn, trigger string) queue.Message {
 	t.Helper()
-	m, err := events.WorkMessage(events.WorkItem{
-		Kind: events.WorkGenerate, Policy: events.PolicyRef{Key: "team-netpol", UID: "p1", ResourceVersion: "3"}, Rule: "default-deny",
-		Trigger:   events.ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: trigger, UID: "uid-" + trigger},
+	m, err := bus.WorkMessage(bus.WorkItem{
+		Kind: bus.WorkGenerate, Policy: bus.PolicyRef{Key: "team-netpol", UID: "p1", ResourceVersion: "3"}, Rule: "default-deny",
+		Trigger:   bus.ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: trigger, UID: "uid-" + trigger},
 		Operation: "CREATE", RequestUID: "req-" + trigger, Timestamp: time.Now(),
 	})
 	if err != nil {
@@ -114,7 +114,7 @@ func TestWorkRetryDeadLetter(t *testing.T) {
 	var mu sync.Mutex
 	var took []string
 	r, err := c.NewRunner(queue.StreamWork, queue.ConsumerGenerator, func(_ context.Context, m *queue.Msg) queue.Outcome {
-		var item events.WorkItem
+		var item bus.WorkItem
 		if err := json.Unmarshal(m.Data, &item); err != nil {
 			return queue.Poison(err.Error())
 		}

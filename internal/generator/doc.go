@@ -8,7 +8,7 @@
 // An item is never taken at its word (invariant 9). Before anything is
 // written:
 //
-//  1. the trigger is checked with internal/verify (it exists with the
+//  1. the trigger is checked with internal/platform/apicheck (it exists with the
 //     item's uid; a CREATE not stored yet is asked about again within the
 //     checker's grace period), then read whole from the API; a trigger
 //     that is gone, has another uid or is being deleted ends the item,

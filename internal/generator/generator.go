@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/kube"
-	"github.com/verdict-dev/verdict/internal/policycache"
-	"github.com/verdict-dev/verdict/internal/verify"
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -73,9 +73,9 @@ type Generator struct {
 	conn   *queue.Conn
 	dyn    dynamic.Interface
 	mapper meta.ResettableRESTMapper
-	kinds  *kube.ListableKinds
+	kinds  *kubeutil.ListableKinds
 	pc     *policycache.Cache
-	check  *verify.Checker
+	check  *apicheck.Checker
 	eng    *engine.Engine
 	m      *Metrics
 	o      options
@@ -90,13 +90,13 @@ type Deps struct {
 	Dynamic dynamic.Interface
 	Mapper  meta.ResettableRESTMapper
 	// Kinds are the served kinds a policy's triggers may have.
-	Kinds *kube.ListableKinds
+	Kinds *kubeutil.ListableKinds
 	// Policies is the policy cache (compiled policies, exceptions,
 	// namespace labels; its policy watches feed the Watcher). The caller
 	// starts it.
 	Policies *policycache.Cache
 	// Check says how long a trigger may be missing (its grace period).
-	Check *verify.Checker
+	Check *apicheck.Checker
 	// Engine evaluates the rules.
 	Engine *engine.Engine
 }
@@ -251,11 +251,11 @@ const (
 // work checks the item against the API, evaluates the rule with the
 // policy as stored now, and applies what it generates.
 func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
-	var item events.WorkItem
+	var item bus.WorkItem
 	if err := json.Unmarshal(m.Data, &item); err != nil {
 		return poisoned(ReasonUndecodable, "decode work item: "+err.Error())
 	}
-	if item.Kind != events.WorkGenerate && item.Kind != events.WorkMutate {
+	if item.Kind != bus.WorkGenerate && item.Kind != bus.WorkMutate {
 		return poisoned(ReasonUnsupported, fmt.Sprintf("work kind %q is not the generator's (generate and mutate items are)", item.Kind))
 	}
 	// The rules of the CEL kinds have no name (a MutatingPolicy's, as
@@ -264,18 +264,18 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 		return poisoned(ReasonInvalidItem, "the work item names no policy or no rule")
 	}
 	switch item.Act() {
-	case events.WorkApply:
-	case events.WorkDeleteDownstream:
-		if item.Kind != events.WorkGenerate {
+	case bus.WorkApply:
+	case bus.WorkDeleteDownstream:
+		if item.Kind != bus.WorkGenerate {
 			return poisoned(ReasonUnsupported, "only generate items delete downstream")
 		}
 		return g.triggerDeleted(ctx, m, item)
-	case events.WorkPolicyDeleted:
-		if item.Kind != events.WorkGenerate {
+	case bus.WorkPolicyDeleted:
+		if item.Kind != bus.WorkGenerate {
 			return poisoned(ReasonUnsupported, "only generate items delete downstream")
 		}
 		return g.policyDeleted(ctx, item)
-	case events.WorkPolicyChanged:
+	case bus.WorkPolicyChanged:
 		return g.policyChanged(ctx, item)
 	default:
 		return poisoned(ReasonUnsupported, fmt.Sprintf("work action %q", item.Action))
@@ -286,7 +286,7 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 		return res
 	}
 	defer func() { res.trigger = trigger }()
-	pol, res, ok := g.policy(ctx, item.Policy, item.Cause == events.CauseDrift)
+	pol, res, ok := g.policy(ctx, item.Policy, item.Cause == bus.CauseDrift)
 	if !ok {
 		return res
 	}
@@ -294,7 +294,7 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 		return res
 	}
 	rule := pol.Rule(item.Rule)
-	if item.Kind == events.WorkMutate {
+	if item.Kind == bus.WorkMutate {
 		if rule == nil || !rule.MutatesExisting() {
 			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no mutate-existing rule %s", item.Policy.Key, item.Rule))
 		}
@@ -303,7 +303,7 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	if rule == nil || rule.Generation == nil {
 		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
 	}
-	if item.Cause == events.CauseDrift && !rule.Generation.Synchronize {
+	if item.Cause == bus.CauseDrift && !rule.Generation.Synchronize {
 		// Only a synchronized rule repairs its downstream.
 		return skipped(ReasonNotSynchronized, fmt.Sprintf("generate rule %s of policy %s is not synchronized", item.Rule, item.Policy.Key))
 	}
@@ -364,7 +364,7 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 // trigger reads the item's trigger from the API: it must exist with the
 // item's uid (a CREATE is published before the object is stored: the
 // checker's grace period covers that) and not be on its way out.
-func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkItem) (*unstructured.Unstructured, result, bool) {
+func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item bus.WorkItem) (*unstructured.Unstructured, result, bool) {
 	ref := item.Trigger
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind == "" || ref.Name == "" || ref.UID == "" {
@@ -384,7 +384,7 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkI
 		// object's identity.
 		ref.Namespace = ""
 	}
-	// One read: the object whole, checked as internal/verify checks a
+	// One read: the object whole, checked as internal/platform/apicheck checks a
 	// reference (the name has the item's uid, at the item's version or a
 	// later one; a CREATE is published before the object is stored, so
 	// one not found yet is asked about again within the grace period).
@@ -394,7 +394,7 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkI
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		if item.Cause != events.CauseDrift && item.Cause != events.CausePolicy && time.Since(m.Published) < g.check.Grace() {
+		if item.Cause != bus.CauseDrift && item.Cause != bus.CausePolicy && time.Since(m.Published) < g.check.Grace() {
 			return nil, retriedAfter(g.pendingDelay(m), ReasonTriggerPending, "the trigger is not stored yet"), false
 		}
 		// (Drift and policy items name a trigger seen in the cluster: one
@@ -404,7 +404,7 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkI
 		return nil, retried(ReasonAPIError, fmt.Errorf("read the trigger: %w", err)), false
 	case string(obj.GetUID()) != ref.UID:
 		return nil, skipped(ReasonTriggerUIDMismatch, "the trigger's name belongs to an object with another uid"), false
-	case verify.Newer(ref.ResourceVersion, obj.GetResourceVersion()):
+	case apicheck.Newer(ref.ResourceVersion, obj.GetResourceVersion()):
 		return nil, skipped(ReasonTriggerFuture, "the item claims a trigger version the object has not reached"), false
 	case obj.GetDeletionTimestamp() != nil:
 		return nil, skipped(ReasonTriggerDeleting, "the trigger is being deleted"), false
@@ -416,12 +416,12 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item events.WorkI
 // Namespaces holds it, when it holds it with the item's uid at the item's
 // version or a later one (nil otherwise: the API is asked). Namespaces are
 // the most common trigger of generate rules.
-func (g *Generator) cachedTrigger(ref events.ResourceRef) (*unstructured.Unstructured, error) {
+func (g *Generator) cachedTrigger(ref bus.ResourceRef) (*unstructured.Unstructured, error) {
 	if ref.Kind != "Namespace" || ref.APIVersion != "v1" {
 		return nil, nil
 	}
 	ns, ok := g.pc.Namespace(ref.Name)
-	if !ok || string(ns.UID) != ref.UID || verify.Newer(ref.ResourceVersion, ns.ResourceVersion) {
+	if !ok || string(ns.UID) != ref.UID || apicheck.Newer(ref.ResourceVersion, ns.ResourceVersion) {
 		return nil, nil
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
@@ -459,9 +459,9 @@ func (g *Generator) pendingDelay(m *queue.Msg) time.Duration {
 // (not there yet, replaced, gone, or invalid) the API says; it always
 // does with fresh set, for items that race with a policy's deletion
 // (drift: a downstream deleted because its policy was).
-func (g *Generator) policy(ctx context.Context, ref events.PolicyRef, fresh bool) (*engine.Policy, result, bool) {
+func (g *Generator) policy(ctx context.Context, ref bus.PolicyRef, fresh bool) (*engine.Policy, result, bool) {
 	if p := g.pc.PolicyOf(ref.Kind, ref.Key); !fresh && p != nil && (ref.UID == "" || p.Raw.Metadata.UID == ref.UID) &&
-		!verify.Newer(ref.ResourceVersion, p.Raw.Metadata.ResourceVersion) {
+		!apicheck.Newer(ref.ResourceVersion, p.Raw.Metadata.ResourceVersion) {
 		return p, result{}, true
 	}
 	ri, name, err := g.policyClient(ref.Kind, ref.Key)
@@ -524,7 +524,7 @@ func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error)
 // request is the engine request of the trigger as it is now: the
 // admission's operation (CREATE or UPDATE; CREATE otherwise) and requester
 // (as requester left it), and the labels of the trigger's namespace.
-func (g *Generator) request(ctx context.Context, item events.WorkItem, trigger *unstructured.Unstructured) (*engine.Request, error) {
+func (g *Generator) request(ctx context.Context, item bus.WorkItem, trigger *unstructured.Unstructured) (*engine.Request, error) {
 	op := item.Operation
 	if op != engine.OpCreate && op != engine.OpUpdate {
 		op = engine.OpCreate
@@ -571,7 +571,7 @@ type write struct {
 // it again) and never a lost write. A target the rule leaves as it is
 // (already patched, preconditions not met) is not written: a redelivered
 // item changes nothing.
-func (g *Generator) mutateTargets(ctx context.Context, item events.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) result {
+func (g *Generator) mutateTargets(ctx context.Context, item bus.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) result {
 	excs, err := g.exceptions(ctx)
 	if err != nil {
 		return retried(ReasonAPIError, err)

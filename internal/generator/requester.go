@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/verdict-dev/verdict/internal/events"
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -40,9 +40,9 @@ const creationSlack = time.Second
 // only an admission request has), and is skipped (requesterUnverified)
 // when it does not (background: false, the policies that read
 // request.userInfo). Both are counted.
-func (g *Generator) requester(m *queue.Msg, item events.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) (engine.UserInfo, result, bool) {
+func (g *Generator) requester(m *queue.Msg, item bus.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) (engine.UserInfo, result, bool) {
 	ui := item.UserInfo
-	if item.RequesterVerified || (item.Cause != "" && item.Cause != events.CauseAdmission) || noRequester(ui) {
+	if item.RequesterVerified || (item.Cause != "" && item.Cause != bus.CauseAdmission) || noRequester(ui) {
 		return ui, result{}, true
 	}
 	var why string

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
-	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/verify"
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -50,11 +50,11 @@ func TestRequester(t *testing.T) {
 		"an old trigger's CREATE, background":    {op: "CREATE", created: stored.Add(-time.Hour), user: alice, background: true, dropped: 1},
 		"an UPDATE, background: dropped":         {op: "UPDATE", created: stored.Add(-time.Hour), user: alice, background: true, dropped: 1},
 		"no requester claimed: nothing to check": {op: "UPDATE", created: stored.Add(-time.Hour)},
-		"a drift item: not the admission's":      {op: "CREATE", cause: events.CauseDrift, created: stored.Add(-time.Hour), user: alice, want: alice},
+		"a drift item: not the admission's":      {op: "CREATE", cause: bus.CauseDrift, created: stored.Add(-time.Hour), user: alice, want: alice},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			check, err := verify.New(metadatafake.NewSimpleMetadataClient(runtime.NewScheme()), resettable{meta.NewDefaultRESTMapper(nil)}, verify.WithGrace(grace))
+			check, err := apicheck.New(metadatafake.NewSimpleMetadataClient(runtime.NewScheme()), resettable{meta.NewDefaultRESTMapper(nil)}, apicheck.WithGrace(grace))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +66,7 @@ func TestRequester(t *testing.T) {
 			trigger := &unstructured.Unstructured{Object: map[string]any{}}
 			trigger.SetCreationTimestamp(metav1.NewTime(tc.created))
 			pol := &engine.Policy{Raw: &policy.Policy{Spec: policy.Spec{Background: &tc.background}}}
-			item := events.WorkItem{Operation: tc.op, Cause: tc.cause, UserInfo: tc.user, RequesterVerified: tc.verified}
+			item := bus.WorkItem{Operation: tc.op, Cause: tc.cause, UserInfo: tc.user, RequesterVerified: tc.verified}
 			got, res, ok := g.requester(&queue.Msg{Subject: "verdict.work.generate.x", Published: stored}, item, trigger, pol)
 			if ok == tc.refused {
 				t.Fatalf("ok %v (%+v), want refused %v", ok, res, tc.refused)

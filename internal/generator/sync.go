@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -43,8 +43,8 @@ func downstreamSelector(policyNamespace, policyName, rule, triggerUID string) st
 
 // triggerOf reads the trigger a generated object's labels name (ok is
 // false when they name none).
-func triggerOf(l map[string]string) (events.ResourceRef, bool) {
-	ref := events.ResourceRef{
+func triggerOf(l map[string]string) (bus.ResourceRef, bool) {
+	ref := bus.ResourceRef{
 		APIVersion: schema.GroupVersion{Group: l[LabelTriggerGroup], Version: l[LabelTriggerVersion]}.String(),
 		Kind:       l[LabelTriggerKind],
 		Namespace:  l[LabelTriggerNS],
@@ -58,7 +58,7 @@ func triggerOf(l map[string]string) (events.ResourceRef, bool) {
 // gone (or on its way out), what the synchronized rule generated for it is
 // deleted. A trigger that still stands after the grace period (its delete
 // was refused) keeps its downstream.
-func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item events.WorkItem) result {
+func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item bus.WorkItem) result {
 	ref := item.Trigger
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind == "" || ref.Name == "" || ref.UID == "" {
@@ -101,7 +101,7 @@ func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item event
 // for rules without orphanDownstreamOnPolicyDelete). A policy of the same
 // name that exists again owns those objects (their labels name it): they
 // stay.
-func (g *Generator) policyDeleted(ctx context.Context, item events.WorkItem) result {
+func (g *Generator) policyDeleted(ctx context.Context, item bus.WorkItem) result {
 	ri, name, err := g.policyClient(item.Policy.Kind, item.Policy.Key)
 	if err != nil {
 		return poisoned(ReasonInvalidItem, err.Error())
@@ -221,7 +221,7 @@ func (g *Generator) policyClient(kind, key string) (dynamic.ResourceInterface, s
 // mutateExistingOnPolicyUpdate, every existing trigger. Fanned-out items
 // have deterministic ids: a redelivered fan-out, or every replica making
 // the same one, queues each once.
-func (g *Generator) policyChanged(ctx context.Context, item events.WorkItem) result {
+func (g *Generator) policyChanged(ctx context.Context, item bus.WorkItem) result {
 	pol, res, ok := g.policy(ctx, item.Policy, true)
 	if !ok {
 		return res
@@ -230,11 +230,11 @@ func (g *Generator) policyChanged(ctx context.Context, item events.WorkItem) res
 	if rule == nil {
 		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no rule %s", item.Policy.Key, item.Rule))
 	}
-	ref := events.PolicyRefOf(pol)
+	ref := bus.PolicyRefOf(pol)
 	queued := 0
-	publish := func(it events.WorkItem) error {
-		it.Policy, it.Rule, it.Cause, it.Timestamp = ref, rule.Name, events.CausePolicy, time.Now().UTC()
-		msg, err := events.WorkMessage(it)
+	publish := func(it bus.WorkItem) error {
+		it.Policy, it.Rule, it.Cause, it.Timestamp = ref, rule.Name, bus.CausePolicy, time.Now().UTC()
+		msg, err := bus.WorkMessage(it)
 		if err != nil {
 			return err
 		}
@@ -246,7 +246,7 @@ func (g *Generator) policyChanged(ctx context.Context, item events.WorkItem) res
 		return nil
 	}
 	switch item.Kind {
-	case events.WorkGenerate:
+	case bus.WorkGenerate:
 		if rule.Generation == nil {
 			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
 		}
@@ -256,15 +256,15 @@ func (g *Generator) policyChanged(ctx context.Context, item events.WorkItem) res
 			}
 		}
 		if pol.Raw.GenerateExisting(&rule.Rule) {
-			if res, ok := g.fanOutTriggers(ctx, pol, rule, events.WorkGenerate, publish); !ok {
+			if res, ok := g.fanOutTriggers(ctx, pol, rule, bus.WorkGenerate, publish); !ok {
 				return res
 			}
 		}
-	case events.WorkMutate:
+	case bus.WorkMutate:
 		if !pol.Raw.MutateExistingOnPolicyUpdate(&rule.Rule) {
 			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("rule %s of policy %s does not mutate existing resources on policy changes", item.Rule, item.Policy.Key))
 		}
-		if res, ok := g.fanOutTriggers(ctx, pol, rule, events.WorkMutate, publish); !ok {
+		if res, ok := g.fanOutTriggers(ctx, pol, rule, bus.WorkMutate, publish); !ok {
 			return res
 		}
 	}
@@ -275,7 +275,7 @@ func (g *Generator) policyChanged(ctx context.Context, item events.WorkItem) res
 
 // fanOutDownstream queues an apply item for each trigger the rule has
 // generated for.
-func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, rule *engine.Rule, publish func(events.WorkItem) error) (result, bool) {
+func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, rule *engine.Rule, publish func(bus.WorkItem) error) (result, bool) {
 	seen := map[string]bool{}
 	sel := downstreamSelector(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, rule.Name, "")
 	for _, k := range rule.Generation.DownstreamKinds() {
@@ -306,7 +306,7 @@ func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, ru
 					continue
 				}
 				seen[t.UID] = true
-				if err := publish(events.WorkItem{Kind: events.WorkGenerate, Trigger: t}); err != nil {
+				if err := publish(bus.WorkItem{Kind: bus.WorkGenerate, Trigger: t}); err != nil {
 					return retried(ReasonQueueError, fmt.Errorf("queue the item of trigger %s: %w", path(t.Namespace, t.Name), err)), false
 				}
 			}
@@ -322,7 +322,7 @@ func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, ru
 // triggers the rule (it matches and its preconditions hold): the kinds
 // the rule's match block names (not those only a wildcard selects), in
 // the policy's namespace for a namespaced Policy.
-func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule *engine.Rule, kind events.WorkKind, publish func(events.WorkItem) error) (result, bool) {
+func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule *engine.Rule, kind bus.WorkKind, publish func(bus.WorkItem) error) (result, bool) {
 	kinds, err := g.kinds.List(ctx)
 	if err != nil {
 		return retried(ReasonAPIError, err), false
@@ -359,7 +359,7 @@ func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule
 					return retried(ReasonAPIError, err), false
 				}
 				var resp engine.Response
-				if kind == events.WorkMutate {
+				if kind == bus.WorkMutate {
 					resp = g.eng.MutateExistingTriggers(ctx, req, only, excs)
 				} else {
 					resp = g.eng.GenerateTriggers(ctx, req, only, excs)
@@ -368,11 +368,11 @@ func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule
 					if rr.Name != rule.Name || !rr.Background {
 						continue
 					}
-					t := events.ResourceRef{
+					t := bus.ResourceRef{
 						APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(),
 						Name: obj.GetName(), UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion(),
 					}
-					if err := publish(events.WorkItem{Kind: kind, Trigger: t}); err != nil {
+					if err := publish(bus.WorkItem{Kind: kind, Trigger: t}); err != nil {
 						return retried(ReasonQueueError, fmt.Errorf("queue the item of trigger %s: %w", path(t.Namespace, t.Name), err)), false
 					}
 				}

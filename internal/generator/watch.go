@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -101,19 +101,19 @@ func (w *Watcher) policyEvent(oldObj, newObj any) {
 			return // status or metadata only
 		}
 	}
-	ref := events.PolicyRef{Key: p.Key(), UID: p.Metadata.UID, ResourceVersion: u.GetResourceVersion()}
+	ref := bus.PolicyRef{Key: p.Key(), UID: p.Metadata.UID, ResourceVersion: u.GetResourceVersion()}
 	for i := range p.Spec.Rules {
 		r := &p.Spec.Rules[i]
-		var kind events.WorkKind
+		var kind bus.WorkKind
 		switch {
 		case r.Generation != nil && ((old != nil && r.Generation.Synchronize && r.Generation.GeneratesData()) || p.GenerateExisting(r)):
-			kind = events.WorkGenerate
+			kind = bus.WorkGenerate
 		case p.MutateExistingOnPolicyUpdate(r):
-			kind = events.WorkMutate
+			kind = bus.WorkMutate
 		default:
 			continue
 		}
-		w.queue(WatchPolicyChanged, events.WorkItem{Kind: kind, Policy: ref, Rule: r.Name, Action: events.WorkPolicyChanged, Cause: events.CausePolicy})
+		w.queue(WatchPolicyChanged, bus.WorkItem{Kind: kind, Policy: ref, Rule: r.Name, Action: bus.WorkPolicyChanged, Cause: bus.CausePolicy})
 	}
 	if old != nil && old.Metadata.UID == p.Metadata.UID {
 		// Synchronized rules the change removed take their downstream along.
@@ -148,13 +148,13 @@ func (w *Watcher) queueDeleted(p *policy.Policy, r *policy.Rule) {
 	if g == nil || !g.Synchronize || g.OrphanDownstreamOnPolicyDelete {
 		return
 	}
-	var kinds []events.ResourceRef
+	var kinds []bus.ResourceRef
 	for _, k := range g.DownstreamKinds() {
-		kinds = append(kinds, events.ResourceRef{APIVersion: k.APIVersion, Kind: k.Kind})
+		kinds = append(kinds, bus.ResourceRef{APIVersion: k.APIVersion, Kind: k.Kind})
 	}
-	w.queue(WatchPolicyDeleted, events.WorkItem{
-		Kind: events.WorkGenerate, Policy: events.PolicyRef{Key: p.Key(), UID: p.Metadata.UID, ResourceVersion: p.Metadata.ResourceVersion},
-		Rule: r.Name, Action: events.WorkPolicyDeleted, Cause: events.CausePolicy, Targets: kinds,
+	w.queue(WatchPolicyDeleted, bus.WorkItem{
+		Kind: bus.WorkGenerate, Policy: bus.PolicyRef{Key: p.Key(), UID: p.Metadata.UID, ResourceVersion: p.Metadata.ResourceVersion},
+		Rule: r.Name, Action: bus.WorkPolicyDeleted, Cause: bus.CausePolicy, Targets: kinds,
 	})
 }
 
@@ -248,10 +248,10 @@ func (w *Watcher) drift(event string, u *unstructured.Unstructured, rv string) {
 	if ns := l[LabelPolicyNamespace]; ns != "" {
 		key = ns + "/" + key
 	}
-	w.queue(event, events.WorkItem{
-		Kind: events.WorkGenerate, Policy: events.PolicyRef{Key: key, Kind: l[LabelPolicyKind]}, Rule: l[LabelRuleName], Trigger: t,
-		Cause: events.CauseDrift,
-		Downstream: &events.ResourceRef{
+	w.queue(event, bus.WorkItem{
+		Kind: bus.WorkGenerate, Policy: bus.PolicyRef{Key: key, Kind: l[LabelPolicyKind]}, Rule: l[LabelRuleName], Trigger: t,
+		Cause: bus.CauseDrift,
+		Downstream: &bus.ResourceRef{
 			APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(),
 			UID: string(u.GetUID()), ResourceVersion: rv,
 		},
@@ -284,9 +284,9 @@ func changedByOthers(old, cur *unstructured.Unstructured) bool {
 }
 
 // queue adds an item to what the publisher sends.
-func (w *Watcher) queue(event string, item events.WorkItem) {
+func (w *Watcher) queue(event string, item bus.WorkItem) {
 	item.Timestamp = time.Now().UTC()
-	msg, err := events.WorkMessage(item)
+	msg, err := bus.WorkMessage(item)
 	if err != nil {
 		w.m.watch.WithLabelValues(event, "failed").Inc()
 		w.log.Error().Err(err).Str("event", event).Str("policy", item.Policy.Key).Str("rule", item.Rule).Msg("watchItemNotMade")

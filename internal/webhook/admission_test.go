@@ -17,8 +17,8 @@ import (
 	"github.com/rs/zerolog"
 	admissionv1 "k8s.io/api/admission/v1"
 
-	evt "github.com/verdict-dev/verdict/internal/events"
-	"github.com/verdict-dev/verdict/internal/testproc"
+	evt "github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 

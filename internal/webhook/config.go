@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/verdict-dev/verdict/internal/admissionfilter"
-	"github.com/verdict-dev/verdict/internal/service"
+	"github.com/verdict-dev/verdict/internal/platform"
+	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
 )
 
 // WorkFailureMode is what the webhook answers when generate work cannot be
@@ -33,7 +33,7 @@ const shutdownReserve = time.Second
 func ShutdownReserve() time.Duration { return shutdownReserve }
 
 // Config is the configuration of the webhook service. DefaultConfig gives
-// the defaults; services/webhook binds every field to a kebab-case flag.
+// the defaults; cmd/webhook binds every field to a kebab-case flag.
 type Config struct {
 	// Address is where the HTTPS server listens.
 	Address string
@@ -129,7 +129,7 @@ type Config struct {
 	PolicyPaths []string
 
 	// Log is the logger's level and format.
-	Log service.LogConfig
+	Log platform.LogConfig
 }
 
 // DefaultConfig returns the defaults: listen on :9443, 8 MiB bodies, 10s
@@ -161,7 +161,7 @@ func DefaultConfig() Config {
 		ShutdownGracePeriod:  15 * time.Second,
 		FlushTimeout:         4 * time.Second,
 		ShutdownBudget:       25 * time.Second,
-		Log:                  service.DefaultLogConfig(),
+		Log:                  platform.DefaultLogConfig(),
 
 		// An API server at 500 admissions a second with 10 policies
 		// each, per address; a forged flood is cut to as much.

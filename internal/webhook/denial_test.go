@@ -8,7 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/verdict-dev/verdict/internal/golden"
+	"github.com/verdict-dev/verdict/internal/testkit/golden"
 )
 
 // Two Enforce policies of several rules, for a request that breaks rules

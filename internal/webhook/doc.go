@@ -1,4 +1,4 @@
-// Package webhook is the admission core of services/webhook: an HTTPS
+// Package webhook is the admission core of cmd/webhook: an HTTPS
 // server that answers the API server's AdmissionReviews with Verdict's
 // policy engine.
 //
@@ -30,7 +30,7 @@
 //     reloads a certificate and key from files, a Secret-backed source comes
 //     with the certificate renewer.
 //   - [ResultSink] receives rule results without ever blocking the answer
-//     (internal/webhookapp's sink hands them to pkg/queue's asynchronous
+//     (internal/webhook/app's sink hands them to pkg/queue's asynchronous
 //     publisher, a bounded buffer in front of VERDICT_RESULTS).
 //   - [WorkSink] takes generate work, which must be acknowledged within a
 //     deadline before the answer (VERDICT_WORK); what happens when it is not
@@ -53,7 +53,7 @@
 // publish neither results nor work.
 //
 // Requests carry the username, uid, groups and extra of the
-// AdmissionRequest; with a RoleResolver (cluster mode: internal/roles over
+// AdmissionRequest; with a RoleResolver (cluster mode: internal/webhook/roles over
 // the cluster's RoleBindings and ClusterRoleBindings) also the user's roles
 // and cluster roles, as Kyverno resolves them. Without one (files mode)
 // they are empty, and match and exclude blocks that name roles or

@@ -8,7 +8,7 @@ import (
 )
 
 // Test doubles of the sinks: production wires the JetStream sinks of
-// internal/webhookapp.
+// internal/webhook/app.
 
 // MemoryResultSink keeps every event, for tests.
 type MemoryResultSink struct {

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/verdict-dev/verdict/internal/jsonread"
+	"github.com/verdict-dev/verdict/pkg/jsonread"
 )
 
 // fastReview decodes an AdmissionReview request body in one pass, its

@@ -9,8 +9,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/verdict-dev/verdict/internal/jsonread"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/jsonread"
 )
 
 // slowReview is decodeReview's encoding/json path: the envelope into the

@@ -8,7 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/verdict-dev/verdict/internal/jsonwrite"
+	"github.com/verdict-dev/verdict/pkg/jsonwrite"
 )
 
 // encodeReview writes the AdmissionReview carrying resp as json.Marshal

@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
-	"github.com/verdict-dev/verdict/internal/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 

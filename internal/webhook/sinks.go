@@ -3,10 +3,10 @@ package webhook
 import (
 	"context"
 
-	evt "github.com/verdict-dev/verdict/internal/events"
+	evt "github.com/verdict-dev/verdict/internal/bus"
 )
 
-// The event schema lives in internal/events, shared with the worker
+// The event schema lives in internal/bus, shared with the worker
 // services; these names keep the webhook's API readable.
 type (
 	ResourceRef = evt.ResourceRef

@@ -222,7 +222,7 @@ type NamespaceObjects interface {
 }
 
 // RoleResolver gives the RBAC roles ("namespace:name") and cluster roles
-// a request's user holds (internal/roles reads them off the cluster's
+// a request's user holds (internal/webhook/roles reads them off the cluster's
 // bindings), for match and exclude blocks that name them.
 type RoleResolver interface {
 	Roles(user authenticationv1.UserInfo, namespace string) (roles, clusterRoles []string)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verdict-dev/verdict/internal/policycache"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/verdict-dev/verdict/internal/jsonread"
+	"github.com/verdict-dev/verdict/pkg/jsonread"
 )
 
 // pubAckReply is JetStream's answer to a publish: the stored message's

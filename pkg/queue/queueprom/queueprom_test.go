@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/verdict-dev/verdict/internal/golden"
+	"github.com/verdict-dev/verdict/internal/testkit/golden"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 

@@ -102,7 +102,7 @@ one (empty: none): (dict "root" $ "svc" "webhook"). */}}
 {{- index ($k.services | default dict) .svc | default $k.secretName -}}
 {{- end -}}
 
-{{/* The NATS and stream flags every service takes (internal/service):
+{{/* The NATS and stream flags every service takes (internal/platform):
 (dict "root" $ "svc" "webhook"). */}}
 {{- define "verdict.natsArgs" -}}
 {{- $n := .root.Values.nats -}}

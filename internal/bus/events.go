@@ -1,0 +1,179 @@
+// Package events defines the messages Verdict's services exchange through
+// JetStream: rule results (VERDICT_RESULTS, the state PolicyReports are
+// folded from) and units of work (VERDICT_WORK). They are encoded as JSON;
+// fields are only ever added.
+package bus
+
+import (
+	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// ResourceRef names one Kubernetes object at one version.
+type ResourceRef struct {
+	APIVersion      string `json:"apiVersion"`
+	Kind            string `json:"kind"`
+	Namespace       string `json:"namespace,omitempty"`
+	Name            string `json:"name"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// PolicyRef names one policy at one version.
+type PolicyRef struct {
+	// Key is "name" for a ClusterPolicy, "namespace/name" for a Policy.
+	Key string `json:"key"`
+	// Kind is set for the CEL kinds (GeneratingPolicy, ...), which may
+	// share a name with a ClusterPolicy; empty is ClusterPolicy or Policy,
+	// as Key says.
+	Kind            string `json:"kind,omitempty"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// ResultKey is what the policy's results are kept under (their subject,
+// the report's fold): Key for a ClusterPolicy or Policy, Kind:Key for a
+// CEL kind, so that a ValidatingPolicy sharing a ClusterPolicy's name
+// keeps its own results.
+func (r PolicyRef) ResultKey() string {
+	if r.Kind == "" {
+		return r.Key
+	}
+	return r.Kind + ":" + r.Key
+}
+
+// RuleResult is the outcome of one rule.
+type RuleResult struct {
+	Name    string          `json:"name"`
+	Type    engine.RuleType `json:"type"`
+	Status  engine.Status   `json:"status"`
+	Message string          `json:"message,omitempty"`
+	// Exception names the PolicyException that exempted the resource.
+	Exception string `json:"exception,omitempty"`
+}
+
+// ResultEvent is the evaluation of one policy on one resource: what
+// VERDICT_RESULTS keeps, a short history per resource × policy, of which
+// readers keep the newest by CompareResults (policy version, resource
+// version, time), not the last to arrive.
+type ResultEvent struct {
+	Resource ResourceRef  `json:"resource"`
+	Policy   PolicyRef    `json:"policy"`
+	Rules    []RuleResult `json:"rules"`
+	// Category, Severity and Scored come from the policy's annotations,
+	// for PolicyReport results.
+	Category string `json:"category,omitempty"`
+	Severity string `json:"severity,omitempty"`
+	Scored   bool   `json:"scored"`
+	// Timestamp is when the admission request was evaluated.
+	Timestamp time.Time `json:"timestamp"`
+	// Admission is true for results of an admission request, false for
+	// background scans.
+	Admission bool `json:"admission"`
+	// RequestUID is the AdmissionRequest's uid.
+	RequestUID string `json:"requestUid,omitempty"`
+	// Retracted, on a result without rules, says why an earlier result of
+	// the policy on the resource no longer holds (RetractedNotSelected,
+	// RetractedPolicyDeleted). The retraction supersedes the earlier
+	// result (it is newer by CompareResults); reports leave the policy out.
+	Retracted string `json:"retracted,omitempty"`
+}
+
+// Reasons of a retraction.
+const (
+	// RetractedNotSelected: the policy no longer selects the resource.
+	RetractedNotSelected = "notSelected"
+	// RetractedPolicyDeleted: the policy was deleted (or replaced by one
+	// of the same name).
+	RetractedPolicyDeleted = "policyDeleted"
+	// RetractedReportDeleted: the report was deleted through the API (the
+	// reporter's serving mode): the policy's result stays out of it until
+	// a newer evaluation.
+	RetractedReportDeleted = "reportDeleted"
+)
+
+// WorkKind is what a worker does with a WorkItem: the work subject's
+// second token, declared once in pkg/queue.
+type WorkKind = queue.WorkKind
+
+// Work kinds.
+const (
+	WorkGenerate = queue.WorkGenerate
+	WorkMutate   = queue.WorkMutate
+	WorkCleanup  = queue.WorkCleanup
+	WorkScan     = queue.WorkScan
+)
+
+// WorkAction is what a generate or mutate work item asks for.
+type WorkAction string
+
+// Work actions. An item without an action is WorkApply.
+const (
+	// WorkApply: evaluate the rule on the trigger and write what it
+	// generates (generate) or patch its targets (mutate).
+	WorkApply WorkAction = "apply"
+	// WorkDeleteDownstream: the trigger was deleted; remove what a
+	// synchronized generate rule made for it.
+	WorkDeleteDownstream WorkAction = "deleteDownstream"
+	// WorkPolicyChanged: the rule's policy was created or changed; fan
+	// out to its triggers (a synchronized rule's downstream brought up to
+	// date, generateExisting, mutateExistingOnPolicyUpdate).
+	WorkPolicyChanged WorkAction = "policyChanged"
+	// WorkPolicyDeleted: the rule's policy was deleted; remove what the
+	// synchronized rule made (unless orphanDownstreamOnPolicyDelete).
+	WorkPolicyDeleted WorkAction = "policyDeleted"
+)
+
+// Causes of a work item: who made it.
+const (
+	// CauseAdmission: an admission request (the default).
+	CauseAdmission = "admission"
+	// CauseDrift: a generated resource was changed or deleted.
+	CauseDrift = "drift"
+	// CausePolicy: a policy change fanned out to the rule's triggers.
+	CausePolicy = "policy"
+)
+
+// WorkItem is one unit of work for the worker services: a generate or
+// mutate-existing rule and what to do with it (Action), for a trigger or
+// for the whole rule.
+type WorkItem struct {
+	Kind   WorkKind  `json:"kind"`
+	Policy PolicyRef `json:"policy"`
+	Rule   string    `json:"rule"`
+	// Action is what to do (empty: WorkApply).
+	Action WorkAction `json:"action,omitempty"`
+	// Cause is who made the item (empty: CauseAdmission).
+	Cause string `json:"cause,omitempty"`
+	// Downstream, for a drift item, is the generated resource that
+	// changed (its resourceVersion, or none when it was deleted).
+	Downstream *ResourceRef `json:"downstream,omitempty"`
+	// Trigger is the resource whose admission triggered the rule.
+	Trigger   ResourceRef `json:"trigger"`
+	Operation string      `json:"operation"`
+	// UserInfo is who made the request, for rules that use
+	// request.userInfo.
+	UserInfo engine.UserInfo `json:"userInfo"`
+	// RequesterVerified: the webhook's caller proved with its client
+	// certificate to be the API server (mutual TLS), so UserInfo is the
+	// API server's word. Without it, anyone who reaches the webhook may
+	// have written UserInfo: the generator acts on it only where the API
+	// vouches for the request (internal/generator requester.go).
+	RequesterVerified bool `json:"requesterVerified,omitempty"`
+	// Targets are the resources the rule would write, as computed at
+	// admission (the generator recomputes them); for WorkPolicyDeleted,
+	// the kinds (apiVersion and kind) of what the rule generated.
+	Targets    []ResourceRef `json:"targets,omitempty"`
+	RequestUID string        `json:"requestUid,omitempty"`
+	Timestamp  time.Time     `json:"timestamp"`
+}
+
+// Act is the item's action (WorkApply when none is given).
+func (w WorkItem) Act() WorkAction {
+	if w.Action == "" {
+		return WorkApply
+	}
+	return w.Action
+}

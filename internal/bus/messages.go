@@ -1,0 +1,277 @@
+package bus
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// ErrIncomplete is returned for an event that lacks what its subject or
+// id is made of.
+var ErrIncomplete = errors.New("incomplete event")
+
+// NewResult is the result event of one policy's response on a resource.
+func NewResult(res ResourceRef, p *engine.Policy, resp engine.Response, at time.Time) ResultEvent {
+	return (*RuleArena)(nil).NewResult(res, p, resp, at)
+}
+
+// RuleArena hands out the rule results of many events from shared
+// allocations (the webhook makes one event per policy of an admission).
+// The zero value is ready; a nil arena allocates each event's own.
+type RuleArena struct {
+	free []RuleResult
+}
+
+// ruleArenaSize is how many rule results an arena allocates at a time.
+const ruleArenaSize = 32
+
+func (a *RuleArena) take(n int) []RuleResult {
+	if a == nil {
+		return make([]RuleResult, n)
+	}
+	if cap(a.free)-len(a.free) < n {
+		a.free = make([]RuleResult, 0, max(n, ruleArenaSize))
+	}
+	start := len(a.free)
+	a.free = a.free[:start+n]
+	return a.free[start : start+n : start+n]
+}
+
+// NewResult is the package's NewResult with the rule results taken from
+// the arena.
+func (a *RuleArena) NewResult(res ResourceRef, p *engine.Policy, resp engine.Response, at time.Time) ResultEvent {
+	rules := a.take(len(resp.Rules))
+	for i, rr := range resp.Rules {
+		rules[i] = RuleResult{Name: rr.Name, Type: rr.Type, Status: rr.Status, Message: rr.Message, Exception: rr.Exception}
+	}
+	return ResultEvent{
+		Resource:  res,
+		Policy:    PolicyRefOf(p),
+		Rules:     rules,
+		Category:  p.Category,
+		Severity:  p.Severity,
+		Scored:    p.Scored,
+		Timestamp: at,
+	}
+}
+
+// PolicyRefOf names a compiled policy at its version.
+func PolicyRefOf(p *engine.Policy) PolicyRef {
+	ref := PolicyRef{Key: p.Raw.Key(), UID: p.Raw.Metadata.UID, ResourceVersion: p.Raw.Metadata.ResourceVersion}
+	if policy.IsCELPolicyKind(p.Raw.Kind) {
+		ref.Kind = p.Raw.Kind
+	}
+	return ref
+}
+
+// SameOutcome reports whether two results of the same resource and policy
+// say the same thing: the same policy version, rules, category, severity
+// and scoring (timestamps, resource versions and request ids aside). A
+// background scan does not republish a result that says the same thing.
+func SameOutcome(a, b ResultEvent) bool {
+	if a.Policy != b.Policy || a.Category != b.Category || a.Severity != b.Severity || a.Scored != b.Scored ||
+		a.Retracted != b.Retracted || len(a.Rules) != len(b.Rules) {
+		return false
+	}
+	for i := range a.Rules {
+		if a.Rules[i] != b.Rules[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ResultMessage is the queue message of a result event: its subject (the
+// resource and policy, so the stream keeps the last per pair) and a
+// deterministic id (a retried publish, or two replicas evaluating the same
+// admission or scanning the same versions, collapse).
+func ResultMessage(ev ResultEvent) (queue.Message, error) {
+	if err := resultComplete(ev); err != nil {
+		return queue.Message{}, err
+	}
+	data, err := EncodeResultEvent(ev)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	var text [256]byte
+	t, split := appendResultKeys(text[:0], ev)
+	return queue.Message{Subject: string(t[:split]), ID: string(t[split:]), Data: data}, nil
+}
+
+// ResultMessages is ResultMessage of each event, as a batch: the
+// payloads share one buffer and the subjects and ids one string, so an
+// admission's results (one per policy) cost three allocations, not three
+// per policy. An event with no message is left out and given to skip
+// with its error (ResultMessage's).
+func ResultMessages(evs []ResultEvent, skip func(ResultEvent, error)) []queue.Message {
+	ms := make([]queue.Message, 0, len(evs))
+	size := 0
+	for _, ev := range evs {
+		size += resultEventSize(ev)
+	}
+	data := make([]byte, 0, size)
+	text := make([]byte, 0, len(evs)*160)
+	type span struct{ start, split, end int }
+	spans := make([]span, 0, len(evs))
+	var enc resultEncoder
+	for _, ev := range evs {
+		if err := resultComplete(ev); err != nil {
+			skip(ev, err)
+			continue
+		}
+		start := len(data)
+		var err error
+		if data, err = enc.append(data, ev); err != nil {
+			data, enc = data[:start], resultEncoder{}
+			skip(ev, err)
+			continue
+		}
+		sp := span{start: len(text)}
+		text, sp.split = appendResultKeys(text, ev)
+		sp.end = len(text)
+		spans = append(spans, sp)
+		// Full slice expressions: a payload never reaches into the next.
+		ms = append(ms, queue.Message{Data: data[start:len(data):len(data)]})
+	}
+	keys := string(text)
+	for i, sp := range spans {
+		ms[i].Subject, ms[i].ID = keys[sp.start:sp.split], keys[sp.split:sp.end]
+	}
+	return ms
+}
+
+// resultComplete checks that ev has what its subject and id are made of.
+func resultComplete(ev ResultEvent) error {
+	if ev.Resource.UID == "" || ev.Policy.Key == "" {
+		return fmt.Errorf("%w: a result needs a resource uid and a policy key", ErrIncomplete)
+	}
+	return nil
+}
+
+// appendResultKeys appends ev's subject, then its message id, to b, and
+// says where the id starts.
+func appendResultKeys(b []byte, ev ResultEvent) ([]byte, int) {
+	b = queue.AppendResultSubject(b, ev.Resource.UID, ev.Policy.ResultKey())
+	split := len(b)
+	if ev.Retracted != "" {
+		return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID, "retracted", ev.Retracted), split
+	}
+	return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID), split
+}
+
+// ScanAction is what the scanner does with a ScanItem.
+type ScanAction string
+
+// Scan actions.
+const (
+	// ScanPolicy evaluates one policy on every resource it selects,
+	// publishes the results that changed and retracts those that no
+	// longer hold.
+	ScanPolicy ScanAction = "policy"
+	// ScanAll fans out one ScanPolicy item per background policy: the
+	// periodic scan's tick.
+	ScanAll ScanAction = "all"
+	// ScanPolicyDeleted retracts every result of a deleted policy.
+	ScanPolicyDeleted ScanAction = "policyDeleted"
+	// ScanResourceGone is sent when a report disappeared: when its
+	// resource is gone too, the resource's results are purged; otherwise
+	// its report is written again.
+	ScanResourceGone ScanAction = "resourceGone"
+)
+
+// ScanItem is one unit of background-scan work (VERDICT_WORK, kind scan).
+type ScanItem struct {
+	Action ScanAction `json:"action"`
+	// Policy is the policy to scan or whose results to retract.
+	Policy PolicyRef `json:"policy,omitzero"`
+	// Resource is the resource whose report disappeared.
+	Resource ResourceRef `json:"resource,omitzero"`
+	// Reason says what caused the item (created, changed, started,
+	// interval, deleted).
+	Reason    string    `json:"reason,omitempty"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// ScanMessage is the queue message of a scan item; id distinguishes
+// occurrences (two replicas publishing the same occurrence give the same
+// id, so it is done once).
+func ScanMessage(item ScanItem, id ...string) (queue.Message, error) {
+	var key string
+	switch item.Action {
+	case ScanPolicy, ScanPolicyDeleted:
+		if item.Policy.Key == "" || item.Policy.UID == "" {
+			return queue.Message{}, fmt.Errorf("%w: scan item %s needs a policy key and uid", ErrIncomplete, item.Action)
+		}
+		key = string(item.Action) + "/" + item.Policy.ResultKey()
+	case ScanResourceGone:
+		if item.Resource.UID == "" {
+			return queue.Message{}, fmt.Errorf("%w: scan item %s needs a resource uid", ErrIncomplete, item.Action)
+		}
+		key = string(item.Action) + "/" + item.Resource.UID
+	case ScanAll:
+		key = string(item.Action)
+	default:
+		return queue.Message{}, fmt.Errorf("%w: unknown scan action %q", ErrIncomplete, item.Action)
+	}
+	subject, err := queue.WorkSubject(queue.WorkScan, key)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	data, err := json.Marshal(item)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	return queue.Message{Subject: subject, ID: queue.MsgID(append([]string{"scan", key}, id...)...), Data: data}, nil
+}
+
+// WorkMessage is the queue message of a work item: its subject (kind and
+// the policy, rule and trigger, or the action for an item about the whole
+// rule) and a deterministic id (a retried publish, two replicas admitting
+// the same request, or every generator replica seeing the same policy
+// change or drift, collapse).
+func WorkMessage(item WorkItem) (queue.Message, error) {
+	data, err := json.Marshal(item)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	last := item.Trigger.UID
+	if last == "" {
+		last = string(item.Act())
+	}
+	subject, err := queue.WorkSubject(item.Kind, item.Policy.Key+"/"+item.Rule+"/"+last)
+	if err != nil {
+		return queue.Message{}, err
+	}
+	parts := []string{"work", string(item.Kind), item.Policy.UID, item.Policy.ResourceVersion, item.Rule, item.Trigger.UID, item.Trigger.ResourceVersion, item.RequestUID}
+	if item.Act() != WorkApply || item.Cause != "" {
+		// Added only when set, so the ids of admission items stay what
+		// they were.
+		parts = append(parts, string(item.Act()), item.Cause)
+	}
+	if d := item.Downstream; d != nil {
+		parts = append(parts, d.UID, d.ResourceVersion)
+	}
+	if item.unverifiedCreate() {
+		// One item per created trigger (and rule), whatever the request's
+		// uid and the policy's version: the real review of a creation is
+		// published before the object is stored, so a review sent later
+		// for the same uid (a forged one, with another requester) is a
+		// duplicate of the real one within the duplicate window, and
+		// after it the generator finds the trigger older than its grace.
+		parts = []string{"work", string(item.Kind), item.Policy.UID, item.Rule, item.Trigger.UID, "create"}
+	}
+	return queue.Message{Subject: subject, ID: queue.MsgID(parts...), Data: data}, nil
+}
+
+// unverifiedCreate reports whether item is the apply item of an admitted
+// CREATE whose requester the webhook's caller did not prove
+// (RequesterVerified false).
+func (item WorkItem) unverifiedCreate() bool {
+	return item.Act() == WorkApply && (item.Cause == "" || item.Cause == CauseAdmission) &&
+		item.Operation == engine.OpCreate && !item.RequesterVerified
+}

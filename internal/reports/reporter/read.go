@@ -1,0 +1,241 @@
+package reporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// DecodeResult reads one VERDICT_RESULTS message: its subject names the
+// resource UID and policy key, its data is a ResultEvent about the same
+// pair. Anything else is an error (the message can never be folded).
+//
+// A verified copy (queue.VerifiedCopySubject) decodes as the result it
+// copies.
+func DecodeResult(subject string, data []byte) (bus.ResultEvent, error) {
+	subject, _ = queue.ParseVerifiedCopy(subject)
+	uid, policy, err := queue.ParseResultSubject(subject)
+	if err != nil {
+		return bus.ResultEvent{}, err
+	}
+	ev, err := bus.DecodeResultEvent(data)
+	if err != nil {
+		return bus.ResultEvent{}, fmt.Errorf("decode result on %s: %w", subject, err)
+	}
+	if ev.Resource.UID != uid || ev.Policy.ResultKey() != policy {
+		return bus.ResultEvent{}, fmt.Errorf("result on %s is about resource %q and policy %q", subject, ev.Resource.UID, ev.Policy.Key)
+	}
+	return ev, nil
+}
+
+// readStats counts what readResults read.
+type readStats struct {
+	messages    int    // messages read
+	copies      int    // of those, verified copies (queue.VerifiedCopySubject)
+	undecodable int    // of those, left out
+	last        uint64 // the highest stream sequence read
+}
+
+// readResults reads every stored result under filters (all the messages
+// of their subjects: VERDICT_RESULTS keeps a short history of each, and
+// which is newest is for CompareResults to say, not the order of arrival)
+// and groups them by resource uid. Messages that cannot be decoded are
+// left out (and counted).
+func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string, opts ...queue.ReplayOption) (map[string][]Result, readStats, error) {
+	out := map[string][]Result{}
+	var st readStats
+	opts = append([]queue.ReplayOption{queue.WithReplayAll()}, opts...)
+	if len(filters) > 0 {
+		opts = append(opts, queue.WithReplayFilter(filters...))
+	}
+	_, err := conn.Replay(ctx, queue.StreamResults, func(msg queue.ReplayMsg) error {
+		st.messages++
+		st.last = max(st.last, msg.Sequence)
+		ev, err := DecodeResult(msg.Subject, msg.Data)
+		if err != nil {
+			st.undecodable++
+			m.undecodable.Inc()
+			return nil
+		}
+		_, copied := queue.ParseVerifiedCopy(msg.Subject)
+		if copied {
+			st.copies++
+		}
+		out[ev.Resource.UID] = append(out[ev.Resource.UID], Result{Sequence: msg.Sequence, Event: ev, Stored: msg.Published, Copy: copied})
+		return nil
+	}, opts...)
+	if err != nil {
+		return nil, st, fmt.Errorf("read results: %w", err)
+	}
+	return out, st, nil
+}
+
+// ReadStored reads every stored result under the subject filters (all of
+// VERDICT_RESULTS when there are none), every message of each subject's
+// history, and groups them by resource uid, unchecked: the caller checks
+// them (CheckResults) and picks the newest (Newest). Messages that cannot
+// be decoded are left out and counted on m. The background scanner reads a
+// policy's results with it (filter queue.ResultsOfPolicy).
+func ReadStored(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string) (map[string][]Result, error) {
+	out, _, err := readResults(ctx, conn, m, filters)
+	return out, err
+}
+
+// Checked is one resource's results sorted out by the checker
+// (CheckResults).
+type Checked struct {
+	// Verified are the results whose resource exists as they say: the
+	// only ones a report is folded from.
+	Verified []Result
+	// Wait, when positive, says that some result names an object not
+	// found yet (within the checker's grace): a fold of the verified ones
+	// is partial until it is decided, in Wait at the latest.
+	Wait time.Duration
+	// Unreadable are the results whose resource's kind the checker may
+	// not read (verify.ErrForbidden): undecided, so a fold of the
+	// verified ones is partial too, and nothing is purged for them.
+	Unreadable []Result
+	// rejected are the results the checker refused (forged, or of an
+	// object that is gone), with why.
+	rejected []rejection
+}
+
+type rejection struct {
+	result Result
+	status apicheck.Status
+}
+
+// Undecided reports whether some result is neither verified nor rejected
+// (pending, or of a kind the checker may not read): a fold of the
+// verified ones is partial.
+func (c Checked) Undecided() bool { return c.Wait > 0 || len(c.Unreadable) > 0 }
+
+// CheckResults checks every result against the API server (the checker
+// remembers objects it found, so this costs about one lookup per
+// resource, whatever the number of results). Every reader folds or
+// compares only the verified ones: the projector, Rebuild and the
+// background scanner. A result of a kind the checker may not read is
+// Unreadable, not an error.
+func CheckResults(ctx context.Context, check *apicheck.Checker, results []Result) (Checked, error) {
+	var out Checked
+	for _, r := range results {
+		st, err := check.Check(ctx, r.Event.Resource, r.Stored)
+		if errors.Is(err, apicheck.ErrForbidden) {
+			out.Unreadable = append(out.Unreadable, r)
+			continue
+		}
+		if err != nil {
+			return Checked{}, err
+		}
+		switch st {
+		case apicheck.Verified:
+			out.Verified = append(out.Verified, r)
+		case apicheck.Pending:
+			d := check.RetryIn(r.Stored)
+			if out.Wait == 0 || d < out.Wait {
+				out.Wait = d
+			}
+		default:
+			out.rejected = append(out.rejected, rejection{result: r, status: st})
+		}
+	}
+	return out, nil
+}
+
+// Current is the checked state of some resources in VERDICT_RESULTS.
+type Current struct {
+	// Verified are the verified results of each resource (all of their
+	// history: Fold keeps the newest of each policy). A resource without
+	// verified results has no entry.
+	Verified map[string][]Result
+	// Pending are the resources with a result still waiting for its
+	// object, or of a kind the checker may not read (their folds are
+	// partial), and how long until it is decided (0: not until the
+	// checker may read the kind).
+	Pending map[string]time.Duration
+}
+
+// Fold folds the verified results of uid; the fold is partial when a result
+// of uid is pending.
+func (c Current) Fold(uid string) (Report, error) {
+	rep, err := Fold(uid, c.Verified[uid])
+	if err != nil {
+		return Report{}, err
+	}
+	_, rep.Partial = c.Pending[uid]
+	return rep, nil
+}
+
+// ReadResults reads the results of the resources uids from VERDICT_RESULTS
+// (one Replay with a filter per resource, every message of their subjects)
+// and checks them with check. Messages that cannot be decoded are left
+// out (and counted), so are rejected results (counted where their own
+// message is handled).
+func ReadResults(ctx context.Context, conn *queue.Conn, m *Metrics, check *apicheck.Checker, uids []string) (Current, error) {
+	cur := Current{Verified: map[string][]Result{}, Pending: map[string]time.Duration{}}
+	if len(uids) == 0 {
+		return cur, nil
+	}
+	filters := make([]string, 0, 2*len(uids))
+	for _, uid := range uids {
+		filters = append(filters, queue.ResultsOfResource(uid), queue.VerifiedOfResource(uid))
+	}
+	byUID, _, err := readResults(ctx, conn, m, filters)
+	if err != nil {
+		return Current{}, err
+	}
+	for uid, rs := range byUID {
+		c, err := CheckResults(ctx, check, rs)
+		if err != nil {
+			return Current{}, fmt.Errorf("check the results of %s: %w", uid, err)
+		}
+		if c.Undecided() {
+			cur.Pending[uid] = c.Wait
+		}
+		if len(c.Verified) > 0 {
+			cur.Verified[uid] = c.Verified
+		}
+	}
+	return cur, nil
+}
+
+// Refolder reads one resource's results again (ReadResults) and folds
+// them: the Refold of a write after a conflict. hint locates the report if
+// no result is left (Report.WithHint).
+func Refolder(conn *queue.Conn, m *Metrics, check *apicheck.Checker, uid string, hint bus.ResourceRef) Refold {
+	return func(ctx context.Context) (Report, error) {
+		cur, err := ReadResults(ctx, conn, m, check, []string{uid})
+		if err != nil {
+			return Report{}, err
+		}
+		rep, err := cur.Fold(uid)
+		if err != nil {
+			return Report{}, err
+		}
+		return rep.WithHint(hint), nil
+	}
+}
+
+// WithHint returns the report with its resource named after hint (the
+// same uid, without a resourceVersion) when the fold had no result to name
+// it, so that a write finds the report where hint says.
+func (r Report) WithHint(hint bus.ResourceRef) Report {
+	if r.Resource.Name == "" && hint.UID == r.Resource.UID {
+		r.Resource = hint
+		r.Resource.ResourceVersion = ""
+	}
+	return r
+}
+
+// since is time.Since for a timestamp that may be unset.
+func since(t time.Time) (time.Duration, bool) {
+	if t.IsZero() {
+		return 0, false
+	}
+	return time.Since(t), true
+}

@@ -1,0 +1,167 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nkeys"
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/certs"
+	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
+	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+)
+
+// nkeySeedFile makes an NKey user and writes its seed to a file; it
+// returns the file and the public key a server lets in.
+func nkeySeedFile(t *testing.T) (file, public string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if public, err = kp.PublicKey(); err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(file, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, public
+}
+
+const auditLabelsKyverno = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: require-team-label, uid: pol-1, resourceVersion: "1"}
+spec:
+  validationFailureAction: Audit
+  rules:
+  - name: team
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: "label team is required"
+      pattern: {metadata: {labels: {team: "?*"}}}
+`
+
+// TestFilesMode starts the service in files mode, with policies and a
+// certificate from files and a JetStream that lets in only its NKey: a
+// review is answered, and its result reaches VERDICT_RESULTS through the
+// credentials (after a review with a 5,000-byte uid, which is refused).
+func TestFilesMode(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA("files-mode-ca", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := certs.NewServing(ca, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM, "policy.yaml": []byte(auditLabelsKyverno)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seedFile, public := nkeySeedFile(t)
+	nats, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nats.Shutdown)
+
+	port := freePort(t)
+	cfg := webhookapp.DefaultConfig()
+	cfg.Mode = webhookapp.ModeFiles
+	cfg.Identity = "files"
+	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", port)
+	cfg.Webhook.CertFile, cfg.Webhook.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	cfg.Webhook.PolicyPaths = []string{filepath.Join(dir, "policy.yaml")}
+	cfg.Webhook.ShutdownDelay = 0
+	cfg.NATS.URLs, cfg.NATS.NKeyFile = []string{nats.ClientURL()}, seedFile
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- webhookapp.Run(ctx, cfg, zerolog.Nop()) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("service: %v", err)
+		}
+	})
+
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert())
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	review := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"r-1","operation":"CREATE",
+	  "kind":{"version":"v1","kind":"Pod"},"resource":{"version":"v1","resource":"pods"},"namespace":"team","name":"p",
+	  "object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"team","uid":"pod-uid-1"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}}}`)
+	// Issue 28, finding 6: a review whose object has a 5,000-byte uid is
+	// refused. Before, its result's subject made the server drop the
+	// client for good, and no result was published after it (the one
+	// below is).
+	long := bytes.Replace(review, []byte(`"uid":"pod-uid-1"`), []byte(`"uid":"`+strings.Repeat("u", 5000)+`"`), 1)
+	var longStatus int
+	waitFor(t, 10*time.Second, func() bool {
+		resp, err := client.Post(fmt.Sprintf("https://127.0.0.1:%d/validate", port), "application/json", bytes.NewReader(long))
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		longStatus = resp.StatusCode
+		return true
+	})
+	if longStatus != http.StatusBadRequest {
+		t.Fatalf("review with a 5,000-byte uid: status %d, want 400", longStatus)
+	}
+	var allowed bool
+	waitFor(t, 10*time.Second, func() bool {
+		resp, err := client.Post(fmt.Sprintf("https://127.0.0.1:%d/validate", port), "application/json", bytes.NewReader(review))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Response struct{ Allowed bool } `json:"response"`
+		}
+		allowed = json.NewDecoder(resp.Body).Decode(&out) == nil && out.Response.Allowed
+		return resp.StatusCode == http.StatusOK
+	})
+	if !allowed {
+		t.Fatal("the audited Pod was not admitted")
+	}
+
+	conn, err := queue.Connect(t.Context(), queue.WithURL(nats.ClientURL()), queue.WithNKeyFile(seedFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitFor(t, 15*time.Second, func() bool {
+		var found bool
+		_, err := conn.Replay(t.Context(), queue.StreamResults, func(m queue.ReplayMsg) error {
+			var ev bus.ResultEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				return err
+			}
+			found = found || (ev.Policy.Key == "require-team-label" && len(ev.Rules) == 1 && ev.Rules[0].Status == "fail")
+			return nil
+		}, queue.WithReplayFilter(queue.ResultsOfResource("pod-uid-1")))
+		return err == nil && found
+	})
+}

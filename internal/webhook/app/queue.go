@@ -1,0 +1,236 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/platform"
+	"github.com/verdict-dev/verdict/internal/webhook"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// Log keys: a retry's attempt number, and the wait before the next.
+const (
+	keyAttempt = "attempt"
+	keyDelay   = "delay"
+)
+
+// queueSettings are what the webhook needs of JetStream.
+type queueSettings struct {
+	nats     platform.NATSConfig
+	identity string
+	buffer   int
+	// replaceDelay is the first wait before a connection closed for good
+	// is replaced (doubling to maxReplaceDelay while replacements keep
+	// closing); 0 is defaultReplaceDelay.
+	replaceDelay time.Duration
+}
+
+// Waits before a closed connection is replaced: a server that closes every
+// new connection (credentials revoked, say) is not hammered.
+const (
+	defaultReplaceDelay = time.Second
+	maxReplaceDelay     = 30 * time.Second
+	// replaceReset: a connection that lived this long resets the wait.
+	replaceReset = time.Minute
+)
+
+// errConnClosed is readiness's error while the replica's connection is
+// closed for good and not replaced yet.
+var errConnClosed = errors.New("the NATS connection is closed: generate work cannot be queued until it is replaced")
+
+// jetStream is the webhook's side of JetStream: a connection that may not
+// be up yet, the asynchronous result publisher and the sinks the admission
+// server uses. The connection reconnects by itself after a disconnection;
+// one closed for good (the server dropped the client over a protocol
+// error, issue 28 finding 6) is replaced by a new one, and until it is the
+// replica is not ready.
+type jetStream struct {
+	qs      queueSettings
+	opts    []queue.ConnOption
+	popts   []queue.ProvisionOption
+	results *resultSink
+	work    *workSink
+	log     zerolog.Logger
+	// down is why the replica cannot queue work now (its connection closed
+	// for good and not replaced yet); nil while it has a connection.
+	down     atomic.Pointer[error]
+	replaced prometheus.Counter
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// startJetStream connects to NATS in the background and starts the result
+// publisher at once: the webhook serves admissions whatever NATS is doing
+// (DESIGN.md invariant 8). Results wait in the publisher's bounded buffer
+// (or are dropped and counted when it is full or their deadline passes);
+// generate work fails to publish until the connection is up, and
+// Config.OnWorkPublishFailure decides. Streams are provisioned in the
+// background, retried until they are. A connection closed for good is
+// replaced (keep).
+func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry, log zerolog.Logger) (*jetStream, error) {
+	opts, err := qs.nats.ConnOptions("verdict-webhook-"+qs.identity, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	// Kept for a replacement, with the same metrics.
+	opts = append(opts, queue.WithBackgroundConnect())
+	replaced := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "verdict", Subsystem: "webhook", Name: "nats_connections_replaced_total",
+		Help: "NATS connections closed for good (the server dropped the client) and replaced by a new one; /readyz fails in between."})
+	if err := reg.Register(replaced); err != nil {
+		return nil, err
+	}
+	conn, pub, err := dial(ctx, opts, qs.buffer)
+	if err != nil {
+		return nil, err
+	}
+	results, err := newResultSink(pub, reg, log)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if qs.replaceDelay <= 0 {
+		qs.replaceDelay = defaultReplaceDelay
+	}
+	kctx, stop := context.WithCancel(ctx)
+	js := &jetStream{
+		qs: qs, opts: opts, popts: append(qs.nats.ProvisionOptions(), queue.WithConsumers()),
+		results: results, work: &workSink{}, log: log, replaced: replaced, stop: stop, done: make(chan struct{}),
+	}
+	js.work.conn.Store(conn)
+	go js.keep(kctx)
+	return js, nil
+}
+
+// dial makes a connection (in the background) and its result publisher.
+func dial(ctx context.Context, opts []queue.ConnOption, buffer int) (*queue.Conn, *queue.AsyncPublisher, error) {
+	conn, err := queue.Connect(ctx, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats client: %w", err)
+	}
+	pub, err := conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(buffer))
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, pub, nil
+}
+
+// conn is the current connection.
+func (j *jetStream) conn() *queue.Conn { return j.work.conn.Load() }
+
+// ready is /readyz's NATS check: it fails only while the replica's
+// connection is closed for good and not replaced yet. A NATS outage does
+// not fail it (the connection is reconnecting, and every replica shares the
+// outage: taking them all out of the Service would fail every write the
+// webhooks select, DESIGN.md invariant 8); a replica whose own connection
+// is gone does.
+func (j *jetStream) ready(context.Context) error {
+	if err := j.down.Load(); err != nil {
+		return fmt.Errorf("%w: %w", errConnClosed, *err)
+	}
+	return nil
+}
+
+// keep provisions the streams through the current connection and, when
+// it closes for good, replaces it (after a wait that doubles while new
+// ones keep closing), until ctx ends.
+func (j *jetStream) keep(ctx context.Context) {
+	defer close(j.done)
+	delay := j.qs.replaceDelay
+	for {
+		conn := j.conn()
+		pctx, stopProvision := context.WithCancel(ctx)
+		go j.provision(pctx, conn)
+		since := time.Now()
+		select {
+		case <-ctx.Done():
+			stopProvision()
+			return
+		case <-conn.Done():
+		}
+		stopProvision()
+		if time.Since(since) > replaceReset {
+			delay = j.qs.replaceDelay
+		}
+		err := conn.Err()
+		if err == nil {
+			err = errors.New("closed")
+		}
+		j.down.Store(&err)
+		j.log.Error().Err(err).Dur(keyDelay, delay).Msg("natsConnectionClosedForGood")
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, maxReplaceDelay)
+			if err := j.replace(ctx); err != nil {
+				j.log.Error().Err(err).Dur(keyDelay, delay).Msg("natsConnectionNotReplaced")
+				continue
+			}
+			break
+		}
+	}
+}
+
+// replace makes a new connection and publisher and puts them in the
+// sinks; the old publisher is stopped (what it still held is dropped and
+// counted).
+func (j *jetStream) replace(ctx context.Context) error {
+	conn, pub, err := dial(ctx, j.opts, j.qs.buffer)
+	if err != nil {
+		return err
+	}
+	old := j.results.pub.Swap(pub)
+	j.work.conn.Store(conn)
+	j.down.Store(nil)
+	j.replaced.Inc()
+	j.log.Info().Msg("natsConnectionReplaced")
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_ = old.Close(cctx)
+	return nil
+}
+
+// provision creates or updates the streams through conn, retrying until
+// it succeeds or ctx ends: a refused configuration is logged and tried
+// again later (an operator may fix the server meanwhile).
+func (j *jetStream) provision(ctx context.Context, conn *queue.Conn) {
+	for attempt := 1; ; attempt++ {
+		err := conn.Provision(ctx, j.popts...)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		j.log.Error().Err(err).Int(keyAttempt, attempt).Msg("streams not provisioned; retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt)*5*time.Second, time.Minute)):
+		}
+	}
+}
+
+// close stops replacing connections, stops the publisher (the server
+// flushed it already during its shutdown; what is still pending when the
+// reserve runs out is dropped and counted) and closes the connection.
+func (j *jetStream) close(ctx context.Context) {
+	j.stop()
+	<-j.done
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), webhook.ShutdownReserve())
+	defer cancel()
+	if err := j.results.pub.Load().Close(cctx); err != nil {
+		j.log.Warn().Err(err).Msg("results not published before exit")
+	}
+	j.conn().Close()
+}

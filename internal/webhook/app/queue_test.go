@@ -1,0 +1,118 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform"
+	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+)
+
+// TestClosedConnectionIsReplaced: issue 28, finding 6. The server drops
+// the webhook's client over a protocol line longer than its control line
+// (what a review's 5,000-byte uid did), and nats.go closes the connection
+// for good. The replica is not ready while it cannot queue generate work,
+// a new connection replaces the closed one, and then work and results are
+// published again and the replica is ready again.
+func TestClosedConnectionIsReplaced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	nc := platform.DefaultNATSConfig()
+	nc.URLs = []string{e.ClientURL()}
+	reg := prometheus.NewRegistry()
+	js, err := startJetStream(ctx, queueSettings{nats: nc, identity: "replace", buffer: 100, replaceDelay: 200 * time.Millisecond}, reg, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.close(ctx)
+
+	item := func(uid string) bus.WorkItem {
+		return bus.WorkItem{
+			Kind: bus.WorkGenerate, Policy: bus.PolicyRef{Key: "p", UID: "pu", ResourceVersion: "1"}, Rule: "r",
+			Trigger: bus.ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: uid, UID: uid}, Operation: "CREATE",
+			RequestUID: "req-" + uid, Timestamp: time.Now(),
+		}
+	}
+	// poll waits for cond, failing the test after 10 s.
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	publish := func(uid string) func() bool {
+		return func() bool {
+			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			defer pcancel()
+			return js.work.Publish(pctx, item(uid)) == nil
+		}
+	}
+	poll("work published through the first connection", publish("before"))
+	if err := js.ready(ctx); err != nil {
+		t.Fatalf("not ready with a connection: %v", err)
+	}
+
+	first := js.conn()
+	if err := first.NATS().Publish("verdict.results."+strings.Repeat("u", 5000)+".p", nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.NATS().Flush()
+	select {
+	case <-first.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not drop the client")
+	}
+	var unready error
+	poll("readiness to fail", func() bool { unready = js.ready(ctx); return unready != nil || js.conn() != first })
+	if js.conn() == first && !errors.Is(unready, errConnClosed) {
+		t.Fatalf("readiness error %v, want errConnClosed", unready)
+	}
+	poll("the connection to be replaced and the replica ready", func() bool { return js.conn() != first && js.ready(ctx) == nil })
+	poll("work published through the new connection", publish("after"))
+
+	js.results.Publish(ctx, []bus.ResultEvent{{
+		Resource: bus.ResourceRef{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "pod-uid"},
+		Policy:   bus.PolicyRef{Key: "p", UID: "pu", ResourceVersion: "1"}, Timestamp: time.Now(),
+	}})
+	if err := js.results.Flush(ctx); err != nil {
+		t.Fatalf("results not flushed through the new connection: %v", err)
+	}
+	check, err := queue.Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	n := 0
+	if _, err := check.Replay(ctx, queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
+		queue.WithReplayFilter(queue.ResultsOfResource("pod-uid"))); err != nil || n != 1 {
+		t.Fatalf("%d results of the pod stored (%v), want 1", n, err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaced := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "verdict_webhook_nats_connections_replaced_total" {
+			replaced = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if replaced != 1 {
+		t.Fatalf("verdict_webhook_nats_connections_replaced_total %v, want 1", replaced)
+	}
+}

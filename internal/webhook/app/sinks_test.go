@@ -1,0 +1,64 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+)
+
+// A result without a resource uid cannot become a message: it is counted,
+// the others (whatever their uids and keys) are published.
+func TestResultSinkCountsUnpublishable(t *testing.T) {
+	ctx := t.Context()
+	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	conn, err := queue.Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if err := conn.Provision(ctx, queue.WithConsumers()); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := conn.NewAsyncPublisher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := newResultSink(pub, prometheus.NewRegistry(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := bus.PolicyRef{Key: "p", UID: "pu", ResourceVersion: "1"}
+	sink.Publish(ctx, []bus.ResultEvent{
+		{Resource: bus.ResourceRef{Kind: "Pod", Name: "no-uid"}, Policy: pol},
+		{Resource: bus.ResourceRef{Kind: "Pod", Name: "web", UID: "u1"}, Policy: pol},
+		// Any uid and key make a valid subject (escaped tokens).
+		{Resource: bus.ResourceRef{Kind: "Pod", Name: "odd", UID: "u 2.*>"}, Policy: bus.PolicyRef{Key: "ns/odd.*>", UID: "pu2"}},
+	})
+	if err := sink.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var m dto.Metric
+	if err := sink.unpublishable.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("%v unpublishable, want 1", got)
+	}
+	n := 0
+	if _, err := conn.Replay(ctx, queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("%d results stored, want 2", n)
+	}
+}

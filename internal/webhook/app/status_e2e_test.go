@@ -1,0 +1,106 @@
+package app_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
+)
+
+// widgetPolicy matches a kind the API server does not serve: no webhook
+// can be registered for it.
+const widgetPolicy = `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata: {name: widgets}
+spec:
+  rules:
+  - name: named
+    match: {any: [{resources: {kinds: [Widget]}}]}
+    validate: {pattern: {metadata: {name: "?*"}}}
+`
+
+// table is `kubectl get` of a resource as the API server renders it
+// (the table client-go asks for, the one kubectl prints).
+func table(t *testing.T, e *env, path string, wide bool) (columns []string, rows map[string][]any) {
+	t.Helper()
+	raw, err := e.kube.CoreV1().RESTClient().Get().AbsPath(path).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tab metav1.Table
+	if err := json.Unmarshal(raw, &tab); err != nil {
+		t.Fatal(err)
+	}
+	rows = map[string][]any{}
+	for _, c := range tab.ColumnDefinitions {
+		if wide || c.Priority == 0 {
+			columns = append(columns, c.Name)
+		}
+	}
+	for _, r := range tab.Rows {
+		var cells []any
+		for i, c := range tab.ColumnDefinitions {
+			if wide || c.Priority == 0 {
+				cells = append(cells, r.Cells[i])
+			}
+		}
+		rows[cells[0].(string)] = cells
+	}
+	return columns, rows
+}
+
+// TestE2EPolicyStatus: `kubectl get cpol` through the real API server
+// shows ADMISSION true, BACKGROUND true (defaults) and READY True for a
+// working policy, READY False with the reason for one whose webhook cannot
+// be registered, and, wide, the rule counts autogen included.
+func TestE2EPolicyStatus(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, widgetPolicy), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.startReplica(t, "replica-a", "", nil)
+	waitEnforced(t, e.kube)
+	var cols []string
+	var rows map[string][]any
+	waitFor(t, 30*time.Second, func() bool {
+		cols, rows = table(t, e, "/apis/verdict.dev/v1/clusterpolicies", false)
+		return len(rows["widgets"]) > 3 && rows["widgets"][3] == "False" && rows["disallow-privileged"][3] == "True"
+	})
+	if want := "Name ADMISSION BACKGROUND READY AGE MESSAGE"; strings.Join(cols, " ") != want {
+		t.Fatalf("columns %v, want %s", cols, want)
+	}
+	good := rows["disallow-privileged"]
+	if good[1] != true || good[2] != true || good[3] != "True" || good[5] != "Ready" {
+		t.Errorf("disallow-privileged: %v", good)
+	}
+	bad := rows["widgets"]
+	if msg, _ := bad[5].(string); bad[3] != "False" || !strings.Contains(msg, "Widget") {
+		t.Errorf("widgets: %v, want READY False and a message naming Widget", bad)
+	}
+	cols, rows = table(t, e, "/apis/verdict.dev/v1/clusterpolicies", true)
+	idx := map[string]int{}
+	for i, c := range cols {
+		idx[c] = i
+	}
+	// One rule on Pods, and its two autogen rules (Pod controllers and
+	// CronJobs).
+	if v := rows["disallow-privileged"][idx["VALIDATE"]]; v != float64(3) {
+		t.Errorf("VALIDATE = %v (%T), want 3; columns %v", v, v, cols)
+	}
+	// The status is written once: a second round changes nothing.
+	u, err := e.dyn.Resource(policycache.ClusterPolicies).Get(ctx, "disallow-privileged", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := u.GetResourceVersion()
+	time.Sleep(3 * time.Second) // more than the reconcile interval of the test replica
+	if u, err = e.dyn.Resource(policycache.ClusterPolicies).Get(ctx, "disallow-privileged", metav1.GetOptions{}); err != nil || u.GetResourceVersion() != rv {
+		t.Fatalf("status rewritten without a change: %v %s -> %s", err, rv, u.GetResourceVersion())
+	}
+}

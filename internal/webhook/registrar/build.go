@@ -1,0 +1,571 @@
+// Package registrar keeps Verdict's admission webhook configurations in
+// step with the installed policies. One leader (client-go leader election,
+// Lease lock) reconciles; the configurations it writes are a pure function
+// of the policies, so two leaders acting at once write the same objects.
+package registrar
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// Paths the webhook serves (internal/webhook's). Each webhook points at
+// the path of the policies it was registered for: the shared webhooks at
+// the cluster policies' (PathMutateCluster, PathValidateCluster), a
+// tenant's webhooks at its namespace's (PathMutateNamespaced,
+// PathValidateNamespaced). A request in a tenant's namespace may go
+// through both, and each call evaluates only its own policies, so every
+// policy is evaluated once per request: its mutation applied once, its
+// results and generate work published once. PathMutate and PathValidate
+// evaluate every policy: they are the paths of releases before the scoped
+// ones, and configurations point at them only while such a replica may
+// still answer (Options.LegacyPaths, replicas.go).
+const (
+	PathMutate             = "/mutate"
+	PathValidate           = "/validate"
+	PathMutateCluster      = "/mutate-cluster"
+	PathValidateCluster    = "/validate-cluster"
+	PathMutateNamespaced   = "/mutate-namespaced"
+	PathValidateNamespaced = "/validate-namespaced"
+	PathValidatePolicy     = "/validate-policy"
+)
+
+// Default names of the configurations.
+const (
+	DefaultMutatingName   = "verdict-mutating"
+	DefaultValidatingName = "verdict-validating"
+)
+
+// Resource is an API resource a kind selector resolves to.
+type Resource struct {
+	Group, Version, Resource string
+	// Subresource is set for selectors like Pod/exec.
+	Subresource string
+	Namespaced  bool
+}
+
+// Resolver turns a policy kind selector (Kind, Version/Kind,
+// Group/Version/Kind, Kind/subresource, wildcards) into API resources.
+type Resolver interface {
+	Resolve(selector string) ([]Resource, error)
+}
+
+// Options say where the webhooks point and what they skip.
+type Options struct {
+	// Service points the webhooks at a Service (in a cluster); URL at an
+	// address (the local control plane). Exactly one is set.
+	Service *admissionregistrationv1.ServiceReference
+	URL     string
+	// CABundle verifies the webhook's serving certificate.
+	CABundle []byte
+	// Filter is what no webhook receives: its namespaces go into every
+	// webhook's namespaceSelector and its resources into a match condition
+	// of every webhook, the policy-validation webhook included. The zero
+	// Filter means admissionfilter.New(nil, nil): the system namespaces
+	// and the resources a cluster needs to heal itself.
+	Filter         admissionfilter.Filter
+	MutatingName   string
+	ValidatingName string
+	// DefaultTimeoutSeconds is used when no policy sets one (10).
+	DefaultTimeoutSeconds int32
+	// GuardTTL adds the TTL label's webhook (ttl.go): the label is set
+	// only by whoever may delete the object.
+	GuardTTL bool
+	// LegacyPaths writes what a replica of a release before WebhookAPI 2
+	// answers, for as long as one may still be called (a rolling upgrade
+	// from such a release, replicas.go): every admission webhook at
+	// PathMutate or PathValidate, which evaluate every policy, so the
+	// namespaced policies' kinds join the shared webhooks as that release
+	// registered them (their timeouts still capped at
+	// MaxNamespacedTimeoutSeconds), and no TTL webhook. A path such a
+	// replica does not serve would be answered 404, and every write a
+	// webhook failing closed receives would be refused.
+	LegacyPaths bool
+}
+
+func (o *Options) defaults() {
+	if o.MutatingName == "" {
+		o.MutatingName = DefaultMutatingName
+	}
+	if o.ValidatingName == "" {
+		o.ValidatingName = DefaultValidatingName
+	}
+	if o.DefaultTimeoutSeconds == 0 {
+		o.DefaultTimeoutSeconds = 10
+	}
+	if len(o.Filter.Namespaces()) == 0 {
+		o.Filter = admissionfilter.New(nil, nil)
+	}
+}
+
+// webhookKey groups rules into one webhook: its kind and failure policy.
+type webhookKey struct {
+	mutate bool
+	fail   bool
+}
+
+// tenantKey is what one namespace's namespaced policies need of one
+// webhook kind and failure policy.
+type tenantKey struct {
+	webhookKey
+	namespace string
+}
+
+// ruleKey is one resource of one webhook.
+type ruleKey struct {
+	group, version, resource string
+}
+
+// accum collects what one webhook must receive.
+type accum struct {
+	ops     map[ruleKey]map[admissionregistrationv1.OperationType]bool
+	timeout int32
+	// scope of its rules: all for cluster policies, namespaced resources
+	// only for namespaced policies.
+	scope admissionregistrationv1.ScopeType
+	// namespaces a namespaced policies' webhook selects; none for the
+	// cluster policies' webhooks.
+	namespaces []string
+}
+
+func newAccum(scope admissionregistrationv1.ScopeType) *accum {
+	return &accum{ops: map[ruleKey]map[admissionregistrationv1.OperationType]bool{}, scope: scope}
+}
+
+// Build computes the mutating and validating configurations for the
+// policies: only the kinds and operations their rules match, one webhook
+// with failurePolicy Fail and one with Ignore per type (left out when
+// empty) for the cluster policies, with the largest timeout they ask
+// for, and webhooks of their own for the namespaced policies (see
+// tenantWebhooks); a namespaceSelector that skips the excluded
+// namespaces and a match condition that skips the excluded resources on
+// every webhook, and a webhook that validates Verdict's own policy
+// kinds. The result is deterministic.
+func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	o.defaults()
+	hooks := map[webhookKey]*accum{}
+	tenants := map[tenantKey]*accum{}
+	excluded := o.Filter.Namespaces()
+	for _, p := range policies {
+		if !p.Raw.Spec.AdmissionEnabled() {
+			continue
+		}
+		ns := ""
+		if p.Raw.Namespaced() {
+			ns = p.Raw.Metadata.Namespace
+			if ns == "" || slices.Contains(excluded, ns) {
+				continue // no request from its namespace ever arrives
+			}
+		}
+		timeout := p.Raw.Spec.WebhookTimeoutSeconds
+		if ns != "" && o.LegacyPaths {
+			ns = "" // the shared webhooks, as the earlier release has them
+			if timeout != nil && *timeout > MaxNamespacedTimeoutSeconds {
+				capped := int32(MaxNamespacedTimeoutSeconds)
+				timeout = &capped
+			}
+		}
+		fail := p.Raw.Spec.FailurePolicy != "Ignore"
+		for _, rule := range p.Rules {
+			mutate, ok := webhookOf(rule)
+			if !ok {
+				continue
+			}
+			k := webhookKey{mutate: mutate, fail: fail}
+			var a *accum
+			if ns == "" {
+				a = hooks[k]
+				if a == nil {
+					a = newAccum(admissionregistrationv1.AllScopes)
+					hooks[k] = a
+				}
+			} else {
+				tk := tenantKey{webhookKey: k, namespace: ns}
+				a = tenants[tk]
+				if a == nil {
+					a = newAccum(admissionregistrationv1.NamespacedScope)
+					tenants[tk] = a
+				}
+			}
+			if t := timeout; t != nil && *t > a.timeout {
+				a.timeout = *t
+			}
+			if rr, ok := rule.ResourceRules(); ok {
+				addResourceRules(a, rr)
+				continue
+			}
+			ops := admissionOps
+			if mutate {
+				ops = mutationOps
+			}
+			if err := addRule(a, &rule.MatchResources, ops, r); err != nil {
+				return nil, nil, fmt.Errorf("policy %s rule %s: %w", p.Raw.Key(), rule.Name, err)
+			}
+		}
+	}
+	mut := &admissionregistrationv1.MutatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.MutatingName, Labels: managedLabels()},
+	}
+	val := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.ValidatingName, Labels: managedLabels()},
+	}
+	mutatePath, validatePath := PathMutateCluster, PathValidateCluster
+	if o.LegacyPaths {
+		mutatePath, validatePath = PathMutate, PathValidate
+	}
+	for _, fail := range []bool{true, false} {
+		if a := hooks[webhookKey{mutate: true, fail: fail}]; a != nil && len(a.ops) > 0 {
+			mut.Webhooks = append(mut.Webhooks, mutatingWebhook("mutate-"+suffix(fail), mutatePath, a, fail, o))
+		}
+		if a := hooks[webhookKey{mutate: false, fail: fail}]; a != nil && len(a.ops) > 0 {
+			val.Webhooks = append(val.Webhooks, validatingWebhook("validate-"+suffix(fail), validatePath, a, fail, o))
+		}
+	}
+	for _, g := range tenantWebhooks(tenants, true, o) {
+		mut.Webhooks = append(mut.Webhooks, mutatingWebhook(g.name, PathMutateNamespaced, g.accum, g.fail, o))
+	}
+	for _, g := range tenantWebhooks(tenants, false, o) {
+		val.Webhooks = append(val.Webhooks, validatingWebhook(g.name, PathValidateNamespaced, g.accum, g.fail, o))
+	}
+	val.Webhooks = append(val.Webhooks, policyWebhook(o))
+	if o.GuardTTL && !o.LegacyPaths {
+		val.Webhooks = append(val.Webhooks, ttlWebhook(o))
+	}
+	return mut, val, nil
+}
+
+// webhookOf says which webhook a rule needs: the mutating one (mutate is
+// true) or the validating one; ok is false for none. A mutate-existing
+// rule's triggers come through the validating webhook (as in Kyverno),
+// which queues the work.
+func webhookOf(rule *engine.Rule) (mutate, ok bool) {
+	switch {
+	case rule.Mutation != nil:
+		return !rule.MutatesExisting(), true
+	case rule.Validation != nil, rule.Generation != nil, len(rule.VerifyImages) > 0:
+		return false, true
+	}
+	return false, false
+}
+
+// Unresolved returns the kind selectors of a policy's admission rules that
+// name no resource the resolver knows (a kind the API server does not
+// serve, a typo): no webhook can be registered for them, and the policy is
+// not ready. A policy with admission off has none.
+func Unresolved(p *engine.Policy, r Resolver) ([]string, error) {
+	if !p.Raw.Spec.AdmissionEnabled() {
+		return nil, nil
+	}
+	var out []string
+	for _, rule := range p.Rules {
+		if _, ok := webhookOf(rule); !ok {
+			continue
+		}
+		if _, ok := rule.ResourceRules(); ok {
+			continue // resources named as the API server names them
+		}
+		for _, k := range matchKinds(&rule.MatchResources) {
+			res, err := r.Resolve(k)
+			if err != nil {
+				return nil, err
+			}
+			if len(res) == 0 && !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+// matchKinds lists the kind selectors of a match block.
+func matchKinds(m *policy.MatchResources) []string {
+	kinds := slices.Clone(m.Kinds)
+	for i := range m.Any {
+		kinds = append(kinds, m.Any[i].Kinds...)
+	}
+	for i := range m.All {
+		kinds = append(kinds, m.All[i].Kinds...)
+	}
+	return kinds
+}
+
+func managedLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/managed-by": "verdict"}
+}
+
+// The operations a webhook receives for a rule whose match block names
+// none, as Kyverno registers them: mutations see creates and updates;
+// validations and generate triggers see every operation (a policy may
+// guard deletes or exec with preconditions on request.operation).
+var (
+	mutationOps  = []string{"CREATE", "UPDATE"}
+	admissionOps = []string{"CREATE", "UPDATE", "DELETE", "CONNECT"}
+)
+
+// addRule adds the resources and operations a match block selects; a
+// resource description without operations gets defaultOps.
+func addRule(a *accum, m *policy.MatchResources, defaultOps []string, r Resolver) error {
+	type sel struct {
+		kinds []string
+		ops   []string
+	}
+	var sels []sel
+	add := func(rd *policy.ResourceDescription) {
+		if len(rd.Kinds) > 0 {
+			sels = append(sels, sel{kinds: rd.Kinds, ops: rd.Operations})
+		}
+	}
+	add(&m.ResourceDescription)
+	for i := range m.Any {
+		add(&m.Any[i].ResourceDescription)
+	}
+	for i := range m.All {
+		add(&m.All[i].ResourceDescription)
+	}
+	for _, s := range sels {
+		ops := s.ops
+		if len(ops) == 0 {
+			ops = defaultOps
+		}
+		for _, k := range s.kinds {
+			resources, err := r.Resolve(k)
+			if err != nil {
+				return err
+			}
+			for _, res := range resources {
+				name := res.Resource
+				if res.Subresource != "" {
+					name += "/" + res.Subresource
+				}
+				a.add(ruleKey{group: res.Group, version: res.Version, resource: name}, ops)
+				if res.Group == "" && res.Version == "v1" && name == "pods" {
+					// Ephemeral containers are added to a Pod through their
+					// own subresource: a rule on Pods sees them too, as in
+					// Kyverno.
+					a.add(ruleKey{version: "v1", resource: "pods/ephemeralcontainers"}, ops)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// addResourceRules records a ValidatingPolicy's resource rules as they
+// are written (their excludes, names and selectors are checked by the
+// engine on what the webhook receives). Unlike a kind selector on Pods,
+// "pods" does not take in pods/ephemeralcontainers: a ValidatingPolicy
+// selects subresources by name, as the API server's policies do.
+func addResourceRules(a *accum, rules []policy.ResourceRule) {
+	for _, rr := range rules {
+		for _, g := range rr.APIGroups {
+			for _, v := range rr.APIVersions {
+				for _, res := range rr.Resources {
+					a.add(ruleKey{group: g, version: v, resource: res}, rr.Operations)
+				}
+			}
+		}
+	}
+}
+
+// add records that the webhook receives ops on a resource.
+func (a *accum) add(rk ruleKey, ops []string) {
+	set := a.ops[rk]
+	if set == nil {
+		set = map[admissionregistrationv1.OperationType]bool{}
+		a.ops[rk] = set
+	}
+	for _, op := range ops {
+		set[admissionregistrationv1.OperationType(strings.ToUpper(op))] = true
+	}
+}
+
+// rules writes the accumulated resources in a fixed order.
+func (a *accum) rules() []admissionregistrationv1.RuleWithOperations {
+	keys := make([]ruleKey, 0, len(a.ops))
+	for k := range a.ops {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].group != keys[j].group {
+			return keys[i].group < keys[j].group
+		}
+		if keys[i].version != keys[j].version {
+			return keys[i].version < keys[j].version
+		}
+		return keys[i].resource < keys[j].resource
+	})
+	out := make([]admissionregistrationv1.RuleWithOperations, 0, len(keys))
+	for _, k := range keys {
+		var ops []admissionregistrationv1.OperationType
+		for op := range a.ops[k] {
+			ops = append(ops, op)
+		}
+		slices.Sort(ops)
+		scope := a.scope
+		out = append(out, admissionregistrationv1.RuleWithOperations{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{k.group},
+				APIVersions: []string{k.version},
+				Resources:   []string{k.resource},
+				Scope:       &scope,
+			},
+		})
+	}
+	return out
+}
+
+func (a *accum) timeoutOr(def int32) *int32 {
+	t := a.timeout
+	if t == 0 {
+		t = def
+	}
+	if t < 1 {
+		t = 1
+	}
+	if t > 30 {
+		t = 30
+	}
+	return &t
+}
+
+func clientConfig(path string, o Options) admissionregistrationv1.WebhookClientConfig {
+	cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
+	if o.Service != nil {
+		svc := *o.Service
+		p := path
+		svc.Path = &p
+		if svc.Port == nil {
+			port := int32(443)
+			svc.Port = &port
+		}
+		cc.Service = &svc
+	} else {
+		u := strings.TrimSuffix(o.URL, "/") + path
+		cc.URL = &u
+	}
+	return cc
+}
+
+// namespaceSelector skips the excluded namespaces and, for a namespaced
+// policies' webhook, selects only the namespaces it lists.
+func namespaceSelector(o Options, namespaces []string) *metav1.LabelSelector {
+	excluded := o.Filter.Namespaces()
+	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key:      corev1.LabelMetadataName,
+		Operator: metav1.LabelSelectorOpNotIn,
+		Values:   excluded,
+	}}}
+	if len(namespaces) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key:      corev1.LabelMetadataName,
+			Operator: metav1.LabelSelectorOpIn,
+			Values:   namespaces,
+		})
+	}
+	return sel
+}
+
+// matchConditions keep the excluded resources away from a webhook; the
+// API server evaluates them before calling it.
+func matchConditions(o Options) []admissionregistrationv1.MatchCondition {
+	return []admissionregistrationv1.MatchCondition{{Name: admissionfilter.MatchConditionName, Expression: o.Filter.Expression()}}
+}
+
+func failurePolicy(fail bool) *admissionregistrationv1.FailurePolicyType {
+	p := admissionregistrationv1.Ignore
+	if fail {
+		p = admissionregistrationv1.Fail
+	}
+	return &p
+}
+
+func suffix(fail bool) string {
+	if fail {
+		return "fail"
+	}
+	return "ignore"
+}
+
+var (
+	sideEffectsNone     = admissionregistrationv1.SideEffectClassNone
+	sideEffectsOnDryRun = admissionregistrationv1.SideEffectClassNoneOnDryRun
+	matchEquivalent     = admissionregistrationv1.Equivalent
+	reinvokeNever       = admissionregistrationv1.NeverReinvocationPolicy
+)
+
+// The admission webhooks publish results and work, except on dry runs:
+// NoneOnDryRun. Every field the API server would default is set, so that a written
+// configuration reads back equal and updates happen only on real change.
+// path is the endpoint of the policies the webhook is registered for.
+func mutatingWebhook(name, path string, a *accum, fail bool, o Options) admissionregistrationv1.MutatingWebhook {
+	return admissionregistrationv1.MutatingWebhook{
+		Name:                    name + ".verdict.dev",
+		ClientConfig:            clientConfig(path, o),
+		Rules:                   a.rules(),
+		FailurePolicy:           failurePolicy(fail),
+		MatchPolicy:             &matchEquivalent,
+		NamespaceSelector:       namespaceSelector(o, a.namespaces),
+		ObjectSelector:          &metav1.LabelSelector{},
+		MatchConditions:         matchConditions(o),
+		SideEffects:             &sideEffectsOnDryRun,
+		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
+		AdmissionReviewVersions: []string{"v1"},
+		ReinvocationPolicy:      &reinvokeNever,
+	}
+}
+
+func validatingWebhook(name, path string, a *accum, fail bool, o Options) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:                    name + ".verdict.dev",
+		ClientConfig:            clientConfig(path, o),
+		Rules:                   a.rules(),
+		FailurePolicy:           failurePolicy(fail),
+		MatchPolicy:             &matchEquivalent,
+		NamespaceSelector:       namespaceSelector(o, a.namespaces),
+		ObjectSelector:          &metav1.LabelSelector{},
+		MatchConditions:         matchConditions(o),
+		SideEffects:             &sideEffectsOnDryRun,
+		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
+		AdmissionReviewVersions: []string{"v1"},
+	}
+}
+
+// policyWebhook validates Verdict's policy kinds at create and update.
+func policyWebhook(o Options) admissionregistrationv1.ValidatingWebhook {
+	scope := admissionregistrationv1.AllScopes
+	timeout := int32(10)
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:         "policy.verdict.dev",
+		ClientConfig: clientConfig(PathValidatePolicy, o),
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{policy.GroupVerdict},
+				APIVersions: []string{"v1"},
+				Resources:   []string{"clusterpolicies", "policies", "policyexceptions", "clustercleanuppolicies", "cleanuppolicies", "validatingpolicies", "namespacedvalidatingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies", "deletingpolicies", "namespaceddeletingpolicies"},
+				Scope:       &scope,
+			},
+		}},
+		FailurePolicy:           failurePolicy(true),
+		MatchPolicy:             &matchEquivalent,
+		NamespaceSelector:       namespaceSelector(o, nil),
+		ObjectSelector:          &metav1.LabelSelector{},
+		MatchConditions:         matchConditions(o),
+		SideEffects:             &sideEffectsNone,
+		TimeoutSeconds:          &timeout,
+		AdmissionReviewVersions: []string{"v1"},
+	}
+}
