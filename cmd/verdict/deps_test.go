@@ -54,7 +54,7 @@ func TestQueueLinksNoMetricsClient(t *testing.T) {
 	if !cel {
 		t.Fatal("internal/cli does not link pkg/engine/celeval: this test no longer means anything")
 	}
-	out, err = exec.Command("go", "list", "-deps", "../../pkg/queue", "../../internal/natsconn").Output()
+	out, err = exec.Command("go", "list", "-deps", "../../pkg/queue", "../../internal/platform/natsconn").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

@@ -145,7 +145,7 @@ func benchAdmissionToReport(b *testing.B, mode string) {
 	wcfg := &app.Webhook
 	wcfg.Address, wcfg.ProbeAddress = addr, ""
 	wcfg.CertFile, wcfg.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	wcfg.PolicyPaths = []string{filepath.Join("..", "..", "..", "shared", "bench", "pss-classic")}
+	wcfg.PolicyPaths = []string{filepath.Join("..", "..", "..", "..", "shared", "bench", "pss-classic")}
 	wcfg.ShutdownDelay = 0
 	wctx, stopWebhook := context.WithCancel(context.WithoutCancel(ctx))
 	webhookDone := make(chan error, 1)
@@ -452,7 +452,7 @@ type lagPod struct {
 
 // lagReviews reads the Pods of the bench file and lists their namespaces.
 func lagReviews(b *testing.B) ([]lagPod, []string) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "bench", "pods-1000.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "shared", "bench", "pods-1000.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}
