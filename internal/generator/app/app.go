@@ -137,8 +137,16 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	// labels from the API's watches (an item whose policy it does not
 	// hold yet reads the API). It syncs in the background.
 	pc := policycache.New(eng, dyn, kube, log).WithExceptions(cfg.Exceptions)
+	// Its start is waited for before Run returns (and stopped first).
+	sctx, stopSync := context.WithCancel(ctx)
+	synced := make(chan struct{})
+	defer func() {
+		stopSync()
+		<-synced
+	}()
 	go func() {
-		if err := pc.Start(ctx); err != nil && ctx.Err() == nil {
+		defer close(synced)
+		if err := pc.Start(sctx); err != nil && sctx.Err() == nil {
 			log.Error().Err(err).Msg("policyCacheNotStarted")
 		}
 	}()

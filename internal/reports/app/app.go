@@ -345,22 +345,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	log.Info().Bool("scan", cfg.Scan).Msg("reporterStarted")
 	// The projector and the scanner stop together: when ctx ends, or
 	// when either returns.
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 2)
-	running := 1
-	go func() { done <- p.Run(rctx) }()
+	parts := []func(context.Context) error{p.Run}
 	if sc != nil {
-		running++
-		go func() { done <- sc.Run(rctx) }()
+		parts = append(parts, sc.Run)
 	}
-	err = nil
-	for range running {
-		if e := <-done; e != nil && err == nil {
-			err = e
-		}
-		cancel()
-	}
+	err = platform.Together(ctx, parts...)
 	log.Info().Err(err).Msg("reporterStopped")
 	return err
 }
@@ -393,7 +382,18 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		}
 		src := certs.WatchSecret(ctx, kube, cfg.Namespace, cfg.ServeTLSSecret)
 		if cfg.ServeCASecret != "" {
-			go runServeLeader(ctx, kube, d.dyn, cfg, log.With().Str("component", "servingCerts").Logger())
+			// The leader's work stops, and its Lease is released, before
+			// Run returns.
+			lctx, stop := context.WithCancel(ctx)
+			leaderDone := make(chan struct{})
+			go func() {
+				defer close(leaderDone)
+				runServeLeader(lctx, kube, d.dyn, cfg, log.With().Str("component", "servingCerts").Logger())
+			}()
+			defer func() {
+				stop()
+				<-leaderDone
+			}()
 		}
 		if err := waitForCert(ctx, src, cfg.Namespace+"/"+cfg.ServeTLSSecret, log); err != nil {
 			return err
@@ -427,30 +427,18 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		}
 		defer stop()
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 3)
-	running := 2
-	go func() { done <- feed.Run(rctx) }()
-	go func() { done <- srv.Run(rctx) }()
+	parts := []func(context.Context) error{feed.Run, srv.Run}
 	if cfg.Scan {
 		sc, err := newScanner(ctx, cfg, d, log, true)
 		if err != nil {
 			return err
 		}
-		running++
-		go func() { done <- sc.Run(rctx) }()
+		parts = append(parts, sc.Run)
 	}
 	log.Info().Bool("scan", cfg.Scan).Int("port", srv.Port()).Msg("reporterServing")
-	var first error
-	for range running {
-		if e := <-done; e != nil && !errors.Is(e, context.Canceled) && first == nil {
-			first = e
-		}
-		cancel()
-	}
-	log.Info().Err(first).Msg("reporterStopped")
-	return first
+	err = platform.Together(ctx, parts...)
+	log.Info().Err(err).Msg("reporterStopped")
+	return err
 }
 
 // SnapshotName is the serving replicas' snapshot of their index (in

@@ -79,14 +79,20 @@ func runServeLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.
 	}
 	err = leader.Run(ctx, kube, leader.Config{Namespace: cfg.Namespace, Name: cfg.ServeLeaseName, Identity: cfg.Identity}, func(lctx context.Context) {
 		poke := make(chan struct{}, 1)
-		go renewer.Loop(lctx, time.Minute, func(step certs.Step) {
-			if step != certs.StepNone {
-				select {
-				case poke <- struct{}{}:
-				default:
+		// The renewer ends with the term, before the Lease is released.
+		renewed := make(chan struct{})
+		defer func() { <-renewed }()
+		go func() {
+			defer close(renewed)
+			renewer.Loop(lctx, time.Minute, func(step certs.Step) {
+				if step != certs.StepNone {
+					select {
+					case poke <- struct{}{}:
+					default:
+					}
 				}
-			}
-		})
+			})
+		}()
 		t := time.NewTicker(30 * time.Second)
 		defer t.Stop()
 		for {

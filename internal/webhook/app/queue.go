@@ -146,8 +146,18 @@ func (j *jetStream) keep(ctx context.Context) {
 	delay := j.qs.replaceDelay
 	for {
 		conn := j.conn()
-		pctx, stopProvision := context.WithCancel(ctx)
-		go j.provision(pctx, conn)
+		// The provisioning of this connection ends with it, and is
+		// waited for: nothing keep starts outlives it.
+		pctx, cancelProvision := context.WithCancel(ctx)
+		provisioned := make(chan struct{})
+		go func() {
+			defer close(provisioned)
+			j.provision(pctx, conn)
+		}()
+		stopProvision := func() {
+			cancelProvision()
+			<-provisioned
+		}
 		since := time.Now()
 		select {
 		case <-ctx.Done():
