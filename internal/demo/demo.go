@@ -121,7 +121,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	svcCtx, stopServices := context.WithCancel(ctx)
 	defer stopServices()
-	port, err := freePort()
+	port, err := controlplane.FreePort()
 	if err != nil {
 		return err
 	}
@@ -335,15 +335,6 @@ func missing(gone map[string]bool, names ...string) []string {
 		}
 	}
 	return out
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func installSamples(ctx context.Context, dyn dynamic.Interface, say func(string, ...any)) error {

@@ -18,6 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	evt "github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
@@ -484,7 +485,7 @@ func TestWorkWaitGivesSlotBack(t *testing.T) {
 		_ = resp.Body.Close()
 		done <- resp.StatusCode
 	}()
-	waitFor(t, "the trigger waiting on its work", func() bool { return sink.Waiting.Load() == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the trigger waiting on its work", func() bool { return sink.Waiting.Load() == 1 })
 	if resp := h.admit(PathValidate, reviewOf(t, admissionv1.Create, pod("meanwhile"))); !resp.Allowed {
 		t.Fatalf("Pod during the wait: %+v", resp.Result)
 	}

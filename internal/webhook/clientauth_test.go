@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // testCA is a CA that issues client certificates.
@@ -90,7 +92,7 @@ func TestMutualTLS(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	waitFor(t, "ready with mutual TLS on", func() bool { return s.Ready(t.Context()) == nil })
+	testkit.EventuallyTrue(t, 10*time.Second, "ready with mutual TLS on", func() bool { return s.Ready(t.Context()) == nil })
 
 	body := string(mustJSON(t, reviewOf(t, admissionv1.Create, pod("p", privileged))))
 	post := func(clientCerts ...tls.Certificate) (int, error) {

@@ -10,6 +10,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 const denyEverything = `apiVersion: kyverno.io/v1
@@ -113,7 +115,7 @@ func TestConcurrencyLimit(t *testing.T) {
 			codes <- resp.StatusCode
 		}()
 	}
-	waitFor(t, "two evaluations in flight", func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "two evaluations in flight", func() bool {
 		return gaugeValue(h.s.metrics.inFlight) == 2
 	})
 	for i := range 5 {

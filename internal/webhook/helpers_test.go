@@ -332,18 +332,6 @@ func dryRun(r *admissionv1.AdmissionRequest) {
 	r.DryRun = &b
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // panicSource panics on every Set.
 type panicSource struct{}
 

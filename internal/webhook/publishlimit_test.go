@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // A flood of forged reviews from a caller without a client certificate
@@ -76,7 +78,7 @@ func TestVerifiedCallerUnlimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	sv := serve(t, s)
-	waitFor(t, "ready with mutual TLS on", func() bool { return s.Ready(t.Context()) == nil })
+	testkit.EventuallyTrue(t, 10*time.Second, "ready with mutual TLS on", func() bool { return s.Ready(t.Context()) == nil })
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true, //nolint:gosec // test client: the server side is what is tested
 		Certificates:       []tls.Certificate{apiServerCA.client(t, "kube-apiserver-webhook-client")},

@@ -20,6 +20,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -326,7 +327,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 
 	probeURL := "http://" + probe.Addr().String()
 	plain := &http.Client{Timeout: 5 * time.Second}
-	waitFor(t, "probe listener", func() bool { code, _ := get(t, plain, probeURL+PathHealthz); return code == 200 })
+	testkit.EventuallyTrue(t, 10*time.Second, "probe listener", func() bool { code, _ := get(t, plain, probeURL+PathHealthz); return code == 200 })
 
 	// No certificate yet: not ready, and TLS handshakes fail.
 	if code, body := get(t, plain, probeURL+PathReadyz); code != 503 || !strings.Contains(body, ErrNoCertificate.Error()) {
@@ -341,7 +342,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 	// The certificate appears (as a mounted Secret would): ready.
 	cert1, c1, k1 := selfSigned(t, "first")
 	writeFiles(t, certFile, c1, keyFile, k1)
-	waitFor(t, "ready", func() bool { code, _ := get(t, plain, probeURL+PathReadyz); return code == 200 })
+	testkit.EventuallyTrue(t, 10*time.Second, "ready", func() bool { code, _ := get(t, plain, probeURL+PathReadyz); return code == 200 })
 	if code, _ := get(t, insecure, tlsURL+PathReadyz); code != 200 {
 		t.Fatalf("readyz over TLS: %d", code)
 	}
@@ -352,7 +353,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 	// Rotation: the new certificate is served without a restart.
 	cert2, c2, k2 := selfSigned(t, "second")
 	writeFiles(t, certFile, c2, keyFile, k2)
-	waitFor(t, "rotated certificate", func() bool { return servedCert(t, ln.Addr().String(), cert2) })
+	testkit.EventuallyTrue(t, 10*time.Second, "rotated certificate", func() bool { return servedCert(t, ln.Addr().String(), cert2) })
 
 	// A half-written pair keeps the current certificate.
 	if err := os.WriteFile(keyFile, []byte("garbage"), 0o600); err != nil {
@@ -365,7 +366,7 @@ func TestReadinessAndShutdown(t *testing.T) {
 
 	// SIGTERM: readiness fails at once while requests are still served.
 	cancel()
-	waitFor(t, "not ready after shutdown began", func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "not ready after shutdown began", func() bool {
 		code, body := get(t, plain, probeURL+PathReadyz)
 		return code == 503 && strings.Contains(body, ErrShuttingDown.Error())
 	})
@@ -442,7 +443,7 @@ func TestInFlightRequestsFinish(t *testing.T) {
 	go func() { done <- s.Serve(ctx, ln, nil) }()
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test client
 	url := "https://" + ln.Addr().String()
-	waitFor(t, "ready", func() bool { return s.Ready(t.Context()) == nil })
+	testkit.EventuallyTrue(t, 10*time.Second, "ready", func() bool { return s.Ready(t.Context()) == nil })
 
 	type answer struct {
 		code int

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -66,7 +67,7 @@ func TestShutdownBudget(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 	}()
-	waitFor(t, "a request in flight", func() bool { return gaugeValue(s.metrics.inFlight) == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "a request in flight", func() bool { return gaugeValue(s.metrics.inFlight) == 1 })
 	start := time.Now()
 	sv.cancel()
 	select {

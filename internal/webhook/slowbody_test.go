@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // slowBody is one connection of a slow-body flood: it declares a large
@@ -85,7 +87,7 @@ func TestSlowBodiesHoldNoSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	sv := serve(t, s)
-	waitFor(t, "the server to serve", func() bool { return s.addr.Load() != nil })
+	testkit.EventuallyTrue(t, 10*time.Second, "the server to serve", func() bool { return s.addr.Load() != nil })
 
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -168,8 +170,8 @@ func TestAnswerBeforeTheDeadline(t *testing.T) {
 		t.Fatalf("%v evaluations in flight, want the 2 overrunning ones", got)
 	}
 	release()
-	waitFor(t, "the overrunning evaluations to give their slots back", func() bool { return gaugeValue(h.s.metrics.inFlight) == 0 })
-	waitFor(t, "the two to be counted as timed out", func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the overrunning evaluations to give their slots back", func() bool { return gaugeValue(h.s.metrics.inFlight) == 0 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the two to be counted as timed out", func() bool {
 		return counter(t, h.reg, "verdict_webhook_requests_total", map[string]string{"endpoint": "validate", "outcome": string(OutcomeTimedOut)}) == 2
 	})
 }
@@ -239,7 +241,7 @@ func TestBodyLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			sv := serve(t, s)
-			waitFor(t, "the server to serve", func() bool { return s.addr.Load() != nil })
+			testkit.EventuallyTrue(t, 10*time.Second, "the server to serve", func() bool { return s.addr.Load() != nil })
 			tc.hold(t, sv.addr)
 			time.Sleep(300 * time.Millisecond)
 

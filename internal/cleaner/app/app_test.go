@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,9 +19,9 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
-	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -92,25 +91,6 @@ spec:
   match: {any: [{resources: {kinds: [ConfigMap], selector: {matchLabels: {fast: "true"}}}}]}
 `
 
-func unstr(t *testing.T, y string) *unstructured.Unstructured {
-	t.Helper()
-	v, err := document.Decode([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: v.(map[string]any)}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // built is the cleaner binary, or why it could not be built.
 type built struct {
 	bin string
@@ -139,19 +119,6 @@ func metric(probes []string, prefix string) float64 {
 		}
 	}
 	return sum
-}
-
-func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, d, err)
 }
 
 // TestE2ECleanup runs three cleaner replicas (cmd/cleaner, built and
@@ -214,7 +181,7 @@ func TestE2ECleanup(t *testing.T) {
 		configMap("dev", "plain", "done", nil),    // selector
 		configMap("prod", "tmp-4", "done", tmp),   // namespaceSelector
 	}
-	minute, err := dyn.Resource(cleaner.ClusterCleanupPolicies).Create(ctx, unstr(t, everyMinute), metav1.CreateOptions{})
+	minute, err := dyn.Resource(cleaner.ClusterCleanupPolicies).Create(ctx, testkit.Unstructured(t, everyMinute), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +200,7 @@ func TestE2ECleanup(t *testing.T) {
 		t.Fatal(b.err)
 	}
 	for i := range 3 {
-		id, probe := fmt.Sprintf("cleaner-%d", i), freeAddr(t)
+		id, probe := fmt.Sprintf("cleaner-%d", i), testkit.FreeAddr(t)
 		probes = append(probes, probe)
 		// Each replica drains and exits 0 on SIGTERM when the test ends.
 		// It is ready once it has listed the stored schedules at
@@ -262,7 +229,7 @@ func TestE2ECleanup(t *testing.T) {
 			t.Fatal("a cleaner replica did not list the stored schedules within 30s")
 		}
 	}
-	eventually(t, 30*time.Second, "the TTL schedule", func() error {
+	testkit.Eventually(t, 30*time.Second, "the TTL schedule", func() error {
 		_, err := conn.GetSchedule(ctx, queue.WorkCleanup, cleaner.TTLKey)
 		return err
 	})
@@ -271,7 +238,7 @@ func TestE2ECleanup(t *testing.T) {
 	t.Run("group", func(t *testing.T) {
 		t.Run("one-minute policy", func(t *testing.T) {
 			t.Parallel()
-			eventually(t, 10*time.Second, "the policy's schedule", func() error {
+			testkit.Eventually(t, 10*time.Second, "the policy's schedule", func() error {
 				s, err := conn.GetSchedule(ctx, queue.WorkCleanup, "ClusterCleanupPolicy/every-minute")
 				if err != nil {
 					return err
@@ -282,7 +249,7 @@ func TestE2ECleanup(t *testing.T) {
 				return nil
 			})
 			ticks := `verdict_cleaner_ticks_total{outcome="processed",policy="every-minute",reason="done",type="policy"}`
-			eventually(t, 130*time.Second, "the minute's tick", func() error {
+			testkit.Eventually(t, 130*time.Second, "the minute's tick", func() error {
 				if n := metric(probes, ticks); n < 1 {
 					return fmt.Errorf("%v ticks", n)
 				}
@@ -319,7 +286,7 @@ func TestE2ECleanup(t *testing.T) {
 				t.Errorf("PolicyApplied events about %v", related)
 			}
 			// The run is recorded in the policy's status, as Kyverno does.
-			eventually(t, 10*time.Second, "status.lastExecutionTime", func() error {
+			testkit.Eventually(t, 10*time.Second, "status.lastExecutionTime", func() error {
 				got, err := dyn.Resource(cleaner.ClusterCleanupPolicies).Get(ctx, "every-minute", metav1.GetOptions{})
 				if err != nil {
 					return err
@@ -333,7 +300,7 @@ func TestE2ECleanup(t *testing.T) {
 			if err := dyn.Resource(cleaner.ClusterCleanupPolicies).Delete(ctx, "every-minute", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, "the schedule removed", func() error {
+			testkit.Eventually(t, 10*time.Second, "the schedule removed", func() error {
 				if _, err := conn.GetSchedule(ctx, queue.WorkCleanup, "ClusterCleanupPolicy/every-minute"); !errors.Is(err, queue.ErrNoSchedule) {
 					return fmt.Errorf("schedule still there: %w", err)
 				}
@@ -343,12 +310,12 @@ func TestE2ECleanup(t *testing.T) {
 
 		t.Run("deleting a policy stops its ticks", func(t *testing.T) {
 			t.Parallel()
-			if _, err := dyn.Resource(cleaner.CleanupPolicies).Namespace("scratch").Create(ctx, unstr(t, fast), metav1.CreateOptions{}); err != nil {
+			if _, err := dyn.Resource(cleaner.CleanupPolicies).Namespace("scratch").Create(ctx, testkit.Unstructured(t, fast), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			first := configMap("scratch", "fast-1", "", map[string]string{"fast": "true"})
 			other := configMap("dev", "fast-elsewhere", "", map[string]string{"fast": "true"})
-			eventually(t, 20*time.Second, "the fast policy's deletion", func() error {
+			testkit.Eventually(t, 20*time.Second, "the fast policy's deletion", func() error {
 				if _, err := kube.CoreV1().ConfigMaps("scratch").Get(ctx, first.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("still there: %w", err)
 				}
@@ -359,7 +326,7 @@ func TestE2ECleanup(t *testing.T) {
 			for i := range 60 {
 				configMap("scratch", fmt.Sprintf("fast-bulk-%02d", i), "", map[string]string{"fast": "true"})
 			}
-			eventually(t, 20*time.Second, "the 60 deleted", func() error {
+			testkit.Eventually(t, 20*time.Second, "the 60 deleted", func() error {
 				l, err := kube.CoreV1().ConfigMaps("scratch").List(ctx, metav1.ListOptions{LabelSelector: "fast=true"})
 				if err != nil {
 					return err
@@ -369,7 +336,7 @@ func TestE2ECleanup(t *testing.T) {
 				}
 				return nil
 			})
-			eventually(t, 10*time.Second, "an Event for each of the 61, some summed up", func() error {
+			testkit.Eventually(t, 10*time.Second, "an Event for each of the 61, some summed up", func() error {
 				evs, err := kube.EventsV1().Events("scratch").List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return err
@@ -395,7 +362,7 @@ func TestE2ECleanup(t *testing.T) {
 			if err := dyn.Resource(cleaner.CleanupPolicies).Namespace("scratch").Delete(ctx, "fast", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, "the schedule removed", func() error {
+			testkit.Eventually(t, 10*time.Second, "the schedule removed", func() error {
 				if _, err := conn.GetSchedule(ctx, queue.WorkCleanup, "CleanupPolicy/scratch/fast"); !errors.Is(err, queue.ErrNoSchedule) {
 					return fmt.Errorf("schedule still there: %w", err)
 				}
@@ -423,14 +390,14 @@ func TestE2ECleanup(t *testing.T) {
 			if _, err := conn.PutSchedule(ctx, ghost, nil); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 15*time.Second, "the ghost's schedule removed by its tick", func() error {
+			testkit.Eventually(t, 15*time.Second, "the ghost's schedule removed by its tick", func() error {
 				if _, err := conn.GetSchedule(ctx, queue.WorkCleanup, ghost.Key); !errors.Is(err, queue.ErrNoSchedule) {
 					return fmt.Errorf("schedule still there: %w", err)
 				}
 				return nil
 			})
 			// The tick removes the schedule, then is counted.
-			eventually(t, 5*time.Second, "the ghost's tick counted", func() error {
+			testkit.Eventually(t, 5*time.Second, "the ghost's tick counted", func() error {
 				if n := metric(probes, `verdict_cleaner_ticks_total{outcome="skipped",policy="ghost",reason="policyGone",type="policy"}`); n < 1 {
 					return fmt.Errorf("%v policyGone ticks counted", n)
 				}
@@ -464,7 +431,7 @@ func TestE2ECleanup(t *testing.T) {
 			if _, err := kube.CoreV1().Pods("dev").Get(ctx, soon.Name, metav1.GetOptions{}); err != nil {
 				t.Fatalf("the Pod went before it was due: %v", err)
 			}
-			eventually(t, 20*time.Second, "the due Pod deleted", func() error {
+			testkit.Eventually(t, 20*time.Second, "the due Pod deleted", func() error {
 				if _, err := kube.CoreV1().Pods("dev").Get(ctx, soon.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("still there: %w", err)
 				}

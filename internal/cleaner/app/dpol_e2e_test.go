@@ -19,6 +19,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -127,7 +128,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(rc)
 
 	// A custom resource, served before the cleaner first lists the kinds.
-	if _, err := dyn.Resource(crdGVR).Create(ctx, unstr(t, peopleCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(crdGVR).Create(ctx, testkit.Unstructured(t, peopleCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// CRDs older than the DeletingPolicy kinds.
@@ -141,7 +142,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 		list, err := kube.Discovery().ServerResourcesForGroupVersion("verdict.dev/v1")
 		return err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource })
 	}
-	eventually(t, 30*time.Second, "the DeletingPolicy kinds gone, people served", func() error {
+	testkit.Eventually(t, 30*time.Second, "the DeletingPolicy kinds gone, people served", func() error {
 		if served("deletingpolicies") || served("namespaceddeletingpolicies") {
 			return fmt.Errorf("still served")
 		}
@@ -168,7 +169,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	}
 	t.Cleanup(nats.Shutdown)
 	var logs testproc.LogBuffer
-	probe := freeAddr(t)
+	probe := testkit.FreeAddr(t)
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -206,7 +207,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	}
 	gone := func(what string, get func() (metav1.Object, error)) {
 		t.Helper()
-		eventually(t, 20*time.Second, what+" deleted", func() error {
+		testkit.Eventually(t, 20*time.Second, what+" deleted", func() error {
 			o, err := get()
 			switch {
 			case apierrors.IsNotFound(err):
@@ -224,7 +225,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	}
 
 	// The cleaner runs on the old CRDs, and says what it does not run.
-	if _, err := dyn.Resource(cleaner.ClusterCleanupPolicies).Create(ctx, unstr(t, oldCRDs), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(cleaner.ClusterCleanupPolicies).Create(ctx, testkit.Unstructured(t, oldCRDs), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	configMap("old", "old-1", map[string]string{"old-crds": "true"}, nil)
@@ -242,7 +243,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	if err := controlplane.InstallCRDs(ctx, dyn); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the DeletingPolicy kinds watched", func() error {
+	testkit.Eventually(t, 20*time.Second, "the DeletingPolicy kinds watched", func() error {
 		if n := strings.Count(logs.String(), "policyKindWatched"); n != 2 {
 			return fmt.Errorf("%d kinds watched", n)
 		}
@@ -280,7 +281,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	}
 	person := func(name string, labels map[string]string) {
 		t.Helper()
-		u := unstr(t, fmt.Sprintf("{apiVersion: e2e.example.com/v1, kind: Person, metadata: {name: %s, namespace: dpol-a}}", name))
+		u := testkit.Unstructured(t, fmt.Sprintf("{apiVersion: e2e.example.com/v1, kind: Person, metadata: {name: %s, namespace: dpol-a}}", name))
 		u.SetLabels(labels)
 		for {
 			_, err := dyn.Resource(people).Namespace("dpol-a").Create(ctx, u, metav1.CreateOptions{})
@@ -300,14 +301,14 @@ func TestE2EDeletingPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	clusterPol, err := dyn.Resource(cleaner.DeletingPolicies).Create(ctx, unstr(t, dpolCluster), metav1.CreateOptions{})
+	clusterPol, err := dyn.Resource(cleaner.DeletingPolicies).Create(ctx, testkit.Unstructured(t, dpolCluster), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(cleaner.NamespacedDeletingPolicies).Namespace("dpol-b").Create(ctx, unstr(t, dpolNamespaced), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(cleaner.NamespacedDeletingPolicies).Namespace("dpol-b").Create(ctx, testkit.Unstructured(t, dpolNamespaced), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the policies' schedules", func() error {
+	testkit.Eventually(t, 10*time.Second, "the policies' schedules", func() error {
 		for _, key := range []string{"DeletingPolicy/dpol-cluster", "NamespacedDeletingPolicy/dpol-b/dpol-ns"} {
 			s, err := conn.GetSchedule(ctx, queue.WorkCleanup, key)
 			if err != nil {
@@ -334,7 +335,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	})
 	// Foreground: the apiserver marks it and adds the finalizer the
 	// garbage collector would remove (there is none here).
-	eventually(t, 20*time.Second, "dpol-b/n-done deleted in the foreground", func() error {
+	testkit.Eventually(t, 20*time.Second, "dpol-b/n-done deleted in the foreground", func() error {
 		got, err := kube.CoreV1().ConfigMaps("dpol-b").Get(ctx, nsDoomed.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -350,7 +351,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 		return metric(probes, fmt.Sprintf(`verdict_cleaner_ticks_total{outcome=%q,policy=%q,reason=`, outcome, policy))
 	}
 	before := ticks("dpol-cluster", "processed")
-	eventually(t, 15*time.Second, "two more ticks", func() error {
+	testkit.Eventually(t, 15*time.Second, "two more ticks", func() error {
 		if n := ticks("dpol-cluster", "processed") - before; n < 2 {
 			return fmt.Errorf("%v more ticks", n)
 		}
@@ -418,7 +419,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	if err := dyn.Resource(cleaner.DeletingPolicies).Delete(ctx, "dpol-cluster", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the schedule removed", func() error {
+	testkit.Eventually(t, 10*time.Second, "the schedule removed", func() error {
 		if _, err := conn.GetSchedule(ctx, queue.WorkCleanup, "DeletingPolicy/dpol-cluster"); err == nil {
 			return fmt.Errorf("schedule still there")
 		}

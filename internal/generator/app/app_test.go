@@ -25,10 +25,10 @@ import (
 	"github.com/verdict-dev/verdict/internal/generator"
 	generatorapp "github.com/verdict-dev/verdict/internal/generator/app"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
-	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -141,25 +141,6 @@ spec:
         data: {from: team}
 `
 
-func unstr(t testing.TB, y string) *unstructured.Unstructured {
-	t.Helper()
-	v, err := document.Decode([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: v.(map[string]any)}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // start runs fn until the test ends and checks it stops cleanly.
 func start(t testing.TB, what string, fn func(ctx context.Context) error) {
 	ctx, cancel := context.WithCancel(t.Context())
@@ -199,19 +180,6 @@ func metric(t *testing.T, probe, series string) float64 {
 	return 0
 }
 
-func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, d, err)
-}
-
 // startStack starts an embedded JetStream, the real webhook (one replica,
 // leader: it registers itself) and the generator service (its Run, as its
 // main does, with short retries) against the control plane. It returns
@@ -238,7 +206,7 @@ func startStackWith(t *testing.T, cp *controlplane.ControlPlane, o stackOptions)
 	t.Helper()
 	nats := startNATS(t)
 	webhookAddr := startWebhookWith(t, cp, nats.ClientURL(), o.mutualTLS)
-	probe := freeAddr(t)
+	probe := testkit.FreeAddr(t)
 	gcfg := generatorapp.DefaultConfig()
 	if o.grace > 0 {
 		gcfg.VerifyGrace = o.grace
@@ -280,7 +248,7 @@ func startWebhook(t testing.TB, cp *controlplane.ControlPlane, natsURL string) {
 // returns the webhook's address.
 func startWebhookWith(t testing.TB, cp *controlplane.ControlPlane, natsURL string, mutualTLS bool) string {
 	t.Helper()
-	webhookAddr := freeAddr(t)
+	webhookAddr := testkit.FreeAddr(t)
 	wcfg := webhookapp.DefaultConfig()
 	wcfg.Kube.Kubeconfig = cp.KubeconfigPath()
 	wcfg.Identity = "replica-a"
@@ -322,15 +290,15 @@ func TestE2EGenerate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cpol, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, addDefaults), metav1.CreateOptions{})
+	cpol, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, addDefaults), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(policycache.Policies).Namespace("team").Create(ctx, unstr(t, escape), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(policycache.Policies).Namespace("team").Create(ctx, testkit.Unstructured(t, escape), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, y := range []string{cloneSecret, labelSecret} {
-		if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -359,7 +327,7 @@ func TestE2EGenerate(t *testing.T) {
 	}
 	// The clone rule of another policy on the same trigger copies the
 	// Secret, read from the cluster, with its data, type and labels.
-	eventually(t, 15*time.Second, "the cloned Secret", func() error {
+	testkit.Eventually(t, 15*time.Second, "the cloned Secret", func() error {
 		sec, err := kube.CoreV1().Secrets(ns.Name).Get(ctx, "regcred", metav1.GetOptions{})
 		switch {
 		case err != nil:
@@ -380,7 +348,7 @@ func TestE2EGenerate(t *testing.T) {
 	if _, err := kube.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "dictionary"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the target patched", func() error {
+	testkit.Eventually(t, 15*time.Second, "the target patched", func() error {
 		sec, err := kube.CoreV1().Secrets("team").Get(ctx, "target", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -420,7 +388,7 @@ func TestE2EGenerate(t *testing.T) {
 
 	t.Run("duplicate changes nothing", func(t *testing.T) {
 		publish(item)
-		eventually(t, 15*time.Second, "duplicate processed", func() error {
+		testkit.Eventually(t, 15*time.Second, "duplicate processed", func() error {
 			if got := metric(t, probe, items(generator.OutcomeProcessed, generator.ReasonApplied)); got < processed+1 {
 				return fmt.Errorf("processed %v", got)
 			}
@@ -440,7 +408,7 @@ func TestE2EGenerate(t *testing.T) {
 		forged.Trigger = bus.ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team", UID: "not-the-uid"}
 		forged.RequestUID = "forged"
 		publish(forged)
-		eventually(t, 15*time.Second, "forged item skipped", func() error {
+		testkit.Eventually(t, 15*time.Second, "forged item skipped", func() error {
 			if got := metric(t, probe, items(generator.OutcomeSkipped, generator.ReasonTriggerUIDMismatch)); got != 1 {
 				return fmt.Errorf("skipped %v", got)
 			}
@@ -455,7 +423,7 @@ func TestE2EGenerate(t *testing.T) {
 		gone := item
 		gone.Policy = bus.PolicyRef{Key: "no-such-policy", UID: "u"}
 		publish(gone)
-		eventually(t, 15*time.Second, "item of a deleted policy skipped", func() error {
+		testkit.Eventually(t, 15*time.Second, "item of a deleted policy skipped", func() error {
 			if got := metric(t, probe, items(generator.OutcomeSkipped, generator.ReasonPolicyGone)); got != 1 {
 				return fmt.Errorf("skipped %v", got)
 			}
@@ -469,7 +437,7 @@ func TestE2EGenerate(t *testing.T) {
 			t.Fatal(err)
 		}
 		series := items(generator.OutcomeDeadLettered, generator.ReasonNamespaceForbidden)
-		eventually(t, 15*time.Second, "dead-letter counted", func() error {
+		testkit.Eventually(t, 15*time.Second, "dead-letter counted", func() error {
 			if got := metric(t, probe, series); got != 1 {
 				return fmt.Errorf("%s = %v", series, got)
 			}
@@ -478,7 +446,7 @@ func TestE2EGenerate(t *testing.T) {
 		// The handler counts the outcome; the runner then stores the dead
 		// letter.
 		var dead []queue.DeadLetter
-		eventually(t, 10*time.Second, "one dead letter", func() error {
+		testkit.Eventually(t, 10*time.Second, "one dead letter", func() error {
 			dead = dead[:0]
 			if _, err := conn.Replay(ctx, queue.StreamDead, func(m queue.ReplayMsg) error {
 				d, err := queue.ParseDeadLetter(m.Header, m.Data)
@@ -510,7 +478,7 @@ func TestE2EGenerate(t *testing.T) {
 			t.Errorf("verdict_queue_dead_lettered_total = %v", got)
 		}
 		// The trigger's events say so.
-		eventually(t, 10*time.Second, "a GenerateFailed event on the trigger", func() error {
+		testkit.Eventually(t, 10*time.Second, "a GenerateFailed event on the trigger", func() error {
 			evs, err := kube.CoreV1().Events(trig.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(trig.UID)})
 			if err != nil {
 				return err
@@ -552,7 +520,7 @@ func TestE2EGenerate(t *testing.T) {
 			t.Fatal(err)
 		}
 		work("retry", "--all")
-		eventually(t, 15*time.Second, "the re-queued item worked", func() error {
+		testkit.Eventually(t, 15*time.Second, "the re-queued item worked", func() error {
 			cm, err := kube.CoreV1().ConfigMaps("team").Get(ctx, "escaped", metav1.GetOptions{})
 			if err != nil {
 				return err

@@ -23,6 +23,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/generator"
 	generatorapp "github.com/verdict-dev/verdict/internal/generator/app"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 )
 
@@ -216,7 +217,7 @@ func BenchmarkGenerate(b *testing.B) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "verdict"}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(b, benchDefaults), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(b, benchDefaults), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	nats := startNATS(b)

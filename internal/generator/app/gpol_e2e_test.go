@@ -12,6 +12,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/generator"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 )
 
@@ -89,13 +90,13 @@ func TestE2EGeneratingPolicy(t *testing.T) {
 	if _, err := kube.CoreV1().ConfigMaps("templates").Create(ctx, shared, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, addDefaults), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, addDefaults), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(policycache.GeneratingPolicies).Create(ctx, unstr(t, gpolDefaults), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(policycache.GeneratingPolicies).Create(ctx, testkit.Unstructured(t, gpolDefaults), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(policycache.MutatingPolicies).Create(ctx, unstr(t, stampSecrets), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(policycache.MutatingPolicies).Create(ctx, testkit.Unstructured(t, stampSecrets), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	startStack(t, cp)
@@ -113,7 +114,7 @@ func TestE2EGeneratingPolicy(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, got, v)
 		}
 	}
-	eventually(t, 15*time.Second, "the cloned ConfigMap and the ClusterPolicy's", func() error {
+	testkit.Eventually(t, 15*time.Second, "the cloned ConfigMap and the ClusterPolicy's", func() error {
 		clone, err := kube.CoreV1().ConfigMaps(ns.Name).Get(ctx, "shared", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -143,7 +144,7 @@ func TestE2EGeneratingPolicy(t *testing.T) {
 	if _, err := kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "dictionary"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the synced Secret stamped", func() error {
+	testkit.Eventually(t, 20*time.Second, "the synced Secret stamped", func() error {
 		sec, err := kube.CoreV1().Secrets(ns.Name).Get(ctx, "synced", metav1.GetOptions{})
 		if err != nil {
 			return err

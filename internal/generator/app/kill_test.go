@@ -20,6 +20,7 @@ import (
 	generatorapp "github.com/verdict-dev/verdict/internal/generator/app"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -138,7 +139,7 @@ func TestE2EKillGenerator(t *testing.T) {
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "verdict"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, loadDefaults), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, loadDefaults), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	nats := startNATS(t)
@@ -214,7 +215,7 @@ func TestE2EKillGenerator(t *testing.T) {
 		return out, nil
 	}
 	var atKill int
-	eventually(t, 60*time.Second, "a fifth of the ConfigMaps", func() error {
+	testkit.Eventually(t, 60*time.Second, "a fifth of the ConfigMaps", func() error {
 		got, err := generated("ConfigMap")
 		if err != nil {
 			return err
@@ -238,7 +239,7 @@ func TestE2EKillGenerator(t *testing.T) {
 		t.Fatalf("create a Namespace: %v", err)
 	}
 
-	eventually(t, 120*time.Second, "every Namespace's ConfigMap and NetworkPolicy", func() error {
+	testkit.Eventually(t, 120*time.Second, "every Namespace's ConfigMap and NetworkPolicy", func() error {
 		for _, kind := range []string{"ConfigMap", "NetworkPolicy"} {
 			got, err := generated(kind)
 			if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/generator"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -86,7 +87,7 @@ func TestE2EForgedRequester(t *testing.T) {
 	aliceCfg := rest.CopyConfig(cp.RESTConfig())
 	aliceCfg.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:authenticated"}}
 	alice := kubernetes.NewForConfigOrDie(aliceCfg)
-	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, nsOwner), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, nsOwner), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const grace = 10 * time.Second
@@ -96,7 +97,7 @@ func TestE2EForgedRequester(t *testing.T) {
 	// registered: until then the creations go unseen; each try is a new
 	// Namespace).
 	var own *corev1.Namespace
-	eventually(t, 60*time.Second, "alice's Namespace bound to her", func() error {
+	testkit.Eventually(t, 60*time.Second, "alice's Namespace bound to her", func() error {
 		if own == nil {
 			ns, err := alice.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "own-alice-"}}, metav1.CreateOptions{})
 			if err != nil {
@@ -153,7 +154,7 @@ func TestE2EForgedRequester(t *testing.T) {
 	forge(t, webhookAddr, "CREATE", victim)
 	forge(t, webhookAddr, "UPDATE", victim)
 	forge(t, webhookAddr, "UPDATE", own)
-	eventually(t, 30*time.Second, "the forged items worked", func() error {
+	testkit.Eventually(t, 30*time.Second, "the forged items worked", func() error {
 		if got := handled(t, probe); got < handledBefore+3 {
 			return fmt.Errorf("%v items handled since the forged reviews, want 3", got-handledBefore)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/generator"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 )
 
@@ -142,7 +143,7 @@ func TestE2ESynchronize(t *testing.T) {
 	}
 	cpols := dyn.Resource(policycache.ClusterPolicies)
 	for _, y := range []string{syncDefaults, secretPerApp, keepOnDelete} {
-		if _, err := cpols.Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+		if _, err := cpols.Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,7 +151,7 @@ func TestE2ESynchronize(t *testing.T) {
 
 	ns, cm := firstGenerated(t, kube, "sync", "settings")
 	// The other rule's item is worked on its own.
-	eventually(t, 15*time.Second, "the NetworkPolicy", func() error {
+	testkit.Eventually(t, 15*time.Second, "the NetworkPolicy", func() error {
 		np, err := kube.NetworkingV1().NetworkPolicies(ns.Name).Get(ctx, "default-deny", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -177,7 +178,7 @@ func TestE2ESynchronize(t *testing.T) {
 		if err := kube.CoreV1().ConfigMaps(ns.Name).Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 15*time.Second, "the ConfigMap back", func() error {
+		testkit.Eventually(t, 15*time.Second, "the ConfigMap back", func() error {
 			got, err := kube.CoreV1().ConfigMaps(ns.Name).Get(ctx, "settings", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -198,7 +199,7 @@ func TestE2ESynchronize(t *testing.T) {
 		if _, err := kube.CoreV1().ConfigMaps(ns.Name).Update(ctx, got, metav1.UpdateOptions{FieldManager: "someone"}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 15*time.Second, "the ConfigMap repaired", settings("standard"))
+		testkit.Eventually(t, 15*time.Second, "the ConfigMap repaired", settings("standard"))
 	})
 
 	t.Run("the policy's data changes the downstream", func(t *testing.T) {
@@ -216,7 +217,7 @@ func TestE2ESynchronize(t *testing.T) {
 		if _, err := cpols.Update(ctx, pol, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "the ConfigMap updated", settings("gold"))
+		testkit.Eventually(t, 20*time.Second, "the ConfigMap updated", settings("gold"))
 	})
 
 	t.Run("deleting the trigger removes its downstream", func(t *testing.T) {
@@ -225,14 +226,14 @@ func TestE2ESynchronize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 15*time.Second, "the Secret of the app", func() error {
+		testkit.Eventually(t, 15*time.Second, "the Secret of the app", func() error {
 			_, err := kube.CoreV1().Secrets("apps").Get(ctx, "shop", metav1.GetOptions{})
 			return err
 		})
 		if err := kube.CoreV1().ConfigMaps("apps").Delete(ctx, app.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 15*time.Second, "the Secret gone with its ConfigMap", func() error {
+		testkit.Eventually(t, 15*time.Second, "the Secret gone with its ConfigMap", func() error {
 			if _, err := kube.CoreV1().Secrets("apps").Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("secret still there: %w", err)
 			}
@@ -243,7 +244,7 @@ func TestE2ESynchronize(t *testing.T) {
 		if err := kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 15*time.Second, "the Namespace's downstream removed", func() error {
+		testkit.Eventually(t, 15*time.Second, "the Namespace's downstream removed", func() error {
 			if _, err := kube.NetworkingV1().NetworkPolicies(ns.Name).Get(ctx, "default-deny", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("NetworkPolicy: %w", err)
 			}
@@ -261,7 +262,7 @@ func TestE2ESynchronize(t *testing.T) {
 		if _, err := kube.CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cart", Labels: map[string]string{"app": "cart"}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 15*time.Second, "the Secret and the marker of the app", func() error {
+		testkit.Eventually(t, 15*time.Second, "the Secret and the marker of the app", func() error {
 			if _, err := kube.CoreV1().Secrets("apps").Get(ctx, "cart", metav1.GetOptions{}); err != nil {
 				return err
 			}
@@ -273,7 +274,7 @@ func TestE2ESynchronize(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, 15*time.Second, "the Secret gone with its policy", func() error {
+		testkit.Eventually(t, 15*time.Second, "the Secret gone with its policy", func() error {
 			if _, err := kube.CoreV1().Secrets("apps").Get(ctx, "cart", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("secret still there: %w", err)
 			}
@@ -295,11 +296,11 @@ func TestE2ESynchronize(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, y := range []string{quotaExisting, annotateExisting} {
-			if _, err := cpols.Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+			if _, err := cpols.Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, 20*time.Second, "quotas in the existing Namespaces", func() error {
+		testkit.Eventually(t, 20*time.Second, "quotas in the existing Namespaces", func() error {
 			for _, ns := range []string{"old-a", "old-b"} {
 				if _, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "quota", metav1.GetOptions{}); err != nil {
 					return err
@@ -310,7 +311,7 @@ func TestE2ESynchronize(t *testing.T) {
 		if _, err := kube.CoreV1().ResourceQuotas("apps").Get(ctx, "quota", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("a Namespace the rule does not match got a quota: %v", err)
 		}
-		eventually(t, 20*time.Second, "the existing target annotated", func() error {
+		testkit.Eventually(t, 20*time.Second, "the existing target annotated", func() error {
 			s, err := kube.CoreV1().Secrets("apps").Get(ctx, "indexed", metav1.GetOptions{})
 			if err != nil {
 				return err

@@ -7,25 +7,16 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
-
-func unstr(t *testing.T, y string) *unstructured.Unstructured {
-	t.Helper()
-	v, err := document.Decode([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: v.(map[string]any)}
-}
 
 func TestE2ECache(t *testing.T) {
 	cp := controlplane.StartForTest(t)
@@ -66,7 +57,7 @@ func TestE2ECache(t *testing.T) {
 	}
 	waitSet(0)
 
-	cpol := unstr(t, `apiVersion: verdict.dev/v1
+	cpol := testkit.Unstructured(t, `apiVersion: verdict.dev/v1
 kind: ClusterPolicy
 metadata: {name: need-labels}
 spec:
@@ -78,7 +69,7 @@ spec:
 	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, cpol, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	bad := unstr(t, `apiVersion: verdict.dev/v1
+	bad := testkit.Unstructured(t, `apiVersion: verdict.dev/v1
 kind: Policy
 metadata: {name: broken, namespace: team}
 spec:
@@ -90,7 +81,7 @@ spec:
 	if _, err := dyn.Resource(policycache.Policies).Namespace("team").Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	exc := unstr(t, `apiVersion: verdict.dev/v1
+	exc := testkit.Unstructured(t, `apiVersion: verdict.dev/v1
 kind: PolicyException
 metadata: {name: allow, namespace: team}
 spec:
@@ -114,7 +105,7 @@ spec:
 	}
 	// The set evaluates: a Pod without labels fails, a legacy one is exempt.
 	for name, want := range map[string]engine.Status{"web": engine.StatusFail, "legacy-db": engine.StatusSkip} {
-		pod := unstr(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: "+name+", namespace: team}\n").Object
+		pod := testkit.Unstructured(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: "+name+", namespace: team}\n").Object
 		resps, _ := eng.Apply(ctx, &engine.Request{Operation: engine.OpCreate, Object: pod}, s)
 		if len(resps) != 1 || resps[0].Rules[0].Status != want {
 			t.Fatalf("%s: %+v", name, resps)
@@ -128,7 +119,7 @@ spec:
 	}
 	// A ValidatingPolicy (served by this version's CRDs) joins the set; one
 	// of the same name as the ClusterPolicy does not take its place.
-	vpol := unstr(t, `apiVersion: verdict.dev/v1
+	vpol := testkit.Unstructured(t, `apiVersion: verdict.dev/v1
 kind: ValidatingPolicy
 metadata: {name: need-labels}
 spec:

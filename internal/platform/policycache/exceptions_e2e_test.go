@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
@@ -50,7 +51,7 @@ spec:
   matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
   validations: [{expression: "has(object.metadata.labels)"}]
 `} {
-		u := unstr(t, y)
+		u := testkit.Unstructured(t, y)
 		gvr := policycache.ClusterPolicies
 		if u.GetKind() == "ValidatingPolicy" {
 			gvr = policycache.ValidatingPolicies
@@ -75,7 +76,7 @@ spec:
   policyRefs: [{name: need-labels-cel, kind: ValidatingPolicy}]
   matchConditions: [{name: named, expression: "object.metadata.name.startsWith('` + ns + `-')"}]
 `} {
-			if _, err := dyn.Resource(policycache.PolicyExceptions).Namespace(ns).Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+			if _, err := dyn.Resource(policycache.PolicyExceptions).Namespace(ns).Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -141,7 +142,7 @@ spec:
 				}
 			}
 			for p, exempt := range tc.exempt {
-				obj := unstr(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: "+p.name+", namespace: "+p.namespace+"}\n").Object
+				obj := testkit.Unstructured(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: "+p.name+", namespace: "+p.namespace+"}\n").Object
 				resps, _ := eng.Apply(cctx, &engine.Request{Operation: engine.OpCreate, Object: obj}, set)
 				if len(resps) != 2 {
 					t.Fatalf("%v: %d responses", p, len(resps))

@@ -19,6 +19,7 @@ import (
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -95,7 +96,7 @@ func TestE2EService(t *testing.T) {
 
 	e.Publish(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cm), Policy: "require-labels", Version: "1", Request: "s1", Scored: true,
 		Rules: reportertest.Rules(engine.StatusFail, engine.StatusPass)}.Event())
-	reportertest.Eventually(t, 20*time.Second, "report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 1, 1, 0, 0, 0) })
+	testkit.Eventually(t, 20*time.Second, "report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 1, 1, 0, 0, 0) })
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + probe + path)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -395,7 +396,7 @@ func TestE2EKillReplicas(t *testing.T) {
 	}
 	close(f.arm)
 	published := time.Since(begin)
-	reportertest.Eventually(t, 3*time.Minute, "every result acknowledged", e.ConsumerSettled)
+	testkit.Eventually(t, 3*time.Minute, "every result acknowledged", e.ConsumerSettled)
 	projected := time.Since(begin)
 	end, err := f.consumer(ctx)
 	if err != nil {

@@ -40,6 +40,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/reportserver"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -359,7 +360,7 @@ func startServing(b *testing.B, rc *rest.Config, natsURL string) schema.GroupVer
 	kube := kubernetes.NewForConfigOrDie(rc)
 	dyn := dynamic.NewForConfigOrDie(rc)
 	const ns, svc, apiService = "verdict-bench", "verdict-reports", "v1alpha1.openreports.io"
-	port := freePort(b)
+	port := testkit.FreePort(b)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func startServing(b *testing.B, rc *rest.Config, natsURL string) schema.GroupVer
 	cfg := reporterapp.DefaultConfig()
 	cfg.Kube.Kubeconfig = reportertest.ControlPlane().KubeconfigPath()
 	cfg.NATS.URLs = []string{natsURL}
-	cfg.ProbeAddress = "127.0.0.1:" + strconv.Itoa(freePort(b))
+	cfg.ProbeAddress = "127.0.0.1:" + strconv.Itoa(testkit.FreePort(b))
 	cfg.Serve, cfg.ServeAddress, cfg.ServePort = true, "127.0.0.1", port
 	cfg.Namespace, cfg.ServeServiceName, cfg.ServeTLSSecret, cfg.ServeCASecret = ns, svc, "verdict-reports-tls", "verdict-reports-ca"
 	cfg.ServeLeaseName, cfg.Identity = "verdict-reports-bench", "bench-"+strconv.Itoa(port)

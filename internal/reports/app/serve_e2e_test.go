@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,21 +29,12 @@ import (
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestE2EServeMode runs the service in its serving mode (--serve-reports)
 // against a control plane without the report CRDs: it becomes ready once
@@ -66,7 +56,7 @@ func TestE2EServeMode(t *testing.T) {
 	}
 	t.Cleanup(srv.Shutdown)
 
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	for _, ns := range []string{"verdict", "team"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -90,7 +80,7 @@ func TestE2EServeMode(t *testing.T) {
 	cfg := reporterapp.DefaultConfig()
 	cfg.Kube.Kubeconfig = cp.KubeconfigPath()
 	cfg.NATS.URLs = []string{srv.ClientURL()}
-	cfg.ProbeAddress = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg.ProbeAddress = "127.0.0.1:" + strconv.Itoa(testkit.FreePort(t))
 	cfg.Serve, cfg.ServeAddress, cfg.ServePort = true, "127.0.0.1", port
 	// The certificate kept by the replicas, for the Service's names: the
 	// APIService has no caBundle and does verify; its leader sets it.
@@ -100,14 +90,14 @@ func TestE2EServeMode(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- reporterapp.Run(runCtx, cfg, zerolog.Nop()) }()
-	reportertest.Eventually(t, 30*time.Second, "ready", func() error {
+	testkit.Eventually(t, 30*time.Second, "ready", func() error {
 		resp, err := http.Get("http://" + cfg.ProbeAddress + "/readyz")
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return reportertest.ErrNotYet
+			return testkit.ErrNotYet
 		}
 		return nil
 	})
@@ -133,7 +123,7 @@ func TestE2EServeMode(t *testing.T) {
 	if _, err := conn.PublishSync(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	reportertest.Eventually(t, 60*time.Second, "the report served through the API server", func() error {
+	testkit.Eventually(t, 60*time.Second, "the report served through the API server", func() error {
 		got, err := dyn.Resource(reporter.PolicyReports).Namespace("team").Get(ctx, string(cm.UID), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -190,7 +180,7 @@ func TestE2EServeMode(t *testing.T) {
 	if _, err := conn.PublishSync(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	reportertest.Eventually(t, 20*time.Second, "the report back with the newer evaluation", func() error {
+	testkit.Eventually(t, 20*time.Second, "the report back with the newer evaluation", func() error {
 		got, err := polr.Get(ctx, string(cm.UID), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -228,7 +218,7 @@ func watchReportView(t *testing.T, cfg *rest.Config) *reportView {
 	v := &reportView{reports: map[string]*unstructured.Unstructured{}}
 	polr := dynamic.NewForConfigOrDie(cfg).Resource(reporter.PolicyReports)
 	meta := metadata.NewForConfigOrDie(cfg)
-	reportertest.Eventually(t, 60*time.Second, "a metadata list of the reports", func() error {
+	testkit.Eventually(t, 60*time.Second, "a metadata list of the reports", func() error {
 		_, err := meta.Resource(reporter.PolicyReports).List(t.Context(), metav1.ListOptions{})
 		return err
 	})
@@ -280,7 +270,7 @@ func watchReportView(t *testing.T, cfg *rest.Config) *reportView {
 // it, or, with a nil check, until the view no longer holds it.
 func (v *reportView) eventually(t *testing.T, key string, check func(*unstructured.Unstructured) error) {
 	t.Helper()
-	reportertest.Eventually(t, 30*time.Second, "the policy-reporter-style view of "+key, func() error {
+	testkit.Eventually(t, 30*time.Second, "the policy-reporter-style view of "+key, func() error {
 		v.mu.Lock()
 		u, ok := v.reports[key]
 		v.mu.Unlock()
@@ -290,7 +280,7 @@ func (v *reportView) eventually(t *testing.T, key string, check func(*unstructur
 		case check == nil:
 			return nil
 		case !ok:
-			return reportertest.ErrNotYet
+			return testkit.ErrNotYet
 		}
 		return check(u)
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -58,9 +59,9 @@ func TestE2EReports(t *testing.T) {
 		reportertest.Evaluation{Ref: cmRef, Policy: "require-labels", Version: "1", Request: "r2", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event(),
 		reportertest.Evaluation{Ref: nsRef, Policy: "ns-owner", Version: "1", Request: "r3", Scored: true, Rules: reportertest.Rules(engine.StatusFail, engine.StatusError)}.Event(),
 	)
-	reportertest.Eventually(t, 20*time.Second, "pod report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(pod.UID)), 2, 1, 1, 0, 1) })
-	reportertest.Eventually(t, 20*time.Second, "configmap report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 1, 0, 0, 0, 0) })
-	reportertest.Eventually(t, 20*time.Second, "namespace report", func() error { return reportertest.SummaryIs(e.Report("", string(ns.UID)), 0, 1, 0, 1, 0) })
+	testkit.Eventually(t, 20*time.Second, "pod report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(pod.UID)), 2, 1, 1, 0, 1) })
+	testkit.Eventually(t, 20*time.Second, "configmap report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 1, 0, 0, 0, 0) })
+	testkit.Eventually(t, 20*time.Second, "namespace report", func() error { return reportertest.SummaryIs(e.Report("", string(ns.UID)), 0, 1, 0, 1, 0) })
 	want := e.Expected()
 	for _, c := range []struct {
 		namespace string
@@ -102,14 +103,14 @@ func TestE2EReports(t *testing.T) {
 		t.Errorf("exact duplicate stored again: sequences %v", seqs)
 	}
 	last := fmt.Sprint(seqs[5])
-	reportertest.Eventually(t, 20*time.Second, "pod report, newest", func() error {
+	testkit.Eventually(t, 20*time.Second, "pod report, newest", func() error {
 		got := e.Report(ns.Name, string(pod.UID))
 		if got.GetAnnotations()[reporter.AnnotationLastSequence] != last {
 			return fmt.Errorf("last sequence %s, want %s", got.GetAnnotations()[reporter.AnnotationLastSequence], last)
 		}
 		return reportertest.SummaryIs(got, 1, 3, 1, 0, 0)
 	})
-	reportertest.Eventually(t, 20*time.Second, "configmap report, newest", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 0, 1, 0, 0, 0) })
+	testkit.Eventually(t, 20*time.Second, "configmap report, newest", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 0, 1, 0, 0, 0) })
 	want = e.Expected()
 	if err := reportertest.Matches(e.Report(ns.Name, string(pod.UID)), want[string(pod.UID)]); err != nil {
 		t.Error(err)
@@ -147,7 +148,7 @@ func TestE2EReports(t *testing.T) {
 	// No rule results left (the policy no longer matches the configmap):
 	// its report goes.
 	e.Publish(reportertest.Evaluation{Ref: cmRef, Policy: "require-labels", Version: "3", Request: "r8", Scored: true}.Event())
-	reportertest.Eventually(t, 20*time.Second, "configmap report deleted", func() error {
+	testkit.Eventually(t, 20*time.Second, "configmap report deleted", func() error {
 		if r := e.Report(ns.Name, string(cm.UID)); r != nil {
 			return fmt.Errorf("report still there: %v", r.Object["summary"])
 		}
@@ -161,8 +162,8 @@ func TestE2EReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Publish(reportertest.Evaluation{Ref: podRef, Policy: "team/advisory", Version: "2", Request: "r9", Scored: false, Rules: reportertest.Rules(engine.StatusPass, engine.StatusPass)}.Event())
-	reportertest.Eventually(t, 20*time.Second, "pod report after the garbage", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(pod.UID)), 2, 3, 0, 0, 0) })
-	reportertest.Eventually(t, 20*time.Second, "dead letter", func() error {
+	testkit.Eventually(t, 20*time.Second, "pod report after the garbage", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(pod.UID)), 2, 3, 0, 0, 0) })
+	testkit.Eventually(t, 20*time.Second, "dead letter", func() error {
 		for _, d := range e.DeadLetters() {
 			if d.Subject == garbage && strings.Contains(d.Reason, "poison") && strings.Contains(d.Reason, "decode") {
 				return nil
@@ -170,7 +171,7 @@ func TestE2EReports(t *testing.T) {
 		}
 		return fmt.Errorf("no dead letter for %s: %+v", garbage, e.DeadLetters())
 	})
-	reportertest.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
+	testkit.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
 
 	if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_consumed_total"); n < 12 {
 		t.Errorf("results consumed %v, want at least 12", n)
@@ -243,10 +244,10 @@ func TestE2ESlowWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reportertest.Eventually(t, 20*time.Second, "three reports", func() error {
+	testkit.Eventually(t, 20*time.Second, "three reports", func() error {
 		for _, ref := range refs {
 			if e.Report(ns.Name, ref.UID) == nil {
-				return reportertest.ErrNotYet
+				return testkit.ErrNotYet
 			}
 		}
 		return nil
@@ -254,7 +255,7 @@ func TestE2ESlowWrites(t *testing.T) {
 	if took := time.Since(begin); took < 3*time.Second {
 		t.Fatalf("three writes at 0.5/s took %v: the rate limit did not hold", took)
 	}
-	reportertest.Eventually(t, 10*time.Second, "all acknowledged", func() error {
+	testkit.Eventually(t, 10*time.Second, "all acknowledged", func() error {
 		ci, err := cons.Info(ctx)
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -35,7 +36,7 @@ func TestE2EForgedResultsCannotEvictAVerifiedOne(t *testing.T) {
 	rep := e.StartProjector(e.Connect())
 
 	e.Publish(reportertest.Evaluation{Ref: real, Policy: "p", Version: "1", Request: "real", Scored: true, Rules: reportertest.Rules(engine.StatusFail)}.Event())
-	reportertest.Eventually(t, 20*time.Second, "the violation in the report", func() error {
+	testkit.Eventually(t, 20*time.Second, "the violation in the report", func() error {
 		return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 0, 1, 0, 0, 0)
 	})
 
@@ -44,7 +45,7 @@ func TestE2EForgedResultsCannotEvictAVerifiedOne(t *testing.T) {
 	for i := range queue.DefaultResultHistory + 1 {
 		e.Publish(reportertest.Evaluation{Ref: future, Policy: "p", Version: "1", Request: fmt.Sprintf("forged-%d", i), Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
 	}
-	reportertest.Eventually(t, 20*time.Second, "every forged result rejected", func() error {
+	testkit.Eventually(t, 20*time.Second, "every forged result rejected", func() error {
 		if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_unverified_total", string(apicheck.Future)); n != float64(queue.DefaultResultHistory+1) {
 			return fmt.Errorf("%v rejected", n)
 		}
@@ -53,7 +54,7 @@ func TestE2EForgedResultsCannotEvictAVerifiedOne(t *testing.T) {
 
 	// The object's next fold: another policy's result.
 	e.Publish(reportertest.Evaluation{Ref: real, Policy: "q", Version: "1", Request: "real-q", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
-	reportertest.Eventually(t, 20*time.Second, "the next fold", func() error {
+	testkit.Eventually(t, 20*time.Second, "the next fold", func() error {
 		return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 1, 1, 0, 0, 0)
 	})
 

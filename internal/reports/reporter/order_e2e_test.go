@@ -15,6 +15,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -50,11 +51,11 @@ func TestE2ENewestWins(t *testing.T) {
 	olderState := reportertest.Evaluation{Ref: created, Policy: "by-state", Version: "1", Request: "d", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event()
 	olderState.Timestamp = newerState.Timestamp.Add(time.Minute)
 	seqs := e.Publish(newerPolicy, newerState)
-	reportertest.Eventually(t, 20*time.Second, "the report of the newer results", func() error {
+	testkit.Eventually(t, 20*time.Second, "the report of the newer results", func() error {
 		return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 0, 2, 0, 0, 0)
 	})
 	late := e.Publish(olderPolicy, olderState)
-	reportertest.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
+	testkit.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
 	got := e.Report(ns.Name, string(cm.UID))
 	if err := reportertest.SummaryIs(got, 0, 2, 0, 0, 0); err != nil {
 		t.Fatalf("after the older results arrived: %v", err)
@@ -139,7 +140,7 @@ func TestE2EUnverifiedResults(t *testing.T) {
 	rep := e.StartProjector(e.Connect())
 
 	seqs := e.Publish(reportertest.Evaluation{Ref: real, Policy: "p", Version: "1", Request: "real", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
-	reportertest.Eventually(t, 20*time.Second, "the real report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 1, 0, 0, 0, 0) })
+	testkit.Eventually(t, 20*time.Second, "the real report", func() error { return reportertest.SummaryIs(e.Report(ns.Name, string(cm.UID)), 1, 0, 0, 0, 0) })
 	before := e.Report(ns.Name, string(cm.UID))
 
 	ghost := bus.ResourceRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns.Name, Name: "ghost", UID: "00000000-0000-4000-8000-000000000001"}
@@ -156,7 +157,7 @@ func TestE2EUnverifiedResults(t *testing.T) {
 	for _, ev := range forged {
 		e.Publish(ev)
 	}
-	reportertest.Eventually(t, 30*time.Second, "every forged result counted", func() error {
+	testkit.Eventually(t, 30*time.Second, "every forged result counted", func() error {
 		for reason := range forged {
 			if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_unverified_total", reason); n != 1 {
 				return fmt.Errorf("%s: %v", reason, n)
@@ -167,7 +168,7 @@ func TestE2EUnverifiedResults(t *testing.T) {
 	if took := time.Since(begin); took < grace {
 		t.Errorf("a result of a missing object dropped after %v, within the grace period (%v)", took, grace)
 	}
-	reportertest.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
+	testkit.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
 	for reason, ev := range forged {
 		if ev.Resource.UID != real.UID && e.Report(ns.Name, ev.Resource.UID) != nil {
 			t.Errorf("%s: a report for the forged uid %s", reason, ev.Resource.UID)

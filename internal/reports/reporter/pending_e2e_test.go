@@ -21,6 +21,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -82,12 +83,12 @@ func TestE2EPendingFloodDoesNotDelayVerified(t *testing.T) {
 	real := reportertest.RefOf("v1", "Pod", pod)
 	e.Publish(reportertest.Evaluation{Ref: real, Policy: "p0", Version: "1", Request: "real", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
 	published := time.Now()
-	reportertest.Eventually(t, 5*time.Second, "the real Pod's report behind the flood", func() error {
+	testkit.Eventually(t, 5*time.Second, "the real Pod's report behind the flood", func() error {
 		return reportertest.SummaryIs(e.Report(ns.Name, string(pod.UID)), 1, 0, 0, 0, 0)
 	})
 	t.Logf("flood of %d results stored in %v; the real Pod's report %v after its result", len(flood), stored.Round(time.Millisecond), time.Since(published).Round(time.Millisecond))
 
-	reportertest.Eventually(t, grace+30*time.Second, "every forged result accounted for", func() error {
+	testkit.Eventually(t, grace+30*time.Second, "every forged result accounted for", func() error {
 		notFound := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_unverified_total", string(apicheck.NotFound))
 		givenUp := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_pending_dropped_total")
 		if notFound+givenUp != float64(len(flood)) {
@@ -98,7 +99,7 @@ func TestE2EPendingFloodDoesNotDelayVerified(t *testing.T) {
 	t.Logf("after the grace: %v dropped as not found, %v given up while pending (the pending set and the rechecks full)",
 		reportertest.Counter(t, rep.Reg, "verdict_reporter_results_unverified_total", string(apicheck.NotFound)),
 		reportertest.Counter(t, rep.Reg, "verdict_reporter_results_pending_dropped_total"))
-	reportertest.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
+	testkit.Eventually(t, 20*time.Second, "every message acknowledged", e.ConsumerSettled)
 	if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_pending"); n != 0 {
 		t.Errorf("%v results still held pending", n)
 	}
@@ -141,7 +142,7 @@ func TestE2EPendingFullStillReportsARealCreate(t *testing.T) {
 		}
 	}
 	e.Publish(flood...)
-	reportertest.Eventually(t, 20*time.Second, "the pending set full", func() error {
+	testkit.Eventually(t, 20*time.Second, "the pending set full", func() error {
 		consumed := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_consumed_total")
 		held := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_pending")
 		if consumed < float64(len(flood)) || held != limit {
@@ -172,7 +173,7 @@ func TestE2EPendingFullStillReportsARealCreate(t *testing.T) {
 			reportertest.Counter(t, rep.Reg, "verdict_reporter_results_pending_dropped_total"),
 			reportertest.Counter(t, rep.Reg, "verdict_reporter_results_recovered_total"))
 	}()
-	reportertest.Eventually(t, 10*time.Second, "the real Pod's report while the pending set is full", func() error {
+	testkit.Eventually(t, 10*time.Second, "the real Pod's report while the pending set is full", func() error {
 		return reportertest.SummaryIs(e.Report(ns.Name, string(pod.UID)), 1, 0, 0, 0, 0)
 	})
 	t.Logf("the real Pod's report %v after its result, behind %d forged results (%d held)",
@@ -263,12 +264,12 @@ func registerWebhook(t *testing.T, e *reportertest.Env, ns string, srv *httptest
 		_ = e.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), cfg.Name, metav1.DeleteOptions{})
 	})
 	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx:1.27"}}}}
-	reportertest.Eventually(t, 20*time.Second, "the webhook registered", func() error {
+	testkit.Eventually(t, 20*time.Second, "the webhook registered", func() error {
 		if _, err := e.Kube.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 			return err
 		}
 		if !probed.Load() {
-			return reportertest.ErrNotYet
+			return testkit.ErrNotYet
 		}
 		return nil
 	})
@@ -290,7 +291,7 @@ func TestE2EPendingRechecksCountedAtShutdown(t *testing.T) {
 			Rules: reportertest.Rules(engine.StatusFail)}.Event())
 	}
 	e.Publish(flood...)
-	reportertest.Eventually(t, 20*time.Second, "18 results remembered for a recheck", func() error {
+	testkit.Eventually(t, 20*time.Second, "18 results remembered for a recheck", func() error {
 		if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_pending_rechecks"); n != 18 {
 			return fmt.Errorf("%v remembered", n)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -79,7 +80,7 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 	var once sync.Once
 	halt := func() { once.Do(func() { replicas[2].Halt(t) }) }
 	time.AfterFunc(time.Second, halt)
-	reportertest.Eventually(t, time.Duration(max(3, 3*n/1000))*time.Minute, "every result acknowledged", e.ConsumerSettled)
+	testkit.Eventually(t, time.Duration(max(3, 3*n/1000))*time.Minute, "every result acknowledged", e.ConsumerSettled)
 	projected := time.Since(begin)
 	halt()
 	live := e.CheckReports(ns, cms)
@@ -108,7 +109,7 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 	// Delete every report; add an orphan of Verdict's and a foreign one.
 	// With 10,000 reports the API server's DeleteCollection may time out
 	// partway: delete again until none is left.
-	reportertest.Eventually(t, 5*time.Minute, "every report deleted", func() error {
+	testkit.Eventually(t, 5*time.Minute, "every report deleted", func() error {
 		// A timeout, or the stream reset with it, is retried; a report
 		// still listed is what fails.
 		_ = e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -55,10 +56,10 @@ func TestE2EResultOfAKindTheReporterMayNotRead(t *testing.T) {
 		reportertest.Evaluation{Ref: reportertest.RefOf("v1", "Pod", pod), Policy: "pods", Version: "1", Request: "p", Scored: true,
 			Rules: reportertest.Rules(engine.StatusPass)}.Event(),
 	)
-	reportertest.Eventually(t, 10*time.Second, "the Pod's report", func() error {
+	testkit.Eventually(t, 10*time.Second, "the Pod's report", func() error {
 		return reportertest.SummaryIs(e.Report(ns.Name, string(pod.UID)), 1, 0, 0, 0, 0)
 	})
-	reportertest.Eventually(t, 10*time.Second, "the Secret's result counted and acknowledged", func() error {
+	testkit.Eventually(t, 10*time.Second, "the Secret's result counted and acknowledged", func() error {
 		if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_unreadable_total"); n != 1 {
 			return fmt.Errorf("%v counted unreadable", n)
 		}

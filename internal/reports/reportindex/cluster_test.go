@@ -19,6 +19,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -76,9 +77,9 @@ func TestFeedCluster(t *testing.T) {
 	}
 	late.UID, late.ResourceVersion = string(created.UID), created.ResourceVersion
 	eval(reportertest.Evaluation{Ref: late, Policy: "p", Version: "1", Request: "late", Scored: true, Rules: reportertest.Rules(engine.StatusPass)})
-	reportertest.Eventually(t, 20*time.Second, "the late object's report", func() error {
+	testkit.Eventually(t, 20*time.Second, "the late object's report", func() error {
 		if _, ok := x.Report(late.UID); !ok {
-			return reportertest.ErrNotYet
+			return testkit.ErrNotYet
 		}
 		return nil
 	})
@@ -87,9 +88,9 @@ func TestFeedCluster(t *testing.T) {
 	if err := e.Kube.CoreV1().ConfigMaps(ns.Name).Delete(ctx, cms[2].Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reportertest.Eventually(t, 20*time.Second, "the deleted object's report gone", func() error {
+	testkit.Eventually(t, 20*time.Second, "the deleted object's report gone", func() error {
 		if _, ok := x.Report(string(cms[2].UID)); ok {
-			return reportertest.ErrNotYet
+			return testkit.ErrNotYet
 		}
 		return nil
 	})
@@ -143,9 +144,9 @@ func TestFeedRechecksWhenSeen(t *testing.T) {
 		e.Publish(reportertest.Evaluation{Ref: reportertest.RefOf("v1", "ConfigMap", cms[i]), Policy: "p", Version: "1", Request: cms[i].Name, Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
 	}
 	pending := func(n int) {
-		reportertest.Eventually(t, 20*time.Second, "results pending", func() error {
+		testkit.Eventually(t, 20*time.Second, "results pending", func() error {
 			if f.Stats().Pending != n {
-				return reportertest.ErrNotYet
+				return testkit.ErrNotYet
 			}
 			return nil
 		})
@@ -154,17 +155,17 @@ func TestFeedRechecksWhenSeen(t *testing.T) {
 	pending(1)
 	check.arrive(string(cms[0].UID))
 	publish(1)
-	reportertest.Eventually(t, 20*time.Second, "the first report, long before the hour's retry", func() error {
+	testkit.Eventually(t, 20*time.Second, "the first report, long before the hour's retry", func() error {
 		if _, ok := x.Report(string(cms[0].UID)); !ok {
-			return reportertest.ErrNotYet
+			return testkit.ErrNotYet
 		}
 		return nil
 	})
 	pending(1)
 	check.arrive(string(cms[1].UID))
-	reportertest.Eventually(t, 20*time.Second, "the second report", func() error {
+	testkit.Eventually(t, 20*time.Second, "the second report", func() error {
 		if _, ok := x.Report(string(cms[1].UID)); !ok {
-			return reportertest.ErrNotYet
+			return testkit.ErrNotYet
 		}
 		return nil
 	})

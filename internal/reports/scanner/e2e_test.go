@@ -20,6 +20,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/scanner"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -218,13 +219,13 @@ func TestE2EBackgroundScan(t *testing.T) {
 	pol := createPolicy(e, fmt.Sprintf(scanPolicy, name, ns, true, "app"))
 	createPolicy(e, fmt.Sprintf(scanPolicy, "no-background-"+ns, ns, false, "app"))
 
-	reportertest.Eventually(t, 30*time.Second, "a result per Pod", func() error {
+	testkit.Eventually(t, 30*time.Second, "a result per Pod", func() error {
 		if n := len(policyResults(e, name)); n != len(pods) {
 			return fmt.Errorf("%d results, want %d", n, len(pods))
 		}
 		return nil
 	})
-	reportertest.Eventually(t, 30*time.Second, "reports", func() error {
+	testkit.Eventually(t, 30*time.Second, "reports", func() error {
 		if n, pass, fail := summaries(e, ns); n != 12 || pass != 8 || fail != 4 {
 			return fmt.Errorf("%d reports, pass %d fail %d; want 12, 8, 4", n, pass, fail)
 		}
@@ -236,7 +237,7 @@ func TestE2EBackgroundScan(t *testing.T) {
 		}
 	}
 	// Let the periodic scan tick a few times: nothing is republished.
-	reportertest.Eventually(t, 30*time.Second, "two ticks of the periodic scan", func() error {
+	testkit.Eventually(t, 30*time.Second, "two ticks of the periodic scan", func() error {
 		if n := sum("verdict_scanner_items_total", "all"); n < 2 {
 			return fmt.Errorf("%v ticks", n)
 		}
@@ -254,9 +255,9 @@ func TestE2EBackgroundScan(t *testing.T) {
 
 	// A Pod created now is found by the periodic scan.
 	late := createPod(e, ns, "late", nil)
-	reportertest.Eventually(t, 30*time.Second, "the periodic scan finds a new Pod", func() error {
+	testkit.Eventually(t, 30*time.Second, "the periodic scan finds a new Pod", func() error {
 		if _, ok := policyResults(e, name)[string(late.UID)]; !ok {
-			return reportertest.ErrNotYet
+			return testkit.ErrNotYet
 		}
 		return nil
 	})
@@ -276,7 +277,7 @@ func TestE2EBackgroundScan(t *testing.T) {
 	if _, err := e.Dyn.Resource(policycache.ClusterPolicies).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reportertest.Eventually(t, 30*time.Second, "reports after the policy change", func() error {
+	testkit.Eventually(t, 30*time.Second, "reports after the policy change", func() error {
 		if n, pass, fail := summaries(e, ns); n != 13 || pass != 3 || fail != 10 {
 			return fmt.Errorf("%d reports, pass %d fail %d; want 13, 3, 10", n, pass, fail)
 		}
@@ -289,7 +290,7 @@ func TestE2EBackgroundScan(t *testing.T) {
 	if err := e.Kube.CoreV1().Pods(ns).Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reportertest.Eventually(t, 60*time.Second, "the deleted Pod's report removed and its results purged", func() error {
+	testkit.Eventually(t, 60*time.Second, "the deleted Pod's report removed and its results purged", func() error {
 		if e.Report(ns, string(gone.UID)) != nil {
 			return fmt.Errorf("report still there")
 		}
@@ -303,7 +304,7 @@ func TestE2EBackgroundScan(t *testing.T) {
 	if err := e.Dyn.Resource(policycache.ClusterPolicies).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reportertest.Eventually(t, 30*time.Second, "reports gone with the policy", func() error {
+	testkit.Eventually(t, 30*time.Second, "reports gone with the policy", func() error {
 		if n, _, _ := summaries(e, ns); n != 0 {
 			return fmt.Errorf("%d reports left", n)
 		}

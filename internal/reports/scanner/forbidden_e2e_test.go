@@ -12,6 +12,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -62,7 +63,7 @@ spec:
 	)
 	e.Check = e.CheckerAs(rc)
 	r := startScannerWith(e, dynamic.NewForConfigOrDie(rc))
-	reportertest.Eventually(t, 30*time.Second, "the policy scanned, Secrets skipped", func() error {
+	testkit.Eventually(t, 30*time.Second, "the policy scanned, Secrets skipped", func() error {
 		done := reportertest.Counter(t, r.reg, "verdict_scanner_items_total", "done")
 		skipped := reportertest.Counter(t, r.reg, "verdict_scanner_skipped_total", "forbidden")
 		if _, ok := policyResults(e, name)[string(pod.UID)]; !ok || done < 1 || skipped < 1 {

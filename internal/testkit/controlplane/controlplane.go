@@ -161,11 +161,11 @@ func waitFor(ctx context.Context, p *process, what string, ready func(context.Co
 func (cp *ControlPlane) logPath(name string) string { return filepath.Join(cp.dir, name+".log") }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
-	clientPort, err := freePort()
+	clientPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	peerPort, err := freePort()
+	peerPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 }
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func writeKubeconfig(path, server string, caPEM []byte, user string, kp *keyPair
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // shared is one control plane, with the controller manager, for the tests
@@ -95,22 +97,6 @@ func createNamespace(t *testing.T, c clients) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	return ns.Name
-}
-
-// eventually polls f until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 var (
@@ -396,7 +382,7 @@ func TestControllerManager(t *testing.T) {
 	}
 
 	var rsName string
-	eventually(t, time.Minute, "ReplicaSet owned by the Deployment", func() error {
+	testkit.Eventually(t, time.Minute, "ReplicaSet owned by the Deployment", func() error {
 		list, err := c.kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -409,7 +395,7 @@ func TestControllerManager(t *testing.T) {
 		}
 		return fmt.Errorf("%d ReplicaSets, none owned by the Deployment", len(list.Items))
 	})
-	eventually(t, time.Minute, "two Pods owned by the ReplicaSet", func() error {
+	testkit.Eventually(t, time.Minute, "two Pods owned by the ReplicaSet", func() error {
 		list, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -431,7 +417,7 @@ func TestControllerManager(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("delete Deployment: %v", err)
 	}
-	eventually(t, time.Minute, "garbage collection of the ReplicaSet", func() error {
+	testkit.Eventually(t, time.Minute, "garbage collection of the ReplicaSet", func() error {
 		_, err := c.kube.AppsV1().ReplicaSets(ns).Get(ctx, rsName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

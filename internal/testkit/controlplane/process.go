@@ -140,7 +140,10 @@ var (
 	ports   = map[int]bool{}
 )
 
-func freePort() (int, error) {
+// FreePort returns a loopback port nothing listened on a moment ago and
+// that this process has not handed out before (the control plane's
+// processes and whoever else asks in this process, the demo's webhook).
+func FreePort() (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 100 {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // NATSModule is the main package of nats-server, built from the version
@@ -47,8 +49,8 @@ func StartNATSCluster(t testing.TB, bin string, n int, dir string) []*NATSServer
 	client := make([]string, n)
 	routes := make([]string, n)
 	for i := range n {
-		client[i] = freeLoopbackAddr(t)
-		routes[i] = "nats://" + freeLoopbackAddr(t)
+		client[i] = testkit.FreeAddr(t)
+		routes[i] = "nats://" + testkit.FreeAddr(t)
 	}
 	servers := make([]*NATSServer, n)
 	for i := range n {
@@ -212,14 +214,4 @@ func streamInfo(ctx context.Context, js jetstream.JetStream, stream string) (*je
 		return nil, err
 	}
 	return st.CachedInfo(), nil
-}
-
-func freeLoopbackAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }

@@ -13,37 +13,17 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
-	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func unstr(t *testing.T, y string) *unstructured.Unstructured {
-	t.Helper()
-	v, err := document.Decode([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: v.(map[string]any)}
-}
 
 const enforcePrivileged = `apiVersion: verdict.dev/v1
 kind: ClusterPolicy
@@ -120,7 +100,7 @@ func TestE2EWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, y := range []string{enforcePrivileged, auditLabels, mutateLabel} {
-		if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,7 +113,7 @@ func TestE2EWebhook(t *testing.T) {
 	}
 	t.Cleanup(nats.Shutdown)
 
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	cfg := webhookapp.DefaultConfig()
 	cfg.Kube.Kubeconfig = cp.KubeconfigPath()
 	cfg.Identity = "replica-a"
@@ -223,7 +203,7 @@ func TestE2EWebhook(t *testing.T) {
 	}
 
 	// An invalid policy is refused at create time, with the field path.
-	bad := unstr(t, strings.Replace(auditLabels, "name: require-team-label", "name: broken", 1))
+	bad := testkit.Unstructured(t, strings.Replace(auditLabels, "name: require-team-label", "name: broken", 1))
 	spec := bad.Object["spec"].(map[string]any)
 	spec["rules"].([]any)[0].(map[string]any)["validate"].(map[string]any)["patern"] = map[string]any{}
 	_, err = dyn.Resource(policycache.ClusterPolicies).Create(ctx, bad, metav1.CreateOptions{})

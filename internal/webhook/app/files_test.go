@@ -21,6 +21,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
@@ -87,7 +88,7 @@ func TestFilesMode(t *testing.T) {
 	}
 	t.Cleanup(nats.Shutdown)
 
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	cfg := webhookapp.DefaultConfig()
 	cfg.Mode = webhookapp.ModeFiles
 	cfg.Identity = "files"
@@ -118,7 +119,7 @@ func TestFilesMode(t *testing.T) {
 	// below is).
 	long := bytes.Replace(review, []byte(`"uid":"pod-uid-1"`), []byte(`"uid":"`+strings.Repeat("u", 5000)+`"`), 1)
 	var longStatus int
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the condition", func() bool {
 		resp, err := client.Post(fmt.Sprintf("https://127.0.0.1:%d/validate", port), "application/json", bytes.NewReader(long))
 		if err != nil {
 			return false
@@ -131,7 +132,7 @@ func TestFilesMode(t *testing.T) {
 		t.Fatalf("review with a 5,000-byte uid: status %d, want 400", longStatus)
 	}
 	var allowed bool
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the condition", func() bool {
 		resp, err := client.Post(fmt.Sprintf("https://127.0.0.1:%d/validate", port), "application/json", bytes.NewReader(review))
 		if err != nil {
 			return false
@@ -152,7 +153,7 @@ func TestFilesMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	waitFor(t, 15*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 15*time.Second, "the condition", func() bool {
 		var found bool
 		_, err := conn.Replay(t.Context(), queue.StreamResults, func(m queue.ReplayMsg) error {
 			var ev bus.ResultEvent

@@ -22,6 +22,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/internal/webhook/registrar"
@@ -42,7 +43,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	cp := controlplane.StartForTest(t)
-	e := &env{cp: cp, kube: kubernetes.NewForConfigOrDie(cp.RESTConfig()), dyn: dynamic.NewForConfigOrDie(cp.RESTConfig()), dir: t.TempDir(), port: freePort(t)}
+	e := &env{cp: cp, kube: kubernetes.NewForConfigOrDie(cp.RESTConfig()), dyn: dynamic.NewForConfigOrDie(cp.RESTConfig()), dir: t.TempDir(), port: testkit.FreePort(t)}
 	ctx := t.Context()
 	for _, ns := range []string{"verdict", "team"} {
 		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -53,7 +54,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	for _, y := range []string{enforcePrivileged, auditLabels} {
-		if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+		if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +87,7 @@ type replica struct {
 
 func (e *env) startReplica(t *testing.T, id, url string, mod func(*webhookapp.Config)) *replica {
 	t.Helper()
-	r := &replica{id: id, port: freePort(t), probe: freePort(t), done: make(chan error, 1)}
+	r := &replica{id: id, port: testkit.FreePort(t), probe: testkit.FreePort(t), done: make(chan error, 1)}
 	if url == "" {
 		url = fmt.Sprintf("https://127.0.0.1:%d", r.port)
 	}
@@ -275,7 +276,7 @@ func TestE2ETwoReplicasLeaderDies(t *testing.T) {
 	e := newEnv(t)
 	lb := e.startBalancer(t)
 	a := e.startReplica(t, "replica-a", lb.url(), nil)
-	waitFor(t, 20*time.Second, func() bool { return leaseHolder(t, e.kube) == "replica-a" })
+	testkit.EventuallyTrue(t, 20*time.Second, "the condition", func() bool { return leaseHolder(t, e.kube) == "replica-a" })
 	b := e.startReplica(t, "replica-b", lb.url(), nil)
 	lb.set(a, b)
 	waitEnforced(t, e.kube)
@@ -286,7 +287,7 @@ func TestE2ETwoReplicasLeaderDies(t *testing.T) {
 	// terminating pod), then it shuts down.
 	lb.set(b)
 	a.stop(t)
-	waitFor(t, 20*time.Second, func() bool { return leaseHolder(t, e.kube) == "replica-b" })
+	testkit.EventuallyTrue(t, 20*time.Second, "the condition", func() bool { return leaseHolder(t, e.kube) == "replica-b" })
 	time.Sleep(2 * time.Second)
 	tr.finish(t)
 	// The new leader restores a deleted configuration (no traffic then: a
@@ -294,7 +295,7 @@ func TestE2ETwoReplicasLeaderDies(t *testing.T) {
 	if err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(t.Context(), registrar.DefaultValidatingName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 15*time.Second, "the condition", func() bool {
 		v, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), registrar.DefaultValidatingName, metav1.GetOptions{})
 		return err == nil && len(v.Webhooks) >= 2
 	})
@@ -314,7 +315,7 @@ func TestE2ENATSDown(t *testing.T) {
 	tr := startTraffic(t, e.kube)
 	time.Sleep(3 * time.Second)
 	tr.finish(t)
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the condition", func() bool {
 		m := scrape(t, r.probe)
 		return metricAbove(m, "publish_pending", 0) || metricAbove(m, "publish_retries_total", 0) || metricAbove(m, "publish_dropped_total", 0)
 	})
@@ -329,7 +330,7 @@ func TestE2ENATSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		n := 0
 		_, err := conn.Replay(t.Context(), queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
 			queue.WithReplayFilter(queue.ResultsOfResource(string(p.UID))))
@@ -368,18 +369,6 @@ func metricAbove(metrics, name string, v float64) bool {
 	return false
 }
 
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("condition not met within %s", d)
-}
-
 // TestE2ECertificateRotation: lifetimes short enough that the serving
 // certificate is renewed and the CA rotated (new CA trusted, certificate
 // switched, old CA dropped) while Pods are admitted: no admission fails.
@@ -401,8 +390,8 @@ func TestE2ECertificateRotation(t *testing.T) {
 	tr := startTraffic(t, e.kube)
 	// The CA enters its renewal window 16 s after it was made; wait for a
 	// new CA, then for the bundle to shrink back to it alone.
-	waitFor(t, 60*time.Second, func() bool { return !bytes.Equal(caSecret(), firstCA) })
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 60*time.Second, "the condition", func() bool { return !bytes.Equal(caSecret(), firstCA) })
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		s, err := e.kube.CoreV1().Secrets("verdict").Get(t.Context(), "verdict-webhook-ca", metav1.GetOptions{})
 		if err != nil {
 			return false

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // Two MutatingPolicies of Kyverno's policy library (other-mpol), with only
@@ -83,12 +84,12 @@ spec:
 func TestE2EMutatingPolicy(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, mutateLabel), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, mutateLabel), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mpols := e.dyn.Resource(policycache.MutatingPolicies)
 	for _, y := range []string{alwaysPullMPol, addTolerationsMPol} {
-		if _, err := mpols.Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+		if _, err := mpols.Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +98,7 @@ func TestE2EMutatingPolicy(t *testing.T) {
 
 	pods := e.kube.CoreV1().Pods("team")
 	var stored *corev1.Pod
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		p, err := pods.Create(ctx, pod("mutated", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			t.Logf("create: %v", err)
@@ -151,7 +152,7 @@ func TestE2EMutatingPolicy(t *testing.T) {
 
 	broken := strings.Replace(strings.Replace(alwaysPullMPol, "name: always-pull-images", "name: broken", 1),
 		`imagePullPolicy: "Always"`, `imagePullPolicy: "Always"(`, 1)
-	_, err = mpols.Create(ctx, unstr(t, broken), metav1.CreateOptions{})
+	_, err = mpols.Create(ctx, testkit.Unstructured(t, broken), metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "spec.mutations[0].applyConfiguration.expression") || !strings.Contains(err.Error(), "Syntax error") {
 		t.Fatalf("a MutatingPolicy that does not compile: %v", err)
 	}

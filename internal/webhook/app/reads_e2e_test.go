@@ -15,6 +15,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 )
 
@@ -96,10 +97,10 @@ spec:
 func TestE2EPolicyReads(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, replicaLimit), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, replicaLimit), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.dyn.Resource(policycache.ValidatingPolicies).Create(ctx, unstr(t, frozenNamespace), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.ValidatingPolicies).Create(ctx, testkit.Unstructured(t, frozenNamespace), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	limit := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "replica-limit", Namespace: "team"}, Data: map[string]string{"max": "2"}}
@@ -110,7 +111,7 @@ func TestE2EPolicyReads(t *testing.T) {
 		_, _ = fmt.Fprintf(w, `{"allowed": %t}`, r.URL.Path == "/allow/approved")
 	}))
 	defer svc.Close()
-	if _, err := e.dyn.Resource(policycache.ValidatingPolicies).Create(ctx, unstr(t, strings.Replace(externalCheck, "URL", svc.URL, 1)), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.ValidatingPolicies).Create(ctx, testkit.Unstructured(t, strings.Replace(externalCheck, "URL", svc.URL, 1)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.startReplica(t, "replica-a", "", func(c *webhookapp.Config) {
@@ -135,7 +136,7 @@ func TestE2EPolicyReads(t *testing.T) {
 	}
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	deployments := e.kube.AppsV1().Deployments("team")
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		_, err := deployments.Create(ctx, deploy("team", 3), dryRun)
 		return err != nil && strings.Contains(err.Error(), "at most 2 replicas here")
 	})
@@ -149,7 +150,7 @@ func TestE2EPolicyReads(t *testing.T) {
 	}
 	bigger := deploy("team", 3)
 	bigger.Name = "bigger"
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the condition", func() bool {
 		_, err := deployments.Create(ctx, bigger, dryRun)
 		return err == nil
 	})

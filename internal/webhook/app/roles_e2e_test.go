@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // denyByRole denies ConfigMaps written by holders of the cluster role
@@ -81,7 +82,7 @@ func TestE2ERoles(t *testing.T) {
 	if _, err := rbac.RoleBindings("team").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, denyByRole), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, denyByRole), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.startReplica(t, "replica-a", "", nil)
@@ -128,7 +129,7 @@ func TestE2ERoles(t *testing.T) {
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 15*time.Second, "the condition", func() bool {
 		err := create("bob", int(time.Now().UnixNano()%1_000_000))
 		return err != nil && strings.Contains(err.Error(), "holders of cm-restricted")
 	})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/internal/webhook/registrar"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -46,7 +47,7 @@ func TestE2ERestartDuringNATSOutage(t *testing.T) {
 	start := time.Now()
 	b := e.startReplica(t, "replica-a", lb.url(), nil)
 	lb.set(b)
-	waitFor(t, 5*time.Second, b.ready)
+	testkit.EventuallyTrue(t, 5*time.Second, "the condition", b.ready)
 	ctx := t.Context()
 	_, err := e.kube.CoreV1().Pods("team").Create(ctx, pod("bad-during-outage", true), metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "Privileged mode is disallowed") {
@@ -70,7 +71,7 @@ func TestE2ERestartDuringNATSOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		n := 0
 		_, err := conn.Replay(ctx, queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
 			queue.WithReplayFilter(queue.ResultsOfResource(string(p.UID))))
@@ -104,11 +105,11 @@ func TestE2EBlastRadius(t *testing.T) {
 	}
 	r := e.startReplica(t, "replica-a", "", func(c *webhookapp.Config) { c.Webhook.ExcludedNamespaces = []string{"nats"} })
 	waitEnforced(t, e.kube)
-	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, denyEverything), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, denyEverything), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The registrar takes the policy in: every kind, on a Fail webhook.
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		v, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, registrar.DefaultValidatingName, metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -125,7 +126,7 @@ func TestE2EBlastRadius(t *testing.T) {
 	cm := func(ns, name string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}
-	waitFor(t, 15*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 15*time.Second, "the condition", func() bool {
 		_, err := e.kube.CoreV1().ConfigMaps("team").Create(ctx, cm("team", "probe"), metav1.CreateOptions{})
 		return err != nil && strings.Contains(err.Error(), "nothing may be written")
 	})

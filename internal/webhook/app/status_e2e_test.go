@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // widgetPolicy matches a kind the API server does not serve: no webhook
@@ -61,14 +62,14 @@ func table(t *testing.T, e *env, path string, wide bool) (columns []string, rows
 func TestE2EPolicyStatus(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, widgetPolicy), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, widgetPolicy), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.startReplica(t, "replica-a", "", nil)
 	waitEnforced(t, e.kube)
 	var cols []string
 	var rows map[string][]any
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		cols, rows = table(t, e, "/apis/verdict.dev/v1/clusterpolicies", false)
 		return len(rows["widgets"]) > 3 && rows["widgets"][3] == "False" && rows["disallow-privileged"][3] == "True"
 	})

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // Kyverno's sample policies for exec, scale and delete, with only their
@@ -114,7 +115,7 @@ func TestE2ESubresourcesAndDelete(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	for _, y := range []string{denyExecByLabel, limitScale, keepProtected} {
-		if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, unstr(t, y), metav1.CreateOptions{}); err != nil {
+		if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +136,7 @@ func TestE2ESubresourcesAndDelete(t *testing.T) {
 	}
 	const execDenied = "Exec'ing into Pods protected with the label exec=false is forbidden"
 	// The registrar adds pods/exec (CONNECT) once the policy is in.
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		err := exec("locked")
 		return err != nil && strings.Contains(err.Error(), execDenied)
 	})
@@ -167,7 +168,7 @@ func TestE2ESubresourcesAndDelete(t *testing.T) {
 		_, err := e.kube.AppsV1().Deployments("team").UpdateScale(ctx, "web", s, metav1.UpdateOptions{})
 		return err
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		err := scale(10)
 		return err != nil && strings.Contains(err.Error(), "web may not run more than 4 replicas, not 10")
 	})
@@ -184,7 +185,7 @@ func TestE2ESubresourcesAndDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		err := cms.Delete(ctx, "keep", metav1.DeleteOptions{})
 		return err != nil && strings.Contains(err.Error(), "keep is protected")
 	})

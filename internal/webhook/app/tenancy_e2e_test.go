@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // A tenant's Policy in team: no ConfigMap named forbidden-*.
@@ -47,10 +48,10 @@ func TestE2ETenantStaysInItsNamespace(t *testing.T) {
 	if _, err := e.kube.CoreV1().ServiceAccounts("other").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.dyn.Resource(policycache.Policies).Namespace("team").Create(ctx, unstr(t, tenantForbidden), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.Policies).Namespace("team").Create(ctx, testkit.Unstructured(t, tenantForbidden), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.dyn.Resource(policycache.PolicyExceptions).Namespace("other").Create(ctx, unstr(t, tenantException), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(policycache.PolicyExceptions).Namespace("other").Create(ctx, testkit.Unstructured(t, tenantException), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.startReplica(t, "replica-a", "", nil)
@@ -67,11 +68,11 @@ func TestE2ETenantStaysInItsNamespace(t *testing.T) {
 		return err
 	}
 	// The tenant's webhook is registered and its Policy enforced in team.
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		err := configMap("team")
 		return err != nil && strings.Contains(err.Error(), "team forbids it")
 	})
-	waitFor(t, 30*time.Second, func() bool { return privileged("other") == nil })
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool { return privileged("other") == nil })
 	if err := configMap("other"); err != nil {
 		t.Errorf("the tenant's Policy reached another namespace: %v", err)
 	}

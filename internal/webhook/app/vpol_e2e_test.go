@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // A ValidatingPolicy of Kyverno's policy library (require-labels from
@@ -69,7 +70,7 @@ func TestE2EValidatingPolicy(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	vpols := e.dyn.Resource(policycache.ValidatingPolicies)
-	if _, err := vpols.Create(ctx, unstr(t, requireTeamVPol), metav1.CreateOptions{}); err != nil {
+	if _, err := vpols.Create(ctx, testkit.Unstructured(t, requireTeamVPol), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.startReplica(t, "replica-a", "", nil)
@@ -77,7 +78,7 @@ func TestE2EValidatingPolicy(t *testing.T) {
 
 	pods := e.kube.CoreV1().Pods("team")
 	const denied = "Policy require-team failed: the label team is required on unlabelled"
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		_, err := pods.Create(ctx, pod("unlabelled", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), denied)
 	})
@@ -94,7 +95,7 @@ func TestE2EValidatingPolicy(t *testing.T) {
 	if _, err := e.kube.CoreV1().ServiceAccounts("exempt").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		p := pod("unlabelled", false)
 		p.Namespace = "exempt"
 		_, err := e.kube.CoreV1().Pods("exempt").Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -131,10 +132,10 @@ func TestE2EValidatingPolicy(t *testing.T) {
 	// selects from the ValidatingPolicy it names; one whose condition
 	// does not compile is refused.
 	excs := e.dyn.Resource(policycache.PolicyExceptions).Namespace("team")
-	if _, err := excs.Create(ctx, unstr(t, celException), metav1.CreateOptions{}); err != nil {
+	if _, err := excs.Create(ctx, testkit.Unstructured(t, celException), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		_, err := pods.Create(ctx, pod("exempted", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil
 	})
@@ -142,13 +143,13 @@ func TestE2EValidatingPolicy(t *testing.T) {
 		t.Fatalf("a Pod the exception does not select: %v", err)
 	}
 	badExc := strings.Replace(strings.Replace(celException, "name: exempt-by-name", "name: broken-exception", 1), "object.metadata.name == 'exempted'", "object.metadata.name ==", 1)
-	if _, err := excs.Create(ctx, unstr(t, badExc), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.matchConditions[0].expression") {
+	if _, err := excs.Create(ctx, testkit.Unstructured(t, badExc), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.matchConditions[0].expression") {
 		t.Fatalf("a PolicyException whose condition does not compile: %v", err)
 	}
 
 	broken := strings.Replace(strings.Replace(requireTeamVPol, "name: require-team", "name: broken", 1),
 		`"has(object.metadata.labels) && 'team' in object.metadata.labels"`, `"object.metadata.labels.all(k, k"`, 1)
-	_, err = vpols.Create(ctx, unstr(t, broken), metav1.CreateOptions{})
+	_, err = vpols.Create(ctx, testkit.Unstructured(t, broken), metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "spec.validations[0].expression") || !strings.Contains(err.Error(), "Syntax error") {
 		t.Fatalf("a ValidatingPolicy that does not compile: %v", err)
 	}

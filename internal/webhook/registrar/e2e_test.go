@@ -11,6 +11,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/platform/leader"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/webhook/registrar"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -183,7 +184,7 @@ func TestE2ERegistrarLeaderFailover(t *testing.T) {
 		t.Fatal("replica a never led")
 	}
 	b := start("b")
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the condition", func() bool {
 		_, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, registrar.DefaultValidatingName, metav1.GetOptions{})
 		return err == nil
 	})
@@ -198,7 +199,7 @@ func TestE2ERegistrarLeaderFailover(t *testing.T) {
 	if err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, registrar.DefaultValidatingName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the condition", func() bool {
 		v, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, registrar.DefaultValidatingName, metav1.GetOptions{})
 		return err == nil && len(v.Webhooks) == 2
 	})
@@ -207,15 +208,3 @@ func TestE2ERegistrarLeaderFailover(t *testing.T) {
 }
 
 var nsObj = namespace("verdict")
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("condition not met within %s", d)
-}

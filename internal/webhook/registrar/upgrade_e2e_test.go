@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/webhook/registrar"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -120,7 +121,7 @@ func TestE2ERollingUpgradeKeepsEveryReplicaReachable(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(paths()) > 0 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the condition", func() bool { return len(paths()) > 0 })
 	for _, p := range paths() {
 		if !slices.Contains(registrar.PathsOfRelease1, p) {
 			t.Fatalf("with an earlier release's replica left, a webhook points at %s: it answers 404", p)
@@ -143,7 +144,7 @@ func TestE2ERollingUpgradeKeepsEveryReplicaReachable(t *testing.T) {
 	if err := client.CoreV1().Pods("verdict").Delete(ctx, "webhook-old", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the condition", func() bool {
 		p := paths()
 		return slices.Contains(p, registrar.PathValidateCluster) && slices.Contains(p, registrar.PathValidateNamespaced) && slices.Contains(p, registrar.PathValidateTTL)
 	})

@@ -10,7 +10,6 @@ package reportertest
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -37,6 +36,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
@@ -169,7 +169,7 @@ func (e *Env) As(rules ...rbacv1.PolicyRule) *rest.Config {
 	if len(rules) > 0 && len(rules[0].APIGroups) > 0 && len(rules[0].Resources) > 0 && len(rules[0].Verbs) > 0 {
 		// The authorizer learns of the binding through a watch: wait.
 		r := rules[0]
-		Eventually(e.T, 10*time.Second, "the test's ClusterRoleBinding in force", func() error {
+		testkit.Eventually(e.T, 10*time.Second, "the test's ClusterRoleBinding in force", func() error {
 			sar, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User: user, Groups: groups,
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]},
@@ -178,7 +178,7 @@ func (e *Env) As(rules ...rbacv1.PolicyRule) *rest.Config {
 				return err
 			}
 			if !sar.Status.Allowed {
-				return ErrNotYet
+				return testkit.ErrNotYet
 			}
 			return nil
 		})
@@ -348,26 +348,6 @@ func (e *Env) ListReports(ns string) map[string]*unstructured.Unstructured {
 		out[list.Items[i].GetName()] = &list.Items[i]
 	}
 	return out
-}
-
-// ErrNotYet is what a condition of Eventually returns while there is
-// nothing to compare yet.
-var ErrNotYet = errors.New("not yet")
-
-// Eventually polls f until it returns nil or the timeout passes.
-func Eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // ConsumerSettled reports nil once the reporter's durable has nothing

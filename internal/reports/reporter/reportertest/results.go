@@ -16,6 +16,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -62,10 +63,10 @@ func Rules(statuses ...engine.Status) []bus.RuleResult {
 }
 
 // SummaryIs says how the report's summary differs from the counts, or nil
-// (ErrNotYet when there is no report).
+// (testkit.ErrNotYet when there is no report).
 func SummaryIs(r *unstructured.Unstructured, pass, fail, warn, errs, skip int64) error {
 	if r == nil {
-		return ErrNotYet
+		return testkit.ErrNotYet
 	}
 	got := map[string]int64{}
 	for _, k := range []string{"pass", "fail", "warn", "error", "skip"} {
