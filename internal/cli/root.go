@@ -10,6 +10,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/verdict-dev/verdict/internal/cli/work"
 )
 
 // Exit codes. ExitFailed: apply and test found failures; work could not do
@@ -37,7 +39,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return ExitOK
 	case errors.Is(err, errFailures):
 		return ExitFailed
-	case errors.As(err, new(failedError)):
+	case errors.As(err, new(work.FailedError)):
 		fmt.Fprintln(stderr, "Error:", err)
 		return ExitFailed
 	default:
@@ -54,7 +56,7 @@ func newRoot(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Comm
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout), newWork(ctx, stdin, stdout))
+	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout), work.New(ctx, stdin, stdout))
 	return root
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/cli/work"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -141,10 +143,10 @@ func TestWorkRetryDeadLetter(t *testing.T) {
 
 	poison := publishItem(t, c, "team-poison")
 	publishItem(t, c, "team-ok")
-	waitUntil(t, "the dead letter and the good item", func() bool {
+	testkit.EventuallyTrue(t, 15*time.Second, "the dead letter and the good item", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(took) == 1 && len(listJSON[deadView](t, url, "--dead").Items) == 1
+		return len(took) == 1 && len(listJSON[work.DeadView](t, url, "--dead").Items) == 1
 	})
 
 	code, out, errOut := run(t, "work", "list", "--dead", "--nats-url", url)
@@ -152,7 +154,7 @@ func TestWorkRetryDeadLetter(t *testing.T) {
 		!strings.Contains(out, poison.Subject) || errOut != "" {
 		t.Fatalf("work list --dead: exit %d\n%s%s", code, out, errOut)
 	}
-	dead := listJSON[deadView](t, url, "--dead", "--kind", "generate").Items
+	dead := listJSON[work.DeadView](t, url, "--dead", "--kind", "generate").Items
 	if len(dead) != 1 {
 		t.Fatalf("dead letters of generate work: %+v", dead)
 	}
@@ -162,7 +164,7 @@ func TestWorkRetryDeadLetter(t *testing.T) {
 		d.Time.IsZero() || d.Kind != "generate" {
 		t.Fatalf("dead letter %+v", d)
 	}
-	if other := listJSON[deadView](t, url, "--dead", "--kind", "scan").Items; len(other) != 0 {
+	if other := listJSON[work.DeadView](t, url, "--dead", "--kind", "scan").Items; len(other) != 0 {
 		t.Fatalf("dead scan work: %+v", other)
 	}
 
@@ -172,15 +174,15 @@ func TestWorkRetryDeadLetter(t *testing.T) {
 		!strings.HasSuffix(out, "1 re-queued\n") {
 		t.Fatalf("work retry: exit %d\n%s%s", code, out, errOut)
 	}
-	waitUntil(t, "the re-queued item taken", func() bool {
+	testkit.EventuallyTrue(t, 15*time.Second, "the re-queued item taken", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(took) == 2 && took[1] == "team-poison"
 	})
-	if left := listJSON[deadView](t, url, "--dead").Items; len(left) != 0 {
+	if left := listJSON[work.DeadView](t, url, "--dead").Items; len(left) != 0 {
 		t.Fatalf("dead letters after the retry: %+v", left)
 	}
-	if pending := listJSON[pendingView](t, url).Items; len(pending) != 0 {
+	if pending := listJSON[work.PendingView](t, url).Items; len(pending) != 0 {
 		t.Fatalf("pending after the retry: %+v", pending)
 	}
 	// The dead letter is gone: retrying it again is bad input.
@@ -198,7 +200,7 @@ func TestWorkRetryAllAndBadSequences(t *testing.T) {
 	for _, origin := range []string{"verdict.work.generate.a", "verdict.work.scan.b", "verdict.work.generate.c"} {
 		deadLetter(t, c, origin)
 	}
-	dead := listJSON[deadView](t, url, "--dead").Items
+	dead := listJSON[work.DeadView](t, url, "--dead").Items
 	if len(dead) != 3 {
 		t.Fatalf("%d dead letters, want 3", len(dead))
 	}
@@ -223,7 +225,7 @@ func TestWorkRetryAllAndBadSequences(t *testing.T) {
 			}
 		})
 	}
-	if n := len(listJSON[deadView](t, url, "--dead").Items); n != 3 {
+	if n := len(listJSON[work.DeadView](t, url, "--dead").Items); n != 3 {
 		t.Fatalf("%d dead letters after bad retries, want all 3 kept", n)
 	}
 
@@ -231,12 +233,12 @@ func TestWorkRetryAllAndBadSequences(t *testing.T) {
 	if code != ExitOK || !strings.HasSuffix(out, "2 re-queued\n") {
 		t.Fatalf("retry --all --kind generate: exit %d\n%s%s", code, out, errOut)
 	}
-	left := listJSON[deadView](t, url, "--dead").Items
+	left := listJSON[work.DeadView](t, url, "--dead").Items
 	if len(left) != 1 || left[0].Kind != "scan" {
 		t.Fatalf("left: %+v, want the scan dead letter", left)
 	}
-	pending := listJSON[pendingView](t, url, "--kind", "generate").Items
-	if len(pending) != 2 || pending[0].Key != "a" || pending[1].Key != "c" || pending[0].State != stateWaiting ||
+	pending := listJSON[work.PendingView](t, url, "--kind", "generate").Items
+	if len(pending) != 2 || pending[0].Key != "a" || pending[1].Key != "c" || pending[0].State != work.StateWaiting ||
 		!strings.Contains(pending[0].Origin, "re-queued from dead letter") {
 		t.Fatalf("re-queued: %+v", pending)
 	}
@@ -266,7 +268,7 @@ func TestWorkPurge(t *testing.T) {
 	}
 	publishItem(t, c, "team-a")
 	publishItem(t, c, "team-b")
-	count := func(args ...string) int { return len(listJSON[deadView](t, url, args...).Items) }
+	count := func(args ...string) int { return len(listJSON[work.DeadView](t, url, args...).Items) }
 
 	code, _, errOut := run(t, "work", "purge", "--dead", "--nats-url", url)
 	if code != ExitUsage || !strings.Contains(errOut, "refusing to purge every dead letter in VERDICT_DEAD without --yes: stdin is not a terminal") {
@@ -294,7 +296,7 @@ func TestWorkPurge(t *testing.T) {
 	if code != ExitOK || out != "2 purged\n" {
 		t.Fatalf("purge of pending generate work: exit %d\n%s%s", code, out, errOut)
 	}
-	if n := len(listJSON[pendingView](t, url).Items); n != 0 {
+	if n := len(listJSON[work.PendingView](t, url).Items); n != 0 {
 		t.Fatalf("%d pending after the purge", n)
 	}
 	if code, _, errOut := run(t, "work", "purge", "--yes", "--nats-url", url); code != ExitUsage || !strings.Contains(errOut, "say what to purge") {
@@ -382,19 +384,8 @@ func TestWorkListLimit(t *testing.T) {
 		errOut != "more than 2: the oldest 2 are shown (--limit 0 lists all)\n" {
 		t.Fatalf("list --limit 2: exit %d\n%s%s", code, out, errOut)
 	}
-	l := listJSON[pendingView](t, url, "--limit", "0")
-	if len(l.Items) != 3 || l.More || l.Items[0].State != stateWaiting || l.Items[0].Consumer != queue.ConsumerGenerator {
+	l := listJSON[work.PendingView](t, url, "--limit", "0")
+	if len(l.Items) != 3 || l.More || l.Items[0].State != work.StateWaiting || l.Items[0].Consumer != queue.ConsumerGenerator {
 		t.Fatalf("list --limit 0: %+v", l)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package work
 
 import (
 	"encoding/json"
@@ -15,8 +15,8 @@ import (
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
-// pendingView is one pending item as `verdict work list -o json` writes it.
-type pendingView struct {
+// PendingView is one pending item as `verdict work list -o json` writes it.
+type PendingView struct {
 	Sequence  uint64    `json:"sequence"`
 	Subject   string    `json:"subject"`
 	Kind      string    `json:"kind,omitempty"`
@@ -26,12 +26,12 @@ type pendingView struct {
 	// delivered, or unconsumed when no consumer selects it.
 	Consumer string `json:"consumer,omitempty"`
 	State    string `json:"state"`
-	itemView
+	ItemView
 }
 
-// deadView is one dead letter as `verdict work list --dead -o json`
+// DeadView is one dead letter as `verdict work list --dead -o json`
 // writes it.
-type deadView struct {
+type DeadView struct {
 	Sequence uint64 `json:"sequence"` // in VERDICT_DEAD: what retry takes
 	// Subject, Stream and OriginSequence are where it came from.
 	Subject        string    `json:"subject"`
@@ -43,13 +43,13 @@ type deadView struct {
 	Attempts       uint64    `json:"attempts"`
 	Consumer       string    `json:"consumer,omitempty"`
 	Time           time.Time `json:"time"`
-	itemView
+	ItemView
 	// Invalid says why the message is not a dead letter a runner wrote.
 	Invalid string `json:"invalid,omitempty"`
 }
 
-// itemView is what a work item's payload and headers say about it.
-type itemView struct {
+// ItemView is what a work item's payload and headers say about it.
+type ItemView struct {
 	Policy  string `json:"policy,omitempty"`
 	Rule    string `json:"rule,omitempty"`
 	Trigger string `json:"trigger,omitempty"`
@@ -66,30 +66,30 @@ type listView[T any] struct {
 
 // Pending item states.
 const (
-	stateWaiting    = "waiting"
-	stateDelivered  = "delivered"
-	stateUnconsumed = "unconsumed"
+	StateWaiting    = "waiting"
+	StateDelivered  = "delivered"
+	StateUnconsumed = "unconsumed"
 )
 
-func pendingViewOf(p queue.PendingWork) pendingView {
-	v := pendingView{Sequence: p.Sequence, Subject: p.Subject, Kind: string(p.Kind), Key: p.Key,
-		Published: p.Published.UTC(), Consumer: p.Consumer, itemView: itemViewOf(p.Header, p.Data)}
+func pendingViewOf(p queue.PendingWork) PendingView {
+	v := PendingView{Sequence: p.Sequence, Subject: p.Subject, Kind: string(p.Kind), Key: p.Key,
+		Published: p.Published.UTC(), Consumer: p.Consumer, ItemView: itemViewOf(p.Header, p.Data)}
 	switch {
 	case p.Consumer == "":
-		v.State = stateUnconsumed
+		v.State = StateUnconsumed
 	case p.Delivered:
-		v.State = stateDelivered
+		v.State = StateDelivered
 	default:
-		v.State = stateWaiting
+		v.State = StateWaiting
 	}
 	return v
 }
 
-func deadViewOf(d queue.DeadEntry) deadView {
+func deadViewOf(d queue.DeadEntry) DeadView {
 	kind, key := d.Work()
-	v := deadView{Sequence: d.Sequence, Subject: d.Subject, Stream: d.Stream, OriginSequence: d.DeadLetter.Sequence,
+	v := DeadView{Sequence: d.Sequence, Subject: d.Subject, Stream: d.Stream, OriginSequence: d.DeadLetter.Sequence,
 		Kind: string(kind), Key: key, Reason: d.Reason, Attempts: d.Deliveries, Consumer: d.Consumer,
-		Time: d.Time.UTC(), itemView: itemViewOf(d.Header, d.Data)}
+		Time: d.Time.UTC(), ItemView: itemViewOf(d.Header, d.Data)}
 	if d.Invalid != nil {
 		v.Invalid = d.Invalid.Error()
 		if v.Subject == "" {
@@ -123,10 +123,10 @@ const headerScheduler = "Nats-Scheduler"
 
 // itemViewOf reads the policy, rule, trigger and origin of an item from
 // its payload (JSON; anything else says nothing) and headers.
-func itemViewOf(h nats.Header, data []byte) itemView {
+func itemViewOf(h nats.Header, data []byte) ItemView {
 	var p workPayload
 	_ = json.Unmarshal(data, &p) // best effort: an item that is not JSON shows its subject and key only
-	v := itemView{Policy: p.Policy.Key, Rule: p.Rule, Trigger: refString(p.Trigger)}
+	v := ItemView{Policy: p.Policy.Key, Rule: p.Rule, Trigger: refString(p.Trigger)}
 	if v.Trigger == "" {
 		v.Trigger = refString(p.Resource)
 	}
@@ -177,12 +177,12 @@ func refString(r bus.ResourceRef) string {
 // writePending writes pending work as a table (ages relative to now) or
 // JSON.
 func writePending(w io.Writer, output string, now time.Time, items []queue.PendingWork, more bool) error {
-	views := make([]pendingView, len(items))
+	views := make([]PendingView, len(items))
 	for i, it := range items {
 		views[i] = pendingViewOf(it)
 	}
 	if output == "json" {
-		return writeJSON(w, listView[pendingView]{Stream: queue.StreamWork, Items: views, More: more})
+		return writeJSON(w, listView[PendingView]{Stream: queue.StreamWork, Items: views, More: more})
 	}
 	if len(views) == 0 {
 		_, err := fmt.Fprintf(w, "No pending work in %s.\n", queue.StreamWork)
@@ -201,12 +201,12 @@ func writePending(w io.Writer, output string, now time.Time, items []queue.Pendi
 
 // writeDead writes dead letters as a table or JSON.
 func writeDead(w io.Writer, output string, _ time.Time, entries []queue.DeadEntry, more bool) error {
-	views := make([]deadView, len(entries))
+	views := make([]DeadView, len(entries))
 	for i, e := range entries {
 		views[i] = deadViewOf(e)
 	}
 	if output == "json" {
-		return writeJSON(w, listView[deadView]{Stream: queue.StreamDead, Items: views, More: more})
+		return writeJSON(w, listView[DeadView]{Stream: queue.StreamDead, Items: views, More: more})
 	}
 	if len(views) == 0 {
 		_, err := fmt.Fprintf(w, "No dead letters in %s.\n", queue.StreamDead)
@@ -244,7 +244,7 @@ func newTable(w io.Writer, header ...string) *table {
 
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
-		if c = oneLine(c); c == "" {
+		if c = strings.Join(strings.Fields(c), " "); c == "" {
 			c = "-"
 		}
 		cells[i] = c

@@ -1,4 +1,4 @@
-package cli
+package work
 
 import (
 	"bufio"
@@ -38,7 +38,7 @@ Exit codes:
   2  bad usage: flags, sequence numbers that name no dead letter, a purge
      without --yes when stdin is not a terminal`
 
-func newWork(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Command {
+func New(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	o := &workOptions{NATS: natsconn.Default(), Timeout: DefaultWorkTimeout}
 	cmd := &cobra.Command{
 		Use:   "work",
@@ -446,14 +446,14 @@ func confirmed(r io.Reader) bool {
 	return false
 }
 
-// failedError marks an error of a command that could not do its work, as
+// FailedError marks an error of a command that could not do its work, as
 // opposed to bad usage: it exits ExitFailed.
-type failedError struct{ err error }
+type FailedError struct{ Err error }
 
-func (e failedError) Error() string { return e.err.Error() }
-func (e failedError) Unwrap() error { return e.err }
+func (e FailedError) Error() string { return e.Err.Error() }
+func (e FailedError) Unwrap() error { return e.Err }
 
-func failed(err error) error { return failedError{err} }
+func failed(err error) error { return FailedError{err} }
 
 // usageError marks bad input found only once connected (a sequence that
 // names no dead letter): it exits ExitUsage.
