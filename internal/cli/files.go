@@ -6,24 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
+	"github.com/verdict-dev/verdict/internal/platform/manifests"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
-
-// isManifest reports whether a file name looks like YAML or JSON.
-func isManifest(name string) bool {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
-}
 
 // expandPaths turns files and directories (walked recursively, hidden
 // folders skipped) into a sorted list of manifest files. "-" is stdin.
@@ -34,32 +23,11 @@ func expandPaths(paths []string) ([]string, error) {
 			out = append(out, p)
 			continue
 		}
-		st, err := os.Stat(p)
+		files, err := manifests.Expand([]string{p})
 		if err != nil {
 			return nil, err
 		}
-		if !st.IsDir() {
-			out = append(out, p)
-			continue
-		}
-		var found []string
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && path != p && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			if !d.IsDir() && isManifest(d.Name()) {
-				found = append(found, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		sort.Strings(found)
-		out = append(out, found...)
+		out = append(out, files...)
 	}
 	return out, nil
 }

@@ -508,13 +508,19 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Address)
+	return s.ListenAndServe(ctx, cfg.Address, cfg.ProbeAddress)
+}
+
+// ListenAndServe listens on address (and, when probeAddress is not
+// empty, on it for the probes) and serves until ctx ends (Serve).
+func (s *Server) ListenAndServe(ctx context.Context, address, probeAddress string) error {
+	ln, err := net.Listen("tcp", address)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	var probe net.Listener
-	if cfg.ProbeAddress != "" {
-		if probe, err = net.Listen("tcp", cfg.ProbeAddress); err != nil {
+	if probeAddress != "" {
+		if probe, err = net.Listen("tcp", probeAddress); err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("listen for probes: %w", err)
 		}

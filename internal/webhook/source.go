@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/rs/zerolog"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/verdict-dev/verdict/internal/platform/manifests"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -170,39 +167,11 @@ func objectKey(obj map[string]any) string {
 
 // manifestFiles expands files and directories into manifest files.
 func manifestFiles(paths []string) ([]string, error) {
-	var out []string
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("policies: %w", err)
-		}
-		if !st.IsDir() {
-			out = append(out, p)
-			continue
-		}
-		var found []string
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && path != p && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			switch strings.ToLower(filepath.Ext(path)) {
-			case ".yaml", ".yml", ".json":
-				if !d.IsDir() {
-					found = append(found, path)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("policies: %w", err)
-		}
-		sort.Strings(found)
-		out = append(out, found...)
+	files, err := manifests.Expand(paths)
+	if err != nil {
+		return nil, fmt.Errorf("policies: %w", err)
 	}
-	return out, nil
+	return files, nil
 }
 
 // NamespaceLister supplies namespace labels, for namespaceSelector.

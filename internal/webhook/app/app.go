@@ -312,18 +312,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Webhook.Address)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	var probe net.Listener
-	if cfg.Webhook.ProbeAddress != "" {
-		if probe, err = net.Listen("tcp", cfg.Webhook.ProbeAddress); err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("listen for probes: %w", err)
-		}
-	}
-	return srv.Serve(ctx, ln, probe)
+	return srv.ListenAndServe(ctx, cfg.Webhook.Address, cfg.Webhook.ProbeAddress)
 }
 
 // runLeader campaigns for the Lease and, while leading, keeps the
