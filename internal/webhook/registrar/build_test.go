@@ -143,7 +143,19 @@ spec:
   mutations: [{patchType: JSONPatch, jsonPatch: {expression: "[]"}}]
 `
 	filter := admissionfilter.New([]string{"verdict", "nats"}, []admissionfilter.Resource{{Group: "example.com", Resource: "widgets"}})
-	mut, val, err := Build(compileAll(t, everything, everythingVPol, everythingMPol), table, Options{URL: "https://x", Filter: filter})
+	// The same, whichever paths the webhooks point at (LegacyPaths: a
+	// rolling upgrade from an earlier release).
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy paths %v", legacy), func(t *testing.T) {
+			checkExcludes(t, compileAll(t, everything, everythingVPol, everythingMPol), Options{URL: "https://x", Filter: filter, LegacyPaths: legacy})
+		})
+	}
+}
+
+func checkExcludes(t *testing.T, pols []*engine.Policy, o Options) {
+	t.Helper()
+	filter := o.Filter
+	mut, val, err := Build(pols, table, o)
 	if err != nil {
 		t.Fatal(err)
 	}
