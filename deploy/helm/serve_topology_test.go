@@ -33,7 +33,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -140,7 +140,7 @@ func TestE2EServeTopology(t *testing.T) {
 		t.Fatalf("%d reporter replicas, want the HA values' 3", len(replicas))
 	}
 	topo.waitReady(90 * time.Second)
-	polr := dyn.Resource(reporter.PolicyReports).Namespace(topoNamespace)
+	polr := dyn.Resource(model.PolicyReports).Namespace(topoNamespace)
 	var list *unstructured.UnstructuredList
 	topoEventually(t, 60*time.Second, "the reports served through the API server", func() error {
 		var err error
@@ -207,7 +207,7 @@ func TestE2EServeTopology(t *testing.T) {
 		defer wg.Done()
 		rv := list.GetResourceVersion()
 		for {
-			w, err := dyn.Resource(reporter.PolicyReports).Namespace(metav1.NamespaceAll).Watch(wctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			w, err := dyn.Resource(model.PolicyReports).Namespace(metav1.NamespaceAll).Watch(wctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 			if err != nil {
 				select {
 				case <-stopLists:
@@ -447,7 +447,7 @@ func directList(ctx context.Context, admin *rest.Config, r *topoReplica) ([]byte
 	cfg := rest.CopyConfig(admin)
 	cfg.Host = "https://" + r.serve
 	cfg.Insecure, cfg.CAFile, cfg.CAData = true, "", nil
-	l, err := dynamic.NewForConfigOrDie(cfg).Resource(reporter.PolicyReports).List(ctx, metav1.ListOptions{})
+	l, err := dynamic.NewForConfigOrDie(cfg).Resource(model.PolicyReports).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}

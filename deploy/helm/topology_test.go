@@ -37,6 +37,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
@@ -998,8 +999,8 @@ func reportsMatchStream(ctx context.Context, conn *queue.Conn, dyn dynamic.Inter
 	for _, gvr := range []struct {
 		res  dynamic.NamespaceableResourceInterface
 		name string
-	}{{dyn.Resource(reporter.PolicyReports), "PolicyReports"}, {dyn.Resource(reporter.ClusterPolicyReports), "ClusterPolicyReports"}} {
-		l, err := gvr.res.List(ctx, metav1.ListOptions{LabelSelector: reporter.LabelManagedBy + "=" + reporter.ManagedByValue})
+	}{{dyn.Resource(model.PolicyReports), "PolicyReports"}, {dyn.Resource(model.ClusterPolicyReports), "ClusterPolicyReports"}} {
+		l, err := gvr.res.List(ctx, metav1.ListOptions{LabelSelector: model.LabelManagedBy + "=" + model.ManagedByValue})
 		if err != nil {
 			return fmt.Errorf("list %s: %w", gvr.name, err)
 		}
@@ -1028,7 +1029,7 @@ func reportsMatchStream(ctx context.Context, conn *queue.Conn, dyn dynamic.Inter
 		if c.Wait > 0 {
 			return fmt.Errorf("results of %s still pending", uid)
 		}
-		want, err := reporter.Fold(uid, c.Verified)
+		want, err := model.Fold(uid, c.Verified)
 		if err != nil {
 			return err
 		}
@@ -1049,7 +1050,7 @@ func reportsMatchStream(ctx context.Context, conn *queue.Conn, dyn dynamic.Inter
 // auditFailed: p's PolicyReport holds the failures of both Audit
 // policies, the ClusterPolicy and the ValidatingPolicy.
 func auditFailed(ctx context.Context, dyn dynamic.Interface, p *corev1.Pod) error {
-	r, err := dyn.Resource(reporter.PolicyReports).Namespace(p.Namespace).Get(ctx, string(p.UID), metav1.GetOptions{})
+	r, err := dyn.Resource(model.PolicyReports).Namespace(p.Namespace).Get(ctx, string(p.UID), metav1.GetOptions{})
 	if err != nil {
 		return err
 	}

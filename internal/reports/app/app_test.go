@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit"
@@ -125,7 +126,7 @@ func TestE2EService(t *testing.T) {
 		t.Fatal("service did not stop")
 	}
 
-	if err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns.Name).Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
+	if err := e.Dyn.Resource(model.PolicyReports).Namespace(ns.Name).Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer

@@ -37,6 +37,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/reportserver"
@@ -169,7 +170,7 @@ func benchAdmissionToReport(b *testing.B, mode string) {
 	if err := conn.Provision(ctx); err != nil {
 		b.Fatal(err)
 	}
-	reports := reporter.PolicyReports
+	reports := model.PolicyReports
 	switch mode {
 	case "crd":
 		startProjector(b, conn, dyn, kube, rc, cfg, writeQPS)

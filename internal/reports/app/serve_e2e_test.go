@@ -27,7 +27,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
@@ -124,7 +124,7 @@ func TestE2EServeMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 60*time.Second, "the report served through the API server", func() error {
-		got, err := dyn.Resource(reporter.PolicyReports).Namespace("team").Get(ctx, string(cm.UID), metav1.GetOptions{})
+		got, err := dyn.Resource(model.PolicyReports).Namespace("team").Get(ctx, string(cm.UID), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ func TestE2EServeMode(t *testing.T) {
 
 	// Deleting the report (as tools do to reset) takes it out until a
 	// newer evaluation arrives.
-	polr := dyn.Resource(reporter.PolicyReports).Namespace("team")
+	polr := dyn.Resource(model.PolicyReports).Namespace("team")
 	if err := polr.Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -216,14 +216,14 @@ type reportView struct {
 func watchReportView(t *testing.T, cfg *rest.Config) *reportView {
 	t.Helper()
 	v := &reportView{reports: map[string]*unstructured.Unstructured{}}
-	polr := dynamic.NewForConfigOrDie(cfg).Resource(reporter.PolicyReports)
+	polr := dynamic.NewForConfigOrDie(cfg).Resource(model.PolicyReports)
 	meta := metadata.NewForConfigOrDie(cfg)
 	testkit.Eventually(t, 60*time.Second, "a metadata list of the reports", func() error {
-		_, err := meta.Resource(reporter.PolicyReports).List(t.Context(), metav1.ListOptions{})
+		_, err := meta.Resource(model.PolicyReports).List(t.Context(), metav1.ListOptions{})
 		return err
 	})
 	factory := metadatainformer.NewSharedInformerFactory(meta, 0)
-	inf := factory.ForResource(reporter.PolicyReports).Informer()
+	inf := factory.ForResource(model.PolicyReports).Informer()
 	get := func(obj any) {
 		m, ok := obj.(*metav1.PartialObjectMetadata)
 		if !ok {

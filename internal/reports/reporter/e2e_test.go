@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit"
@@ -83,7 +84,7 @@ func TestE2EReports(t *testing.T) {
 			t.Errorf("%s report written by %q", c.owner, got.GetManagedFields()[0].Manager)
 		}
 	}
-	if kind := e.Report("", string(ns.UID)).GetKind(); kind != reporter.KindClusterPolicyReport {
+	if kind := e.Report("", string(ns.UID)).GetKind(); kind != model.KindClusterPolicyReport {
 		t.Errorf("namespace report kind %s", kind)
 	}
 
@@ -105,8 +106,8 @@ func TestE2EReports(t *testing.T) {
 	last := fmt.Sprint(seqs[5])
 	testkit.Eventually(t, 20*time.Second, "pod report, newest", func() error {
 		got := e.Report(ns.Name, string(pod.UID))
-		if got.GetAnnotations()[reporter.AnnotationLastSequence] != last {
-			return fmt.Errorf("last sequence %s, want %s", got.GetAnnotations()[reporter.AnnotationLastSequence], last)
+		if got.GetAnnotations()[model.AnnotationLastSequence] != last {
+			return fmt.Errorf("last sequence %s, want %s", got.GetAnnotations()[model.AnnotationLastSequence], last)
 		}
 		return reportertest.SummaryIs(got, 1, 3, 1, 0, 0)
 	})
@@ -119,7 +120,7 @@ func TestE2EReports(t *testing.T) {
 	// The stale guard: an older fold written after a newer one is skipped;
 	// the same fold again changes nothing.
 	before := e.Report(ns.Name, string(pod.UID))
-	older, err := reporter.Fold(string(pod.UID), []reporter.Result{{Sequence: seqs[0], Event: reportertest.Evaluation{Ref: podRef, Policy: "require-labels", Version: "2", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event()}})
+	older, err := model.Fold(string(pod.UID), []model.Result{{Sequence: seqs[0], Event: reportertest.Evaluation{Ref: podRef, Policy: "require-labels", Version: "2", Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestE2EReports(t *testing.T) {
 		t.Errorf("report written by a skipped write: resourceVersion %s → %s", before.GetResourceVersion(), after.GetResourceVersion())
 	}
 	// An empty fold of an older sequence deletes nothing either.
-	if out, err := fresh.Write(ctx, reporter.Report{Resource: podRef, LastSequence: seqs[0]}, nil); err != nil || out != reporter.OutcomeStale {
+	if out, err := fresh.Write(ctx, model.Report{Resource: podRef, LastSequence: seqs[0]}, nil); err != nil || out != reporter.OutcomeStale {
 		t.Errorf("older empty fold: %s, %v; want stale", out, err)
 	}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit"
@@ -60,8 +61,8 @@ func TestE2ENewestWins(t *testing.T) {
 	if err := reportertest.SummaryIs(got, 0, 2, 0, 0, 0); err != nil {
 		t.Fatalf("after the older results arrived: %v", err)
 	}
-	if want := fmt.Sprint(max(seqs[0], seqs[1])); got.GetAnnotations()[reporter.AnnotationLastSequence] != want {
-		t.Errorf("last sequence %s, want %s (the newer results')", got.GetAnnotations()[reporter.AnnotationLastSequence], want)
+	if want := fmt.Sprint(max(seqs[0], seqs[1])); got.GetAnnotations()[model.AnnotationLastSequence] != want {
+		t.Errorf("last sequence %s, want %s (the newer results')", got.GetAnnotations()[model.AnnotationLastSequence], want)
 	}
 	// The stream holds all four (a history per subject), the older last.
 	var stored []uint64
@@ -77,7 +78,7 @@ func TestE2ENewestWins(t *testing.T) {
 	rep.Halt(t)
 
 	// Replay: the report deleted, Rebuild brings back the newer.
-	if err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns.Name).Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
+	if err := e.Dyn.Resource(model.PolicyReports).Namespace(ns.Name).Delete(ctx, string(cm.UID), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := reporter.NewWriter(e.Dyn, reporter.WithWriteQPS(2000, 2000))
@@ -95,13 +96,13 @@ func TestE2ENewestWins(t *testing.T) {
 	if err := reportertest.SummaryIs(replayed, 0, 2, 0, 0, 0); err != nil {
 		t.Fatalf("after the replay: %v", err)
 	}
-	if !reporter.SameReport(replayed, got) {
+	if !model.SameReport(replayed, got) {
 		t.Errorf("the replayed report differs from the live one")
 	}
 }
 
 // readStream reads every stored result under filter, in stream order.
-func readStream(t *testing.T, e *reportertest.Env, filter string) []reporter.Result {
+func readStream(t *testing.T, e *reportertest.Env, filter string) []model.Result {
 	t.Helper()
 	m, err := reporter.NewMetrics(nil)
 	if err != nil {
@@ -111,11 +112,11 @@ func readStream(t *testing.T, e *reportertest.Env, filter string) []reporter.Res
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []reporter.Result
+	var out []model.Result
 	for _, rs := range byUID {
 		out = append(out, rs...)
 	}
-	slices.SortFunc(out, func(a, b reporter.Result) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	slices.SortFunc(out, func(a, b model.Result) int { return cmp.Compare(a.Sequence, b.Sequence) })
 	return out
 }
 
@@ -240,12 +241,12 @@ func TestE2EPartialFolds(t *testing.T) {
 	}
 	ref := reportertest.RefOf("v1", "ConfigMap", cm)
 	uid := string(cm.UID)
-	res := func(seq uint64, policy string, s engine.Status) reporter.Result {
-		return reporter.Result{Sequence: seq, Event: reportertest.Evaluation{Ref: ref, Policy: policy, Version: "1", Request: fmt.Sprint(seq), Scored: true, Rules: reportertest.Rules(s)}.Event()}
+	res := func(seq uint64, policy string, s engine.Status) model.Result {
+		return model.Result{Sequence: seq, Event: reportertest.Evaluation{Ref: ref, Policy: policy, Version: "1", Request: fmt.Sprint(seq), Scored: true, Rules: reportertest.Rules(s)}.Event()}
 	}
-	fold := func(partial bool, rs ...reporter.Result) reporter.Report {
+	fold := func(partial bool, rs ...model.Result) model.Report {
 		t.Helper()
-		rep, err := reporter.Fold(uid, rs)
+		rep, err := model.Fold(uid, rs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +262,7 @@ func TestE2EPartialFolds(t *testing.T) {
 			}
 			steps := []struct {
 				what     string
-				rep      reporter.Report
+				rep      model.Report
 				want     reporter.WriteOutcome
 				pass, fl int64
 			}{
@@ -281,7 +282,7 @@ func TestE2EPartialFolds(t *testing.T) {
 					t.Fatalf("after %s: %v", s.what, err)
 				}
 			}
-			if err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns.Name).Delete(ctx, uid, metav1.DeleteOptions{}); err != nil {
+			if err := e.Dyn.Resource(model.PolicyReports).Namespace(ns.Name).Delete(ctx, uid, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		})

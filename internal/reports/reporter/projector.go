@@ -12,6 +12,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -352,7 +353,7 @@ func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 	if _, ok := queue.ParseVerifiedCopy(msg.Subject); ok {
 		return queue.Done() // a projector's own copy: its original was folded
 	}
-	ev, err := DecodeResult(msg.Subject, msg.Data)
+	ev, err := model.DecodeResult(msg.Subject, msg.Data)
 	if err != nil {
 		p.m.undecodable.Inc()
 		return queue.Poison(err.Error())
@@ -660,23 +661,23 @@ func (p *Projector) write(ctx context.Context, e *entry, cur Current) (err error
 // their own history, which only projectors write. A copy lost (the
 // publisher's buffer full, the stream full) is counted, and made again at
 // the resource's next flush.
-func (p *Projector) keepVerified(results []Result) {
+func (p *Projector) keepVerified(results []model.Result) {
 	if p.copies == nil {
 		return
 	}
-	newest := map[string]Result{}
-	copied := map[string][]Result{}
+	newest := map[string]model.Result{}
+	copied := map[string][]model.Result{}
 	for _, r := range results {
 		k := r.Event.Policy.ResultKey()
 		if r.Copy {
 			copied[k] = append(copied[k], r)
 		}
-		if cur, ok := newest[k]; !ok || CompareResults(r, cur) > 0 {
+		if cur, ok := newest[k]; !ok || model.CompareResults(r, cur) > 0 {
 			newest[k] = r
 		}
 	}
 	for k, r := range newest {
-		if r.Copy || slices.ContainsFunc(copied[k], func(c Result) bool { return bus.CompareResults(c.Event, r.Event) == 0 }) {
+		if r.Copy || slices.ContainsFunc(copied[k], func(c model.Result) bool { return bus.CompareResults(c.Event, r.Event) == 0 }) {
 			continue
 		}
 		m, err := bus.ResultMessage(r.Event)

@@ -8,30 +8,9 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
-
-// DecodeResult reads one VERDICT_RESULTS message: its subject names the
-// resource UID and policy key, its data is a ResultEvent about the same
-// pair. Anything else is an error (the message can never be folded).
-//
-// A verified copy (queue.VerifiedCopySubject) decodes as the result it
-// copies.
-func DecodeResult(subject string, data []byte) (bus.ResultEvent, error) {
-	subject, _ = queue.ParseVerifiedCopy(subject)
-	uid, policy, err := queue.ParseResultSubject(subject)
-	if err != nil {
-		return bus.ResultEvent{}, err
-	}
-	ev, err := bus.DecodeResultEvent(data)
-	if err != nil {
-		return bus.ResultEvent{}, fmt.Errorf("decode result on %s: %w", subject, err)
-	}
-	if ev.Resource.UID != uid || ev.Policy.ResultKey() != policy {
-		return bus.ResultEvent{}, fmt.Errorf("result on %s is about resource %q and policy %q", subject, ev.Resource.UID, ev.Policy.Key)
-	}
-	return ev, nil
-}
 
 // readStats counts what readResults read.
 type readStats struct {
@@ -46,8 +25,8 @@ type readStats struct {
 // which is newest is for CompareResults to say, not the order of arrival)
 // and groups them by resource uid. Messages that cannot be decoded are
 // left out (and counted).
-func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string, opts ...queue.ReplayOption) (map[string][]Result, readStats, error) {
-	out := map[string][]Result{}
+func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string, opts ...queue.ReplayOption) (map[string][]model.Result, readStats, error) {
+	out := map[string][]model.Result{}
 	var st readStats
 	opts = append([]queue.ReplayOption{queue.WithReplayAll()}, opts...)
 	if len(filters) > 0 {
@@ -56,7 +35,7 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 	_, err := conn.Replay(ctx, queue.StreamResults, func(msg queue.ReplayMsg) error {
 		st.messages++
 		st.last = max(st.last, msg.Sequence)
-		ev, err := DecodeResult(msg.Subject, msg.Data)
+		ev, err := model.DecodeResult(msg.Subject, msg.Data)
 		if err != nil {
 			st.undecodable++
 			m.undecodable.Inc()
@@ -66,7 +45,7 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 		if copied {
 			st.copies++
 		}
-		out[ev.Resource.UID] = append(out[ev.Resource.UID], Result{Sequence: msg.Sequence, Event: ev, Stored: msg.Published, Copy: copied})
+		out[ev.Resource.UID] = append(out[ev.Resource.UID], model.Result{Sequence: msg.Sequence, Event: ev, Stored: msg.Published, Copy: copied})
 		return nil
 	}, opts...)
 	if err != nil {
@@ -81,7 +60,7 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 // them (CheckResults) and picks the newest (Newest). Messages that cannot
 // be decoded are left out and counted on m. The background scanner reads a
 // policy's results with it (filter queue.ResultsOfPolicy).
-func ReadStored(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string) (map[string][]Result, error) {
+func ReadStored(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string) (map[string][]model.Result, error) {
 	out, _, err := readResults(ctx, conn, m, filters)
 	return out, err
 }
@@ -91,7 +70,7 @@ func ReadStored(ctx context.Context, conn *queue.Conn, m *Metrics, filters []str
 type Checked struct {
 	// Verified are the results whose resource exists as they say: the
 	// only ones a report is folded from.
-	Verified []Result
+	Verified []model.Result
 	// Wait, when positive, says that some result names an object not
 	// found yet (within the checker's grace): a fold of the verified ones
 	// is partial until it is decided, in Wait at the latest.
@@ -99,14 +78,14 @@ type Checked struct {
 	// Unreadable are the results whose resource's kind the checker may
 	// not read (verify.ErrForbidden): undecided, so a fold of the
 	// verified ones is partial too, and nothing is purged for them.
-	Unreadable []Result
+	Unreadable []model.Result
 	// rejected are the results the checker refused (forged, or of an
 	// object that is gone), with why.
 	rejected []rejection
 }
 
 type rejection struct {
-	result Result
+	result model.Result
 	status apicheck.Status
 }
 
@@ -121,7 +100,7 @@ func (c Checked) Undecided() bool { return c.Wait > 0 || len(c.Unreadable) > 0 }
 // compares only the verified ones: the projector, Rebuild and the
 // background scanner. A result of a kind the checker may not read is
 // Unreadable, not an error.
-func CheckResults(ctx context.Context, check *apicheck.Checker, results []Result) (Checked, error) {
+func CheckResults(ctx context.Context, check *apicheck.Checker, results []model.Result) (Checked, error) {
 	var out Checked
 	for _, r := range results {
 		st, err := check.Check(ctx, r.Event.Resource, r.Stored)
@@ -152,7 +131,7 @@ type Current struct {
 	// Verified are the verified results of each resource (all of their
 	// history: Fold keeps the newest of each policy). A resource without
 	// verified results has no entry.
-	Verified map[string][]Result
+	Verified map[string][]model.Result
 	// Pending are the resources with a result still waiting for its
 	// object, or of a kind the checker may not read (their folds are
 	// partial), and how long until it is decided (0: not until the
@@ -162,10 +141,10 @@ type Current struct {
 
 // Fold folds the verified results of uid; the fold is partial when a result
 // of uid is pending.
-func (c Current) Fold(uid string) (Report, error) {
-	rep, err := Fold(uid, c.Verified[uid])
+func (c Current) Fold(uid string) (model.Report, error) {
+	rep, err := model.Fold(uid, c.Verified[uid])
 	if err != nil {
-		return Report{}, err
+		return model.Report{}, err
 	}
 	_, rep.Partial = c.Pending[uid]
 	return rep, nil
@@ -177,7 +156,7 @@ func (c Current) Fold(uid string) (Report, error) {
 // out (and counted), so are rejected results (counted where their own
 // message is handled).
 func ReadResults(ctx context.Context, conn *queue.Conn, m *Metrics, check *apicheck.Checker, uids []string) (Current, error) {
-	cur := Current{Verified: map[string][]Result{}, Pending: map[string]time.Duration{}}
+	cur := Current{Verified: map[string][]model.Result{}, Pending: map[string]time.Duration{}}
 	if len(uids) == 0 {
 		return cur, nil
 	}
@@ -208,28 +187,17 @@ func ReadResults(ctx context.Context, conn *queue.Conn, m *Metrics, check *apich
 // them: the Refold of a write after a conflict. hint locates the report if
 // no result is left (Report.WithHint).
 func Refolder(conn *queue.Conn, m *Metrics, check *apicheck.Checker, uid string, hint bus.ResourceRef) Refold {
-	return func(ctx context.Context) (Report, error) {
+	return func(ctx context.Context) (model.Report, error) {
 		cur, err := ReadResults(ctx, conn, m, check, []string{uid})
 		if err != nil {
-			return Report{}, err
+			return model.Report{}, err
 		}
 		rep, err := cur.Fold(uid)
 		if err != nil {
-			return Report{}, err
+			return model.Report{}, err
 		}
 		return rep.WithHint(hint), nil
 	}
-}
-
-// WithHint returns the report with its resource named after hint (the
-// same uid, without a resourceVersion) when the fold had no result to name
-// it, so that a write finds the report where hint says.
-func (r Report) WithHint(hint bus.ResourceRef) Report {
-	if r.Resource.Name == "" && hint.UID == r.Resource.UID {
-		r.Resource = hint
-		r.Resource.ResourceVersion = ""
-	}
-	return r
 }
 
 // since is time.Since for a timestamp that may be unset.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -204,7 +205,7 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 		// Without verified results the fold names only the uid: the
 		// writer finds the report wherever it is, not where a rejected
 		// result says.
-		rep, err := Fold(uid, c.Verified)
+		rep, err := model.Fold(uid, c.Verified)
 		if err != nil {
 			count("", err)
 			return
@@ -240,12 +241,12 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 
 // prune deletes Verdict's reports that have no results in byUID and were
 // not written after the replay read the stream.
-func prune(ctx context.Context, conn *queue.Conn, w *Writer, byUID map[string][]Result, st *RebuildStats, o rebuildOptions,
+func prune(ctx context.Context, conn *queue.Conn, w *Writer, byUID map[string][]model.Result, st *RebuildStats, o rebuildOptions,
 	count func(WriteOutcome, error), report func(string, int, int)) error {
 	var orphans []*unstructured.Unstructured
 	examined := 0
-	selector := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}).String()
-	for _, gvr := range []schema.GroupVersionResource{PolicyReports, ClusterPolicyReports} {
+	selector := labels.SelectorFromSet(labels.Set{model.LabelManagedBy: model.ManagedByValue}).String()
+	for _, gvr := range []schema.GroupVersionResource{model.PolicyReports, model.ClusterPolicyReports} {
 		cont := ""
 		for {
 			list, err := w.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 500, Continue: cont})
@@ -278,7 +279,7 @@ func prune(ctx context.Context, conn *queue.Conn, w *Writer, byUID map[string][]
 		if ref.Name == "" {
 			ref.Name = r.GetName()
 		}
-		out, err := w.Write(ctx, Report{Resource: ref}, Refolder(conn, w.m, o.check, ref.UID, ref))
+		out, err := w.Write(ctx, model.Report{Resource: ref}, Refolder(conn, w.m, o.check, ref.UID, ref))
 		if out == OutcomeDeleted {
 			pruned.Add(1)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -86,7 +87,7 @@ func (p *Projector) recheck(ctx context.Context, r recheck) {
 		p.recheckFailed(r, err)
 		return
 	}
-	ev, err := DecodeResult(msg.Subject, msg.Data)
+	ev, err := model.DecodeResult(msg.Subject, msg.Data)
 	if err != nil {
 		p.m.undecodable.Inc()
 		p.droppedPending(PendingFailed, r.seq)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
@@ -112,22 +113,22 @@ func TestE2EScaleReplicasAndReplay(t *testing.T) {
 	testkit.Eventually(t, 5*time.Minute, "every report deleted", func() error {
 		// A timeout, or the stream reset with it, is retried; a report
 		// still listed is what fails.
-		_ = e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = e.Dyn.Resource(model.PolicyReports).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		if left := e.ListReports(ns); len(left) != 0 { //nolint:contextcheck // the helper lists with the test's context
 			return fmt.Errorf("%d reports left after the delete", len(left))
 		}
 		return nil
 	})
 	orphan := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reporter.ReportAPIVersion, "kind": reporter.KindPolicyReport,
-		"metadata": map[string]any{"name": "orphan", "namespace": ns, "labels": map[string]any{reporter.LabelManagedBy: reporter.ManagedByValue},
-			"annotations": map[string]any{reporter.AnnotationLastSequence: "3"}},
+		"apiVersion": model.ReportAPIVersion, "kind": model.KindPolicyReport,
+		"metadata": map[string]any{"name": "orphan", "namespace": ns, "labels": map[string]any{model.LabelManagedBy: model.ManagedByValue},
+			"annotations": map[string]any{model.AnnotationLastSequence: "3"}},
 	}}
 	foreign := orphan.DeepCopy()
 	foreign.SetName("foreign")
-	foreign.SetLabels(map[string]string{reporter.LabelManagedBy: "someone-else"})
+	foreign.SetLabels(map[string]string{model.LabelManagedBy: "someone-else"})
 	for _, o := range []*unstructured.Unstructured{orphan, foreign} {
-		if _, err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+		if _, err := e.Dyn.Resource(model.PolicyReports).Namespace(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,6 @@
 package reporter
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,7 +61,7 @@ const (
 
 // Refold reads the resource's current results again and folds them; the
 // writer calls it after a conflict with a concurrent writer.
-type Refold func(ctx context.Context) (Report, error)
+type Refold func(ctx context.Context) (model.Report, error)
 
 // WriterOption configures NewWriter.
 type WriterOption func(*writerOptions) error
@@ -228,7 +228,7 @@ func (w *Writer) remember(name string, s seen, ok bool) {
 
 // contentSum is the checksum of what a report says.
 func contentSum(o *unstructured.Unstructured) [sha256.Size]byte {
-	data, err := json.Marshal(ReportContent(o))
+	data, err := json.Marshal(model.ReportContent(o))
 	if err != nil {
 		return [sha256.Size]byte{}
 	}
@@ -245,7 +245,7 @@ var errConflict = errors.New("concurrent write")
 // already holds a newer state. After a conflict it calls refold (when not
 // nil) for the current fold and tries again; when the attempts run out it
 // fails with ErrConflict. An invalid report fails with ErrRejected.
-func (w *Writer) Write(ctx context.Context, rep Report, refold Refold) (WriteOutcome, error) {
+func (w *Writer) Write(ctx context.Context, rep model.Report, refold Refold) (WriteOutcome, error) {
 	start := time.Now()
 	defer func() { w.m.writeTime.Observe(time.Since(start).Seconds()) }()
 	delay := w.opts.retryMin
@@ -285,22 +285,22 @@ func (w *Writer) Write(ctx context.Context, rep Report, refold Refold) (WriteOut
 
 func (w *Writer) client(namespace string) dynamic.ResourceInterface {
 	if namespace == "" {
-		return w.dyn.Resource(ClusterPolicyReports)
+		return w.dyn.Resource(model.ClusterPolicyReports)
 	}
-	return w.dyn.Resource(PolicyReports).Namespace(namespace)
+	return w.dyn.Resource(model.PolicyReports).Namespace(namespace)
 }
 
 // LastSequence reads AnnotationLastSequence of a report (0 when missing or
 // malformed: such a report is older than any fold).
 func LastSequence(obj *unstructured.Unstructured) uint64 {
-	n, err := strconv.ParseUint(obj.GetAnnotations()[AnnotationLastSequence], 10, 64)
+	n, err := strconv.ParseUint(obj.GetAnnotations()[model.AnnotationLastSequence], 10, 64)
 	if err != nil {
 		return 0
 	}
 	return n
 }
 
-func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error) {
+func (w *Writer) writeOnce(ctx context.Context, rep model.Report) (WriteOutcome, error) {
 	if rep.Object == nil {
 		return w.deleteOnce(ctx, rep)
 	}
@@ -330,7 +330,7 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 			w.remember(name, seen{seq: seq}, true)
 			return OutcomeStale, nil
 		}
-		if seq == rep.LastSequence && SameReport(cur, rep.Object) {
+		if seq == rep.LastSequence && model.SameReport(cur, rep.Object) {
 			w.remember(name, seen{seq: seq, sum: sum}, true)
 			return OutcomeUnchanged, nil
 		}
@@ -375,7 +375,7 @@ func (w *Writer) writeOnce(ctx context.Context, rep Report) (WriteOutcome, error
 	return "", classify("apply report "+name, err)
 }
 
-func (w *Writer) deleteOnce(ctx context.Context, rep Report) (WriteOutcome, error) {
+func (w *Writer) deleteOnce(ctx context.Context, rep model.Report) (WriteOutcome, error) {
 	name := rep.Name()
 	if rep.Partial {
 		// Results left out may have rules: nothing says the report must go.
@@ -422,14 +422,14 @@ func (w *Writer) deleteOnce(ctx context.Context, rep Report) (WriteOutcome, erro
 
 // locate finds the report named uid when its namespace is not known.
 func (w *Writer) locate(ctx context.Context, uid string) (*unstructured.Unstructured, error) {
-	cur, err := w.dyn.Resource(ClusterPolicyReports).Get(ctx, uid, metav1.GetOptions{})
+	cur, err := w.dyn.Resource(model.ClusterPolicyReports).Get(ctx, uid, metav1.GetOptions{})
 	if err == nil {
 		return cur, nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	list, err := w.dyn.Resource(PolicyReports).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", uid).String()})
+	list, err := w.dyn.Resource(model.PolicyReports).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", uid).String()})
 	if err != nil {
 		return nil, err
 	}
@@ -445,28 +445,4 @@ func classify(what string, err error) error {
 		return fmt.Errorf("%s: %w: %w", what, ErrRejected, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// SameReport reports whether the report cur already says what want says:
-// the same scope, summary, results, owner, sequence and label. The writer
-// skips an update when it holds; tests compare reports with it.
-func SameReport(cur, want *unstructured.Unstructured) bool {
-	a, errA := json.Marshal(ReportContent(cur))
-	b, errB := json.Marshal(ReportContent(want))
-	return errA == nil && errB == nil && bytes.Equal(a, b)
-}
-
-// ReportContent is what a report says: the fields the reporter owns and
-// SameReport compares (the managed-by label, the last sequence, the
-// owners, the scope, the summary and the results).
-func ReportContent(o *unstructured.Unstructured) map[string]any {
-	owners, _, _ := unstructured.NestedFieldNoCopy(o.Object, "metadata", "ownerReferences")
-	return map[string]any{
-		"label":   o.GetLabels()[LabelManagedBy],
-		"seq":     o.GetAnnotations()[AnnotationLastSequence],
-		"owners":  owners,
-		"scope":   o.Object["scope"],
-		"summary": o.Object["summary"],
-		"results": o.Object["results"],
-	}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -73,11 +73,11 @@ func BenchmarkIndexScale(b *testing.B) {
 		start := time.Now()
 		x := reportindex.New()
 		for _, m := range msgs {
-			ev, err := reporter.DecodeResult(m.Subject, m.Data)
+			ev, err := model.DecodeResult(m.Subject, m.Data)
 			if err != nil {
 				b.Fatal(err)
 			}
-			x.Apply(reporter.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published})
+			x.Apply(model.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published})
 		}
 		took := time.Since(start)
 		runtime.GC()

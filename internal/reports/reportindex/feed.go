@@ -16,7 +16,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -78,13 +78,13 @@ type Feed struct {
 
 	mu      sync.Mutex
 	stats   FeedStats
-	pending map[uint64]reporter.Result
+	pending map[uint64]model.Result
 }
 
 // NewFeed returns a Feed of x from conn's VERDICT_RESULTS, checking
 // results with check.
 func NewFeed(x *Index, conn *queue.Conn, check Checker, log zerolog.Logger, opts ...FeedOption) *Feed {
-	f := &Feed{x: x, conn: conn, check: check, log: log, ready: make(chan struct{}), pending: map[uint64]reporter.Result{}}
+	f := &Feed{x: x, conn: conn, check: check, log: log, ready: make(chan struct{}), pending: map[uint64]model.Result{}}
 	for _, o := range opts {
 		o(f)
 	}
@@ -133,7 +133,7 @@ const decodeBatch = 1024
 
 // decoded is a batch of messages, decoded.
 type decoded struct {
-	results []reporter.Result
+	results []model.Result
 	errs    []error
 }
 
@@ -242,13 +242,13 @@ func decodeLoop(ctx context.Context, in <-chan queue.ReplayMsg, out chan<- decod
 				break drain
 			}
 		}
-		d := decoded{results: make([]reporter.Result, len(batch)), errs: make([]error, len(batch))}
+		d := decoded{results: make([]model.Result, len(batch)), errs: make([]error, len(batch))}
 		decode := func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				m := batch[i]
-				ev, err := reporter.DecodeResult(m.Subject, m.Data)
+				ev, err := model.DecodeResult(m.Subject, m.Data)
 				_, copied := queue.ParseVerifiedCopy(m.Subject)
-				d.results[i], d.errs[i] = reporter.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published, Copy: copied}, err
+				d.results[i], d.errs[i] = model.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published, Copy: copied}, err
 			}
 		}
 		if workers := min(runtime.GOMAXPROCS(0), len(batch)/64); workers > 1 {
@@ -347,7 +347,7 @@ func (f *Feed) apply(ctx context.Context, d decoded, retry *wakeup) error {
 // checkAndApply applies r once its resource is confirmed. An API server
 // that cannot answer is retried: the index waits rather than serve an
 // unchecked result.
-func (f *Feed) checkAndApply(ctx context.Context, r reporter.Result, retry *wakeup) error {
+func (f *Feed) checkAndApply(ctx context.Context, r model.Result, retry *wakeup) error {
 	st, err := f.checkRetrying(ctx, r.Event.Resource, r.Stored, r.Sequence)
 	if errors.Is(err, apicheck.ErrForbidden) {
 		// The replica may not watch the kind: nothing to confirm the
@@ -392,7 +392,7 @@ func (f *Feed) checkRetrying(ctx context.Context, ref bus.ResourceRef, stored ti
 }
 
 // settle acts on a check: apply, wait, or leave out.
-func (f *Feed) settle(r reporter.Result, st apicheck.Status, retry *wakeup) {
+func (f *Feed) settle(r model.Result, st apicheck.Status, retry *wakeup) {
 	switch st {
 	case apicheck.Verified:
 		f.x.Apply(r)
@@ -435,7 +435,7 @@ func (f *Feed) hold() {
 // recheck checks the pending results again, oldest first.
 func (f *Feed) recheck(ctx context.Context, retry *wakeup) {
 	f.mu.Lock()
-	rs := make([]reporter.Result, 0, len(f.pending))
+	rs := make([]model.Result, 0, len(f.pending))
 	for _, r := range f.pending {
 		rs = append(rs, r)
 	}
@@ -459,8 +459,8 @@ func (f *Feed) count(fn func(*FeedStats)) {
 	fn(&f.stats)
 }
 
-func sortBySeq(rs []reporter.Result) {
-	slices.SortFunc(rs, func(a, b reporter.Result) int { return cmp.Compare(a.Sequence, b.Sequence) })
+func sortBySeq(rs []model.Result) {
+	slices.SortFunc(rs, func(a, b model.Result) int { return cmp.Compare(a.Sequence, b.Sequence) })
 }
 
 // wakeup is when the pending results are checked again: the earliest

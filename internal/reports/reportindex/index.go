@@ -24,7 +24,7 @@ import (
 	"unique"
 
 	"github.com/verdict-dev/verdict/internal/bus"
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -209,7 +209,7 @@ func (x *Index) Advance(seq uint64) {
 // Apply folds one checked result in: it replaces the result of the same
 // policy on the same resource when it is newer (reporter.CompareResults).
 // It reports whether the resource's report changed, and how.
-func (x *Index) Apply(r reporter.Result) (Change, bool) {
+func (x *Index) Apply(r model.Result) (Change, bool) {
 	ev := r.Event
 	uid := ev.Resource.UID
 	x.mu.Lock()
@@ -230,7 +230,7 @@ func (x *Index) Apply(r reporter.Result) (Change, bool) {
 	had := e.reported()
 	key := ev.Policy.ResultKey()
 	i := slices.IndexFunc(e.results, func(c result) bool { return c.policy.resultKey() == key })
-	if i >= 0 && reporter.CompareResults(r, e.toResult(uid, e.results[i])) <= 0 {
+	if i >= 0 && model.CompareResults(r, e.toResult(uid, e.results[i])) <= 0 {
 		return Change{}, false
 	}
 	c := x.compact(r)
@@ -278,21 +278,21 @@ func (x *Index) Forget(uid string) (Change, bool) {
 
 // Report is the resource's report as the CRD mode would write it (the
 // zero Report and false when it has none).
-func (x *Index) Report(uid string) (reporter.Report, bool) {
+func (x *Index) Report(uid string) (model.Report, bool) {
 	e, ok := x.Get(uid)
 	return e.Report, ok
 }
 
 // current is the results the resource's report holds now (one per
 // policy, with rules).
-func (x *Index) current(uid string) []reporter.Result {
+func (x *Index) current(uid string) []model.Result {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	e := x.entries[uid]
 	if e == nil {
 		return nil
 	}
-	var out []reporter.Result
+	var out []model.Result
 	for _, c := range e.results {
 		if len(c.rules) > 0 {
 			out = append(out, e.toResult(uid, c))
@@ -304,7 +304,7 @@ func (x *Index) current(uid string) []reporter.Result {
 // Entry is a report as the index holds it.
 type Entry struct {
 	// Report is as the CRD mode would write it.
-	Report reporter.Report
+	Report model.Report
 	// Version is the Version of the change that made it what it is: its
 	// resourceVersion.
 	Version uint64
@@ -317,10 +317,10 @@ type Entry struct {
 func (x *Index) Get(uid string) (Entry, bool) {
 	x.mu.RLock()
 	e := x.entries[uid]
-	var rs []reporter.Result
+	var rs []model.Result
 	var out Entry
 	if e != nil {
-		rs = make([]reporter.Result, len(e.results))
+		rs = make([]model.Result, len(e.results))
 		for i, c := range e.results {
 			rs[i] = e.toResult(uid, c)
 		}
@@ -333,7 +333,7 @@ func (x *Index) Get(uid string) (Entry, bool) {
 	if len(rs) == 0 {
 		return Entry{}, false
 	}
-	rep, err := reporter.Fold(uid, rs)
+	rep, err := model.Fold(uid, rs)
 	if err != nil || rep.Object == nil {
 		return Entry{}, false
 	}
@@ -390,7 +390,7 @@ func (x *Index) Reports(namespace string, all bool, after string, limit int) (ui
 func ContinueKey(namespace, uid string) string { return namespace + "/" + uid }
 
 // compact turns a result into its stored form.
-func (x *Index) compact(r reporter.Result) result {
+func (x *Index) compact(r model.Result) result {
 	ev := r.Event
 	pv := policyVersion{key: ev.Policy.Key, kind: ev.Policy.Kind, uid: ev.Policy.UID, resourceVersion: ev.Policy.ResourceVersion,
 		category: ev.Category, severity: ev.Severity, scored: ev.Scored}
@@ -420,7 +420,7 @@ func (x *Index) compact(r reporter.Result) result {
 }
 
 // toResult is a stored result as the fold reads it.
-func (e *entry) toResult(uid string, c result) reporter.Result {
+func (e *entry) toResult(uid string, c result) model.Result {
 	ev := bus.ResultEvent{
 		Resource: bus.ResourceRef{APIVersion: e.apiVersion.Value(), Kind: e.kind.Value(), Namespace: e.namespace.Value(),
 			Name: e.name, UID: uid, ResourceVersion: c.resourceVersion.Value()},
@@ -441,7 +441,7 @@ func (e *entry) toResult(uid string, c result) reporter.Result {
 				Message: r.message.Value(), Exception: r.exception.Value()}
 		}
 	}
-	out := reporter.Result{Sequence: c.seq, Event: ev}
+	out := model.Result{Sequence: c.seq, Event: ev}
 	if c.stored != 0 {
 		out.Stored = time.Unix(0, c.stored).UTC()
 	}

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/internal/bus"
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
 // result is one evaluation of policy p (at version pv) on resource r (at
 // version rv), at time t; rules nil makes it a retraction.
-func result(seq uint64, r, p, pv, rv int, t time.Time, statuses ...engine.Status) reporter.Result {
+func result(seq uint64, r, p, pv, rv int, t time.Time, statuses ...engine.Status) model.Result {
 	ns := fmt.Sprintf("ns-%d", r%3)
 	if r%5 == 0 {
 		ns = "" // cluster-scoped
@@ -39,15 +39,15 @@ func result(seq uint64, r, p, pv, rv int, t time.Time, statuses ...engine.Status
 	if len(statuses) == 0 {
 		ev.Retracted = bus.RetractedNotSelected
 	}
-	return reporter.Result{Sequence: seq, Event: ev, Stored: t.Add(time.Millisecond)}
+	return model.Result{Sequence: seq, Event: ev, Stored: t.Add(time.Millisecond)}
 }
 
 // randomResults is a stream of results in which evaluations arrive out
 // of order, are repeated, and retracted.
-func randomResults(rng *rand.Rand, n, resources, policies int) []reporter.Result {
+func randomResults(rng *rand.Rand, n, resources, policies int) []model.Result {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	statuses := []engine.Status{engine.StatusPass, engine.StatusFail, engine.StatusWarn, engine.StatusError, engine.StatusSkip}
-	out := make([]reporter.Result, 0, n)
+	out := make([]model.Result, 0, n)
 	for i := range n {
 		var st []engine.Status
 		if rng.IntN(6) != 0 {
@@ -70,7 +70,7 @@ func TestIndexIsTheFold(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		results := randomResults(rng, 600, 40, 9)
 		x := reportindex.New()
-		byUID := map[string][]reporter.Result{}
+		byUID := map[string][]model.Result{}
 		for _, r := range results {
 			x.Apply(r)
 			byUID[r.Event.Resource.UID] = append(byUID[r.Event.Resource.UID], r)
@@ -79,7 +79,7 @@ func TestIndexIsTheFold(t *testing.T) {
 			t.Fatalf("seq %d, want %d", x.Seq(), len(results))
 		}
 		for uid, rs := range byUID {
-			want, err := reporter.Fold(uid, rs)
+			want, err := model.Fold(uid, rs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestIndexChanges(t *testing.T) {
 	x := reportindex.New()
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	steps := []struct {
-		r      reporter.Result
+		r      model.Result
 		want   reportindex.ChangeType
 		change bool
 	}{

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/internal/bus"
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 )
 
 // A snapshot is the index written out at a stream sequence, for a replica
@@ -443,7 +443,7 @@ func (l *loadedSnapshot) refs() []snapshotRef {
 // take removes a resource loaded from a snapshot that its checker did not
 // confirm, and returns its results: before the index serves, so no
 // change is recorded.
-func (x *Index) take(uid string) []reporter.Result {
+func (x *Index) take(uid string) []model.Result {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.entries[uid]
@@ -451,7 +451,7 @@ func (x *Index) take(uid string) []reporter.Result {
 		return nil
 	}
 	delete(x.entries, uid)
-	out := make([]reporter.Result, len(e.results))
+	out := make([]model.Result, len(e.results))
 	for i, c := range e.results {
 		out[i] = e.toResult(uid, c)
 	}

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/verdict-dev/verdict/internal/bus"
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
 	"github.com/verdict-dev/verdict/internal/reports/reportserver"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
@@ -37,13 +37,13 @@ var (
 )
 
 // evaluation is one policy's result on an object.
-func evaluation(seq uint64, ref bus.ResourceRef, policy string, statuses ...engine.Status) reporter.Result {
+func evaluation(seq uint64, ref bus.ResourceRef, policy string, statuses ...engine.Status) model.Result {
 	ev := bus.ResultEvent{Resource: ref, Policy: bus.PolicyRef{Key: policy, UID: "p-" + policy, ResourceVersion: fmt.Sprint(seq)},
 		Category: "Best Practices", Severity: "medium", Scored: true, Admission: true, Timestamp: time.Now().UTC().Truncate(time.Second)}
 	for i, s := range statuses {
 		ev.Rules = append(ev.Rules, bus.RuleResult{Name: fmt.Sprintf("rule-%d", i), Type: engine.TypeValidation, Status: s, Message: "rule " + string(s)})
 	}
-	return reporter.Result{Sequence: seq, Event: ev, Stored: time.Now()}
+	return model.Result{Sequence: seq, Event: ev, Stored: time.Now()}
 }
 
 func ref(apiVersion, kind string, o metav1.Object) bus.ResourceRef {
@@ -147,7 +147,7 @@ func TestE2EServeReports(t *testing.T) {
 			t.Fatal(err)
 		}
 		want, _ := x.Report(string(cm.UID))
-		if !reporter.SameReport(got, want.Object) || got.GetName() != string(cm.UID) || got.GetNamespace() != "team" {
+		if !model.SameReport(got, want.Object) || got.GetName() != string(cm.UID) || got.GetNamespace() != "team" {
 			a, _ := json.Marshal(got.Object)
 			b, _ := json.Marshal(want.Object.Object)
 			t.Fatalf("served %s\nfold   %s", a, b)
@@ -180,7 +180,7 @@ func TestE2EServeReports(t *testing.T) {
 		}
 		for i := range got.Items {
 			g, w := got.Items[i].DeepCopy(), want.Items[i].DeepCopy()
-			if g.GetAPIVersion() != "openreports.io/v1alpha1" || g.GetKind() != c.kind || g.Object["source"] != reporter.Source {
+			if g.GetAPIVersion() != "openreports.io/v1alpha1" || g.GetKind() != c.kind || g.Object["source"] != model.Source {
 				t.Fatalf("an openreports.io item: %s %s source %v", g.GetAPIVersion(), g.GetKind(), g.Object["source"])
 			}
 			for _, f := range []string{"apiVersion", "kind", "source"} {

@@ -19,7 +19,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
-	"github.com/verdict-dev/verdict/internal/reports/reporter"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
 )
 
@@ -60,7 +60,7 @@ var kinds = []kind{
 			}
 			return l
 		}},
-	{gv: OpenReports, name: "Report", plural: "reports", source: reporter.Source,
+	{gv: OpenReports, name: "Report", plural: "reports", source: model.Source,
 		newObj: func() runtime.Object { return &Report{} },
 		typed:  func(o *PolicyReport) runtime.Object { return (*Report)(o) },
 		list: func(m metav1.ListMeta, items []*PolicyReport) runtime.Object {
@@ -70,7 +70,7 @@ var kinds = []kind{
 			}
 			return l
 		}},
-	{gv: OpenReports, name: "ClusterReport", plural: "clusterreports", cluster: true, source: reporter.Source,
+	{gv: OpenReports, name: "ClusterReport", plural: "clusterreports", cluster: true, source: model.Source,
 		newObj: func() runtime.Object { return &ClusterReport{} },
 		typed:  func(o *PolicyReport) runtime.Object { return (*ClusterReport)(o) },
 		list: func(m metav1.ListMeta, items []*PolicyReport) runtime.Object {

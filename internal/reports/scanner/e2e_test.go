@@ -17,6 +17,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/scanner"
@@ -125,7 +126,7 @@ func policyResults(e *reportertest.Env, key string) map[string]bus.ResultEvent {
 	}
 	out := map[string]bus.ResultEvent{}
 	for uid, rs := range byUID {
-		out[uid] = reporter.Newest(rs).Event
+		out[uid] = model.Newest(rs).Event
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -75,22 +76,22 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item bus.ScanIte
 // policyResults reads the stored results of a policy (every message of
 // each subject's history), by resource uid, unchecked: newestVerified
 // picks the current one of a resource.
-func (s *Scanner) policyResults(ctx context.Context, key string) (map[string][]reporter.Result, error) {
+func (s *Scanner) policyResults(ctx context.Context, key string) (map[string][]model.Result, error) {
 	return reporter.ReadStored(ctx, s.conn, s.rm, []string{queue.ResultsOfPolicy(key)})
 }
 
 // newestVerified is the current result among rs (the stored results of one
 // policy on one resource): the newest (CompareResults) of those the checker
 // verifies, as a report shows it. ok is false when none is verified.
-func (s *Scanner) newestVerified(ctx context.Context, rs []reporter.Result) (reporter.Result, bool, error) {
+func (s *Scanner) newestVerified(ctx context.Context, rs []model.Result) (model.Result, bool, error) {
 	if len(rs) == 0 {
-		return reporter.Result{}, false, nil
+		return model.Result{}, false, nil
 	}
 	c, err := reporter.CheckResults(ctx, s.o.check, rs)
 	if err != nil || len(c.Verified) == 0 {
-		return reporter.Result{}, false, err
+		return model.Result{}, false, err
 	}
-	return reporter.Newest(c.Verified), true, nil
+	return model.Newest(c.Verified), true, nil
 }
 
 // kindsOf lists the cluster's listable kinds the policy's validate rules
@@ -123,7 +124,7 @@ type scan struct {
 	p        *engine.Policy
 	set      *engine.Set
 	ref      bus.PolicyRef
-	existing map[string][]reporter.Result // the policy's stored results by resource uid, unchecked
+	existing map[string][]model.Result // the policy's stored results by resource uid, unchecked
 	seen     map[string]struct{}
 	listed   map[schema.GroupKind]bool
 	nsLabels map[string]map[string]string
@@ -258,7 +259,7 @@ func (sc *scan) sweep(ctx context.Context) error {
 			// gone, or the results were forged. If its kind was listed
 			// (served: not an API that is down), purge the uid's results
 			// (all policies) unless one of them is verified.
-			res := reporter.Newest(rs).Event.Resource
+			res := model.Newest(rs).Event.Resource
 			if gv, err := schema.ParseGroupVersion(res.APIVersion); err == nil && sc.listed[schema.GroupKind{Group: gv.Group, Kind: res.Kind}] {
 				if err := sc.purgeIfGone(ctx, uid); err != nil {
 					return err
@@ -266,7 +267,7 @@ func (sc *scan) sweep(ctx context.Context) error {
 			}
 			continue
 		}
-		r := reporter.Newest(c.Verified)
+		r := model.Newest(c.Verified)
 		ev := r.Event
 		if len(ev.Rules) == 0 {
 			continue

@@ -23,6 +23,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -481,7 +482,7 @@ func (s *Scanner) purge(ctx context.Context, res bus.ResourceRef) error {
 	s.o.check.Forget(res.UID)
 	res.ResourceVersion = ""
 	if s.writer != nil {
-		if _, err := s.writer.Write(ctx, reporter.Report{Resource: res}, nil); err != nil {
+		if _, err := s.writer.Write(ctx, model.Report{Resource: res}, nil); err != nil {
 			return fmt.Errorf("delete the report of %s: %w", res.UID, err)
 		}
 	}
@@ -565,7 +566,7 @@ func (s *Scanner) resourceGone(ctx context.Context, res bus.ResourceRef) queue.O
 // a user, or by the writer itself; the item sorts it out).
 func (s *Scanner) watchReports(ctx context.Context) {
 	f := metadatainformer.NewFilteredSharedInformerFactory(s.o.metadata, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.LabelSelector = reporter.LabelManagedBy + "=" + reporter.ManagedByValue
+		o.LabelSelector = model.LabelManagedBy + "=" + model.ManagedByValue
 	})
 	gone := make(chan bus.ResourceRef, 4096)
 	handler := cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
@@ -582,7 +583,7 @@ func (s *Scanner) watchReports(ctx context.Context) {
 			s.m.unpublished.WithLabelValues("buffer full").Inc()
 		}
 	}}
-	for _, gvr := range []schema.GroupVersionResource{reporter.PolicyReports, reporter.ClusterPolicyReports} {
+	for _, gvr := range []schema.GroupVersionResource{model.PolicyReports, model.ClusterPolicyReports} {
 		if _, err := f.ForResource(gvr).Informer().AddEventHandler(handler); err != nil {
 			s.log.Error().Err(err).Msg("reportWatchFailed")
 			return

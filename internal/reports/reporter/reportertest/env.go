@@ -35,6 +35,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
@@ -322,9 +323,9 @@ func (e *Env) Publish(evs ...bus.ResultEvent) []uint64 {
 // Report reads the report of the resource (nil if there is none).
 func (e *Env) Report(namespace, uid string) *unstructured.Unstructured {
 	e.T.Helper()
-	var c dynamic.ResourceInterface = e.Dyn.Resource(reporter.ClusterPolicyReports)
+	var c dynamic.ResourceInterface = e.Dyn.Resource(model.ClusterPolicyReports)
 	if namespace != "" {
-		c = e.Dyn.Resource(reporter.PolicyReports).Namespace(namespace)
+		c = e.Dyn.Resource(model.PolicyReports).Namespace(namespace)
 	}
 	r, err := c.Get(e.T.Context(), uid, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -339,7 +340,7 @@ func (e *Env) Report(namespace, uid string) *unstructured.Unstructured {
 // ListReports reads every PolicyReport of ns, by name.
 func (e *Env) ListReports(ns string) map[string]*unstructured.Unstructured {
 	e.T.Helper()
-	list, err := e.Dyn.Resource(reporter.PolicyReports).Namespace(ns).List(e.T.Context(), metav1.ListOptions{})
+	list, err := e.Dyn.Resource(model.PolicyReports).Namespace(ns).List(e.T.Context(), metav1.ListOptions{})
 	if err != nil {
 		e.T.Fatal(err)
 	}

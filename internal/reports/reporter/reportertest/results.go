@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -82,7 +83,7 @@ func SummaryIs(r *unstructured.Unstructured, pass, fail, warn, errs, skip int64)
 // Expected folds the stream: every resource's report as it should be
 // (every message of every subject, Fold keeping the newest of each policy;
 // the tests publish results of real objects only, so no check is needed).
-func (e *Env) Expected() map[string]reporter.Report {
+func (e *Env) Expected() map[string]model.Report {
 	e.T.Helper()
 	m, err := reporter.NewMetrics(nil)
 	if err != nil {
@@ -92,9 +93,9 @@ func (e *Env) Expected() map[string]reporter.Report {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	out := map[string]reporter.Report{}
+	out := map[string]model.Report{}
 	for uid, rs := range byUID {
-		rep, err := reporter.Fold(uid, rs)
+		rep, err := model.Fold(uid, rs)
 		if err != nil {
 			e.T.Fatal(err)
 		}
@@ -106,11 +107,11 @@ func (e *Env) Expected() map[string]reporter.Report {
 // Content is reporter.ReportContent as JSON, for messages and for
 // comparing reports read at different times.
 func Content(o *unstructured.Unstructured) ([]byte, error) {
-	return json.Marshal(reporter.ReportContent(o))
+	return json.Marshal(model.ReportContent(o))
 }
 
 // Matches says why the report differs from the fold, or nil.
-func Matches(got *unstructured.Unstructured, want reporter.Report) error {
+func Matches(got *unstructured.Unstructured, want model.Report) error {
 	switch {
 	case want.Object == nil && got == nil:
 		return nil
@@ -123,7 +124,7 @@ func Matches(got *unstructured.Unstructured, want reporter.Report) error {
 		return fmt.Errorf("report %s %s/%s, want %s %s/%s", got.GetKind(), got.GetNamespace(), got.GetName(),
 			want.Object.GetKind(), want.Object.GetNamespace(), want.Object.GetName())
 	}
-	if !reporter.SameReport(got, want.Object) {
+	if !model.SameReport(got, want.Object) {
 		a, _ := Content(got)
 		b, _ := Content(want.Object)
 		return fmt.Errorf("report %s:\n got %s\nwant %s", got.GetName(), a, b)
@@ -233,7 +234,7 @@ func (e *Env) CheckReports(ns string, cms []*corev1.ConfigMap) map[string][]byte
 	}
 	managed := 0
 	for _, r := range got {
-		if r.GetLabels()[reporter.LabelManagedBy] == reporter.ManagedByValue {
+		if r.GetLabels()[model.LabelManagedBy] == model.ManagedByValue {
 			managed++
 		}
 	}

@@ -1,4 +1,9 @@
-package reporter
+// Package model is the report model: a resource's results folded into
+// its PolicyReport (Fold), the order of results, and a result message
+// decoded and checked against its subject. It is pure: the reporter
+// writes what it folds, the serving index holds it, the API server
+// serves it.
+package model
 
 import (
 	"cmp"

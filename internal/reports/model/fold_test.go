@@ -1,4 +1,4 @@
-package reporter
+package model
 
 import (
 	"encoding/json"

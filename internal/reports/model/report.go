@@ -1,0 +1,69 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
+
+// DecodeResult reads one VERDICT_RESULTS message: its subject names the
+// resource UID and policy key, its data is a ResultEvent about the same
+// pair. Anything else is an error (the message can never be folded).
+//
+// A verified copy (queue.VerifiedCopySubject) decodes as the result it
+// copies.
+func DecodeResult(subject string, data []byte) (bus.ResultEvent, error) {
+	subject, _ = queue.ParseVerifiedCopy(subject)
+	uid, policy, err := queue.ParseResultSubject(subject)
+	if err != nil {
+		return bus.ResultEvent{}, err
+	}
+	ev, err := bus.DecodeResultEvent(data)
+	if err != nil {
+		return bus.ResultEvent{}, fmt.Errorf("decode result on %s: %w", subject, err)
+	}
+	if ev.Resource.UID != uid || ev.Policy.ResultKey() != policy {
+		return bus.ResultEvent{}, fmt.Errorf("result on %s is about resource %q and policy %q", subject, ev.Resource.UID, ev.Policy.Key)
+	}
+	return ev, nil
+}
+
+// SameReport reports whether the report cur already says what want says:
+// the same scope, summary, results, owner, sequence and label. The writer
+// skips an update when it holds; tests compare reports with it.
+func SameReport(cur, want *unstructured.Unstructured) bool {
+	a, errA := json.Marshal(ReportContent(cur))
+	b, errB := json.Marshal(ReportContent(want))
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+// ReportContent is what a report says: the fields the reporter owns and
+// SameReport compares (the managed-by label, the last sequence, the
+// owners, the scope, the summary and the results).
+func ReportContent(o *unstructured.Unstructured) map[string]any {
+	owners, _, _ := unstructured.NestedFieldNoCopy(o.Object, "metadata", "ownerReferences")
+	return map[string]any{
+		"label":   o.GetLabels()[LabelManagedBy],
+		"seq":     o.GetAnnotations()[AnnotationLastSequence],
+		"owners":  owners,
+		"scope":   o.Object["scope"],
+		"summary": o.Object["summary"],
+		"results": o.Object["results"],
+	}
+}
+
+// WithHint returns the report with its resource named after hint (the
+// same uid, without a resourceVersion) when the fold had no result to name
+// it, so that a write finds the report where hint says.
+func (r Report) WithHint(hint bus.ResourceRef) Report {
+	if r.Resource.Name == "" && hint.UID == r.Resource.UID {
+		r.Resource = hint
+		r.Resource.ResourceVersion = ""
+	}
+	return r
+}
