@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	generatorapp "github.com/verdict-dev/verdict/internal/generator/app"
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/natsconn"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 func TestFlags(t *testing.T) {
@@ -28,7 +28,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits := queue.DefaultStreamLimits()
+	limits := bus.DefaultStreamLimits()
 	limits.WorkMaxMsgs = 5000
 	want := generatorapp.Config{
 		Kube:        platform.KubeConfig{Kubeconfig: "/k/config", QPS: 20, Burst: 40, Timeout: 10 * time.Second},

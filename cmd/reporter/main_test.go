@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/natsconn"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 func TestFlags(t *testing.T) {
@@ -42,7 +42,7 @@ func TestFlags(t *testing.T) {
 		NATS: platform.NATSConfig{
 			Config:         natsconn.Config{URLs: []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"}, Credentials: "/n/creds"},
 			StreamReplicas: 3,
-			Streams:        queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20},
+			Streams:        bus.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20},
 		},
 		VerifyGrace:    time.Minute,
 		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,

@@ -250,7 +250,7 @@ func TestE2EServeTopology(t *testing.T) {
 	cms := make([]*corev1.ConfigMap, n)
 	var next atomic.Int64
 	var pub sync.WaitGroup
-	conn, err := queue.Connect(ctx, queue.WithURL(urls...), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(urls...), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestE2EServeTopology(t *testing.T) {
 	// killed replica, restarted once one holds the whole run, starts from
 	// it and reads only what the stream holds after it.
 	topoEventually(t, 60*time.Second, "a snapshot of the whole run", func() error {
-		s, err := conn.JetStream().Stream(ctx, queue.StreamResults)
+		s, err := conn.JetStream().Stream(ctx, bus.StreamResults)
 		if err != nil {
 			return err
 		}
@@ -370,7 +370,7 @@ func TestE2EServeTopology(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		snap, err := conn.StatSnapshot(ctx, reporterapp.SnapshotName, queue.StreamResults)
+		snap, err := conn.StatSnapshot(ctx, reporterapp.SnapshotName, bus.StreamResults)
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
@@ -309,12 +310,12 @@ func TestE2ETopology(t *testing.T) {
 	// client keeps writing, and started again on its store once the
 	// stream has a new leader; the next kill waits until the restarted
 	// server has caught up, so the stream keeps a quorum.
-	conn, err := queue.Connect(ctx, queue.WithURL(urls...), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(urls...), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	for _, stream := range []string{queue.StreamWork, queue.StreamResults} {
+	for _, stream := range []string{bus.StreamWork, bus.StreamResults} {
 		leader, err := testproc.StreamLeader(ctx, conn.JetStream(), nats, stream)
 		if err != nil {
 			t.Fatal(err)
@@ -369,7 +370,7 @@ func TestE2ETopology(t *testing.T) {
 	topoEventuallyOr(t, 150*time.Second, "every report equal to the fold of the stream", func() error {
 		return reportsMatchStream(ctx, conn, dyn, meta, kube)
 	}, func() {
-		if c, err := conn.JetStream().Consumer(ctx, queue.StreamResults, queue.ConsumerReporter); err == nil {
+		if c, err := conn.JetStream().Consumer(ctx, bus.StreamResults, bus.ConsumerReporter); err == nil {
 			info := c.CachedInfo()
 			t.Logf("reporter consumer: pending %d, ack pending %d, redelivered %d, waiting pulls %d, leader %v",
 				info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.Cluster)
@@ -389,7 +390,7 @@ func TestE2ETopology(t *testing.T) {
 		return nil
 	})
 	dead := 0
-	if _, err := conn.Replay(ctx, queue.StreamDead, func(m queue.ReplayMsg) error {
+	if _, err := conn.Replay(ctx, bus.StreamDead, func(m queue.ReplayMsg) error {
 		dead++
 		t.Errorf("dead letter %s: %s", m.Subject, m.Data)
 		return nil

@@ -1,7 +1,44 @@
-// Package events defines the messages Verdict's services exchange through
-// JetStream: rule results (VERDICT_RESULTS, the state PolicyReports are
-// folded from) and units of work (VERDICT_WORK). They are encoded as JSON;
-// fields are only ever added.
+// Package bus is the contract of Verdict's services on JetStream: the
+// streams, their subjects and consumers, and the messages that travel on
+// them, rule results (VERDICT_RESULTS, the state PolicyReports are folded
+// from) and units of work (VERDICT_WORK). Messages are encoded as JSON;
+// fields are only ever added. pkg/queue carries them and knows none of
+// these names: Topology and Provision hand them to it.
+//
+// Provision creates or updates, idempotently and from every replica at
+// once, the streams of DESIGN.md, with file storage, a duplicate window
+// (WithDuplicateWindow, default 2m) and a replica count (WithReplicas: 1
+// embedded, 3 in a cluster):
+//
+//	VERDICT_RESULTS    verdict.results.<uid>.<policy-key>  limits, a history of 4 per subject, 4 GiB, discard new
+//	                   verdict.verified.<uid>.<policy-key> the reporter's copies of verified results (VerifiedCopySubject)
+//	VERDICT_SCHEDULES  verdict.schedule.<kind>.<key>, verdict.tick.<kind>.<key>  limits, 1 per subject, message schedules on
+//	VERDICT_WORK       verdict.work.<kind>.<key>           work queue, 1,000,000 messages, 1 GiB, discard new; sources the ticks
+//	VERDICT_DEAD       verdict.dead.>                      limits, MaxAge 14 days
+//
+// and the durable pull consumers of DefaultConsumers: generator (generate
+// and mutate work), cleaner, scanner, reporter. Each service provisions the
+// streams and the consumers it reads (WithConsumers), with the same limits
+// (StreamLimits, bound to the same flags in every service), or each start
+// undoes the other's.
+//
+// VERDICT_RESULTS keeps the last few messages of each subject
+// (WithResultHistory, default 4), not only the last: a publish retried
+// after backoff or a slow replica can store an older evaluation after a
+// newer one, and the readers (the reporter's fold, scanner and replay)
+// pick the newest by the order of the evaluations, not by arrival. Four
+// lets three older evaluations of one policy on one resource arrive after
+// the newest before it is pushed out, several times what a retried publish
+// or a second webhook replica produces.
+//
+// Limits: VERDICT_RESULTS is bounded by WithResultsMaxBytes (default
+// 4 GiB; with one replica a subject at its history limit still takes a
+// message no larger than the one it replaces, a replicated stream refuses
+// every message once full: reports stop changing, alert on
+// verdict_queue_publish_dropped_total{reason="streamFull"}); VERDICT_WORK
+// by WithWorkMaxMsgs (default 1,000,000) and WithWorkMaxBytes (default
+// 1 GiB): a full queue refuses new work (the webhook decides what that
+// means for the request, invariant 2) rather than dropping old work.
 package bus
 
 import (
@@ -94,18 +131,6 @@ const (
 	RetractedReportDeleted = "reportDeleted"
 )
 
-// WorkKind is what a worker does with a WorkItem: the work subject's
-// second token, declared once in pkg/queue.
-type WorkKind = queue.WorkKind
-
-// Work kinds.
-const (
-	WorkGenerate = queue.WorkGenerate
-	WorkMutate   = queue.WorkMutate
-	WorkCleanup  = queue.WorkCleanup
-	WorkScan     = queue.WorkScan
-)
-
 // WorkAction is what a generate or mutate work item asks for.
 type WorkAction string
 
@@ -140,9 +165,9 @@ const (
 // mutate-existing rule and what to do with it (Action), for a trigger or
 // for the whole rule.
 type WorkItem struct {
-	Kind   WorkKind  `json:"kind"`
-	Policy PolicyRef `json:"policy"`
-	Rule   string    `json:"rule"`
+	Kind   queue.WorkKind `json:"kind"`
+	Policy PolicyRef      `json:"policy"`
+	Rule   string         `json:"rule"`
 	// Action is what to do (empty: WorkApply).
 	Action WorkAction `json:"action,omitempty"`
 	// Cause is who made the item (empty: CauseAdmission).

@@ -156,7 +156,7 @@ func resultComplete(ev ResultEvent) error {
 // appendResultKeys appends ev's subject, then its message id, to b, and
 // says where the id starts.
 func appendResultKeys(b []byte, ev ResultEvent) ([]byte, int) {
-	b = queue.AppendResultSubject(b, ev.Resource.UID, ev.Policy.ResultKey())
+	b = AppendResultSubject(b, ev.Resource.UID, ev.Policy.ResultKey())
 	split := len(b)
 	if ev.Retracted != "" {
 		return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID, "retracted", ev.Retracted), split
@@ -218,7 +218,7 @@ func ScanMessage(item ScanItem, id ...string) (queue.Message, error) {
 	default:
 		return queue.Message{}, fmt.Errorf("%w: unknown scan action %q", ErrIncomplete, item.Action)
 	}
-	subject, err := queue.WorkSubject(queue.WorkScan, key)
+	subject, err := WorkSubject(WorkScan, key)
 	if err != nil {
 		return queue.Message{}, err
 	}
@@ -243,7 +243,7 @@ func WorkMessage(item WorkItem) (queue.Message, error) {
 	if last == "" {
 		last = string(item.Act())
 	}
-	subject, err := queue.WorkSubject(item.Kind, item.Policy.Key+"/"+item.Rule+"/"+last)
+	subject, err := WorkSubject(item.Kind, item.Policy.Key+"/"+item.Rule+"/"+last)
 	if err != nil {
 		return queue.Message{}, err
 	}

@@ -113,7 +113,7 @@ func TestWorkMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kind, _, err := queue.ParseWorkSubject(a.Subject)
+	kind, _, err := ParseWorkSubject(a.Subject)
 	if err != nil || kind != WorkGenerate {
 		t.Fatalf("subject %q: kind %q, %v", a.Subject, kind, err)
 	}
@@ -152,7 +152,7 @@ func TestWorkMessage(t *testing.T) {
 }
 
 // FuzzResultMessages holds ResultMessage to the subject, id and payload
-// its parts make one by one (queue.ResultSubject, queue.MsgID,
+// its parts make one by one (ResultSubject, queue.MsgID,
 // EncodeResultEvent), and ResultMessages to ResultMessage of each event,
 // with the incomplete ones left out and reported.
 func FuzzResultMessages(f *testing.F) {
@@ -180,7 +180,7 @@ func FuzzResultMessages(f *testing.F) {
 				parts = append(parts, "retracted", retracted)
 			}
 			data, _ := EncodeResultEvent(ev)
-			want := queue.Message{Subject: queue.ResultSubject(uid, ev.Policy.ResultKey()), ID: queue.MsgID(parts...), Data: data}
+			want := queue.Message{Subject: ResultSubject(uid, ev.Policy.ResultKey()), ID: queue.MsgID(parts...), Data: data}
 			if err != nil || !reflect.DeepEqual(got, want) {
 				t.Fatalf("ResultMessage = %+v, %v\nwant %+v", got, err, want)
 			}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -195,7 +196,7 @@ func New(conn *queue.Conn, kc Clients, eng *engine.Engine, opts ...Option) (*Cle
 // Run keeps the schedules of the cleanup policies (and the TTL sweep's)
 // and works ticks until ctx ends, then drains (see queue.Runner.Run).
 func (c *Cleaner) Run(ctx context.Context) error {
-	r, err := c.conn.NewRunner(queue.StreamWork, queue.ConsumerCleaner, c.handle,
+	r, err := c.conn.NewRunner(bus.StreamWork, bus.ConsumerCleaner, c.handle,
 		append(append([]queue.RunnerOption{}, c.o.runner...), queue.WithMaxWorkTime(30*time.Minute))...)
 	if err != nil {
 		return err
@@ -309,7 +310,7 @@ func (c *Cleaner) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 // VERDICT_WORK: after an outage the ticks that piled up are worked once,
 // not once each.
 func (c *Cleaner) coalesced(ctx context.Context, m *queue.Msg) bool {
-	last, err := c.conn.LastMsg(ctx, queue.StreamWork, m.Subject)
+	last, err := c.conn.LastMsg(ctx, bus.StreamWork, m.Subject)
 	return err == nil && last.Sequence > m.Sequence
 }
 

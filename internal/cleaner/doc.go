@@ -14,7 +14,7 @@
 //     policy's schedule is replaced, a deleted one's removed;
 //   - at each tick the server stores one message, which VERDICT_WORK
 //     sources as work (verdict.work.cleanup.<key>); one replica takes it
-//     from the shared durable consumer queue.ConsumerCleaner;
+//     from the shared durable consumer bus.ConsumerCleaner;
 //   - the replica reads the policy from the API (the tick only names
 //     it: a policy that is gone removes its own schedule, one whose
 //     schedule changed since is not run), lists the kinds it names

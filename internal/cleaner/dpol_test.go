@@ -6,11 +6,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 func TestDeletingPolicySchedule(t *testing.T) {
@@ -39,7 +39,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Kind != queue.WorkCleanup || s.Key != "NamespacedDeletingPolicy/team/old" || s.Spec != "@every 3s" {
+	if s.Kind != bus.WorkCleanup || s.Key != "NamespacedDeletingPolicy/team/old" || s.Spec != "@every 3s" {
 		t.Fatalf("schedule %+v", s)
 	}
 	want := PolicyRef{Kind: policy.KindNamespacedDeletingPolicy, Namespace: "team", Name: "old", UID: "u-2", Generation: 4, Schedule: "@every 3s"}

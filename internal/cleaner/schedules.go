@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -26,7 +27,7 @@ import (
 // one: the first creates it, the others find it unchanged.
 func (c *Cleaner) keepTTLSchedule(ctx context.Context) {
 	data, _ := json.Marshal(Tick{Action: TickTTL})
-	s := queue.Schedule{Kind: queue.WorkCleanup, Key: TTLKey, Spec: "@every " + c.o.ttlInterval.String(), Data: data}
+	s := queue.Schedule{Kind: bus.WorkCleanup, Key: TTLKey, Spec: "@every " + c.o.ttlInterval.String(), Data: data}
 	retry(ctx, func() error {
 		ch, err := c.conn.PutSchedule(ctx, s, nil)
 		if err != nil {
@@ -97,7 +98,7 @@ func (c *Cleaner) keepSchedules(ctx context.Context) {
 	// Stored schedules of policies this replica does not know: each key
 	// is reconciled (removed when its policy is gone).
 	go retry(ctx, func() error {
-		list, err := c.conn.Schedules(ctx, queue.WorkCleanup)
+		list, err := c.conn.Schedules(ctx, bus.WorkCleanup)
 		if err != nil {
 			c.o.log.Warn().Err(err).Msg("cleanupSchedulesNotListed")
 			return err
@@ -282,7 +283,7 @@ func (c *Cleaner) reconcileSchedule(ctx context.Context, w *policyWatch, key str
 		}
 	}
 	if !exists {
-		removed, err := c.conn.DeleteSchedule(ctx, queue.WorkCleanup, key, nil)
+		removed, err := c.conn.DeleteSchedule(ctx, bus.WorkCleanup, key, nil)
 		if err != nil {
 			c.m.schedules.WithLabelValues("failed").Inc()
 			return err
@@ -328,7 +329,7 @@ func (c *Cleaner) reconcileSchedule(ctx context.Context, w *policyWatch, key str
 // tick's own word is enough for that: the schedule goes only if it still
 // names the policy the tick was made for).
 func (c *Cleaner) removeSchedule(ctx context.Context, ref PolicyRef) {
-	removed, err := c.conn.DeleteSchedule(ctx, queue.WorkCleanup, ref.ScheduleKey(), func(cur queue.Schedule) bool {
+	removed, err := c.conn.DeleteSchedule(ctx, bus.WorkCleanup, ref.ScheduleKey(), func(cur queue.Schedule) bool {
 		r := policyOfSchedule(cur)
 		return r != nil && r.UID == ref.UID
 	})

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -170,7 +171,7 @@ func PolicySchedule(p *policy.CleanupPolicy) (queue.Schedule, error) {
 	if err != nil {
 		return queue.Schedule{}, err
 	}
-	return queue.Schedule{Kind: queue.WorkCleanup, Key: ref.ScheduleKey(), Spec: spec, TimeZone: tz, Data: data}, nil
+	return queue.Schedule{Kind: bus.WorkCleanup, Key: ref.ScheduleKey(), Spec: spec, TimeZone: tz, Data: data}, nil
 }
 
 // policyOfSchedule is the policy a stored schedule names (nil for the

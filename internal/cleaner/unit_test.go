@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -98,7 +99,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Kind != queue.WorkCleanup || s.Key != "CleanupPolicy/team/tmp" || s.Spec != "0 0 * * * *" || s.TimeZone != "" {
+	if s.Kind != bus.WorkCleanup || s.Key != "CleanupPolicy/team/tmp" || s.Spec != "0 0 * * * *" || s.TimeZone != "" {
 		t.Fatalf("schedule %+v", s)
 	}
 	tick, err := DecodeTick(s.Data)

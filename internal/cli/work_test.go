@@ -33,13 +33,13 @@ func natsServer(t *testing.T, provision bool) (*embedded.Server, *queue.Conn) {
 	t.Cleanup(srv.Shutdown)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	c, err := queue.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	c, err := bus.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	if provision {
-		if err := c.Provision(ctx); err != nil {
+		if err := bus.Provision(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,7 +115,7 @@ func TestWorkRetryDeadLetter(t *testing.T) {
 	var fixed atomic.Bool
 	var mu sync.Mutex
 	var took []string
-	r, err := c.NewRunner(queue.StreamWork, queue.ConsumerGenerator, func(_ context.Context, m *queue.Msg) queue.Outcome {
+	r, err := c.NewRunner(bus.StreamWork, bus.ConsumerGenerator, func(_ context.Context, m *queue.Msg) queue.Outcome {
 		var item bus.WorkItem
 		if err := json.Unmarshal(m.Data, &item); err != nil {
 			return queue.Poison(err.Error())
@@ -159,7 +159,7 @@ func TestWorkRetryDeadLetter(t *testing.T) {
 		t.Fatalf("dead letters of generate work: %+v", dead)
 	}
 	d := dead[0]
-	if d.Subject != poison.Subject || d.Stream != queue.StreamWork || d.Attempts != 1 || d.Consumer != queue.ConsumerGenerator ||
+	if d.Subject != poison.Subject || d.Stream != bus.StreamWork || d.Attempts != 1 || d.Consumer != bus.ConsumerGenerator ||
 		d.Policy != "team-netpol" || d.Rule != "default-deny" || d.Trigger != "Namespace/team-poison" || d.Origin != "admission CREATE" ||
 		d.Time.IsZero() || d.Kind != "generate" {
 		t.Fatalf("dead letter %+v", d)
@@ -248,11 +248,11 @@ func TestWorkRetryAllAndBadSequences(t *testing.T) {
 func deadLetter(t *testing.T, c *queue.Conn, origin string) {
 	t.Helper()
 	h := map[string][]string{
-		queue.HeaderDeadReason: {"poison: test"}, queue.HeaderDeadSubject: {origin}, queue.HeaderDeadStream: {queue.StreamWork},
+		queue.HeaderDeadReason: {"poison: test"}, queue.HeaderDeadSubject: {origin}, queue.HeaderDeadStream: {bus.StreamWork},
 		queue.HeaderDeadSequence: {"1"}, queue.HeaderDeadDeliveries: {"3"}, queue.HeaderDeadConsumer: {"test"},
 		queue.HeaderDeadTime: {time.Now().UTC().Format(time.RFC3339Nano)},
 	}
-	if _, err := c.PublishSync(t.Context(), queue.Message{Subject: queue.DeadSubject(origin), ID: queue.MsgID("dead", origin), Data: []byte(origin), Header: h}); err != nil {
+	if _, err := c.PublishSync(t.Context(), queue.Message{Subject: bus.DeadSubject(origin), ID: queue.MsgID("dead", origin), Data: []byte(origin), Header: h}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -385,7 +385,7 @@ func TestWorkListLimit(t *testing.T) {
 		t.Fatalf("list --limit 2: exit %d\n%s%s", code, out, errOut)
 	}
 	l := listJSON[work.PendingView](t, url, "--limit", "0")
-	if len(l.Items) != 3 || l.More || l.Items[0].State != work.StateWaiting || l.Items[0].Consumer != queue.ConsumerGenerator {
+	if len(l.Items) != 3 || l.More || l.Items[0].State != work.StateWaiting || l.Items[0].Consumer != bus.ConsumerGenerator {
 		t.Fatalf("list --limit 0: %+v", l)
 	}
 }

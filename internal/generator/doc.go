@@ -1,7 +1,7 @@
 // Package generator works the generate items of VERDICT_WORK: the
 // generate rules an admitted request triggered (internal/webhook publishes
 // them before it answers, see DESIGN.md invariant 2). Any number of
-// replicas share the durable consumer queue.ConsumerGenerator through a
+// replicas share the durable consumer bus.ConsumerGenerator through a
 // queue.Runner; each item is worked by exactly one of them at a time, and
 // may be delivered again (at-least-once): every write is idempotent.
 //

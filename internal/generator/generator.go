@@ -124,7 +124,7 @@ func New(d Deps, opts ...Option) (*Generator, error) {
 
 // Run works items until ctx ends, then drains (see queue.Runner.Run).
 func (g *Generator) Run(ctx context.Context) error {
-	r, err := g.conn.NewRunner(queue.StreamWork, queue.ConsumerGenerator, g.handle, g.o.runner...)
+	r, err := g.conn.NewRunner(bus.StreamWork, bus.ConsumerGenerator, g.handle, g.o.runner...)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (g *Generator) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 	if res.outcome == OutcomeRetried && m.LastAttempt() {
 		res.outcome = OutcomeDeadLettered
 	}
-	kind, _, err := queue.ParseWorkSubject(m.Subject)
+	kind, _, err := bus.ParseWorkSubject(m.Subject)
 	if err != nil {
 		kind = "unknown"
 	}

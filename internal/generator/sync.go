@@ -322,7 +322,7 @@ func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, ru
 // triggers the rule (it matches and its preconditions hold): the kinds
 // the rule's match block names (not those only a wildcard selects), in
 // the policy's namespace for a namespaced Policy.
-func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule *engine.Rule, kind bus.WorkKind, publish func(bus.WorkItem) error) (result, bool) {
+func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule *engine.Rule, kind queue.WorkKind, publish func(bus.WorkItem) error) (result, bool) {
 	kinds, err := g.kinds.List(ctx)
 	if err != nil {
 		return retried(ReasonAPIError, err), false

@@ -104,7 +104,7 @@ func (w *Watcher) policyEvent(oldObj, newObj any) {
 	ref := bus.PolicyRef{Key: p.Key(), UID: p.Metadata.UID, ResourceVersion: u.GetResourceVersion()}
 	for i := range p.Spec.Rules {
 		r := &p.Spec.Rules[i]
-		var kind bus.WorkKind
+		var kind queue.WorkKind
 		switch {
 		case r.Generation != nil && ((old != nil && r.Generation.Synchronize && r.Generation.GeneratesData()) || p.GenerateExisting(r)):
 			kind = bus.WorkGenerate

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/natsconn"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/queueprom"
@@ -24,12 +25,12 @@ type NATSConfig struct {
 	// NATS cluster.
 	StreamReplicas int
 	// Streams are the streams' size limits.
-	Streams queue.StreamLimits
+	Streams bus.StreamLimits
 }
 
 // DefaultNATSConfig is a local server, one replica, the default limits.
 func DefaultNATSConfig() NATSConfig {
-	return NATSConfig{Config: natsconn.Default(), StreamReplicas: 1, Streams: queue.DefaultStreamLimits()}
+	return NATSConfig{Config: natsconn.Default(), StreamReplicas: 1, Streams: bus.DefaultStreamLimits()}
 }
 
 // Validate returns every problem, each wrapping ErrInvalidConfig.
@@ -72,8 +73,8 @@ func (c NATSConfig) ConnOptions(name string, log zerolog.Logger, reg prometheus.
 
 // ProvisionOptions are the streams' replicas and limits as options of
 // queue.Conn.Provision (consumers are each service's own).
-func (c NATSConfig) ProvisionOptions() []queue.ProvisionOption {
-	return append(c.Streams.ProvisionOptions(), queue.WithReplicas(c.StreamReplicas))
+func (c NATSConfig) ProvisionOptions() []bus.ProvisionOption {
+	return append(c.Streams.ProvisionOptions(), bus.WithReplicas(c.StreamReplicas))
 }
 
 // BindNATSFlags binds the connection flags (natsconn.BindFlags) and the

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/natsconn"
-	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
@@ -74,7 +74,7 @@ func TestFlags(t *testing.T) {
 			CAFile: "/ca", CertFile: "/c", KeyFile: "/k",
 		},
 		StreamReplicas: 3,
-		Streams:        queue.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 2 << 30, WorkMaxMsgs: 10, WorkMaxBytes: 64 << 20},
+		Streams:        bus.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 2 << 30, WorkMaxMsgs: 10, WorkMaxBytes: 64 << 20},
 	}
 	if !reflect.DeepEqual(nats, want) {
 		t.Fatalf("nats\n%+v\nwant\n%+v", nats, want)
@@ -129,7 +129,7 @@ func TestNATSCredentialsAreUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := queue.Connect(ctx, opts...); err == nil {
+	if c, err := bus.Connect(ctx, opts...); err == nil {
 		c.Close()
 		t.Fatal("connected without the NKey")
 	}
@@ -141,12 +141,12 @@ func TestNATSCredentialsAreUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := queue.Connect(ctx, opts...)
+	c, err := bus.Connect(ctx, opts...)
 	if err != nil {
 		t.Fatalf("connect with the NKey: %v", err)
 	}
 	defer c.Close()
-	if err := c.Provision(ctx, cfg.ProvisionOptions()...); err != nil {
+	if err := bus.Provision(ctx, c, cfg.ProvisionOptions()...); err != nil {
 		t.Fatalf("provision with the NKey: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -86,7 +87,7 @@ func (c WorkerConfig) RunnerOptions() []queue.RunnerOption {
 // (idempotent); when that fails now, it is logged and the runner waits
 // for the consumer.
 func ConnectWorker(ctx context.Context, name string, nats NATSConfig, w WorkerConfig, consumer string, reg prometheus.Registerer, log zerolog.Logger) (*queue.Conn, error) {
-	spec, ok := queue.DefaultConsumer(consumer)
+	spec, ok := bus.DefaultConsumer(consumer)
 	if !ok {
 		return nil, fmt.Errorf("%w: no consumer %q", ErrInvalidConfig, consumer)
 	}
@@ -95,11 +96,11 @@ func ConnectWorker(ctx context.Context, name string, nats NATSConfig, w WorkerCo
 	if err != nil {
 		return nil, err
 	}
-	conn, err := queue.Connect(ctx, connOpts...)
+	conn, err := bus.Connect(ctx, connOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
-	if err := conn.Provision(ctx, append(nats.ProvisionOptions(), queue.WithConsumers(spec))...); err != nil {
+	if err := bus.Provision(ctx, conn, append(nats.ProvisionOptions(), bus.WithConsumers(spec))...); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
 	return conn, nil

@@ -418,7 +418,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 			resp := s.engine.GenerateTriggers(ctx, ev.req, p, ev.set.Exceptions)
 			for _, rr := range resp.Rules {
 				if r := p.Rule(rr.Name); rr.Background && r != nil && r.Generation.Synchronize {
-					it := workItem(ev, p, rr, WorkGenerate)
+					it := workItem(ev, p, rr, evt.WorkGenerate)
 					it.Action = evt.WorkDeleteDownstream
 					items = append(items, it)
 				}
@@ -431,7 +431,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 			for _, rr := range resp.Rules {
 				switch {
 				case rr.Background:
-					items = append(items, workItem(ev, p, rr, WorkGenerate))
+					items = append(items, workItem(ev, p, rr, evt.WorkGenerate))
 				case rr.Status == engine.StatusError:
 					v.warnings = append(v.warnings, ruleWarning(p, rr))
 				}
@@ -441,7 +441,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 			for _, rr := range resp.Rules {
 				switch rr.Status {
 				case engine.StatusPass:
-					items = append(items, workItem(ev, p, rr, WorkGenerate))
+					items = append(items, workItem(ev, p, rr, evt.WorkGenerate))
 				case engine.StatusError:
 					v.warnings = append(v.warnings, ruleWarning(p, rr))
 				}
@@ -454,7 +454,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 			for _, rr := range resp.Rules {
 				switch {
 				case rr.Background:
-					items = append(items, workItem(ev, p, rr, WorkMutate))
+					items = append(items, workItem(ev, p, rr, evt.WorkMutate))
 				case rr.Status == engine.StatusError:
 					v.warnings = append(v.warnings, ruleWarning(p, rr))
 				}
@@ -545,7 +545,7 @@ func hasMutateExisting(p *engine.Policy) bool {
 	return false
 }
 
-func workItem(ev *evaluation, p *engine.Policy, rr engine.RuleResponse, kind WorkKind) WorkItem {
+func workItem(ev *evaluation, p *engine.Policy, rr engine.RuleResponse, kind queue.WorkKind) WorkItem {
 	targets := make([]ResourceRef, 0, len(rr.Generated))
 	for _, g := range rr.Generated {
 		targets = append(targets, ResourceRef{

@@ -382,7 +382,7 @@ func TestGenerateTriggersWork(t *testing.T) {
 	}
 	it := items[0]
 	want := WorkItem{
-		Kind:       WorkGenerate,
+		Kind:       evt.WorkGenerate,
 		Policy:     PolicyRef{Key: "default-deny", UID: "gen-uid", ResourceVersion: "3"},
 		Rule:       "netpol",
 		Trigger:    ResourceRef{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "ns-uid-team-a"},

@@ -13,15 +13,7 @@ type (
 	PolicyRef   = evt.PolicyRef
 	RuleResult  = evt.RuleResult
 	ResultEvent = evt.ResultEvent
-	WorkKind    = evt.WorkKind
 	WorkItem    = evt.WorkItem
-)
-
-// Work kinds the webhook queues: generate rules, and the targets of
-// mutate-existing rules.
-const (
-	WorkGenerate = evt.WorkGenerate
-	WorkMutate   = evt.WorkMutate
 )
 
 // ResultSink receives rule results. Publish must not block: an

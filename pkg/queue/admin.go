@@ -12,15 +12,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The operator's view of the work queue: what is pending in VERDICT_WORK,
-// what is dead in VERDICT_DEAD, putting a dead letter back once its cause
+// The operator's view of the work queue: what is pending in the work
+// stream, what is dead in the dead-letter stream (both named by the Conn's
+// Topology), putting a dead letter back once its cause
 // is fixed, and purging. Reads go through the stream's get API (one
 // message at a time, by sequence and subject), never through a consumer:
 // listing neither delivers nor takes anything, and needs no consumer on a
 // work-queue stream, where consumers may not overlap.
 
 // HeaderRequeued is set on a message that Requeue put back: the sequence
-// of the dead letter it came from in VERDICT_DEAD. A message dead-lettered
+// of the dead letter it came from in the dead-letter stream. A message dead-lettered
 // again keeps it, so its new dead letter says it was re-queued before.
 const HeaderRequeued = "Verdict-Requeued"
 
@@ -33,11 +34,12 @@ type listOptions struct {
 }
 
 // WithListKind lists only the work of one kind (for ListDead: the dead
-// letters that came from work of that kind).
+// letters that came from work of that kind). The list fails with
+// ErrInvalidKind for a kind the topology does not name.
 func WithListKind(kind WorkKind) ListOption {
 	return func(o *listOptions) error {
-		if !kind.Valid() {
-			return fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+		if kind == "" {
+			return fmt.Errorf("%w: empty work kind", ErrInvalidKind)
 		}
 		o.kind = kind
 		return nil
@@ -55,19 +57,22 @@ func WithListLimit(n int) ListOption {
 	}
 }
 
-func newListOptions(opts []ListOption) (listOptions, error) {
+func newListOptions(t Topology, opts []ListOption) (listOptions, error) {
 	var o listOptions
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return o, err
 		}
 	}
+	if o.kind != "" {
+		return o, t.checkKind(o.kind)
+	}
 	return o, nil
 }
 
-// PendingWork is a message of VERDICT_WORK: work not yet done.
+// PendingWork is a message of the work stream: work not yet done.
 type PendingWork struct {
-	Sequence  uint64 // in VERDICT_WORK
+	Sequence  uint64 // in the work stream
 	Subject   string
 	Kind      WorkKind // "" for a subject that is not a work subject
 	Key       string
@@ -83,19 +88,19 @@ type PendingWork struct {
 	Delivered bool
 }
 
-// ListWork lists the messages of VERDICT_WORK, oldest first, and whether
-// there are more than the limit. It fails with ErrNoStream when the
-// stream does not exist.
+// ListWork lists the messages of the work stream, oldest first, and
+// whether there are more than the limit. It fails with ErrNoStream when
+// the stream does not exist.
 func (c *Conn) ListWork(ctx context.Context, opts ...ListOption) ([]PendingWork, bool, error) {
-	o, err := newListOptions(opts)
+	t, err := c.Topology()
 	if err != nil {
 		return nil, false, err
 	}
-	filter := workPrefix + ">"
-	if o.kind != "" {
-		filter = WorkFilter(o.kind)
+	o, err := newListOptions(t, opts)
+	if err != nil {
+		return nil, false, err
 	}
-	s, err := c.adminStream(ctx, StreamWork)
+	s, err := c.adminStream(ctx, t.WorkStream)
 	if err != nil {
 		return nil, false, err
 	}
@@ -104,9 +109,9 @@ func (c *Conn) ListWork(ctx context.Context, opts ...ListOption) ([]PendingWork,
 		return nil, false, err
 	}
 	var out []PendingWork
-	more, err := each(ctx, s, filter, o.limit, func(m *jetstream.RawStreamMsg) {
+	more, err := each(ctx, s, t.WorkFilter(o.kind), o.limit, func(m *jetstream.RawStreamMsg) {
 		p := PendingWork{Sequence: m.Sequence, Subject: m.Subject, Published: m.Time, Header: m.Header, Data: m.Data}
-		if kind, key, err := ParseWorkSubject(m.Subject); err == nil {
+		if kind, key, err := t.ParseWorkSubject(m.Subject); err == nil {
 			p.Kind, p.Key = kind, key
 		}
 		for _, cs := range consumers {
@@ -120,9 +125,10 @@ func (c *Conn) ListWork(ctx context.Context, opts ...ListOption) ([]PendingWork,
 	return out, more, err
 }
 
-// DeadEntry is a message of VERDICT_DEAD.
+// DeadEntry is a message of the dead-letter stream.
 type DeadEntry struct {
-	// Sequence is its sequence in VERDICT_DEAD: what Requeue takes.
+	// Sequence is its sequence in the dead-letter stream: what Requeue
+	// takes.
 	Sequence uint64
 	// Stored is when it was dead-lettered, as the stream says, and
 	// StoredSubject its subject there (DeadSubject of the origin).
@@ -130,8 +136,13 @@ type DeadEntry struct {
 	StoredSubject string
 	// DeadLetter is what its headers say (ParseDeadLetter): the reason,
 	// the origin and the attempts. Its Sequence (the origin's, in its
-	// stream) is DeadLetter.Sequence; Sequence above is VERDICT_DEAD's.
+	// stream) is DeadLetter.Sequence; Sequence above is the dead-letter
+	// stream's.
 	DeadLetter
+	// Kind and Key are the work kind and key of the origin subject, empty
+	// when the origin is not a work subject.
+	Kind WorkKind
+	Key  string
 	// Header is every header it carries.
 	Header nats.Header
 	// Invalid is why it is not a dead letter a runner wrote (its headers
@@ -139,68 +150,70 @@ type DeadEntry struct {
 	Invalid error
 }
 
-// Work is the work kind and key of the origin subject, empty when the
-// origin is not a work subject.
-func (d DeadEntry) Work() (WorkKind, string) {
-	kind, key, err := ParseWorkSubject(d.Subject)
-	if err != nil {
-		return "", ""
-	}
-	return kind, key
-}
-
-// ListDead lists the messages of VERDICT_DEAD, oldest first, and whether
+// ListDead lists the messages of the dead-letter stream, oldest first, and whether
 // there are more than the limit. With WithListKind, only the dead letters
 // of that kind of work. It fails with ErrNoStream when the stream does not
 // exist.
 func (c *Conn) ListDead(ctx context.Context, opts ...ListOption) ([]DeadEntry, bool, error) {
-	o, err := newListOptions(opts)
+	t, err := c.Topology()
 	if err != nil {
 		return nil, false, err
 	}
-	s, err := c.adminStream(ctx, StreamDead)
+	o, err := newListOptions(t, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	s, err := c.adminStream(ctx, t.DeadStream)
 	if err != nil {
 		return nil, false, err
 	}
 	var out []DeadEntry
-	more, err := each(ctx, s, deadFilter(o.kind), o.limit, func(m *jetstream.RawStreamMsg) {
-		out = append(out, deadEntry(m))
+	more, err := each(ctx, s, t.DeadFilter(o.kind), o.limit, func(m *jetstream.RawStreamMsg) {
+		out = append(out, t.deadEntry(m))
 	})
 	return out, more, err
 }
 
-// DeadAt reads the message of VERDICT_DEAD at seq. It fails with
-// ErrNoDeadLetter when there is none at seq.
+// DeadAt reads the message of the dead-letter stream at seq. It fails
+// with ErrNoDeadLetter when there is none at seq.
 func (c *Conn) DeadAt(ctx context.Context, seq uint64) (DeadEntry, error) {
-	s, err := c.adminStream(ctx, StreamDead)
+	t, err := c.Topology()
 	if err != nil {
 		return DeadEntry{}, err
 	}
-	return deadAt(ctx, s, seq)
+	s, err := c.adminStream(ctx, t.DeadStream)
+	if err != nil {
+		return DeadEntry{}, err
+	}
+	return t.deadAt(ctx, s, seq)
 }
 
-func deadAt(ctx context.Context, s jetstream.Stream, seq uint64) (DeadEntry, error) {
+func (t Topology) deadAt(ctx context.Context, s jetstream.Stream, seq uint64) (DeadEntry, error) {
 	if seq == 0 {
 		return DeadEntry{}, fmt.Errorf("%w: sequence 0 (sequences start at 1)", ErrNoDeadLetter)
 	}
 	m, err := s.GetMsg(ctx, seq)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return DeadEntry{}, fmt.Errorf("%w: nothing at %s sequence %d", ErrNoDeadLetter, StreamDead, seq)
+		return DeadEntry{}, fmt.Errorf("%w: nothing at %s sequence %d", ErrNoDeadLetter, t.DeadStream, seq)
 	case err != nil:
-		return DeadEntry{}, fmt.Errorf("%s sequence %d: %w", StreamDead, seq, err)
+		return DeadEntry{}, fmt.Errorf("%s sequence %d: %w", t.DeadStream, seq, err)
 	}
-	return deadEntry(m), nil
+	return t.deadEntry(m), nil
 }
 
-func deadEntry(m *jetstream.RawStreamMsg) DeadEntry {
+func (t Topology) deadEntry(m *jetstream.RawStreamMsg) DeadEntry {
 	d, err := ParseDeadLetter(m.Header, m.Data)
-	return DeadEntry{Sequence: m.Sequence, Stored: m.Time, StoredSubject: m.Subject, DeadLetter: d, Header: m.Header, Invalid: err}
+	e := DeadEntry{Sequence: m.Sequence, Stored: m.Time, StoredSubject: m.Subject, DeadLetter: d, Header: m.Header, Invalid: err}
+	if kind, key, err := t.ParseWorkSubject(d.Subject); err == nil {
+		e.Kind, e.Key = kind, key
+	}
+	return e
 }
 
 // Requeued says where Requeue put a dead letter.
 type Requeued struct {
-	DeadSequence uint64 // the dead letter's sequence in VERDICT_DEAD (now deleted)
+	DeadSequence uint64 // the dead letter's sequence in the dead-letter stream (now deleted)
 	Subject      string // its origin subject, where it was published again
 	Stream       string // the stream that stored it
 	Sequence     uint64 // its new sequence there
@@ -210,7 +223,7 @@ type Requeued struct {
 	Duplicate bool
 }
 
-// Requeue puts the dead letter at seq of VERDICT_DEAD back where it came
+// Requeue puts the dead letter at seq of the dead-letter stream back where it came
 // from: its payload and headers (without the dead-letter headers and NATS'
 // own, with HeaderRequeued) are published again to its origin subject, in
 // its origin stream, and only once that stream has acknowledged it is the
@@ -225,16 +238,20 @@ type Requeued struct {
 // dead letter stays. If the publish succeeds and the delete fails, the
 // result says where it went and the error says the dead letter stays.
 func (c *Conn) Requeue(ctx context.Context, seq uint64) (Requeued, error) {
-	dead, err := c.adminStream(ctx, StreamDead)
+	t, err := c.Topology()
 	if err != nil {
 		return Requeued{}, err
 	}
-	d, err := deadAt(ctx, dead, seq)
+	dead, err := c.adminStream(ctx, t.DeadStream)
+	if err != nil {
+		return Requeued{}, err
+	}
+	d, err := t.deadAt(ctx, dead, seq)
 	if err != nil {
 		return Requeued{}, err
 	}
 	if d.Invalid != nil {
-		return Requeued{}, fmt.Errorf("%w: %s sequence %d: %w", ErrNoDeadLetter, StreamDead, seq, d.Invalid)
+		return Requeued{}, fmt.Errorf("%w: %s sequence %d: %w", ErrNoDeadLetter, t.DeadStream, seq, d.Invalid)
 	}
 	origin, err := c.adminStream(ctx, d.Stream)
 	if err != nil {
@@ -253,7 +270,7 @@ func (c *Conn) Requeue(ctx context.Context, seq uint64) (Requeued, error) {
 	h.Set(HeaderRequeued, strconv.FormatUint(seq, 10))
 	msg := Message{
 		Subject: d.Subject,
-		ID:      MsgID("requeue", StreamDead, strconv.FormatUint(seq, 10), d.Stream, strconv.FormatUint(d.DeadLetter.Sequence, 10)),
+		ID:      MsgID("requeue", t.DeadStream, strconv.FormatUint(seq, 10), d.Stream, strconv.FormatUint(d.DeadLetter.Sequence, 10)),
 		Data:    d.Data,
 		Header:  h,
 	}
@@ -262,7 +279,7 @@ func (c *Conn) Requeue(ctx context.Context, seq uint64) (Requeued, error) {
 		return Requeued{}, fmt.Errorf("re-queue %d to %s: %w", seq, d.Subject, err)
 	}
 	res := Requeued{DeadSequence: seq, Subject: d.Subject, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}
-	if err := c.DeleteMsg(ctx, StreamDead, seq); err != nil {
+	if err := c.DeleteMsg(ctx, t.DeadStream, seq); err != nil {
 		return res, fmt.Errorf("re-queued %d to %s, but the dead letter stays (re-queue it again to delete it; it is not stored twice within the duplicate window): %w", seq, d.Subject, err)
 	}
 	c.log.Info().Uint64(logKeySequence, seq).Str(logKeySubject, d.Subject).Msg("deadLetterRequeued")
@@ -272,26 +289,36 @@ func (c *Conn) Requeue(ctx context.Context, seq uint64) (Requeued, error) {
 // PurgeDead removes the dead letters of one kind of work, or all of them
 // (kind ""), and says how many.
 func (c *Conn) PurgeDead(ctx context.Context, kind WorkKind) (uint64, error) {
-	if kind != "" && !kind.Valid() {
-		return 0, fmt.Errorf("%w: %q", ErrInvalidKind, kind)
-	}
-	if _, err := c.adminStream(ctx, StreamDead); err != nil {
+	t, err := c.Topology()
+	if err != nil {
 		return 0, err
 	}
-	return c.Purge(ctx, StreamDead, deadFilter(kind))
+	if kind != "" {
+		if err := t.checkKind(kind); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := c.adminStream(ctx, t.DeadStream); err != nil {
+		return 0, err
+	}
+	return c.Purge(ctx, t.DeadStream, t.DeadFilter(kind))
 }
 
 // PurgeWork removes the pending work of one kind (done or not, in a
 // handler or waiting) and says how many. A handler that has one of them
 // finishes it; its answer then finds nothing to acknowledge.
 func (c *Conn) PurgeWork(ctx context.Context, kind WorkKind) (uint64, error) {
-	if !kind.Valid() {
-		return 0, fmt.Errorf("%w: %q", ErrInvalidKind, kind)
-	}
-	if _, err := c.adminStream(ctx, StreamWork); err != nil {
+	t, err := c.Topology()
+	if err != nil {
 		return 0, err
 	}
-	return c.Purge(ctx, StreamWork, WorkFilter(kind))
+	if err := t.checkKind(kind); err != nil {
+		return 0, err
+	}
+	if _, err := c.adminStream(ctx, t.WorkStream); err != nil {
+		return 0, err
+	}
+	return c.Purge(ctx, t.WorkStream, t.WorkFilter(kind))
 }
 
 // NoStreamError says which stream does not exist; it is an ErrNoStream.
@@ -301,14 +328,6 @@ func (e *NoStreamError) Error() string { return ErrNoStream.Error() + ": " + e.S
 
 // Is makes errors.Is(err, ErrNoStream) hold.
 func (e *NoStreamError) Is(target error) bool { return target == ErrNoStream }
-
-// deadFilter selects the dead letters of one kind of work, or all.
-func deadFilter(kind WorkKind) string {
-	if kind == "" {
-		return deadPrefix + ">"
-	}
-	return DeadSubject(WorkFilter(kind))
-}
 
 // adminStream looks a stream up, with ErrNoStream when it does not exist
 // and ErrNoJetStream when nothing answers JetStream's API.
@@ -346,7 +365,7 @@ func each(ctx context.Context, s jetstream.Stream, filter string, limit int, fn 
 	}
 }
 
-// consumerState is what ListWork needs of a consumer of VERDICT_WORK.
+// consumerState is what ListWork needs of a consumer of the work stream.
 type consumerState struct {
 	name      string
 	filters   []string
@@ -369,7 +388,7 @@ func workConsumers(ctx context.Context, s jetstream.Stream) ([]consumerState, er
 		out = append(out, consumerState{name: info.Name, filters: filters, delivered: info.Delivered.Stream})
 	}
 	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("consumers of %s: %w", StreamWork, err)
+		return nil, fmt.Errorf("consumers of %s: %w", s.CachedInfo().Config.Name, err)
 	}
 	return out, nil
 }
@@ -378,16 +397,16 @@ func workConsumers(ctx context.Context, s jetstream.Stream) ([]consumerState, er
 // matches the literal subject.
 func selectsAny(filters []string, subject string) bool {
 	for _, f := range filters {
-		if subjectMatches(f, subject) {
+		if SubjectMatches(f, subject) {
 			return true
 		}
 	}
 	return false
 }
 
-// subjectMatches reports whether filter matches the literal subject: '*'
+// SubjectMatches reports whether filter matches the literal subject: '*'
 // matches one token, a final '>' one or more.
-func subjectMatches(filter, subject string) bool {
+func SubjectMatches(filter, subject string) bool {
 	for {
 		ft, frest, fmore := strings.Cut(filter, ".")
 		st, srest, smore := strings.Cut(subject, ".")

@@ -27,7 +27,7 @@ func TestAdminRequeue(t *testing.T) {
 	var fixed atomic.Bool
 	var mu sync.Mutex
 	var taken []*Msg
-	stop := startRunner(t, c, ConsumerGenerator, func(_ context.Context, m *Msg) Outcome {
+	stop := startRunner(t, c, consumerGenerator, func(_ context.Context, m *Msg) Outcome {
 		if string(m.Data) == "bad" && !fixed.Load() {
 			return Poison("trigger team/a not found")
 		}
@@ -38,13 +38,13 @@ func TestAdminRequeue(t *testing.T) {
 	}, WithMaxDeliver(2), WithBacklogInterval(time.Hour))
 	defer func() { _ = stop() }()
 
-	bad := workMsg(t, WorkGenerate, "team/p/rule/uid-bad")
+	bad := workMsg(t, workGenerate, "team/p/rule/uid-bad")
 	bad.Data = []byte("bad")
 	bad.Header = nats.Header{"Traceparent": []string{"00-abc-def-01"}}
 	if _, err := c.PublishSync(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the dead letter", func() bool { return streamMsgs(t, c, StreamDead) == 1 })
+	waitFor(t, 10*time.Second, "the dead letter", func() bool { return streamMsgs(t, c, streamDead) == 1 })
 
 	dead, more, err := c.ListDead(ctx)
 	if err != nil || more || len(dead) != 1 {
@@ -52,13 +52,13 @@ func TestAdminRequeue(t *testing.T) {
 	}
 	d := dead[0]
 	if d.Invalid != nil || d.Reason != "poison: trigger team/a not found" || d.Subject != bad.Subject ||
-		d.Stream != StreamWork || d.Deliveries != 1 || d.Consumer != ConsumerGenerator || string(d.Data) != "bad" || d.Time.IsZero() {
+		d.Stream != streamWork || d.Deliveries != 1 || d.Consumer != consumerGenerator || string(d.Data) != "bad" || d.Time.IsZero() {
 		t.Fatalf("dead letter %+v", d)
 	}
-	if kind, key := d.Work(); kind != WorkGenerate || key != "team/p/rule/uid-bad" {
-		t.Fatalf("work of the dead letter: %q %q", kind, key)
+	if d.Kind != workGenerate || d.Key != "team/p/rule/uid-bad" {
+		t.Fatalf("work of the dead letter: %q %q", d.Kind, d.Key)
 	}
-	if none, _, err := c.ListDead(ctx, WithListKind(WorkScan)); err != nil || len(none) != 0 {
+	if none, _, err := c.ListDead(ctx, WithListKind(workScan)); err != nil || len(none) != 0 {
 		t.Fatalf("dead scan work: %v, %v; want none", none, err)
 	}
 
@@ -67,7 +67,7 @@ func TestAdminRequeue(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Requeue: %v", err)
 	}
-	if res.Stream != StreamWork || res.Subject != bad.Subject || res.Duplicate || res.DeadSequence != d.Sequence {
+	if res.Stream != streamWork || res.Subject != bad.Subject || res.Duplicate || res.DeadSequence != d.Sequence {
 		t.Fatalf("requeued %+v", res)
 	}
 	waitFor(t, 10*time.Second, "the re-queued item taken", func() bool {
@@ -80,7 +80,7 @@ func TestAdminRequeue(t *testing.T) {
 		m.Header.Get(HeaderRequeued) == "" || m.Header.Get(HeaderDeadReason) != "" || m.Header.Get(nats.MsgIdHdr) == bad.ID {
 		t.Fatalf("re-queued message %s %q %v", m.Subject, m.Data, m.Header)
 	}
-	if n := streamMsgs(t, c, StreamDead); n != 0 {
+	if n := streamMsgs(t, c, streamDead); n != 0 {
 		t.Fatalf("%d dead letters after the re-queue, want 0", n)
 	}
 	if _, err := c.DeadAt(ctx, d.Sequence); !errors.Is(err, ErrNoDeadLetter) {
@@ -104,10 +104,10 @@ func TestAdminListWork(t *testing.T) {
 	ctx := context.Background()
 
 	for _, m := range []Message{
-		workMsg(t, WorkGenerate, "team/p/r/held"),
-		workMsg(t, WorkScan, "policy/a"),
-		workMsg(t, WorkScan, "policy/b"),
-		workMsg(t, WorkCleanup, "ns/c"),
+		workMsg(t, workGenerate, "team/p/r/held"),
+		workMsg(t, workScan, "policy/a"),
+		workMsg(t, workScan, "policy/b"),
+		workMsg(t, workCleanup, "ns/c"),
 	} {
 		if _, err := c.PublishSync(ctx, m); err != nil {
 			t.Fatal(err)
@@ -115,7 +115,7 @@ func TestAdminListWork(t *testing.T) {
 	}
 	release := make(chan struct{})
 	held := make(chan struct{}, 1)
-	stop := startRunner(t, c, ConsumerGenerator, func(ctx context.Context, m *Msg) Outcome {
+	stop := startRunner(t, c, consumerGenerator, func(ctx context.Context, m *Msg) Outcome {
 		held <- struct{}{}
 		select {
 		case <-release:
@@ -147,7 +147,7 @@ func TestAdminListWork(t *testing.T) {
 		t.Fatalf("ListWork:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	scans, more, err := c.ListWork(ctx, WithListKind(WorkScan), WithListLimit(1))
+	scans, more, err := c.ListWork(ctx, WithListKind(workScan), WithListLimit(1))
 	if err != nil || !more || len(scans) != 1 || scans[0].Key != "policy/a" {
 		t.Fatalf("one scan item: %+v, more %v, %v; want policy/a and more", scans, more, err)
 	}
@@ -166,26 +166,26 @@ func TestAdminPurge(t *testing.T) {
 	c := connect(t, e.ClientURL())
 	provision(t, c)
 	ctx := context.Background()
-	for _, m := range []Message{workMsg(t, WorkScan, "a"), workMsg(t, WorkScan, "b"), workMsg(t, WorkCleanup, "c")} {
+	for _, m := range []Message{workMsg(t, workScan, "a"), workMsg(t, workScan, "b"), workMsg(t, workCleanup, "c")} {
 		if _, err := c.PublishSync(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i, origin := range []string{"verdict.work.scan.x", "verdict.work.generate.y", "verdict.work.generate.z"} {
+	for i, origin := range []string{"app.work.scan.x", "app.work.generate.y", "app.work.generate.z"} {
 		h := nats.Header{}
 		h.Set(HeaderDeadSubject, origin)
-		h.Set(HeaderDeadStream, StreamWork)
-		if _, err := c.PublishSync(ctx, Message{Subject: DeadSubject(origin), ID: MsgID("dead", origin), Header: h, Data: []byte{byte(i)}}); err != nil {
+		h.Set(HeaderDeadStream, streamWork)
+		if _, err := c.PublishSync(ctx, Message{Subject: testTopology.DeadSubject(origin), ID: MsgID("dead", origin), Header: h, Data: []byte{byte(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, err := c.PurgeWork(ctx, WorkScan); err != nil || n != 2 {
+	if n, err := c.PurgeWork(ctx, workScan); err != nil || n != 2 {
 		t.Fatalf("PurgeWork(scan): %d, %v; want 2", n, err)
 	}
-	if left, _, err := c.ListWork(ctx); err != nil || len(left) != 1 || left[0].Kind != WorkCleanup {
+	if left, _, err := c.ListWork(ctx); err != nil || len(left) != 1 || left[0].Kind != workCleanup {
 		t.Fatalf("left: %+v, %v; want the cleanup item", left, err)
 	}
-	if n, err := c.PurgeDead(ctx, WorkGenerate); err != nil || n != 2 {
+	if n, err := c.PurgeDead(ctx, workGenerate); err != nil || n != 2 {
 		t.Fatalf("PurgeDead(generate): %d, %v; want 2", n, err)
 	}
 	if n, err := c.PurgeDead(ctx, ""); err != nil || n != 1 {
@@ -196,14 +196,14 @@ func TestAdminPurge(t *testing.T) {
 	}
 }
 
-// A message in VERDICT_DEAD without the dead-letter headers is listed as
+// A message in DEAD without the dead-letter headers is listed as
 // invalid, and Requeue refuses it.
 func TestAdminInvalidDeadLetter(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
 	provision(t, c)
 	ctx := context.Background()
-	ack, err := c.PublishSync(ctx, Message{Subject: "verdict.dead.by.hand", ID: "x", Data: []byte("?")})
+	ack, err := c.PublishSync(ctx, Message{Subject: "app.dead.by.hand", ID: "x", Data: []byte("?")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestAdminInvalidDeadLetter(t *testing.T) {
 	if _, err := c.Requeue(ctx, ack.Sequence); !errors.Is(err, ErrNoDeadLetter) {
 		t.Fatalf("Requeue of a hand-made message: %v, want ErrNoDeadLetter", err)
 	}
-	if streamMsgs(t, c, StreamDead) != 1 {
+	if streamMsgs(t, c, streamDead) != 1 {
 		t.Fatal("the refused message was deleted")
 	}
 }
@@ -224,11 +224,11 @@ func TestAdminNoStream(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
 	ctx := context.Background()
-	if _, _, err := c.ListDead(ctx); !errors.Is(err, ErrNoStream) || !strings.Contains(err.Error(), StreamDead) {
-		t.Fatalf("ListDead: %v, want ErrNoStream naming %s", err, StreamDead)
+	if _, _, err := c.ListDead(ctx); !errors.Is(err, ErrNoStream) || !strings.Contains(err.Error(), streamDead) {
+		t.Fatalf("ListDead: %v, want ErrNoStream naming %s", err, streamDead)
 	}
-	if _, _, err := c.ListWork(ctx); !errors.Is(err, ErrNoStream) || !strings.Contains(err.Error(), StreamWork) {
-		t.Fatalf("ListWork: %v, want ErrNoStream naming %s", err, StreamWork)
+	if _, _, err := c.ListWork(ctx); !errors.Is(err, ErrNoStream) || !strings.Contains(err.Error(), streamWork) {
+		t.Fatalf("ListWork: %v, want ErrNoStream naming %s", err, streamWork)
 	}
 	if _, err := c.Requeue(ctx, 1); !errors.Is(err, ErrNoStream) {
 		t.Fatalf("Requeue: %v, want ErrNoStream", err)
@@ -251,15 +251,15 @@ func TestSubjectMatches(t *testing.T) {
 		"tail needs a token":  {"a.>", "a", false},
 		"longer filter":       {"a.b.c", "a.b", false},
 		"longer subject":      {"a.b", "a.b.c", false},
-		"work filter":         {WorkFilter(WorkGenerate), "verdict.work.generate.k", true},
-		"other kind":          {WorkFilter(WorkGenerate), "verdict.work.mutate.k", false},
-		"everything":          {">", "verdict.dead.work.scan.x", true},
-		"dead filter of kind": {deadFilter(WorkScan), DeadSubject("verdict.work.scan.x"), true},
+		"work filter":         {testTopology.WorkFilter(workGenerate), "app.work.generate.k", true},
+		"other kind":          {testTopology.WorkFilter(workGenerate), "app.work.mutate.k", false},
+		"everything":          {">", "app.dead.work.scan.x", true},
+		"dead filter of kind": {testTopology.DeadFilter(workScan), testTopology.DeadSubject("app.work.scan.x"), true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := subjectMatches(tc.filter, tc.subject); got != tc.want {
-				t.Fatalf("subjectMatches(%q, %q) = %v", tc.filter, tc.subject, got)
+			if got := SubjectMatches(tc.filter, tc.subject); got != tc.want {
+				t.Fatalf("SubjectMatches(%q, %q) = %v", tc.filter, tc.subject, got)
 			}
 		})
 	}

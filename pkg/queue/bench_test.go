@@ -2,12 +2,13 @@ package queue
 
 import (
 	"context"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,7 +28,7 @@ func benchServer(b *testing.B) (*embedded.Server, *Conn) {
 	b.Helper()
 	e := runServer(b)
 	ctx := context.Background()
-	c, err := Connect(ctx, WithURL(e.ClientURL()), WithLogger(zerolog.Nop()))
+	c, err := Connect(ctx, WithURL(e.ClientURL()), WithTopology(testTopology), WithLogger(zerolog.Nop()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func BenchmarkConsumeAck(b *testing.B) {
 // one op = one full replay.
 func BenchmarkReplay(b *testing.B) {
 	e, c := benchServer(b)
-	if err := c.Provision(context.Background(), WithConsumers()); err != nil {
+	if err := c.Provision(context.Background(), testPlan(withConsumers())); err != nil {
 		b.Fatal(err)
 	}
 	const subjects = 100000
@@ -259,7 +260,7 @@ func BenchmarkReplay(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			start := time.Now()
 			n := 0
-			p, err := c.Replay(ctx, StreamResults, func(ReplayMsg) error { n++; return nil })
+			p, err := c.Replay(ctx, streamResults, func(ReplayMsg) error { n++; return nil })
 			total += time.Since(start)
 			if err != nil || n != subjects || p.Done != subjects {
 				b.Fatalf("replayed %d: %v", n, err)
@@ -273,8 +274,8 @@ func BenchmarkReplay(b *testing.B) {
 		var total time.Duration
 		for i := 0; i < b.N; i++ {
 			start := time.Now()
-			cons, err := js.OrderedConsumer(ctx, StreamResults, jetstream.OrderedConsumerConfig{
-				FilterSubjects: []string{"verdict.results.>"},
+			cons, err := js.OrderedConsumer(ctx, streamResults, jetstream.OrderedConsumerConfig{
+				FilterSubjects: []string{"app.results.>"},
 				DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 			})
 			if err != nil {

@@ -3,11 +3,12 @@ package queue
 import (
 	"context"
 	"fmt"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -93,12 +94,12 @@ func TestClusterLeaderFailover(t *testing.T) {
 	defer cancel()
 	servers, urls := runCluster(ctx, t)
 	pub := connect(t, urls...)
-	provision(t, pub, WithReplicas(3))
+	provision(t, pub, withReplicas(3))
 
 	sink := &idempotentSink{applied: map[string]int{}}
 	for range 2 { // two consumer instances on their own connections
 		c := connect(t, urls...)
-		startRunner(t, c, ConsumerGenerator, sink.handle, WithConcurrency(4), WithIdleHeartbeat(500*time.Millisecond))
+		startRunner(t, c, consumerGenerator, sink.handle, WithConcurrency(4), WithIdleHeartbeat(500*time.Millisecond))
 	}
 
 	// The publisher keeps publishing; a message counts as acknowledged when
@@ -115,7 +116,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	go func() {
 		defer close(pubDone)
 		for i := 0; pubCtx.Err() == nil; i++ {
-			m := workMsg(t, WorkGenerate, fmt.Sprintf("res-%05d", i))
+			m := workMsg(t, workGenerate, fmt.Sprintf("res-%05d", i))
 			for pubCtx.Err() == nil {
 				pctx, cancel := context.WithTimeout(pubCtx, 3*time.Second)
 				_, err := pub.PublishSync(pctx, m)
@@ -136,7 +137,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	ackedCount := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 
 	waitFor(t, 20*time.Second, "200 messages before the fault", func() bool { return ackedCount() >= 200 })
-	leader := streamLeader(ctx, pub.JetStream(), StreamWork)
+	leader := streamLeader(ctx, pub.JetStream(), streamWork)
 	if leader == "" {
 		t.Fatal("no stream leader")
 	}
@@ -152,7 +153,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	stopPub()
 	<-pubDone
 
-	newLeader := streamLeader(ctx, pub.JetStream(), StreamWork)
+	newLeader := streamLeader(ctx, pub.JetStream(), streamWork)
 	if newLeader == "" || newLeader == leader {
 		t.Fatalf("stream leader after the fault = %q (was %q)", newLeader, leader)
 	}
@@ -170,16 +171,16 @@ func TestClusterLeaderFailover(t *testing.T) {
 				}
 			}
 			sink.mu.Unlock()
-			cons, err := pub.JetStream().Consumer(ctx, StreamWork, ConsumerGenerator)
+			cons, err := pub.JetStream().Consumer(ctx, streamWork, consumerGenerator)
 			if err == nil {
 				ci := cons.CachedInfo()
 				t.Logf("consumer: pending %d ack-pending %d redelivered %d waiting %d leader %v", ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.Cluster)
 			}
-			t.Fatalf("%d of %d acknowledged messages not consumed; work stream holds %d", missing, len(all), streamMsgs(t, pub, StreamWork))
+			t.Fatalf("%d of %d acknowledged messages not consumed; work stream holds %d", missing, len(all), streamMsgs(t, pub, streamWork))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	waitFor(t, 15*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, StreamWork) == 0 })
+	waitFor(t, 15*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
 
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
@@ -200,7 +201,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 		len(all), afterStop.Load(), failures.Load(), sink.deliveries, len(sink.applied), sink.redelivered, newLeader)
 }
 
-// Three servers, VERDICT_RESULTS at R3, results published through an
+// Three servers, RESULTS at R3, results published through an
 // AsyncPublisher while the stream leader stops: every message is stored
 // once (retried under its id across the election and, for a client on
 // the stopped server, the reconnect), none is dropped, and the
@@ -213,7 +214,7 @@ func TestClusterAsyncPublisherFailover(t *testing.T) {
 	defer cancel()
 	servers, urls := runCluster(ctx, t)
 	c := connect(t, urls...)
-	provision(t, c, WithReplicas(3))
+	provision(t, c, withReplicas(3))
 	var dropped atomic.Int64
 	p, err := c.NewAsyncPublisher(WithMessageDeadline(60*time.Second), WithAckTimeout(time.Second),
 		WithRetryBackoff(20*time.Millisecond, 500*time.Millisecond),
@@ -224,7 +225,7 @@ func TestClusterAsyncPublisherFailover(t *testing.T) {
 	const total = 3000
 	publish := func(from, to int) {
 		for i := from; i < to; i++ {
-			m := Message{Subject: ResultSubject(fmt.Sprintf("uid-%05d", i), "policy"), ID: MsgID("r", fmt.Sprint(i)), Data: []byte(fmt.Sprint(i))}
+			m := Message{Subject: resultSubject(fmt.Sprintf("uid-%05d", i), "policy"), ID: MsgID("r", fmt.Sprint(i)), Data: []byte(fmt.Sprint(i))}
 			if err := p.Publish(m); err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +235,7 @@ func TestClusterAsyncPublisherFailover(t *testing.T) {
 		}
 	}
 	publish(0, total/2)
-	leader := streamLeader(ctx, c.JetStream(), StreamResults)
+	leader := streamLeader(ctx, c.JetStream(), streamResults)
 	if leader == "" {
 		t.Fatal("no stream leader")
 	}
@@ -254,7 +255,7 @@ func TestClusterAsyncPublisherFailover(t *testing.T) {
 		t.Fatalf("stats %+v: want all %d published or recognised as duplicates, none dropped", st, total)
 	}
 	waitFor(t, 30*time.Second, "every result stored once", func() bool {
-		s, err := c.JetStream().Stream(ctx, StreamResults)
+		s, err := c.JetStream().Stream(ctx, streamResults)
 		if err != nil {
 			return false
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ type connOptions struct {
 	background   bool
 	logger       *zerolog.Logger
 	metrics      *Metrics
+	topology     *Topology
 }
 
 // WithURL connects to external NATS servers (nats:// or tls:// URLs; more
@@ -173,6 +175,27 @@ func WithMetrics(m *Metrics) ConnOption {
 		o.metrics = m
 		return nil
 	}
+}
+
+// WithTopology names the application's work, dead-letter and schedule
+// streams and subjects, which the work-queue calls use (see Topology).
+func WithTopology(t Topology) ConnOption {
+	return func(o *connOptions) error {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		t.Kinds = slices.Clone(t.Kinds)
+		o.topology = &t
+		return nil
+	}
+}
+
+// Topology returns the connection's topology, or ErrNoTopology.
+func (c *Conn) Topology() (Topology, error) {
+	if c.opts.topology == nil {
+		return Topology{}, ErrNoTopology
+	}
+	return *c.opts.topology, nil
 }
 
 // Connect connects to NATS and returns once the connection is up, or fails

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // A service that must serve whatever NATS is doing connects in the
@@ -52,7 +53,7 @@ func TestBackgroundConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		if err := p.Publish(workMsg(t, WorkScan, fmt.Sprintf("early-%d", i))); err != nil {
+		if err := p.Publish(workMsg(t, workScan, fmt.Sprintf("early-%d", i))); err != nil {
 			t.Fatalf("publish before NATS is up: %v", err)
 		}
 	}
@@ -69,8 +70,8 @@ func TestBackgroundConnect(t *testing.T) {
 	if err := p.Flush(fctx); err != nil {
 		t.Fatalf("flush: %v (stats %+v)", err, p.Stats())
 	}
-	if n := streamMsgs(t, c, StreamWork); n != 10 {
-		t.Fatalf("VERDICT_WORK holds %d messages, want 10", n)
+	if n := streamMsgs(t, c, streamWork); n != 10 {
+		t.Fatalf("WORK holds %d messages, want 10", n)
 	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)

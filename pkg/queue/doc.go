@@ -1,9 +1,12 @@
-// Package queue is Verdict's access to NATS JetStream: connections
-// (external or embedded), stream and consumer provisioning, subject-safe
-// keys, deduplicating publishers, a consumer runner with dead-lettering, and
-// replay of compacted subjects. Every service goes through it; it aims to
-// make at-least-once delivery, deduplication, dead-lettering and replay easy
-// to use right and hard to use wrong.
+// Package queue is a work queue and event log on NATS JetStream:
+// connections (external or embedded), stream and consumer provisioning,
+// subject-safe keys, deduplicating publishers, a consumer runner with
+// dead-lettering, message schedules, replay of compacted subjects, and an
+// operator's view of the queue. It aims to make at-least-once delivery,
+// deduplication, dead-lettering and replay easy to use right and hard to
+// use wrong. Every Verdict service goes through it, and it imports nothing
+// of Verdict: the application names its streams and subjects (a Topology,
+// a Plan), as Verdict does in its bus package.
 //
 // # Connecting
 //
@@ -23,28 +26,33 @@
 // `verdict-dev` default); embedded.RunCluster starts n of them clustered on
 // loopback for tests. It is apart so that this package links no server.
 //
-// # Streams and consumers
+// # Topology, streams and consumers
 //
-// Provision creates or updates, idempotently and from any number of replicas
-// at once (no leader), the streams of DESIGN.md, with file storage, a
-// duplicate window (WithDuplicateWindow, default 2m) and a replica count
-// (WithReplicas: 1 embedded, 3 in a cluster):
+// The package holds no stream or subject names. An application describes
+// where its work lives once, as a Topology given to Connect
+// (WithTopology): the work stream and its subject prefix, the dead-letter
+// stream and prefix, the schedule stream with its schedule and tick
+// prefixes, the work kinds, and the snapshot bucket. Work of kind on key
+// is published on Topology.WorkSubject(kind, key): the prefix, the kind,
+// and the key as one token (shortened with a hash past 512 bytes);
+// ParseWorkSubject takes it apart, WorkFilter selects a kind. The runner
+// dead-letters to the topology's stream, on DeadSubject(origin), and the
+// admin and schedule calls read its streams. A Conn without a topology
+// does everything else and fails those calls with ErrNoTopology.
 //
-//	VERDICT_RESULTS    verdict.results.<uid>.<policy-key>  limits, a history of 4 per subject, 4 GiB, discard new
-//	                   verdict.verified.<uid>.<policy-key> the reporter's copies of verified results (VerifiedCopySubject)
-//	VERDICT_SCHEDULES  verdict.schedule.<key>, verdict.tick.<kind>.<key>  limits, 1 per subject, message schedules on
-//	VERDICT_WORK       verdict.work.<kind>.<key>           work queue, 1,000,000 messages, 1 GiB, discard new; sources the ticks
-//	VERDICT_DEAD       verdict.dead.>                      limits, MaxAge 14 days
+// Conn.Provision creates or updates, idempotently and from any number of
+// replicas at once (no leader), the streams and durable pull consumers of
+// a Plan: stream configurations as given, consumers from ConsumerSpecs
+// (explicit acks, AckWait default 30s, MaxAckPending default 1000). A
+// stream whose configuration has the fields Provision sets as wanted
+// (SameStreamConfig) is left alone, so replicas starting together do not
+// churn it. Consumers have MaxDeliver -1 on the server: the runner bounds
+// attempts itself (see below), because a server-side limit would leave a
+// message that ran out of deliveries stuck, unseen, in the work queue.
 //
-// and the durable pull consumers of DefaultConsumers: generator
-// (generate and mutate work), cleaner, scanner, reporter. Consumers have
-// MaxDeliver -1 on the server: the runner bounds attempts itself (see
-// below), because a server-side limit would leave a message that ran out of
-// deliveries stuck, unseen, in the work queue.
-//
-// A Conn remembers what it provisioned (the streams' options and every
-// consumer any of its Provision calls named) and provisions it again when
-// it finds something missing: a publish answered "no responders" (no
+// A Conn remembers what it provisioned (the streams of its last plan that
+// named any, and every consumer any plan named) and provisions it again
+// when it finds something missing: a publish answered "no responders" (no
 // stream takes the subject: PublishSync waits for the re-provisioning and
 // tries again at once; the asynchronous publisher retries after its
 // backoff) or a runner whose consumer or stream is gone. It does so at
@@ -53,53 +61,30 @@
 // verdict_queue_reprovisions_total{cause="streamMissing"|"consumerMissing",result}.
 // So a stream deleted by hand (or by a client NATS should not have let
 // in) is back within about a second, from whichever service meets its
-// absence first; what it held is lost. A Conn that never provisioned (the
-// pipeline CLI) creates nothing.
+// absence first; what it held is lost. A Conn that never provisioned (a
+// pipeline's CLI) creates nothing.
 //
-// VERDICT_RESULTS keeps the last few messages of each subject
-// (WithResultHistory, default 4), not only the last: a publish retried
-// after backoff or a slow replica can store an older evaluation after a
-// newer one, and the readers (the reporter's fold, scanner and replay) pick
-// the newest by the order of the evaluations, not by arrival. Four lets
-// three older evaluations of one policy on one resource arrive after the
-// newest before it is pushed out, several times what a retried publish or
-// a second webhook replica produces; it costs up to four times the
-// messages for subjects evaluated that often (most are evaluated once or
-// twice), and Replay with WithReplayAll reads them all.
-//
-// Limits, and what happens at them (a full stream never deletes what it
-// holds; it refuses what does not fit, and the publish fails with
-// ErrStreamFull, counted as dropped for the reason streamFull):
-//
-//   - VERDICT_RESULTS: WithResultsMaxBytes (default 4 GiB). With one
-//     replica, a subject at its history limit still takes a message no
-//     larger than the one it replaces; a replicated stream refuses every
-//     message once full. Reports stop changing: alert on
-//     verdict_queue_publish_dropped_total{reason="streamFull"}.
-//   - VERDICT_WORK: WithWorkMaxMsgs (default 1,000,000) and
-//     WithWorkMaxBytes (default 1 GiB): work not yet done. A full queue
-//     refuses new work (the webhook decides what that means for the
-//     request, see invariant 2) rather than dropping old work.
-//
-// The server reserves the MaxBytes of every stream against its file store
-// (max_file_store; replicated streams on each of their servers): Provision
-// fails with "insufficient storage resources" when they do not fit. Every
-// service that provisions must use the same limits, or each start undoes
-// the other's.
+// A stream at its limits with DiscardNew refuses what does not fit: the
+// publish fails with ErrStreamFull, counted as dropped for the reason
+// streamFull. The server reserves the MaxBytes of every stream against its
+// file store (max_file_store; replicated streams on each of their
+// servers): Provision fails with "insufficient storage resources" when
+// they do not fit.
 //
 // JetStream message schedules (nats-server 2.12+) cannot live in a stream
-// that discards new messages, so they have their own stream: a schedule
-// lives on ScheduleSubjectOf(kind, key) in VERDICT_SCHEDULES and fires into its
-// target, a ScheduleTarget(kind, key) in the same stream, which VERDICT_WORK
-// sources (with a subject transform) as WorkSubject(kind, key): a tick is
-// work like any other. The server refuses to turn schedules off once on. A
-// VERDICT_WORK made before VERDICT_SCHEDULES existed holds schedules and
-// cannot take its limits in place: Provision says so (and provisions the
-// rest); drain it, delete it, and provision again.
+// that discards new messages, so they have a stream of their own: a
+// schedule lives on Topology.ScheduleSubject(kind, key) in the schedule
+// stream and fires into its target, ScheduleTarget(kind, key) in the same
+// stream, which the work stream sources (with a subject transform, in the
+// application's stream configuration) as WorkSubject(kind, key): a tick is
+// work like any other. The server refuses to turn schedules off once on: a
+// stream that held schedules cannot take a configuration without them in
+// place, and Provision says so (and provisions the rest); drain it, delete
+// it, and provision again.
 //
 // Schedules whose ticks are work of a kind, one per key (a cleanup
 // policy's), are kept with Conn.PutSchedule, GetSchedule, DeleteSchedule
-// and Schedules (schedule.go), on ScheduleSubjectOf(kind, key). A put
+// and Schedules (schedule.go), on ScheduleSubject(kind, key). A put
 // compares before it writes (an equal schedule is not written again, so
 // its next tick stays) and writes with the stored message's sequence as
 // the subject's expected last sequence: any number of writers at once
@@ -115,9 +100,10 @@
 // stay, '.' becomes '~', any other byte becomes %XX (upper-case hex), the
 // empty string becomes "%". Tokens never hold '.', '*', '>' or whitespace,
 // and DecodeToken accepts only what EncodeToken produces, so each key has
-// exactly one subject. ResultSubject, WorkSubject, DeadSubject build
-// subjects; ParseResultSubject and ParseWorkSubject take them apart. MsgID
-// makes deterministic message ids from the parts that identify a fact.
+// exactly one subject. A Topology builds work, dead-letter and schedule
+// subjects from tokens; an application builds its other subjects the same
+// way (AppendEncodedToken writes one without allocating). MsgID makes
+// deterministic message ids from the parts that identify a fact.
 //
 // # Publishing
 //
@@ -126,13 +112,14 @@
 // are stored once within the duplicate window.
 //
 // Conn.PublishSync is for work that must be durable before the caller goes
-// on (generate work, invariant 2): it waits for the stream's ack until the
+// on (work that must not be lost): it waits for the stream's ack until the
 // context's deadline (default 5s), retrying transient failures (elections,
 // reconnects, lost acks) with backoff under the same id, and fails with
 // ErrPublishTimeout or ErrPublishRejected (ErrStreamFull too when the
 // stream is at its limits: that is not retried).
 //
-// AsyncPublisher is for audit results (invariant 1): Publish never blocks.
+// AsyncPublisher is for events a caller must never wait for (Verdict's
+// audit results): Publish never blocks.
 // The buffer (WithBufferSize) bounds everything taken and not yet settled,
 // queued, in flight or waiting to be retried; when it is full Publish fails at
 // once with ErrBufferFull and counts a drop. A pump sends with up to
@@ -179,7 +166,8 @@
 //
 // Attempts are bounded by WithMaxDeliver (default 5): when delivery n =
 // MaxDeliver fails, or a delivery arrives after MaxDeliver lost attempts,
-// the message is published to VERDICT_DEAD on DeadSubject(origin) with the
+// the message is published to the topology's dead-letter stream on
+// DeadSubject(origin) with the
 // headers Verdict-Dead-Reason, -Subject, -Stream, -Sequence, -Deliveries,
 // -Consumer and -Time, and a Nats-Msg-Id derived from its origin stream and
 // sequence (a repeated dead-lettering is stored once). Only once that
@@ -198,8 +186,8 @@
 // WithReplayFilter; every message with WithReplayAll) to a function, in
 // stream order, through an ephemeral, unacknowledged, in-memory consumer
 // with last-per-subject (or all) delivery, pulled in large batches, with
-// progress reports (WithReplayProgress). Rebuilding a projection of
-// VERDICT_RESULTS is one Replay with WithReplayAll.
+// progress reports (WithReplayProgress). Rebuilding a projection of a
+// results stream is one Replay with WithReplayAll.
 //
 // Conn.Purge removes the messages of matching subjects (the results of a
 // resource that is gone), Conn.DeleteMsg one message by sequence (a result
@@ -207,19 +195,19 @@
 //
 // # Operating the work queue
 //
-// The operator's view (`verdict work`) is a small admin API that reads
+// The operator's view (Verdict's `verdict work`) is a small admin API that reads
 // with the stream's message-get API, by sequence and subject filter,
 // never through a consumer (listing delivers nothing, and a work-queue
 // stream allows no overlapping consumer):
 //
-//   - Conn.ListWork: the messages of VERDICT_WORK, oldest first
+//   - Conn.ListWork: the messages of the work stream, oldest first
 //     (WithListKind, WithListLimit), each with its kind and key, the
 //     consumer whose filter selects it and whether that consumer has
 //     delivered it (in a handler, or waiting for a retry); the server
 //     keeps no per-message delivery count to tell.
-//   - Conn.ListDead, Conn.DeadAt: the messages of VERDICT_DEAD with
-//     their DeadLetter headers read back (Invalid for one no runner
-//     wrote).
+//   - Conn.ListDead, Conn.DeadAt: the messages of the dead-letter stream
+//     with their DeadLetter headers read back (Invalid for one no runner
+//     wrote) and the work kind and key of their origin.
 //   - Conn.Requeue: a dead letter's payload and headers (without the
 //     Verdict-Dead-* and Nats-* ones, with HeaderRequeued) published again
 //     to its origin subject in its origin stream, under an id derived from

@@ -17,10 +17,12 @@ var (
 	// ErrInvalidSubject: a subject that is not a literal subject, or not of
 	// the expected shape.
 	ErrInvalidSubject = errors.New("queue: invalid subject")
-	// ErrInvalidKind: an unknown work kind.
+	// ErrNoTopology: a work-queue call on a Conn made without WithTopology.
+	ErrNoTopology = errors.New("queue: the connection has no topology (WithTopology)")
+	// ErrInvalidKind: a work kind the topology does not name.
 	ErrInvalidKind = errors.New("queue: invalid work kind")
-	// ErrMissingID: a message without a Nats-Msg-Id; every Verdict message
-	// has a deterministic id so that retries collapse.
+	// ErrMissingID: a message without a Nats-Msg-Id; every message has a
+	// deterministic id so that retries collapse.
 	ErrMissingID = errors.New("queue: message has no id")
 	// ErrBufferFull: the asynchronous publisher's buffer is full; the
 	// message was not taken (and is counted as dropped).
@@ -43,13 +45,13 @@ var (
 	// ErrDeadLetter: a message could not be written to the dead-letter
 	// stream (it stays in its stream and is delivered again).
 	ErrDeadLetter = errors.New("queue: dead-letter publish failed")
-	// ErrNoStream: a stream Verdict uses does not exist on the server
-	// (nothing provisioned it: Verdict is not installed against this NATS).
+	// ErrNoStream: a stream the call needs does not exist on the server
+	// (nothing provisioned it).
 	ErrNoStream = errors.New("queue: stream does not exist")
 	// ErrNoJetStream: nothing answers JetStream's API (a server without
 	// JetStream, or an account without it).
 	ErrNoJetStream = errors.New("queue: JetStream not available")
-	// ErrNoDeadLetter: no dead letter at that sequence of VERDICT_DEAD
+	// ErrNoDeadLetter: no dead letter at that sequence of the dead-letter stream
 	// (never was, deleted, re-queued already, or not a dead letter).
 	ErrNoDeadLetter = errors.New("queue: no dead letter")
 )

@@ -45,7 +45,7 @@ func publishN(t *testing.T, c *Conn, from, n int) {
 	t.Helper()
 	for i := from; i < from+n; i++ {
 		uid := fmt.Sprintf("uid-%05d", i)
-		if _, err := c.PublishSync(t.Context(), Message{Subject: ResultSubject(uid, "p"), ID: MsgID(uid, "p"), Data: []byte("r")}); err != nil {
+		if _, err := c.PublishSync(t.Context(), Message{Subject: resultSubject(uid, "p"), ID: MsgID(uid, "p"), Data: []byte("r")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,7 +67,7 @@ func TestFollow(t *testing.T) {
 	errs := make(chan error, 3)
 	for _, f := range []*follower{a, b} {
 		go func() {
-			errs <- c.Follow(ctx, StreamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt), WithFollowBatch(64))
+			errs <- c.Follow(ctx, streamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt), WithFollowBatch(64))
 		}()
 	}
 	for _, f := range []*follower{a, b} {
@@ -94,7 +94,7 @@ func TestFollow(t *testing.T) {
 
 	late := newFollower()
 	go func() {
-		errs <- c.Follow(ctx, StreamResults, late.msg, WithFollowAfter(590), WithFollowCaughtUp(late.caughtUpAt))
+		errs <- c.Follow(ctx, streamResults, late.msg, WithFollowAfter(590), WithFollowCaughtUp(late.caughtUpAt))
 	}()
 	<-late.caught
 	if late.caughtUp != 600 || late.count() != 10 || late.seqs[0] != 591 {
@@ -117,7 +117,7 @@ func TestFollowEmptyStream(t *testing.T) {
 	f := newFollower()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go func() { _ = c.Follow(ctx, StreamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt)) }()
+	go func() { _ = c.Follow(ctx, streamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt)) }()
 	select {
 	case <-f.caught:
 	case <-time.After(10 * time.Second):
@@ -137,7 +137,7 @@ func TestFollowServerRestart(t *testing.T) {
 	f := newFollower()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go func() { _ = c.Follow(ctx, StreamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt)) }()
+	go func() { _ = c.Follow(ctx, streamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt)) }()
 	<-f.caught
 	restartServer(t, e)
 	waitFor(t, 30*time.Second, "reconnection", c.Connected)

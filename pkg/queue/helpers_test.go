@@ -2,12 +2,12 @@ package queue
 
 import (
 	"context"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+
 	"github.com/rs/zerolog"
 )
 
@@ -37,7 +37,7 @@ func connect(t testing.TB, urls ...string) *Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, WithURL(urls...), WithReconnectBackoff(20*time.Millisecond, 250*time.Millisecond),
+	c, err := Connect(ctx, WithURL(urls...), WithTopology(testTopology), WithReconnectBackoff(20*time.Millisecond, 250*time.Millisecond),
 		WithLogger(testLogger(t)), WithName(t.Name()))
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -46,21 +46,21 @@ func connect(t testing.TB, urls ...string) *Conn {
 	return c
 }
 
-// testConsumers are DefaultConsumers with a short AckWait.
+// testConsumers are defaultConsumers with a short AckWait.
 func testConsumers(ackWait time.Duration) []ConsumerSpec {
-	specs := DefaultConsumers()
+	specs := defaultConsumers()
 	for i := range specs {
 		specs[i].AckWait = ackWait
 	}
 	return specs
 }
 
-func provision(t testing.TB, c *Conn, opts ...ProvisionOption) {
+func provision(t testing.TB, c *Conn, opts ...planOption) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts = append([]ProvisionOption{WithConsumers(testConsumers(time.Second)...)}, opts...)
-	if err := c.Provision(ctx, opts...); err != nil {
+	opts = append([]planOption{withConsumers(testConsumers(time.Second)...)}, opts...)
+	if err := c.Provision(ctx, testPlan(opts...)); err != nil {
 		t.Fatalf("Provision: %v", err)
 	}
 }
@@ -78,11 +78,11 @@ func streamMsgs(t testing.TB, c *Conn, stream string) uint64 {
 	return info.State.Msgs
 }
 
-// deadLetters reads every message of VERDICT_DEAD.
+// deadLetters reads every message of the dead-letter stream.
 func deadLetters(t testing.TB, c *Conn) []DeadLetter {
 	t.Helper()
 	ctx := context.Background()
-	s, err := c.JetStream().Stream(ctx, StreamDead)
+	s, err := c.JetStream().Stream(ctx, streamDead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func deadLetters(t testing.TB, c *Conn) []DeadLetter {
 
 func workMsg(t testing.TB, kind WorkKind, key string) Message {
 	t.Helper()
-	subj, err := WorkSubject(kind, key)
+	subj, err := workSubject(kind, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +124,4 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func workMsgNats(subject, data string) *nats.Msg {
-	return &nats.Msg{Subject: subject, Data: []byte(data)}
 }

@@ -5,39 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"strings"
 )
-
-// Subject prefixes of Verdict's streams (see DESIGN.md).
-const (
-	subjectRoot    = "verdict."
-	resultsPrefix  = "verdict.results."
-	verifiedPrefix = "verdict.verified."
-	workPrefix     = "verdict.work."
-	deadPrefix     = "verdict.dead."
-	schedulePrefix = "verdict.schedule."
-	tickPrefix     = "verdict.tick."
-)
-
-// WorkKind is the second token of a work subject: what a worker does.
-type WorkKind string
-
-// The work kinds of VERDICT_WORK.
-const (
-	WorkGenerate WorkKind = "generate"
-	WorkMutate   WorkKind = "mutate"
-	WorkCleanup  WorkKind = "cleanup"
-	WorkScan     WorkKind = "scan"
-)
-
-// Valid reports whether k is one of the known work kinds.
-func (k WorkKind) Valid() bool {
-	switch k {
-	case WorkGenerate, WorkMutate, WorkCleanup, WorkScan:
-		return true
-	}
-	return false
-}
 
 // tokenSafe marks the bytes that EncodeToken keeps as they are.
 var tokenSafe = func() (t [256]bool) {
@@ -165,76 +133,6 @@ func unhex(c byte) int {
 	return -1
 }
 
-// ResultSubject is the VERDICT_RESULTS subject of one policy's latest result
-// on one resource: verdict.results.<resource-uid>.<policy-key>, both encoded.
-func ResultSubject(resourceUID, policyKey string) string {
-	return resultsPrefix + EncodeToken(resourceUID) + "." + EncodeToken(policyKey)
-}
-
-// AppendResultSubject appends ResultSubject(resourceUID, policyKey) to b.
-func AppendResultSubject(b []byte, resourceUID, policyKey string) []byte {
-	b = AppendEncodedToken(append(b, resultsPrefix...), resourceUID)
-	return AppendEncodedToken(append(b, '.'), policyKey)
-}
-
-// ResultsOfResource is the filter matching every result of one resource
-// (the subjects a report folds, or purges when the resource goes away).
-func ResultsOfResource(resourceUID string) string {
-	return resultsPrefix + EncodeToken(resourceUID) + ".*"
-}
-
-// ResultsOfPolicy is the filter matching every result of one policy.
-func ResultsOfPolicy(policyKey string) string {
-	return resultsPrefix + "*." + EncodeToken(policyKey)
-}
-
-// VerifiedCopySubject is the subject of the reporter's copy of a verified
-// result published on ResultSubject(uid, policy):
-// verdict.verified.<resource-uid>.<policy-key>, in VERDICT_RESULTS too.
-// Admissions publish only on result subjects, whose short history a flood
-// of forged reviews can rotate; the copies keep a history of their own,
-// which only the reporter writes (the webhook's NATS user may not), so no
-// admission can push a verified result out of the stream (DESIGN.md
-// invariant 10). The reporter's consumer does not select them.
-func VerifiedCopySubject(resultSubject string) string {
-	return verifiedPrefix + strings.TrimPrefix(resultSubject, resultsPrefix)
-}
-
-// VerifiedOfResource is the filter matching the verified copies of one
-// resource's results (read, and purged, with ResultsOfResource).
-func VerifiedOfResource(resourceUID string) string {
-	return verifiedPrefix + EncodeToken(resourceUID) + ".*"
-}
-
-// ParseVerifiedCopy says whether subject is a VerifiedCopySubject, and
-// returns the result subject it copies.
-func ParseVerifiedCopy(subject string) (resultSubject string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, verifiedPrefix)
-	if !ok {
-		return subject, false
-	}
-	return resultsPrefix + rest, true
-}
-
-// ParseResultSubject splits a result subject back into its uid and policy key.
-func ParseResultSubject(subject string) (resourceUID, policyKey string, err error) {
-	rest, ok := strings.CutPrefix(subject, resultsPrefix)
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q is not a result subject", ErrInvalidSubject, subject)
-	}
-	a, b, ok := strings.Cut(rest, ".")
-	if !ok || strings.Contains(b, ".") {
-		return "", "", fmt.Errorf("%w: %q: want two tokens after %q", ErrInvalidSubject, subject, resultsPrefix)
-	}
-	if resourceUID, err = DecodeToken(a); err != nil {
-		return "", "", err
-	}
-	if policyKey, err = DecodeToken(b); err != nil {
-		return "", "", err
-	}
-	return resourceUID, policyKey, nil
-}
-
 // MaxSubjectLen bounds every subject a message is published to. A
 // subject goes on a protocol line (PUB or HPUB, with the reply subject
 // and the sizes) that nats-server refuses past its max_control_line, 4 KiB
@@ -273,63 +171,6 @@ func keyToken(key string) string {
 		prefix = append(prefix, key[i])
 	}
 	return EncodeToken(string(prefix) + suffix)
-}
-
-// WorkSubject is the VERDICT_WORK subject of one unit of work:
-// verdict.work.<kind>.<key>, the key encoded (and shortened past
-// maxKeyTokenLen, see keyToken). It fails with ErrInvalidKind for an
-// unknown kind.
-func WorkSubject(kind WorkKind, key string) (string, error) {
-	if !kind.Valid() {
-		return "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)
-	}
-	return workPrefix + string(kind) + "." + keyToken(key), nil
-}
-
-// WorkFilter is the filter matching all work of one kind.
-func WorkFilter(kind WorkKind) string {
-	return workPrefix + string(kind) + ".>"
-}
-
-// ParseWorkSubject splits a work subject back into its kind and key.
-func ParseWorkSubject(subject string) (WorkKind, string, error) {
-	rest, ok := strings.CutPrefix(subject, workPrefix)
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q is not a work subject", ErrInvalidSubject, subject)
-	}
-	k, tok, ok := strings.Cut(rest, ".")
-	if !ok || strings.Contains(tok, ".") {
-		return "", "", fmt.Errorf("%w: %q: want two tokens after %q", ErrInvalidSubject, subject, workPrefix)
-	}
-	kind := WorkKind(k)
-	if !kind.Valid() {
-		return "", "", fmt.Errorf("%w: %q", ErrInvalidKind, k)
-	}
-	key, err := DecodeToken(tok)
-	if err != nil {
-		return "", "", err
-	}
-	return kind, key, nil
-}
-
-// ScheduleTarget is the target of a message schedule whose ticks are work
-// of kind on key: the tick is stored in VERDICT_SCHEDULES on
-// verdict.tick.<kind>.<key>, and VERDICT_WORK sources it as
-// WorkSubject(kind, key), where the worker consumers take it. It fails
-// with ErrInvalidKind for an unknown kind.
-func ScheduleTarget(kind WorkKind, key string) (string, error) {
-	if !kind.Valid() {
-		return "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)
-	}
-	return tickPrefix + string(kind) + "." + keyToken(key), nil
-}
-
-// DeadSubject is the VERDICT_DEAD subject of a message that came from
-// origin: "verdict.dead." followed by origin without its "verdict." root, so
-// verdict.work.generate.k dead-letters to verdict.dead.work.generate.k and a
-// filter such as verdict.dead.work.generate.> selects one kind.
-func DeadSubject(origin string) string {
-	return deadPrefix + strings.TrimPrefix(origin, subjectRoot)
 }
 
 // MsgID is a deterministic Nats-Msg-Id for a message made from parts (for

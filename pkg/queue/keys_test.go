@@ -65,48 +65,6 @@ func TestDecodeTokenRejects(t *testing.T) {
 	}
 }
 
-func TestSubjects(t *testing.T) {
-	s := ResultSubject("uid-1", "ns/policy.v2")
-	if s != "verdict.results.uid-1.ns%2Fpolicy~v2" {
-		t.Fatalf("ResultSubject = %q", s)
-	}
-	uid, key, err := ParseResultSubject(s)
-	if err != nil || uid != "uid-1" || key != "ns/policy.v2" {
-		t.Fatalf("ParseResultSubject(%q) = %q, %q, %v", s, uid, key, err)
-	}
-	w, err := WorkSubject(WorkGenerate, "default/my.configmap")
-	if err != nil || w != "verdict.work.generate.default%2Fmy~configmap" {
-		t.Fatalf("WorkSubject = %q, %v", w, err)
-	}
-	kind, k, err := ParseWorkSubject(w)
-	if err != nil || kind != WorkGenerate || k != "default/my.configmap" {
-		t.Fatalf("ParseWorkSubject(%q) = %q, %q, %v", w, kind, k, err)
-	}
-	if _, err := WorkSubject("bogus", "k"); !errors.Is(err, ErrInvalidKind) {
-		t.Fatalf("WorkSubject(bogus) err = %v", err)
-	}
-	if tick, err := ScheduleTarget(WorkCleanup, "ns/c.p"); err != nil || tick != "verdict.tick.cleanup.ns%2Fc~p" {
-		t.Fatalf("ScheduleTarget = %q, %v", tick, err)
-	}
-	if _, err := ScheduleTarget("bogus", "k"); !errors.Is(err, ErrInvalidKind) {
-		t.Fatalf("ScheduleTarget(bogus) err = %v", err)
-	}
-	if s, err := ScheduleSubjectOf(WorkCleanup, "ns/c.p"); err != nil || s != "verdict.schedule.cleanup.ns%2Fc~p" {
-		t.Fatalf("ScheduleSubjectOf = %q, %v", s, err)
-	}
-	if d := DeadSubject(w); d != "verdict.dead.work.generate.default%2Fmy~configmap" {
-		t.Fatalf("DeadSubject = %q", d)
-	}
-	for _, bad := range []string{"verdict.results.a", "verdict.results.a.b.c", "other.a.b", "verdict.results.a.%2e"} {
-		if _, _, err := ParseResultSubject(bad); err == nil {
-			t.Errorf("ParseResultSubject(%q) accepted", bad)
-		}
-	}
-	if ResultsOfResource("u.1") != "verdict.results.u~1.*" {
-		t.Fatalf("ResultsOfResource = %q", ResultsOfResource("u.1"))
-	}
-}
-
 func TestMsgID(t *testing.T) {
 	a, b := MsgID("ab", "c"), MsgID("a", "bc")
 	if a == b {
@@ -140,7 +98,7 @@ func TestMsgID(t *testing.T) {
 
 func TestValidSubject(t *testing.T) {
 	tests := map[string]bool{
-		"verdict.work.scan.a": true, "": false, "a..b": false, ".a": false, "a.": false,
+		"app.work.scan.a": true, "": false, "a..b": false, ".a": false, "a.": false,
 		"a.*.b": false, "a.>": false, "a b": false, "a.b\t": false, "a.b*c": true,
 	}
 	for s, want := range tests {
@@ -168,9 +126,9 @@ func FuzzTokenRoundTrip(f *testing.F) {
 		// A token is one literal subject token; how long a subject it makes
 		// is bounded where keys become subjects (keyToken), so the check of
 		// a whole subject is made on the bounded form when the token is long.
-		subject := "verdict.results." + tok + ".x"
+		subject := "app.results." + tok + ".x"
 		if len(subject) > MaxSubjectLen {
-			subject = "verdict.results." + keyToken(s) + ".x"
+			subject = "app.results." + keyToken(s) + ".x"
 		}
 		if !validSubject(subject) {
 			t.Fatalf("token %q does not make a valid subject (%q)", tok, subject)
@@ -188,16 +146,13 @@ func FuzzTokenRoundTrip(f *testing.F) {
 }
 
 // FuzzAppendEncodedToken holds AppendEncodedToken to EncodeToken, and
-// AppendResultSubject to ResultSubject.
+// AppendResultSubject to resultSubject.
 func FuzzAppendEncodedToken(f *testing.F) {
 	f.Add("ns/p.x", "uid-1")
 	f.Add("", "%~ \xff")
 	f.Fuzz(func(t *testing.T, a, b string) {
 		if got := string(AppendEncodedToken([]byte("x"), a)); got != "x"+EncodeToken(a) {
 			t.Fatalf("AppendEncodedToken(%q) = %q, want x%q", a, got, EncodeToken(a))
-		}
-		if got := string(AppendResultSubject(nil, a, b)); got != ResultSubject(a, b) {
-			t.Fatalf("AppendResultSubject(%q, %q) = %q, want %q", a, b, got, ResultSubject(a, b))
 		}
 		if got := string(AppendMsgID([]byte("y"), a, b)); got != "y"+MsgID(a, b) {
 			t.Fatalf("AppendMsgID = %q, want y%q", got, MsgID(a, b))

@@ -3,9 +3,11 @@ package queue
 import (
 	"context"
 	"errors"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"testing"
 	"time"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -30,28 +32,7 @@ func promMetrics(t testing.TB) (*Metrics, *prometheus.Registry) {
 // metricValue reads one counter or gauge series from a registry.
 func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue series
-				}
-			}
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue(), true
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
+	return testkit.MetricValue(t, reg, name, labels)
 }
 
 func TestMetricsOnCallerRegistry(t *testing.T) {
@@ -59,13 +40,13 @@ func TestMetricsOnCallerRegistry(t *testing.T) {
 	metrics, reg := promMetrics(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, WithURL(e.ClientURL()), WithMetrics(metrics), WithLogger(testLogger(t)))
+	c, err := Connect(ctx, WithURL(e.ClientURL()), WithTopology(testTopology), WithMetrics(metrics), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	provision(t, c)
-	m := workMsg(t, WorkScan, "x")
+	m := workMsg(t, workScan, "x")
 	for range 2 {
 		if _, err := c.PublishSync(ctx, m); err != nil {
 			t.Fatal(err)
@@ -79,11 +60,11 @@ func TestMetricsOnCallerRegistry(t *testing.T) {
 		t.Errorf("publish_duplicates_total = %v (%v), want 1", got, ok)
 	}
 	// Two connections sharing one Metrics.
-	c2, err := Connect(ctx, WithURL(e.ClientURL()), WithMetrics(c.Metrics()), WithName("second"))
+	c2, err := Connect(ctx, WithURL(e.ClientURL()), WithTopology(testTopology), WithMetrics(c.Metrics()), WithName("second"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c2.PublishSync(ctx, workMsg(t, WorkScan, "y")); err != nil {
+	if _, err := c2.PublishSync(ctx, workMsg(t, workScan, "y")); err != nil {
 		t.Fatal(err)
 	}
 	c2.Close()
@@ -162,13 +143,13 @@ func TestEmbeddedInProcess(t *testing.T) {
 	if e.ClientURL() != "" {
 		t.Fatalf("in-process server has URL %q", e.ClientURL())
 	}
-	c, err := Connect(ctx, WithEmbedded(e))
+	c, err := Connect(ctx, WithEmbedded(e), WithTopology(testTopology))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	provision(t, c)
-	if _, err := c.PublishSync(ctx, workMsg(t, WorkScan, "in-process")); err != nil {
+	if _, err := c.PublishSync(ctx, workMsg(t, workScan, "in-process")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := embedded.Run(ctx, embedded.Config{}); !errors.Is(err, embedded.ErrInvalidConfig) {

@@ -28,12 +28,12 @@ func TestPublishDeduplicates(t *testing.T) {
 	provision(t, c)
 	ctx := context.Background()
 
-	m := workMsg(t, WorkGenerate, "default/cm.one")
+	m := workMsg(t, workGenerate, "default/cm.one")
 	first, err := c.PublishSync(ctx, m)
 	if err != nil {
 		t.Fatalf("PublishSync: %v", err)
 	}
-	if first.Duplicate || first.Stream != StreamWork {
+	if first.Duplicate || first.Stream != streamWork {
 		t.Fatalf("first ack = %+v", first)
 	}
 	for i := range 3 {
@@ -50,7 +50,7 @@ func TestPublishDeduplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := workMsg(t, WorkGenerate, "default/cm.two")
+	other := workMsg(t, workGenerate, "default/cm.two")
 	for range 5 {
 		if err := p.Publish(m); err != nil {
 			t.Fatal(err)
@@ -66,8 +66,8 @@ func TestPublishDeduplicates(t *testing.T) {
 	if st.Published != 1 || st.Duplicates != 9 || st.Dropped != 0 || st.Pending != 0 {
 		t.Fatalf("stats = %+v, want 1 published, 9 duplicates", st)
 	}
-	if n := streamMsgs(t, c, StreamWork); n != 2 {
-		t.Fatalf("VERDICT_WORK holds %d messages, want 2", n)
+	if n := streamMsgs(t, c, streamWork); n != 2 {
+		t.Fatalf("WORK holds %d messages, want 2", n)
 	}
 }
 
@@ -76,10 +76,10 @@ func TestPublishValidates(t *testing.T) {
 	c := connect(t, e.ClientURL())
 	provision(t, c)
 	ctx := context.Background()
-	if _, err := c.PublishSync(ctx, Message{Subject: "verdict.work.scan.x"}); !errors.Is(err, ErrMissingID) {
+	if _, err := c.PublishSync(ctx, Message{Subject: "app.work.scan.x"}); !errors.Is(err, ErrMissingID) {
 		t.Fatalf("no id: %v", err)
 	}
-	if _, err := c.PublishSync(ctx, Message{Subject: "verdict.work.*.x", ID: "1"}); !errors.Is(err, ErrInvalidSubject) {
+	if _, err := c.PublishSync(ctx, Message{Subject: "app.work.*.x", ID: "1"}); !errors.Is(err, ErrInvalidSubject) {
 		t.Fatalf("wildcard: %v", err)
 	}
 	if _, err := c.NewAsyncPublisher(WithBufferSize(0)); !errors.Is(err, ErrInvalidOption) {
@@ -93,7 +93,7 @@ func TestPublishValidates(t *testing.T) {
 	}
 	// Too large for the server: rejected at once.
 	big := make([]byte, c.NATS().MaxPayload()+1)
-	if _, err := c.PublishSync(ctx, Message{Subject: "verdict.work.scan.big", ID: "big", Data: big}); !errors.Is(err, ErrPublishRejected) {
+	if _, err := c.PublishSync(ctx, Message{Subject: "app.work.scan.big", ID: "big", Data: big}); !errors.Is(err, ErrPublishRejected) {
 		t.Fatalf("too big: %v", err)
 	}
 }
@@ -117,7 +117,7 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 	}
 	// Some traffic while the server is up.
 	for i := range 50 {
-		if err := p.Publish(workMsg(t, WorkScan, fmt.Sprintf("before-%d", i))); err != nil {
+		if err := p.Publish(workMsg(t, workScan, fmt.Sprintf("before-%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 	var accepted, full int
 	start := time.Now()
 	for i := range total {
-		err := p.Publish(workMsg(t, WorkScan, fmt.Sprintf("during-%d", i)))
+		err := p.Publish(workMsg(t, workScan, fmt.Sprintf("during-%d", i)))
 		switch {
 		case err == nil:
 			accepted++
@@ -176,8 +176,8 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 	if st.Published+st.Duplicates != 50+buffer || st.Dropped != uint64(full) || st.Pending != 0 || dropHandler != 0 {
 		t.Fatalf("stats after restart = %+v, drop handler %d; want %d published or duplicate, %d dropped", st, dropHandler, 50+buffer, full)
 	}
-	if n := streamMsgs(t, c, StreamWork); n != 50+buffer {
-		t.Fatalf("VERDICT_WORK holds %d messages, want %d", n, 50+buffer)
+	if n := streamMsgs(t, c, streamWork); n != 50+buffer {
+		t.Fatalf("WORK holds %d messages, want %d", n, 50+buffer)
 	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestAsyncPublishAll(t *testing.T) {
 	batch := func(prefix string, n int) []Message {
 		ms := make([]Message, n)
 		for i := range ms {
-			ms[i] = workMsg(t, WorkScan, fmt.Sprintf("%s-%d", prefix, i))
+			ms[i] = workMsg(t, workScan, fmt.Sprintf("%s-%d", prefix, i))
 		}
 		return ms
 	}
@@ -234,7 +234,7 @@ func TestAsyncPublishAll(t *testing.T) {
 		t.Fatalf("batch into a full buffer: %v", err)
 	}
 	bad := batch("d", 3)
-	bad[1].Subject = "verdict.work.*.x"
+	bad[1].Subject = "app.work.*.x"
 	if err := p.PublishAll(bad); !errors.Is(err, ErrInvalidSubject) {
 		t.Fatalf("malformed batch: %v", err)
 	}
@@ -253,8 +253,8 @@ func TestAsyncPublishAll(t *testing.T) {
 	if st := p.Stats(); st.Published+st.Duplicates != 20 || st.Dropped != 3 || dropHandler.Load() != 0 {
 		t.Fatalf("stats after restart = %+v, drop handler %d; want 20 published, 3 dropped", st, dropHandler.Load())
 	}
-	if n := streamMsgs(t, c, StreamWork); n != 20 {
-		t.Fatalf("VERDICT_WORK holds %d messages, want 20", n)
+	if n := streamMsgs(t, c, streamWork); n != 20 {
+		t.Fatalf("WORK holds %d messages, want 20", n)
 	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -287,9 +287,9 @@ func TestAsyncPublishAllRetryLetsGoOfTheBatch(t *testing.T) {
 	shared := make([]byte, 1<<20)
 	held := weak.Make(&shared[0])
 	ms := []Message{
-		workMsg(t, WorkScan, "stored-1"),
+		workMsg(t, workScan, "stored-1"),
 		{Subject: "nowhere.x", ID: "no-stream", Data: shared[2:3:3]}, // retried until its deadline
-		workMsg(t, WorkScan, "stored-2"),
+		workMsg(t, workScan, "stored-2"),
 	}
 	ms[0].Data, ms[2].Data = shared[0:1:1], shared[1:2:2]
 	if err := p.PublishAll(ms); err != nil {
@@ -321,7 +321,7 @@ func TestAsyncPublisherDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		if err := p.Publish(workMsg(t, WorkScan, fmt.Sprint(i))); err != nil {
+		if err := p.Publish(workMsg(t, workScan, fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -336,7 +336,7 @@ func TestAsyncPublisherDeadline(t *testing.T) {
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Publish(workMsg(t, WorkScan, "late")); !errors.Is(err, ErrPublisherClosed) {
+	if err := p.Publish(workMsg(t, workScan, "late")); !errors.Is(err, ErrPublisherClosed) {
 		t.Fatalf("publish after close: %v", err)
 	}
 }
@@ -368,7 +368,7 @@ func TestAsyncPublisherInFlightAtCrash(t *testing.T) {
 				restarted <- e2
 			}()
 		}
-		if err := p.Publish(workMsg(t, WorkScan, fmt.Sprintf("m-%04d", i))); err != nil {
+		if err := p.Publish(workMsg(t, workScan, fmt.Sprintf("m-%04d", i))); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
@@ -386,8 +386,8 @@ func TestAsyncPublisherInFlightAtCrash(t *testing.T) {
 	if st.Dropped != 0 || st.Published+st.Duplicates != total {
 		t.Fatalf("stats %+v, want %d acknowledged and none dropped", st, total)
 	}
-	if n := streamMsgs(t, c, StreamWork); n != total {
-		t.Fatalf("VERDICT_WORK holds %d messages, want %d", n, total)
+	if n := streamMsgs(t, c, streamWork); n != total {
+		t.Fatalf("WORK holds %d messages, want %d", n, total)
 	}
 	t.Logf("stats %+v", st)
 }
@@ -422,12 +422,12 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Close(ctx) //nolint:errcheck // checked below
-		m := workMsg(t, WorkScan, "early")
+		m := workMsg(t, workScan, "early")
 		if err := p.Publish(m); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 5*time.Second, "a retry", func() bool { return p.Stats().Retried > 0 })
-		if err := c.Provision(ctx, WithConsumers(testConsumers(time.Second)...)); err != nil {
+		if err := c.Provision(ctx, testPlan(withConsumers(testConsumers(time.Second)...))); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Flush(ctx); err != nil {
@@ -436,7 +436,7 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 		if st := p.Stats(); st.Published != 1 || st.Dropped != 0 {
 			t.Fatalf("stats %+v, want 1 published after retries", st)
 		}
-		s, err := c.JetStream().Stream(ctx, StreamWork)
+		s, err := c.JetStream().Stream(ctx, streamWork)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,7 +452,7 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := workMsg(t, WorkScan, "rejected")
+		m := workMsg(t, workScan, "rejected")
 		m.Header = nats.Header{jetstream.ExpectedStreamHeader: []string{"ANOTHER_STREAM"}}
 		if err := p.Publish(m); err != nil {
 			t.Fatal(err)
@@ -472,7 +472,7 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			if err := p.Publish(workMsg(t, WorkScan, "twice")); err != nil {
+			if err := p.Publish(workMsg(t, workScan, "twice")); err != nil {
 				t.Fatal(err)
 			}
 			if err := p.Flush(ctx); err != nil {
@@ -491,7 +491,7 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 		// Something other than JetStream takes the subject and never
 		// answers: each attempt times out and is tried again until the
 		// deadline.
-		sub, err := c.NATS().SubscribeSync("verdict.silent.>")
+		sub, err := c.NATS().SubscribeSync("app.silent.>")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -501,7 +501,7 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Publish(Message{Subject: "verdict.silent.x", ID: "silent", Data: []byte("x")}); err != nil {
+		if err := p.Publish(Message{Subject: "app.silent.x", ID: "silent", Data: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Close(ctx); err != nil {
@@ -529,7 +529,7 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 		}
 		// One in flight at a time: every one still goes through.
 		for i := range 50 {
-			if err := p.Publish(workMsg(t, WorkScan, fmt.Sprint("one-at-a-time-", i))); err != nil {
+			if err := p.Publish(workMsg(t, workScan, fmt.Sprint("one-at-a-time-", i))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -546,7 +546,7 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 // encoding/json gives.
 func FuzzDecodePubAck(f *testing.F) {
 	for _, s := range []string{
-		`{"stream":"VERDICT_RESULTS","seq":12}`, `{"stream":"S","seq":3,"duplicate":true}`,
+		`{"stream":"RESULTS","seq":12}`, `{"stream":"S","seq":3,"duplicate":true}`,
 		`{"stream":"S","domain":"hub","seq":18446744073709551615}`,
 		`{"error":{"code":400,"err_code":10060,"description":"expected stream does not match"},"stream":"S","seq":0}`,
 		`{"stream":"S","seq":1,"seq":2}`, `{"Stream":"S","seq":1}`, `{"stream":"S","seq":-1}`, ``, `{}`,
@@ -574,7 +574,7 @@ func FuzzDecodePubAck(f *testing.F) {
 
 func TestDecodePubAck(t *testing.T) {
 	for in, want := range map[string]pubAckReply{
-		`{"stream":"VERDICT_RESULTS","seq":12}`:   {Stream: "VERDICT_RESULTS", Sequence: 12},
+		`{"stream":"RESULTS","seq":12}`:           {Stream: "RESULTS", Sequence: 12},
 		`{"stream":"S","seq":3,"duplicate":true}`: {Stream: "S", Sequence: 3, Duplicate: true},
 		`{"stream":"S","domain":"hub","seq":7}`:   {Stream: "S", Sequence: 7},
 		`{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}`: {
@@ -590,7 +590,7 @@ func TestDecodePubAck(t *testing.T) {
 		t.Error("a cut acknowledgement: no error")
 	}
 	// The server's usual answers take the direct path.
-	for _, in := range []string{`{"stream":"VERDICT_RESULTS","seq":12}`, `{"stream":"S","seq":3,"duplicate":true}`, `{"stream":"S", "domain":"hub", "seq":7}`} {
+	for _, in := range []string{`{"stream":"RESULTS","seq":12}`, `{"stream":"S","seq":3,"duplicate":true}`, `{"stream":"S", "domain":"hub", "seq":7}`} {
 		var a pubAckReply
 		if !fastPubAck([]byte(in), &a) {
 			t.Errorf("%s: not on the direct path", in)

@@ -40,9 +40,9 @@ type replayOptions struct {
 
 // WithReplayAll hands every stored message under the filters to the
 // function, in stream order, not only the last of each subject: for a
-// stream that keeps a history per subject (VERDICT_RESULTS keeps a few
-// messages per subject, and its readers pick the newest evaluation among
-// them, whatever order they arrived in).
+// stream that keeps a history per subject (Verdict's results stream keeps
+// a few messages per subject, and its readers pick the newest evaluation
+// among them, whatever order they arrived in).
 func WithReplayAll() ReplayOption {
 	return func(o *replayOptions) error { o.all = true; return nil }
 }
@@ -86,8 +86,8 @@ func WithReplayProgress(interval time.Duration, fn func(ReplayProgress)) ReplayO
 
 // Replay reads the last message of every subject of stream (under the
 // filters; every message with WithReplayAll), in stream order, and hands
-// each to fn: the way to rebuild a projection of a compacted stream such as
-// VERDICT_RESULTS. It uses an ephemeral, unacknowledged, in-memory consumer
+// each to fn: the way to rebuild a projection of a compacted stream (a
+// stream of the latest result per subject). It uses an ephemeral, unacknowledged, in-memory consumer
 // that delivers the last message per subject (or all), pulled in large
 // batches, so it runs as fast as the server can send. It ends when the
 // server has nothing more pending (messages stored meanwhile are

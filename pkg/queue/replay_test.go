@@ -26,7 +26,7 @@ func publishResults(t testing.TB, c *Conn, resources, policies int) map[string]s
 					continue
 				}
 				key := fmt.Sprintf("ns-%d/policy.%d", q, q)
-				subj := ResultSubject(uid, key)
+				subj := resultSubject(uid, key)
 				data := fmt.Sprintf("v%d %s %s", version, uid, key)
 				if err := p.Publish(Message{Subject: subj, ID: MsgID(uid, key, fmt.Sprint(version)), Data: []byte(data)}); err != nil {
 					t.Fatal(err)
@@ -59,14 +59,14 @@ func TestReplayLastPerSubject(t *testing.T) {
 	latest := publishResults(t, c, resources, policies)
 	t.Logf("published %d results (+%d newer versions) in %s", len(latest), len(latest)/10, time.Since(start).Round(time.Millisecond))
 	// Every tenth subject has two messages (the history keeps both).
-	if n := streamMsgs(t, c, StreamResults); n != uint64(len(latest)+len(latest)/10) {
+	if n := streamMsgs(t, c, streamResults); n != uint64(len(latest)+len(latest)/10) {
 		t.Fatalf("stream holds %d messages, want %d", n, len(latest)+len(latest)/10)
 	}
 
 	got := make(map[string]string, len(latest))
 	var progress []ReplayProgress
 	start = time.Now()
-	final, err := c.Replay(context.Background(), StreamResults, func(m ReplayMsg) error {
+	final, err := c.Replay(context.Background(), streamResults, func(m ReplayMsg) error {
 		if _, dup := got[m.Subject]; dup {
 			return fmt.Errorf("subject %s replayed twice", m.Subject)
 		}
@@ -93,10 +93,10 @@ func TestReplayLastPerSubject(t *testing.T) {
 
 	// A filtered replay: the results of one resource.
 	var one []string
-	if _, err := c.Replay(context.Background(), StreamResults, func(m ReplayMsg) error {
+	if _, err := c.Replay(context.Background(), streamResults, func(m ReplayMsg) error {
 		one = append(one, string(m.Data))
 		return nil
-	}, WithReplayFilter(ResultsOfResource("uid-00042"))); err != nil {
+	}, WithReplayFilter(resultsOfResource("uid-00042"))); err != nil {
 		t.Fatal(err)
 	}
 	if len(one) != policies {
@@ -108,14 +108,14 @@ func TestReplayEmptyAndAbort(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
 	provision(t, c)
-	p, err := c.Replay(context.Background(), StreamResults, func(ReplayMsg) error { return errors.New("unexpected") })
+	p, err := c.Replay(context.Background(), streamResults, func(ReplayMsg) error { return errors.New("unexpected") })
 	if err != nil || p.Done != 0 {
 		t.Fatalf("empty replay = %+v, %v", p, err)
 	}
 	publishResults(t, c, 10, 3)
 	stop := errors.New("stop here")
 	n := 0
-	_, err = c.Replay(context.Background(), StreamResults, func(ReplayMsg) error {
+	_, err = c.Replay(context.Background(), streamResults, func(ReplayMsg) error {
 		n++
 		if n == 5 {
 			return stop

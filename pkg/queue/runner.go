@@ -56,8 +56,9 @@ func (m *Msg) InProgress() error {
 	return nil
 }
 
-// Dead-letter headers: a message in VERDICT_DEAD carries its origin and
-// why it is there. Original headers are kept, except Nats-* ones.
+// Dead-letter headers: a message in the dead-letter stream carries its
+// origin and why it is there. Original headers are kept, except Nats-*
+// ones. (The names are those of the dead letters Verdict has stored.)
 const (
 	HeaderDeadReason     = "Verdict-Dead-Reason"
 	HeaderDeadSubject    = "Verdict-Dead-Subject"
@@ -80,7 +81,7 @@ type DeadLetter struct {
 	Data       []byte
 }
 
-// ParseDeadLetter reads the dead-letter headers of a VERDICT_DEAD message.
+// ParseDeadLetter reads the dead-letter headers of a dead-letter message.
 func ParseDeadLetter(h nats.Header, data []byte) (DeadLetter, error) {
 	d := DeadLetter{
 		Reason:   h.Get(HeaderDeadReason),
@@ -252,6 +253,7 @@ type Runner struct {
 	opts    runnerOptions
 	log     zerolog.Logger
 	dead    jetstream.JetStream
+	topo    Topology // where dead letters go
 
 	mHandled    map[string]Counter
 	mAckErr     map[string]Counter
@@ -275,7 +277,9 @@ const (
 )
 
 // NewRunner prepares a runner of h over the durable consumer durable on
-// stream (created by Provision). Run starts it.
+// stream (created by Provision). Run starts it. Messages that fail their
+// attempts go to the dead-letter stream of the connection's Topology; a
+// connection without one cannot make a runner (ErrNoTopology).
 func (c *Conn) NewRunner(stream, durable string, h Handler, opts ...RunnerOption) (*Runner, error) {
 	if stream == "" || durable == "" || h == nil {
 		return nil, fmt.Errorf("%w: a runner needs a stream, a durable consumer and a handler", ErrInvalidOption)
@@ -290,9 +294,13 @@ func (c *Conn) NewRunner(stream, durable string, h Handler, opts ...RunnerOption
 	if o.prefetch == 0 {
 		o.prefetch = max(64, 4*o.concurrency)
 	}
+	topo, err := c.Topology()
+	if err != nil {
+		return nil, fmt.Errorf("a runner dead-letters to its connection's topology: %w", err)
+	}
 	m := c.metrics
 	r := &Runner{
-		c: c, stream: stream, durable: durable, h: h, opts: o, dead: c.js,
+		c: c, stream: stream, durable: durable, h: h, opts: o, dead: c.js, topo: topo,
 		log:         c.log.With().Str(logKeyStream, stream).Str(logKeyConsumer, durable).Logger(),
 		mHandled:    map[string]Counter{},
 		mAckErr:     map[string]Counter{},
@@ -722,7 +730,7 @@ func (r *Runner) nak(m *Msg, delay time.Duration) {
 	r.log.Debug().Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Dur(logKeyDelay, delay).Msg("retryScheduled")
 }
 
-// deadLetter writes m to VERDICT_DEAD and only then terminates it (which
+// deadLetter writes m to the dead-letter stream and only then terminates it (which
 // removes it from a work-queue stream). If the dead-letter publish fails,
 // the message is nakked and stays: it comes back and is tried again.
 func (r *Runner) deadLetter(ctx context.Context, m *Msg, reason string) {
@@ -744,10 +752,10 @@ func (r *Runner) deadLetter(ctx context.Context, m *Msg, reason string) {
 	// The same origin message always has the same dead-letter id, so a
 	// repeated dead-lettering (the term was lost) is stored once.
 	h.Set(jetstream.MsgIDHeader, "dead-"+m.Stream+"-"+seq)
-	dm := &nats.Msg{Subject: DeadSubject(m.Subject), Data: m.Data, Header: h}
+	dm := &nats.Msg{Subject: r.topo.DeadSubject(m.Subject), Data: m.Data, Header: h}
 
 	pctx, cancel := context.WithTimeout(ctx, DefaultSyncPublishTimeout)
-	_, err := r.dead.PublishMsg(pctx, dm, jetstream.WithExpectStream(StreamDead))
+	_, err := r.dead.PublishMsg(pctx, dm, jetstream.WithExpectStream(r.topo.DeadStream))
 	cancel()
 	if err != nil {
 		r.mDeadErrors.Inc()

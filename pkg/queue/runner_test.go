@@ -70,7 +70,7 @@ func (s *sink) doneKeys() map[string]int {
 // it and waits for Run to return.
 func startRunner(t *testing.T, c *Conn, durable string, h Handler, opts ...RunnerOption) (stop func() error) {
 	t.Helper()
-	r, err := c.NewRunner(StreamWork, durable, h, opts...)
+	r, err := c.NewRunner(streamWork, durable, h, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,12 +120,12 @@ func TestRunnerKilledHandlerRedelivered(t *testing.T) {
 	pub := connect(t, e.ClientURL())
 	provision(t, pub)
 	all := keys("job", 30)
-	publishWork(t, pub, WorkScan, all...)
+	publishWork(t, pub, workScan, all...)
 
 	a, b := newSink(), newSink()
 	victimSeen := make(chan time.Time, 1)
 	connA := connect(t, e.ClientURL())
-	stopA := startRunner(t, connA, ConsumerScanner, func(ctx context.Context, m *Msg) Outcome {
+	stopA := startRunner(t, connA, consumerScanner, func(ctx context.Context, m *Msg) Outcome {
 		a.saw(m)
 		if string(m.Data) == "job-007" {
 			select {
@@ -153,7 +153,7 @@ func TestRunnerKilledHandlerRedelivered(t *testing.T) {
 	}
 
 	connB := connect(t, e.ClientURL())
-	startRunner(t, connB, ConsumerScanner, func(ctx context.Context, m *Msg) Outcome {
+	startRunner(t, connB, consumerScanner, func(ctx context.Context, m *Msg) Outcome {
 		b.saw(m)
 		b.finished(m)
 		return Done()
@@ -178,7 +178,7 @@ func TestRunnerKilledHandlerRedelivered(t *testing.T) {
 			t.Errorf("%s done %d times by A and %d by B, want exactly once", k, aDone[k], bDone[k])
 		}
 	}
-	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, StreamWork) == 0 })
+	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
 	t.Logf("A did %d, B did %d; victim back after %s", len(aDone), len(bDone), v[0].at.Sub(killedAt).Round(time.Millisecond))
 }
 
@@ -190,14 +190,14 @@ func TestRunnerProcessExitRedelivered(t *testing.T) {
 	pub := connect(t, e.ClientURL())
 	provision(t, pub)
 	all := keys("item", 60)
-	publishWork(t, pub, WorkGenerate, all...)
+	publishWork(t, pub, workGenerate, all...)
 
 	a, b := newSink(), newSink()
 	release := make(chan struct{})
 	connA := connect(t, e.ClientURL())
 	var mu sync.Mutex
 	handledA := 0
-	stopA := startRunner(t, connA, ConsumerGenerator, func(ctx context.Context, m *Msg) Outcome {
+	stopA := startRunner(t, connA, consumerGenerator, func(ctx context.Context, m *Msg) Outcome {
 		a.saw(m)
 		mu.Lock()
 		handledA++
@@ -221,7 +221,7 @@ func TestRunnerProcessExitRedelivered(t *testing.T) {
 	_ = stopA()
 
 	connB := connect(t, e.ClientURL())
-	startRunner(t, connB, ConsumerGenerator, func(ctx context.Context, m *Msg) Outcome {
+	startRunner(t, connB, consumerGenerator, func(ctx context.Context, m *Msg) Outcome {
 		b.saw(m)
 		b.finished(m)
 		return Done()
@@ -256,11 +256,11 @@ func TestRunnerProcessExitRedelivered(t *testing.T) {
 			t.Errorf("%s done %d+%d times, want once", k, aDone[k], bDone[k])
 		}
 	}
-	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, StreamWork) == 0 })
+	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
 	t.Logf("A acked %d, %d held by A came back to B after the exit, B did %d", len(aDone), redelivered, len(bDone))
 }
 
-// A poison message reaches VERDICT_DEAD with its reason after one
+// A poison message reaches DEAD with its reason after one
 // attempt; a message that keeps failing reaches it after MaxDeliver
 // attempts; neither is delivered again, and both leave the work queue.
 // A retry-after handler sees its delays between deliveries.
@@ -269,13 +269,13 @@ func TestRunnerPoisonAndRetries(t *testing.T) {
 	c := connect(t, e.ClientURL())
 	// A long AckWait: a redelivery well before it can only be the nak delay.
 	const ackWait = 5 * time.Second
-	provision(t, c, WithConsumers(ConsumerSpec{Stream: StreamWork, Durable: ConsumerCleaner,
-		FilterSubjects: []string{WorkFilter(WorkCleanup)}, AckWait: ackWait}))
-	publishWork(t, c, WorkCleanup, "poison", "flaky", "slow-ok", "panics")
+	provision(t, c, withConsumers(ConsumerSpec{Stream: streamWork, Durable: consumerCleaner,
+		FilterSubjects: []string{testTopology.WorkFilter(workCleanup)}, AckWait: ackWait}))
+	publishWork(t, c, workCleanup, "poison", "flaky", "slow-ok", "panics")
 
 	s := newSink()
 	const delay = 300 * time.Millisecond
-	startRunner(t, c, ConsumerCleaner, func(ctx context.Context, m *Msg) Outcome {
+	startRunner(t, c, consumerCleaner, func(ctx context.Context, m *Msg) Outcome {
 		s.saw(m)
 		switch string(m.Data) {
 		case "poison":
@@ -295,7 +295,7 @@ func TestRunnerPoisonAndRetries(t *testing.T) {
 		return Done()
 	}, WithMaxDeliver(3), WithRetryDelays(100*time.Millisecond, time.Second))
 
-	waitFor(t, 10*time.Second, "two dead letters", func() bool { return streamMsgs(t, c, StreamDead) == 2 })
+	waitFor(t, 10*time.Second, "two dead letters", func() bool { return streamMsgs(t, c, streamDead) == 2 })
 	waitFor(t, 10*time.Second, "the rest done", func() bool { return s.doneCount() == 2 })
 	time.Sleep(time.Second) // nothing more comes back (nothing is left unanswered)
 
@@ -328,16 +328,16 @@ func TestRunnerPoisonAndRetries(t *testing.T) {
 		dead[string(d.Data)] = d
 	}
 	p, f := dead["poison"], dead["flaky"]
-	poisonSubj, _ := WorkSubject(WorkCleanup, "poison")
-	if p.Subject != poisonSubj || p.Stream != StreamWork || p.Sequence != 1 || p.Deliveries != 1 ||
-		!strings.Contains(p.Reason, "cannot parse policy") || p.Consumer != ConsumerCleaner {
+	poisonSubj, _ := workSubject(workCleanup, "poison")
+	if p.Subject != poisonSubj || p.Stream != streamWork || p.Sequence != 1 || p.Deliveries != 1 ||
+		!strings.Contains(p.Reason, "cannot parse policy") || p.Consumer != consumerCleaner {
 		t.Errorf("poison dead letter = %+v", p)
 	}
 	if f.Sequence != 2 || f.Deliveries != 3 || !strings.Contains(f.Reason, "apiserver unavailable") {
 		t.Errorf("flaky dead letter = %+v", f)
 	}
-	if n := streamMsgs(t, c, StreamWork); n != 0 {
-		t.Errorf("VERDICT_WORK still holds %d messages", n)
+	if n := streamMsgs(t, c, streamWork); n != 0 {
+		t.Errorf("WORK still holds %d messages", n)
 	}
 }
 
@@ -348,14 +348,14 @@ func TestRunnerLostDeliveriesDeadLetter(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
 	provision(t, c)
-	publishWork(t, c, WorkMutate, "doomed")
+	publishWork(t, c, workMutate, "doomed")
 	s := newSink()
-	startRunner(t, c, ConsumerGenerator, func(ctx context.Context, m *Msg) Outcome {
+	startRunner(t, c, consumerGenerator, func(ctx context.Context, m *Msg) Outcome {
 		s.saw(m)
 		runtime.Goexit()
 		return Done()
 	}, WithMaxDeliver(2))
-	waitFor(t, 10*time.Second, "dead letter", func() bool { return streamMsgs(t, c, StreamDead) == 1 })
+	waitFor(t, 10*time.Second, "dead letter", func() bool { return streamMsgs(t, c, streamDead) == 1 })
 	if d := s.deliveries("doomed"); len(d) != 2 {
 		t.Fatalf("handler ran %d times, want 2", len(d))
 	}
@@ -363,7 +363,7 @@ func TestRunnerLostDeliveriesDeadLetter(t *testing.T) {
 	if len(dl) != 1 || dl[0].Deliveries != 3 || !strings.Contains(dl[0].Reason, "more than max deliver 2") {
 		t.Fatalf("dead letters = %+v", dl)
 	}
-	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, c, StreamWork) == 0 })
+	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, c, streamWork) == 0 })
 }
 
 // On shutdown a runner finishes what is in flight and gives back (naks)
@@ -372,9 +372,9 @@ func TestRunnerLostDeliveriesDeadLetter(t *testing.T) {
 func TestRunnerDrain(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
-	provision(t, c, WithConsumers(ConsumerSpec{Stream: StreamWork, Durable: "drain", FilterSubjects: []string{WorkFilter(WorkScan)}, AckWait: 20 * time.Second}))
+	provision(t, c, withConsumers(ConsumerSpec{Stream: streamWork, Durable: "drain", FilterSubjects: []string{testTopology.WorkFilter(workScan)}, AckWait: 20 * time.Second}))
 	all := keys("d", 20)
-	publishWork(t, c, WorkScan, all...)
+	publishWork(t, c, workScan, all...)
 	a := newSink()
 	started := make(chan struct{}, len(all))
 	stopA := startRunner(t, c, "drain", func(ctx context.Context, m *Msg) Outcome {
@@ -418,11 +418,11 @@ func TestRunnerOptions(t *testing.T) {
 		"concurrency": WithConcurrency(0), "max deliver": WithMaxDeliver(0), "retry": WithRetryDelays(time.Second, time.Millisecond),
 		"work": WithMaxWorkTime(0), "drain": WithDrainTimeout(-1), "prefetch": WithPrefetch(0), "progress": WithProgressInterval(0),
 	} {
-		if _, err := c.NewRunner(StreamWork, "x", h, opt); !errors.Is(err, ErrInvalidOption) {
+		if _, err := c.NewRunner(streamWork, "x", h, opt); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: err = %v", name, err)
 		}
 	}
-	if _, err := c.NewRunner(StreamWork, "", h); !errors.Is(err, ErrInvalidOption) {
+	if _, err := c.NewRunner(streamWork, "", h); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("no durable: %v", err)
 	}
 	if Done().String() != "done" || Poison("x").String() != "poison: x" || (Outcome{}).String() != "unset" {
@@ -436,7 +436,7 @@ func TestRunnerLongWorkInProgress(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
 	provision(t, c)
-	publishWork(t, c, WorkScan, "long")
+	publishWork(t, c, workScan, "long")
 	s := newSink()
 	h := func(ctx context.Context, m *Msg) Outcome {
 		s.saw(m)
@@ -448,9 +448,9 @@ func TestRunnerLongWorkInProgress(t *testing.T) {
 		s.finished(m)
 		return Done()
 	}
-	startRunner(t, c, ConsumerScanner, h)
+	startRunner(t, c, consumerScanner, h)
 	other := connect(t, e.ClientURL())
-	startRunner(t, other, ConsumerScanner, h)
+	startRunner(t, other, consumerScanner, h)
 	waitFor(t, 10*time.Second, "long work done", func() bool { return s.doneCount() == 1 })
 	time.Sleep(200 * time.Millisecond)
 	if d := s.deliveries("long"); len(d) != 1 {
@@ -465,19 +465,19 @@ func TestRunnerConsumerRecreated(t *testing.T) {
 	c := connect(t, e.ClientURL())
 	provision(t, c)
 	s := newSink()
-	startRunner(t, c, ConsumerScanner, func(ctx context.Context, m *Msg) Outcome {
+	startRunner(t, c, consumerScanner, func(ctx context.Context, m *Msg) Outcome {
 		s.saw(m)
 		s.finished(m)
 		return Done()
 	}, WithIdleHeartbeat(500*time.Millisecond))
-	publishWork(t, c, WorkScan, "first")
+	publishWork(t, c, workScan, "first")
 	waitFor(t, 5*time.Second, "first done", func() bool { return s.doneCount() == 1 })
-	if err := c.JetStream().DeleteConsumer(context.Background(), StreamWork, ConsumerScanner); err != nil {
+	if err := c.JetStream().DeleteConsumer(context.Background(), streamWork, consumerScanner); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
 	provision(t, c)
-	publishWork(t, c, WorkScan, "second")
+	publishWork(t, c, workScan, "second")
 	waitFor(t, 15*time.Second, "second done after the consumer came back", func() bool { return s.doneCount() == 2 })
 }
 
@@ -487,9 +487,9 @@ func TestRunnerHandlerContext(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
 	provision(t, c)
-	publishWork(t, c, WorkScan, "slow")
+	publishWork(t, c, workScan, "slow")
 	errs := make(chan error, 2)
-	stop := startRunner(t, c, ConsumerScanner, func(ctx context.Context, m *Msg) Outcome {
+	stop := startRunner(t, c, consumerScanner, func(ctx context.Context, m *Msg) Outcome {
 		if _, ok := ctx.Deadline(); !ok {
 			t.Error("handler context has no deadline")
 		}
@@ -539,17 +539,17 @@ func backlogMetric(t *testing.T, reg *prometheus.Registry, name string) float64 
 func TestRunnerBacklog(t *testing.T) {
 	e := runServer(t)
 	metrics, reg := promMetrics(t)
-	c, err := Connect(t.Context(), WithURL(e.ClientURL()), WithMetrics(metrics), WithLogger(testLogger(t)))
+	c, err := Connect(t.Context(), WithURL(e.ClientURL()), WithTopology(testTopology), WithMetrics(metrics), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	provision(t, c, WithConsumers(ConsumerSpec{Stream: StreamWork, Durable: "backlog", FilterSubjects: []string{WorkFilter(WorkScan)}, AckWait: 20 * time.Second}))
-	publishWork(t, c, WorkGenerate, keys("other", 3)...)
-	publishWork(t, c, WorkScan, keys("b", 6)...)
+	provision(t, c, withConsumers(ConsumerSpec{Stream: streamWork, Durable: "backlog", FilterSubjects: []string{testTopology.WorkFilter(workScan)}, AckWait: 20 * time.Second}))
+	publishWork(t, c, workGenerate, keys("other", 3)...)
+	publishWork(t, c, workScan, keys("b", 6)...)
 	time.Sleep(1100 * time.Millisecond) // the oldest is over a second old
 	release := make(chan struct{})
-	r, err := c.NewRunner(StreamWork, "backlog", func(ctx context.Context, m *Msg) Outcome {
+	r, err := c.NewRunner(streamWork, "backlog", func(ctx context.Context, m *Msg) Outcome {
 		select {
 		case <-release:
 		case <-ctx.Done():

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,10 +15,10 @@ import (
 var ErrNoSchedule = errors.New("queue: no such schedule")
 
 // Schedule is a recurring JetStream message schedule whose ticks are
-// work: it lives in VERDICT_SCHEDULES on ScheduleSubjectOf(Kind, Key),
-// and at each tick the server stores a message with its Data on
-// ScheduleTarget(Kind, Key), which VERDICT_WORK sources as
-// WorkSubject(Kind, Key), where the worker consumers take it. No leader,
+// work: it lives in the topology's schedule stream on
+// ScheduleSubject(Kind, Key), and at each tick the server stores a message
+// with its Data on ScheduleTarget(Kind, Key), which the work stream sources
+// as WorkSubject(Kind, Key), where the worker consumers take it. No leader,
 // no cron job: the server fires the ticks, and each tick is one work item
 // that one worker takes.
 type Schedule struct {
@@ -35,7 +34,7 @@ type Schedule struct {
 	TimeZone string
 	// Data is the body of every tick.
 	Data []byte
-	// Sequence is the schedule's message in VERDICT_SCHEDULES (set by
+	// Sequence is the schedule's message in the schedule stream (set by
 	// GetSchedule, Schedules and PutSchedule; ignored by PutSchedule).
 	Sequence uint64
 }
@@ -62,41 +61,23 @@ const (
 	ScheduleKept ScheduleChange = "kept"
 )
 
-// ScheduleSubjectOf is where the schedule of work of kind on key lives in
-// VERDICT_SCHEDULES: verdict.schedule.<kind>.<key>, the key encoded. It
-// fails with ErrInvalidKind for an unknown kind.
-func ScheduleSubjectOf(kind WorkKind, key string) (string, error) {
-	if !kind.Valid() {
-		return "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+// scheduleTopology is the Conn's topology when it names a schedule stream.
+func (c *Conn) scheduleTopology() (Topology, error) {
+	t, err := c.Topology()
+	if err == nil && t.ScheduleStream == "" {
+		err = fmt.Errorf("%w: its topology names no schedule stream", ErrNoTopology)
 	}
-	return schedulePrefix + string(kind) + "." + EncodeToken(key), nil
+	return t, err
 }
 
-// ScheduleFilter matches the schedules of every key of one kind.
-func ScheduleFilter(kind WorkKind) string {
-	return schedulePrefix + string(kind) + ".>"
-}
-
-// parseScheduleSubject splits a ScheduleSubjectOf subject.
-func parseScheduleSubject(subject string) (WorkKind, string, error) {
-	rest, ok := strings.CutPrefix(subject, schedulePrefix)
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q is not a schedule subject", ErrInvalidSubject, subject)
-	}
-	k, tok, ok := strings.Cut(rest, ".")
-	if !ok || strings.Contains(tok, ".") || !WorkKind(k).Valid() {
-		return "", "", fmt.Errorf("%w: %q: want a work kind and a key after %q", ErrInvalidSubject, subject, schedulePrefix)
-	}
-	key, err := DecodeToken(tok)
-	if err != nil {
-		return "", "", err
-	}
-	return WorkKind(k), key, nil
+// parseScheduleSubject splits a ScheduleSubject subject.
+func (t Topology) parseScheduleSubject(subject string) (WorkKind, string, error) {
+	return t.parseKindKey(subject, t.SchedulePrefix, "schedule")
 }
 
 // scheduleFromMsg reads a stored schedule message back.
-func scheduleFromMsg(subject string, h nats.Header, data []byte, seq uint64) (Schedule, error) {
-	kind, key, err := parseScheduleSubject(subject)
+func (t Topology) scheduleFromMsg(subject string, h nats.Header, data []byte, seq uint64) (Schedule, error) {
+	kind, key, err := t.parseScheduleSubject(subject)
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -111,11 +92,15 @@ func scheduleFromMsg(subject string, h nats.Header, data []byte, seq uint64) (Sc
 // GetSchedule reads the schedule of kind on key, or fails with
 // ErrNoSchedule.
 func (c *Conn) GetSchedule(ctx context.Context, kind WorkKind, key string) (Schedule, error) {
-	subject, err := ScheduleSubjectOf(kind, key)
+	t, err := c.scheduleTopology()
 	if err != nil {
 		return Schedule{}, err
 	}
-	m, err := c.LastMsg(ctx, StreamSchedules, subject)
+	subject, err := t.ScheduleSubject(kind, key)
+	if err != nil {
+		return Schedule{}, err
+	}
+	m, err := c.LastMsg(ctx, t.ScheduleStream, subject)
 	if errors.Is(err, ErrNoMessage) {
 		return Schedule{}, fmt.Errorf("%w: %s", ErrNoSchedule, subject)
 	}
@@ -127,7 +112,7 @@ func (c *Conn) GetSchedule(ctx context.Context, kind WorkKind, key string) (Sche
 		// good as none; a put replaces it.
 		return Schedule{Kind: kind, Key: key, Sequence: m.Sequence}, fmt.Errorf("%w: %s holds a message that is not a schedule", ErrNoSchedule, subject)
 	}
-	return scheduleFromMsg(m.Subject, m.Header, m.Data, m.Sequence)
+	return t.scheduleFromMsg(m.Subject, m.Header, m.Data, m.Sequence)
 }
 
 // PutSchedule makes s the schedule of s.Kind on s.Key, idempotently and
@@ -140,11 +125,15 @@ func (c *Conn) GetSchedule(ctx context.Context, kind WorkKind, key string) (Sche
 // state never overwrites a newer one. The server checks the schedule: a
 // spec it cannot read is ErrPublishRejected.
 func (c *Conn) PutSchedule(ctx context.Context, s Schedule, keep func(current Schedule) bool) (ScheduleChange, error) {
-	subject, err := ScheduleSubjectOf(s.Kind, s.Key)
+	t, err := c.scheduleTopology()
 	if err != nil {
 		return "", err
 	}
-	target, err := ScheduleTarget(s.Kind, s.Key)
+	subject, err := t.ScheduleSubject(s.Kind, s.Key)
+	if err != nil {
+		return "", err
+	}
+	target, err := t.ScheduleTarget(s.Kind, s.Key)
 	if err != nil {
 		return "", err
 	}
@@ -199,10 +188,14 @@ func wrongLastSequence(err error) bool {
 
 // DeleteSchedule removes the schedule of kind on key when match (nil:
 // any) says it is the one to remove, and the last tick it stored and
-// VERDICT_WORK has not sourced yet. It removes the message it read, by
+// the work stream has not sourced yet. It removes the message it read, by
 // sequence: a schedule another writer put in between is never removed.
 // It reports whether it removed one; no schedule is not an error.
 func (c *Conn) DeleteSchedule(ctx context.Context, kind WorkKind, key string, match func(Schedule) bool) (bool, error) {
+	t, err := c.scheduleTopology()
+	if err != nil {
+		return false, err
+	}
 	cur, err := c.GetSchedule(ctx, kind, key)
 	if errors.Is(err, ErrNoSchedule) {
 		return false, nil
@@ -213,11 +206,11 @@ func (c *Conn) DeleteSchedule(ctx context.Context, kind WorkKind, key string, ma
 	if match != nil && !match(cur) {
 		return false, nil
 	}
-	if err := c.DeleteMsg(ctx, StreamSchedules, cur.Sequence); err != nil {
+	if err := c.DeleteMsg(ctx, t.ScheduleStream, cur.Sequence); err != nil {
 		return false, fmt.Errorf("delete schedule %s %s: %w", kind, key, err)
 	}
-	if target, err := ScheduleTarget(kind, key); err == nil {
-		if _, err := c.Purge(ctx, StreamSchedules, target); err != nil {
+	if target, err := t.ScheduleTarget(kind, key); err == nil {
+		if _, err := c.Purge(ctx, t.ScheduleStream, target); err != nil {
 			c.log.Warn().Err(err).Str(logKeySubject, target).Msg("scheduleTickNotPurged")
 		}
 	}
@@ -227,21 +220,25 @@ func (c *Conn) DeleteSchedule(ctx context.Context, kind WorkKind, key string, ma
 // Schedules lists the schedules of every key of one kind, in stream
 // order.
 func (c *Conn) Schedules(ctx context.Context, kind WorkKind) ([]Schedule, error) {
-	if !kind.Valid() {
-		return nil, fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+	t, err := c.scheduleTopology()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.checkKind(kind); err != nil {
+		return nil, err
 	}
 	var out []Schedule
-	_, err := c.Replay(ctx, StreamSchedules, func(m ReplayMsg) error {
+	_, err = c.Replay(ctx, t.ScheduleStream, func(m ReplayMsg) error {
 		if m.Header.Get(jetstream.ScheduleHeader) == "" {
 			return nil
 		}
-		s, err := scheduleFromMsg(m.Subject, m.Header, m.Data, m.Sequence)
+		s, err := t.scheduleFromMsg(m.Subject, m.Header, m.Data, m.Sequence)
 		if err != nil {
 			return nil // not one of ours: leave it
 		}
 		out = append(out, s)
 		return nil
-	}, WithReplayFilter(ScheduleFilter(kind)))
+	}, WithReplayFilter(t.ScheduleFilter(kind)))
 	if err != nil {
 		return nil, fmt.Errorf("list %s schedules: %w", kind, err)
 	}

@@ -10,16 +10,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ticks counts the ticks of kind on key that VERDICT_WORK holds, and
+// ticks counts the ticks of kind on key that WORK holds, and
 // returns the last one's body.
 func ticks(t *testing.T, c *Conn, kind WorkKind, key string) (uint64, string) {
 	t.Helper()
 	ctx := context.Background()
-	subject, err := WorkSubject(kind, key)
+	subject, err := workSubject(kind, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.JetStream().Stream(ctx, StreamWork)
+	s, err := c.JetStream().Stream(ctx, streamWork)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func ticks(t *testing.T, c *Conn, kind WorkKind, key string) (uint64, string) {
 	if n == 0 {
 		return 0, ""
 	}
-	m, err := c.LastMsg(ctx, StreamWork, subject)
+	m, err := c.LastMsg(ctx, streamWork, subject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func ticks(t *testing.T, c *Conn, kind WorkKind, key string) (uint64, string) {
 }
 
 // TestSchedules: a schedule put with PutSchedule fires ticks that
-// VERDICT_WORK takes as work of its kind and key; putting the same
+// WORK takes as work of its kind and key; putting the same
 // schedule again writes nothing; changing it replaces it (the ticks carry
 // the new body); writers racing end with one schedule; a guard keeps a
 // schedule; deleting it stops the ticks.
@@ -49,20 +49,20 @@ func TestSchedules(t *testing.T) {
 	provision(t, c)
 	ctx := t.Context()
 
-	s := Schedule{Kind: WorkCleanup, Key: "team/old.pods", Spec: "@every 1s", Data: []byte("v1")}
+	s := Schedule{Kind: workCleanup, Key: "team/old.pods", Spec: "@every 1s", Data: []byte("v1")}
 	if ch, err := c.PutSchedule(ctx, s, nil); err != nil || ch != ScheduleCreated {
 		t.Fatalf("put: %s, %v", ch, err)
 	}
-	got, err := c.GetSchedule(ctx, WorkCleanup, "team/old.pods")
+	got, err := c.GetSchedule(ctx, workCleanup, "team/old.pods")
 	if err != nil || got.Spec != "@every 1s" || string(got.Data) != "v1" || got.Sequence == 0 {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
-	waitFor(t, 5*time.Second, "a tick", func() bool { n, body := ticks(t, c, WorkCleanup, "team/old.pods"); return n >= 1 && body == "v1" })
+	waitFor(t, 5*time.Second, "a tick", func() bool { n, body := ticks(t, c, workCleanup, "team/old.pods"); return n >= 1 && body == "v1" })
 
 	if ch, err := c.PutSchedule(ctx, s, nil); err != nil || ch != ScheduleUnchanged {
 		t.Fatalf("same put: %s, %v", ch, err)
 	}
-	if again, _ := c.GetSchedule(ctx, WorkCleanup, "team/old.pods"); again.Sequence != got.Sequence {
+	if again, _ := c.GetSchedule(ctx, workCleanup, "team/old.pods"); again.Sequence != got.Sequence {
 		t.Fatalf("an unchanged schedule was written again: sequence %d, was %d", again.Sequence, got.Sequence)
 	}
 
@@ -72,8 +72,8 @@ func TestSchedules(t *testing.T) {
 	if ch, err := c.PutSchedule(ctx, s2, nil); err != nil || ch != ScheduleReplaced {
 		t.Fatalf("replace: %s, %v", ch, err)
 	}
-	waitFor(t, 5*time.Second, "a tick of the new schedule", func() bool { _, body := ticks(t, c, WorkCleanup, "team/old.pods"); return body == "v2" })
-	list, err := c.Schedules(ctx, WorkCleanup)
+	waitFor(t, 5*time.Second, "a tick of the new schedule", func() bool { _, body := ticks(t, c, workCleanup, "team/old.pods"); return body == "v2" })
+	list, err := c.Schedules(ctx, workCleanup)
 	if err != nil || len(list) != 1 || list[0].Spec != s2.Spec || string(list[0].Data) != "v2" {
 		t.Fatalf("schedules: %+v, %v", list, err)
 	}
@@ -93,7 +93,7 @@ func TestSchedules(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ch, err := c.PutSchedule(ctx, Schedule{Kind: WorkCleanup, Key: "race", Spec: "@every 1h", Data: []byte("same")}, nil)
+			ch, err := c.PutSchedule(ctx, Schedule{Kind: workCleanup, Key: "race", Spec: "@every 1h", Data: []byte("same")}, nil)
 			if err != nil {
 				t.Errorf("racing put: %v", err)
 			}
@@ -116,22 +116,22 @@ func TestSchedules(t *testing.T) {
 
 	// Deleting: a guard that does not match leaves it; then it goes, and
 	// the ticks stop.
-	if ok, err := c.DeleteSchedule(ctx, WorkCleanup, "team/old.pods", func(cur Schedule) bool { return string(cur.Data) == "v1" }); err != nil || ok {
+	if ok, err := c.DeleteSchedule(ctx, workCleanup, "team/old.pods", func(cur Schedule) bool { return string(cur.Data) == "v1" }); err != nil || ok {
 		t.Fatalf("guarded delete: %v, %v", ok, err)
 	}
-	if ok, err := c.DeleteSchedule(ctx, WorkCleanup, "team/old.pods", nil); err != nil || !ok {
+	if ok, err := c.DeleteSchedule(ctx, workCleanup, "team/old.pods", nil); err != nil || !ok {
 		t.Fatalf("delete: %v, %v", ok, err)
 	}
-	if _, err := c.GetSchedule(ctx, WorkCleanup, "team/old.pods"); !errors.Is(err, ErrNoSchedule) {
+	if _, err := c.GetSchedule(ctx, workCleanup, "team/old.pods"); !errors.Is(err, ErrNoSchedule) {
 		t.Fatalf("get after delete: %v", err)
 	}
 	time.Sleep(1500 * time.Millisecond) // a tick already on its way may land
-	before, _ := ticks(t, c, WorkCleanup, "team/old.pods")
+	before, _ := ticks(t, c, workCleanup, "team/old.pods")
 	time.Sleep(2500 * time.Millisecond)
-	if after, _ := ticks(t, c, WorkCleanup, "team/old.pods"); after != before {
+	if after, _ := ticks(t, c, workCleanup, "team/old.pods"); after != before {
 		t.Fatalf("ticks went on after the delete: %d, then %d", before, after)
 	}
-	if ok, err := c.DeleteSchedule(ctx, WorkCleanup, "team/old.pods", nil); err != nil || ok {
+	if ok, err := c.DeleteSchedule(ctx, workCleanup, "team/old.pods", nil); err != nil || ok {
 		t.Fatalf("deleting nothing: %v, %v", ok, err)
 	}
 }
@@ -143,9 +143,9 @@ func TestScheduleRejected(t *testing.T) {
 	provision(t, c)
 	ctx := t.Context()
 	for _, s := range []Schedule{
-		{Kind: WorkCleanup, Key: "five-fields", Spec: "* * * * *"},
-		{Kind: WorkCleanup, Key: "never", Spec: "0 0 0 30 2 *"},
-		{Kind: WorkCleanup, Key: "zone", Spec: "0 0 3 * * *", TimeZone: "Mars/Olympus"},
+		{Kind: workCleanup, Key: "five-fields", Spec: "* * * * *"},
+		{Kind: workCleanup, Key: "never", Spec: "0 0 0 30 2 *"},
+		{Kind: workCleanup, Key: "zone", Spec: "0 0 3 * * *", TimeZone: "Mars/Olympus"},
 	} {
 		if _, err := c.PutSchedule(ctx, s, nil); !errors.Is(err, ErrPublishRejected) {
 			t.Errorf("%s: %v, want ErrPublishRejected", s.Key, err)
@@ -157,7 +157,7 @@ func TestScheduleRejected(t *testing.T) {
 	if _, err := c.PutSchedule(ctx, Schedule{Kind: "bogus", Key: "k", Spec: "@hourly"}, nil); !errors.Is(err, ErrInvalidKind) {
 		t.Errorf("bogus kind: %v", err)
 	}
-	if s, err := ScheduleSubjectOf(WorkCleanup, "ns/a.b"); err != nil || s != "verdict.schedule.cleanup.ns%2Fa~b" {
-		t.Errorf("ScheduleSubjectOf = %q, %v", s, err)
+	if s, err := testTopology.ScheduleSubject(workCleanup, "ns/a.b"); err != nil || s != "app.schedule.cleanup.ns%2Fa~b" {
+		t.Errorf("testTopology.ScheduleSubject = %q, %v", s, err)
 	}
 }

@@ -11,13 +11,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// BucketSnapshots is the JetStream object store holding snapshots of
-// projections of the streams (the serving reporter's index of
-// VERDICT_RESULTS): a process starting up reads the newest snapshot and
-// follows the stream from its sequence, instead of reading the stream
-// from its first message. A snapshot is only ever a shortcut: without
-// one (none yet, unreadable, stale) the stream is read in full.
-const BucketSnapshots = "VERDICT_SNAPSHOTS"
+// Snapshots of projections of streams (an index built from a results
+// stream) live in the JetStream object store the topology names
+// (Topology.SnapshotBucket): a process starting up reads the newest
+// snapshot and follows the stream from its sequence, instead of reading
+// the stream from its first message. A snapshot is only ever a shortcut:
+// without one (none yet, unreadable, stale) the stream is read in full.
 
 var (
 	// ErrNoSnapshot: the bucket or the snapshot does not exist.
@@ -53,19 +52,23 @@ const (
 // fails; the stream is then read in full). Safe from every replica at
 // once.
 func (c *Conn) ProvisionSnapshots(ctx context.Context, replicas int, maxBytes int64) error {
+	bucket, err := c.snapshotBucket()
+	if err != nil {
+		return err
+	}
 	cfg := jetstream.ObjectStoreConfig{
-		Bucket:      BucketSnapshots,
-		Description: "Snapshots of projections of Verdict's streams, to start from instead of the first message.",
+		Bucket:      bucket,
+		Description: "Snapshots of projections of streams, to start from instead of the first message.",
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
 		MaxBytes:    maxBytes,
 	}
-	err := retryTransient(ctx, 100*time.Millisecond, func() error {
+	err = retryTransient(ctx, 100*time.Millisecond, func() error {
 		_, err := c.js.CreateOrUpdateObjectStore(ctx, cfg)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%w: object store %s: %w", ErrProvision, BucketSnapshots, err)
+		return fmt.Errorf("%w: object store %s: %w", ErrProvision, bucket, err)
 	}
 	return nil
 }
@@ -181,10 +184,23 @@ func (c *Conn) checkSnapshot(ctx context.Context, s Snapshot, stream string) err
 	return nil
 }
 
+// snapshotBucket is the topology's snapshot bucket, or ErrNoTopology.
+func (c *Conn) snapshotBucket() (string, error) {
+	t, err := c.Topology()
+	if err == nil && t.SnapshotBucket == "" {
+		err = fmt.Errorf("%w: its topology names no snapshot bucket", ErrNoTopology)
+	}
+	return t.SnapshotBucket, err
+}
+
 func (c *Conn) snapshots(ctx context.Context) (jetstream.ObjectStore, error) {
-	store, err := c.js.ObjectStore(ctx, BucketSnapshots)
+	bucket, err := c.snapshotBucket()
+	if err != nil {
+		return nil, err
+	}
+	store, err := c.js.ObjectStore(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("%w: bucket %s does not exist", ErrNoSnapshot, BucketSnapshots)
+		return nil, fmt.Errorf("%w: bucket %s does not exist", ErrNoSnapshot, bucket)
 	}
 	return store, err
 }

@@ -15,13 +15,13 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	reg := platform.NewRegistry()
-	conn, err := platform.ConnectWorker(ctx, cleaner.Component, cfg.NATS, cfg.Worker, queue.ConsumerCleaner, reg, log)
+	conn, err := platform.ConnectWorker(ctx, cleaner.Component, cfg.NATS, cfg.Worker, bus.ConsumerCleaner, reg, log)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
 	"github.com/verdict-dev/verdict/internal/testkit"
@@ -211,7 +212,7 @@ func TestE2ECleanup(t *testing.T) {
 			"--ttl-interval=2s", "--identity=" + id, "--retry-min=100ms", "--retry-max=1s", "--shutdown-timeout=5s",
 		}}, true))
 	}
-	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestE2ECleanup(t *testing.T) {
 		}
 	}
 	testkit.Eventually(t, 30*time.Second, "the TTL schedule", func() error {
-		_, err := conn.GetSchedule(ctx, queue.WorkCleanup, cleaner.TTLKey)
+		_, err := conn.GetSchedule(ctx, bus.WorkCleanup, cleaner.TTLKey)
 		return err
 	})
 
@@ -239,7 +240,7 @@ func TestE2ECleanup(t *testing.T) {
 		t.Run("one-minute policy", func(t *testing.T) {
 			t.Parallel()
 			testkit.Eventually(t, 10*time.Second, "the policy's schedule", func() error {
-				s, err := conn.GetSchedule(ctx, queue.WorkCleanup, "ClusterCleanupPolicy/every-minute")
+				s, err := conn.GetSchedule(ctx, bus.WorkCleanup, "ClusterCleanupPolicy/every-minute")
 				if err != nil {
 					return err
 				}
@@ -301,7 +302,7 @@ func TestE2ECleanup(t *testing.T) {
 				t.Fatal(err)
 			}
 			testkit.Eventually(t, 10*time.Second, "the schedule removed", func() error {
-				if _, err := conn.GetSchedule(ctx, queue.WorkCleanup, "ClusterCleanupPolicy/every-minute"); !errors.Is(err, queue.ErrNoSchedule) {
+				if _, err := conn.GetSchedule(ctx, bus.WorkCleanup, "ClusterCleanupPolicy/every-minute"); !errors.Is(err, queue.ErrNoSchedule) {
 					return fmt.Errorf("schedule still there: %w", err)
 				}
 				return nil
@@ -363,7 +364,7 @@ func TestE2ECleanup(t *testing.T) {
 				t.Fatal(err)
 			}
 			testkit.Eventually(t, 10*time.Second, "the schedule removed", func() error {
-				if _, err := conn.GetSchedule(ctx, queue.WorkCleanup, "CleanupPolicy/scratch/fast"); !errors.Is(err, queue.ErrNoSchedule) {
+				if _, err := conn.GetSchedule(ctx, bus.WorkCleanup, "CleanupPolicy/scratch/fast"); !errors.Is(err, queue.ErrNoSchedule) {
 					return fmt.Errorf("schedule still there: %w", err)
 				}
 				return nil
@@ -385,13 +386,13 @@ func TestE2ECleanup(t *testing.T) {
 
 		t.Run("a tick whose policy is gone removes its schedule", func(t *testing.T) {
 			t.Parallel()
-			ghost := queue.Schedule{Kind: queue.WorkCleanup, Key: "ClusterCleanupPolicy/ghost", Spec: "@every 1s",
+			ghost := queue.Schedule{Kind: bus.WorkCleanup, Key: "ClusterCleanupPolicy/ghost", Spec: "@every 1s",
 				Data: []byte(`{"action":"policy","policy":{"kind":"ClusterCleanupPolicy","name":"ghost","uid":"u-ghost","generation":1,"schedule":"@every 1s"}}`)}
 			if _, err := conn.PutSchedule(ctx, ghost, nil); err != nil {
 				t.Fatal(err)
 			}
 			testkit.Eventually(t, 15*time.Second, "the ghost's schedule removed by its tick", func() error {
-				if _, err := conn.GetSchedule(ctx, queue.WorkCleanup, ghost.Key); !errors.Is(err, queue.ErrNoSchedule) {
+				if _, err := conn.GetSchedule(ctx, bus.WorkCleanup, ghost.Key); !errors.Is(err, queue.ErrNoSchedule) {
 					return fmt.Errorf("schedule still there: %w", err)
 				}
 				return nil

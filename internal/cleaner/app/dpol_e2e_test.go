@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
 	"github.com/verdict-dev/verdict/internal/testkit"
@@ -191,7 +192,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 		}
 	})
 	probes := []string{probe}
-	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, "the policies' schedules", func() error {
 		for _, key := range []string{"DeletingPolicy/dpol-cluster", "NamespacedDeletingPolicy/dpol-b/dpol-ns"} {
-			s, err := conn.GetSchedule(ctx, queue.WorkCleanup, key)
+			s, err := conn.GetSchedule(ctx, bus.WorkCleanup, key)
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
 			}
@@ -420,7 +421,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the schedule removed", func() error {
-		if _, err := conn.GetSchedule(ctx, queue.WorkCleanup, "DeletingPolicy/dpol-cluster"); err == nil {
+		if _, err := conn.GetSchedule(ctx, bus.WorkCleanup, "DeletingPolicy/dpol-cluster"); err == nil {
 			return fmt.Errorf("schedule still there")
 		}
 		return nil

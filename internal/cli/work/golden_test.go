@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/testkit/golden"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -17,7 +18,7 @@ var goldenNow = time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
 
 func workSubject(t *testing.T, kind queue.WorkKind, key string) string {
 	t.Helper()
-	s, err := queue.WorkSubject(kind, key)
+	s, err := bus.WorkSubject(kind, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,30 +33,30 @@ func workSubject(t *testing.T, kind queue.WorkKind, key string) string {
 func goldenPending(t *testing.T) []queue.PendingWork {
 	return []queue.PendingWork{
 		{
-			Sequence: 41, Subject: workSubject(t, queue.WorkGenerate, "team-netpol/default-deny/9f0c"), Kind: queue.WorkGenerate,
+			Sequence: 41, Subject: workSubject(t, bus.WorkGenerate, "team-netpol/default-deny/9f0c"), Kind: bus.WorkGenerate,
 			Key: "team-netpol/default-deny/9f0c", Published: goldenNow.Add(-3*time.Minute - 12*time.Second),
-			Consumer: queue.ConsumerGenerator, Delivered: true,
+			Consumer: bus.ConsumerGenerator, Delivered: true,
 			Data: []byte(`{"kind":"generate","policy":{"key":"team-netpol","uid":"p1","resourceVersion":"7"},"rule":"default-deny",` +
 				`"trigger":{"apiVersion":"v1","kind":"Namespace","name":"team-a","uid":"9f0c"},"operation":"CREATE","requestUid":"r1"}`),
 		},
 		{
-			Sequence: 42, Subject: workSubject(t, queue.WorkMutate, "shop/add-owner/label"), Kind: queue.WorkMutate,
-			Key: "shop/add-owner/label", Published: goldenNow.Add(-45 * time.Second), Consumer: queue.ConsumerGenerator,
+			Sequence: 42, Subject: workSubject(t, bus.WorkMutate, "shop/add-owner/label"), Kind: bus.WorkMutate,
+			Key: "shop/add-owner/label", Published: goldenNow.Add(-45 * time.Second), Consumer: bus.ConsumerGenerator,
 			Data: []byte(`{"kind":"mutate","policy":{"key":"shop/add-owner"},"rule":"label","cause":"policy","action":"policyChanged"}`),
 		},
 		{
-			Sequence: 57, Subject: workSubject(t, queue.WorkScan, "all"), Kind: queue.WorkScan, Key: "all",
-			Published: goldenNow.Add(-2*time.Hour - 5*time.Minute), Consumer: queue.ConsumerScanner,
+			Sequence: 57, Subject: workSubject(t, bus.WorkScan, "all"), Kind: bus.WorkScan, Key: "all",
+			Published: goldenNow.Add(-2*time.Hour - 5*time.Minute), Consumer: bus.ConsumerScanner,
 			Data: []byte(`{"action":"all","reason":"interval","timestamp":"2026-11-22T22:55:00Z"}`),
 		},
 		{
-			Sequence: 60, Subject: workSubject(t, queue.WorkCleanup, "clean-old-pods"), Kind: queue.WorkCleanup, Key: "clean-old-pods",
-			Published: goldenNow.Add(-26 * time.Hour), Consumer: queue.ConsumerCleaner,
+			Sequence: 60, Subject: workSubject(t, bus.WorkCleanup, "clean-old-pods"), Kind: bus.WorkCleanup, Key: "clean-old-pods",
+			Published: goldenNow.Add(-26 * time.Hour), Consumer: bus.ConsumerCleaner,
 			Header: nats.Header{headerScheduler: []string{"verdict.schedule.clean-old-pods"}, queue.HeaderRequeued: []string{"7"}},
 			Data:   []byte(`{"policy":{"key":"clean-old-pods"}}`),
 		},
 		{
-			Sequence: 61, Subject: workSubject(t, queue.WorkScan, "by hand"), Kind: queue.WorkScan, Key: "by hand",
+			Sequence: 61, Subject: workSubject(t, bus.WorkScan, "by hand"), Kind: bus.WorkScan, Key: "by hand",
 			Published: goldenNow, Data: []byte("not json"),
 		},
 	}
@@ -66,20 +67,20 @@ func goldenPending(t *testing.T) []queue.PendingWork {
 func goldenDead(t *testing.T) []queue.DeadEntry {
 	return []queue.DeadEntry{
 		{
-			Sequence: 3, Stored: goldenNow.Add(-time.Hour),
+			Sequence: 3, Stored: goldenNow.Add(-time.Hour), Kind: bus.WorkGenerate, Key: "team/escape/copy/77aa",
 			DeadLetter: queue.DeadLetter{
 				Reason:  "poison: namespaceForbidden: generated ConfigMap other/escaped: policy team/escape is namespaced and may generate only into namespace team, not other",
-				Subject: workSubject(t, queue.WorkGenerate, "team/escape/copy/77aa"), Stream: queue.StreamWork, Sequence: 12,
-				Deliveries: 1, Consumer: queue.ConsumerGenerator, Time: goldenNow.Add(-time.Hour),
+				Subject: workSubject(t, bus.WorkGenerate, "team/escape/copy/77aa"), Stream: bus.StreamWork, Sequence: 12,
+				Deliveries: 1, Consumer: bus.ConsumerGenerator, Time: goldenNow.Add(-time.Hour),
 				Data: []byte(`{"kind":"generate","policy":{"key":"team/escape"},"rule":"copy","trigger":{"apiVersion":"v1","kind":"ConfigMap","namespace":"team","name":"seed","uid":"77aa"},"operation":"UPDATE"}`),
 			},
 		},
 		{
-			Sequence: 4, Stored: goldenNow.Add(-10 * time.Minute),
+			Sequence: 4, Stored: goldenNow.Add(-10 * time.Minute), Kind: bus.WorkScan, Key: "policy/require-labels",
 			DeadLetter: queue.DeadLetter{
 				Reason:  "after 5 deliveries: list pods: the server is currently unable to handle the request",
-				Subject: workSubject(t, queue.WorkScan, "policy/require-labels"), Stream: queue.StreamWork, Sequence: 30,
-				Deliveries: 5, Consumer: queue.ConsumerScanner, Time: goldenNow.Add(-10 * time.Minute),
+				Subject: workSubject(t, bus.WorkScan, "policy/require-labels"), Stream: bus.StreamWork, Sequence: 30,
+				Deliveries: 5, Consumer: bus.ConsumerScanner, Time: goldenNow.Add(-10 * time.Minute),
 				Data: []byte(`{"action":"policy","policy":{"key":"require-labels","uid":"u"},"reason":"created"}`),
 			},
 		},

@@ -86,9 +86,8 @@ func pendingViewOf(p queue.PendingWork) PendingView {
 }
 
 func deadViewOf(d queue.DeadEntry) DeadView {
-	kind, key := d.Work()
 	v := DeadView{Sequence: d.Sequence, Subject: d.Subject, Stream: d.Stream, OriginSequence: d.DeadLetter.Sequence,
-		Kind: string(kind), Key: key, Reason: d.Reason, Attempts: d.Deliveries, Consumer: d.Consumer,
+		Kind: string(d.Kind), Key: d.Key, Reason: d.Reason, Attempts: d.Deliveries, Consumer: d.Consumer,
 		Time: d.Time.UTC(), ItemView: itemViewOf(d.Header, d.Data)}
 	if d.Invalid != nil {
 		v.Invalid = d.Invalid.Error()
@@ -182,10 +181,10 @@ func writePending(w io.Writer, output string, now time.Time, items []queue.Pendi
 		views[i] = pendingViewOf(it)
 	}
 	if output == "json" {
-		return writeJSON(w, listView[PendingView]{Stream: queue.StreamWork, Items: views, More: more})
+		return writeJSON(w, listView[PendingView]{Stream: bus.StreamWork, Items: views, More: more})
 	}
 	if len(views) == 0 {
-		_, err := fmt.Fprintf(w, "No pending work in %s.\n", queue.StreamWork)
+		_, err := fmt.Fprintf(w, "No pending work in %s.\n", bus.StreamWork)
 		return err
 	}
 	t := newTable(w, "SEQ", "KIND", "KEY", "AGE", "STATE", "POLICY", "RULE", "TRIGGER", "ORIGIN")
@@ -206,10 +205,10 @@ func writeDead(w io.Writer, output string, _ time.Time, entries []queue.DeadEntr
 		views[i] = deadViewOf(e)
 	}
 	if output == "json" {
-		return writeJSON(w, listView[DeadView]{Stream: queue.StreamDead, Items: views, More: more})
+		return writeJSON(w, listView[DeadView]{Stream: bus.StreamDead, Items: views, More: more})
 	}
 	if len(views) == 0 {
-		_, err := fmt.Fprintf(w, "No dead letters in %s.\n", queue.StreamDead)
+		_, err := fmt.Fprintf(w, "No dead letters in %s.\n", bus.StreamDead)
 		return err
 	}
 	t := newTable(w, "SEQ", "TIME", "ATTEMPTS", "CONSUMER", "SUBJECT", "REASON")

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/natsconn"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -213,7 +214,7 @@ func allDead(ctx context.Context, c *queue.Conn, kind queue.WorkKind, errOut io.
 	seqs := make([]uint64, 0, len(entries))
 	for _, e := range entries {
 		if e.Invalid != nil {
-			fmt.Fprintf(errOut, "%s sequence %d left alone: %v\n", queue.StreamDead, e.Sequence, e.Invalid)
+			fmt.Fprintf(errOut, "%s sequence %d left alone: %v\n", bus.StreamDead, e.Sequence, e.Invalid)
 			continue
 		}
 		seqs = append(seqs, e.Sequence)
@@ -298,11 +299,11 @@ be undone: it asks for confirmation on a terminal, and refuses without
 			var what string
 			switch {
 			case dead && k == "":
-				what = "every dead letter in " + queue.StreamDead
+				what = "every dead letter in " + bus.StreamDead
 			case dead:
-				what = "the dead letters of " + string(k) + " work in " + queue.StreamDead
+				what = "the dead letters of " + string(k) + " work in " + bus.StreamDead
 			case k != "":
-				what = "the pending " + string(k) + " work in " + queue.StreamWork
+				what = "the pending " + string(k) + " work in " + bus.StreamWork
 			default:
 				return errors.New("say what to purge: --dead for dead letters, --kind for the pending work of a kind")
 			}
@@ -352,7 +353,7 @@ func (o *workOptions) connect(ctx context.Context) (*queue.Conn, error) {
 	defer cancel()
 	opts := append(o.NATS.ConnOptions("verdict-cli", zerolog.Nop()),
 		queue.WithAPITimeout(o.Timeout), queue.WithReconnectBackoff(50*time.Millisecond, time.Second))
-	c, err := queue.Connect(cctx, opts...)
+	c, err := bus.Connect(cctx, opts...)
 	switch {
 	case err == nil:
 		return c, nil
@@ -393,7 +394,7 @@ func explainStream(err error, at string) error {
 // parseKind checks a --kind value ("" is none).
 func parseKind(s string) (queue.WorkKind, error) {
 	k := queue.WorkKind(s)
-	if s != "" && !k.Valid() {
+	if s != "" && !bus.ValidKind(k) {
 		return "", fmt.Errorf("--kind %q: generate, mutate, cleanup or scan", s)
 	}
 	return k, nil

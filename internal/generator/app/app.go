@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/generator"
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
@@ -19,7 +20,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	reg := platform.NewRegistry()
-	conn, err := platform.ConnectWorker(ctx, "verdict-generator", cfg.NATS, cfg.Worker, queue.ConsumerGenerator, reg, log)
+	conn, err := platform.ConnectWorker(ctx, "verdict-generator", cfg.NATS, cfg.Worker, bus.ConsumerGenerator, reg, log)
 	if err != nil {
 		return err
 	}

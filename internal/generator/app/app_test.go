@@ -363,7 +363,7 @@ func TestE2EGenerate(t *testing.T) {
 	}
 	processed := metric(t, probe, items(generator.OutcomeProcessed, generator.ReasonApplied))
 
-	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestE2EGenerate(t *testing.T) {
 		var dead []queue.DeadLetter
 		testkit.Eventually(t, 10*time.Second, "one dead letter", func() error {
 			dead = dead[:0]
-			if _, err := conn.Replay(ctx, queue.StreamDead, func(m queue.ReplayMsg) error {
+			if _, err := conn.Replay(ctx, bus.StreamDead, func(m queue.ReplayMsg) error {
 				d, err := queue.ParseDeadLetter(m.Header, m.Data)
 				if err != nil {
 					return err
@@ -465,7 +465,7 @@ func TestE2EGenerate(t *testing.T) {
 		})
 		d := dead[0]
 		if !strings.Contains(d.Reason, generator.ReasonNamespaceForbidden) || !strings.Contains(d.Reason, "only into namespace team, not other") ||
-			d.Consumer != queue.ConsumerGenerator || d.Stream != queue.StreamWork {
+			d.Consumer != bus.ConsumerGenerator || d.Stream != bus.StreamWork {
 			t.Fatalf("dead letter %+v", d)
 		}
 		if !strings.Contains(string(d.Data), string(trig.UID)) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/generator"
 	generatorapp "github.com/verdict-dev/verdict/internal/generator/app"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
@@ -274,13 +275,13 @@ func TestE2EKillGenerator(t *testing.T) {
 		}
 	}
 	// Nothing dead-lettered.
-	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()))
+	conn, err := bus.Connect(ctx, queue.WithURL(nats.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	dead := 0
-	if _, err := conn.Replay(ctx, queue.StreamDead, func(queue.ReplayMsg) error { dead++; return nil }); err != nil {
+	if _, err := conn.Replay(ctx, bus.StreamDead, func(queue.ReplayMsg) error { dead++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if dead != 0 {

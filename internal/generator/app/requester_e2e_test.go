@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/generator"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
@@ -118,14 +119,14 @@ func TestE2EForgedRequester(t *testing.T) {
 		return nil
 	})
 
-	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()))
+	conn, err := bus.Connect(ctx, queue.WithURL(nats.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	lastSeq := func() uint64 {
 		t.Helper()
-		s, err := conn.JetStream().Stream(ctx, queue.StreamWork)
+		s, err := conn.JetStream().Stream(ctx, bus.StreamWork)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
@@ -117,7 +118,7 @@ type Config struct {
 	ServeKeyFile  string
 	ServeCertDir  string
 	// ServeSnapshotInterval is how often a serving replica stores a
-	// snapshot of its index in JetStream (queue.BucketSnapshots), which
+	// snapshot of its index in JetStream (bus.BucketSnapshots), which
 	// replicas starting later begin from instead of the stream's first
 	// message; 0: none is stored (one stored already is still read).
 	ServeSnapshotInterval time.Duration
@@ -287,7 +288,7 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, err
 	}
-	conn, err := queue.Connect(ctx, connOpts...)
+	conn, err := bus.Connect(ctx, connOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
@@ -311,7 +312,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	// Every replica provisions the streams and its own consumers
 	// (idempotent); the runner waits for the consumer if this fails now.
-	if err := d.conn.Provision(ctx, provisionOptions(cfg)...); err != nil {
+	if err := bus.Provision(ctx, d.conn, provisionOptions(cfg)...); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
 	p, err := reporter.NewProjector(d.conn, d.writer,
@@ -361,7 +362,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 // reports. They stop together.
 func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) error {
 	// No projector: only the scanner's consumer.
-	if err := d.conn.Provision(ctx, append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(consumers(cfg)[1:]...))...); err != nil {
+	if err := bus.Provision(ctx, d.conn, append(cfg.NATS.ProvisionOptions(), bus.WithConsumers(consumers(cfg)[1:]...))...); err != nil {
 		log.Warn().Err(err).Msg("streamsNotProvisioned")
 	}
 	if err := d.conn.ProvisionSnapshots(ctx, cfg.NATS.StreamReplicas, snapshotBucketBytes); err != nil {
@@ -442,7 +443,7 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 }
 
 // SnapshotName is the serving replicas' snapshot of their index (in
-// queue.BucketSnapshots); snapshotBucketBytes bounds the snapshot bucket (a snapshot of 100,000
+// bus.BucketSnapshots); snapshotBucketBytes bounds the snapshot bucket (a snapshot of 100,000
 // resources with 20 results each takes about 45 MiB, and a new one is
 // stored before the one it replaces is removed).
 const (
@@ -451,19 +452,19 @@ const (
 )
 
 // provisionOptions are the streams and consumers the reporter provisions.
-func provisionOptions(cfg Config) []queue.ProvisionOption {
-	return append(cfg.NATS.ProvisionOptions(), queue.WithConsumers(consumers(cfg)...))
+func provisionOptions(cfg Config) []bus.ProvisionOption {
+	return append(cfg.NATS.ProvisionOptions(), bus.WithConsumers(consumers(cfg)...))
 }
 
 // consumers are the reporter's durable consumers with its settings.
 func consumers(cfg Config) []queue.ConsumerSpec {
-	names := []string{queue.ConsumerReporter}
+	names := []string{bus.ConsumerReporter}
 	if cfg.Scan {
-		names = append(names, queue.ConsumerScanner)
+		names = append(names, bus.ConsumerScanner)
 	}
 	out := make([]queue.ConsumerSpec, 0, len(names))
 	for _, n := range names {
-		spec, _ := queue.DefaultConsumer(n)
+		spec, _ := bus.DefaultConsumer(n)
 		spec.AckWait = cfg.AckWait
 		out = append(out, spec)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
@@ -88,9 +89,9 @@ func reporterChild() int {
 // reporterConsumer is the default reporter consumer with AckWait d.
 func reporterConsumer(t *testing.T, d time.Duration) queue.ConsumerSpec {
 	t.Helper()
-	s, ok := queue.DefaultConsumer(queue.ConsumerReporter)
+	s, ok := bus.DefaultConsumer(bus.ConsumerReporter)
 	if !ok {
-		t.Fatalf("no consumer %s among the defaults", queue.ConsumerReporter)
+		t.Fatalf("no consumer %s among the defaults", bus.ConsumerReporter)
 	}
 	s.AckWait = d
 	return s
@@ -306,7 +307,7 @@ func (f *fleet) supervise() {
 func (f *fleet) consumer(ctx context.Context) (*jetstream.ConsumerInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cons, err := f.e.Conn.JetStream().Consumer(ctx, queue.StreamResults, queue.ConsumerReporter)
+	cons, err := f.e.Conn.JetStream().Consumer(ctx, bus.StreamResults, bus.ConsumerReporter)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +353,7 @@ func TestE2EKillReplicas(t *testing.T) {
 	ctx := t.Context()
 	n := 1000
 	spec := reporterConsumer(t, killAckWait)
-	if err := e.Conn.Provision(ctx, queue.WithConsumers(spec)); err != nil {
+	if err := bus.Provision(ctx, e.Conn, bus.WithConsumers(spec)); err != nil {
 		t.Fatal(err)
 	}
 	seed := killSeed(t)

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
@@ -162,12 +163,12 @@ func benchAdmissionToReport(b *testing.B, mode string) {
 	})
 
 	// The projector, with the service's defaults.
-	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(conn.Close)
-	if err := conn.Provision(ctx); err != nil {
+	if err := bus.Provision(ctx, conn); err != nil {
 		b.Fatal(err)
 	}
 	reports := model.PolicyReports

@@ -110,7 +110,7 @@ func TestE2EServeMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := queue.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}

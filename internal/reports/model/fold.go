@@ -79,7 +79,7 @@ type Result struct {
 	// the checker's grace for objects not yet stored counts from it.
 	Stored time.Time
 	// Copy: the message is the projector's copy of a verified result
-	// (queue.VerifiedCopySubject), which no admission can push out of the
+	// (bus.VerifiedCopySubject), which no admission can push out of the
 	// stream. It folds like the original.
 	Copy bool
 }

@@ -8,18 +8,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/verdict-dev/verdict/internal/bus"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // DecodeResult reads one VERDICT_RESULTS message: its subject names the
 // resource UID and policy key, its data is a ResultEvent about the same
 // pair. Anything else is an error (the message can never be folded).
 //
-// A verified copy (queue.VerifiedCopySubject) decodes as the result it
+// A verified copy (bus.VerifiedCopySubject) decodes as the result it
 // copies.
 func DecodeResult(subject string, data []byte) (bus.ResultEvent, error) {
-	subject, _ = queue.ParseVerifiedCopy(subject)
-	uid, policy, err := queue.ParseResultSubject(subject)
+	subject, _ = bus.ParseVerifiedCopy(subject)
+	uid, policy, err := bus.ParseResultSubject(subject)
 	if err != nil {
 		return bus.ResultEvent{}, err
 	}

@@ -158,7 +158,7 @@ func TestE2EReports(t *testing.T) {
 
 	// An undecodable message is dead-lettered with its reason, and is left
 	// out of the fold; the projection goes on.
-	garbage := queue.ResultSubject(string(pod.UID), "broken")
+	garbage := bus.ResultSubject(string(pod.UID), "broken")
 	if _, err := e.Conn.PublishSync(ctx, queue.Message{Subject: garbage, ID: "garbage-1", Data: []byte("{not json")}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,13 +196,13 @@ func TestE2ESlowWrites(t *testing.T) {
 	e := reportertest.NewEnv(t)
 	ctx := t.Context()
 	var spec queue.ConsumerSpec
-	for _, s := range queue.DefaultConsumers() {
-		if s.Durable == queue.ConsumerReporter {
+	for _, s := range bus.DefaultConsumers() {
+		if s.Durable == bus.ConsumerReporter {
 			spec = s
 		}
 	}
 	spec.Durable, spec.AckWait = "slow", time.Second
-	if err := e.Conn.Provision(ctx, queue.WithConsumers(spec)); err != nil {
+	if err := bus.Provision(ctx, e.Conn, bus.WithConsumers(spec)); err != nil {
 		t.Fatal(err)
 	}
 	ns := e.Namespace("slow-")
@@ -241,7 +241,7 @@ func TestE2ESlowWrites(t *testing.T) {
 	for i, ref := range refs {
 		e.Publish(reportertest.Evaluation{Ref: ref, Policy: "p", Version: "1", Request: fmt.Sprint(i), Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
 	}
-	cons, err := e.Conn.JetStream().Consumer(ctx, queue.StreamResults, "slow")
+	cons, err := e.Conn.JetStream().Consumer(ctx, bus.StreamResults, "slow")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // TestE2EForgedResultsCannotEvictAVerifiedOne (issue 28, finding 8): a
@@ -42,11 +42,11 @@ func TestE2EForgedResultsCannotEvictAVerifiedOne(t *testing.T) {
 
 	future := real
 	future.ResourceVersion = "999999999999"
-	for i := range queue.DefaultResultHistory + 1 {
+	for i := range bus.DefaultResultHistory + 1 {
 		e.Publish(reportertest.Evaluation{Ref: future, Policy: "p", Version: "1", Request: fmt.Sprintf("forged-%d", i), Scored: true, Rules: reportertest.Rules(engine.StatusPass)}.Event())
 	}
 	testkit.Eventually(t, 20*time.Second, "every forged result rejected", func() error {
-		if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_unverified_total", string(apicheck.Future)); n != float64(queue.DefaultResultHistory+1) {
+		if n := reportertest.Counter(t, rep.Reg, "verdict_reporter_results_unverified_total", string(apicheck.Future)); n != float64(bus.DefaultResultHistory+1) {
 			return fmt.Errorf("%v rejected", n)
 		}
 		return nil

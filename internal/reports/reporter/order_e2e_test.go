@@ -18,7 +18,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // TestE2ENewestWins: for one resource and policy, a newer evaluation is
@@ -66,7 +65,7 @@ func TestE2ENewestWins(t *testing.T) {
 	}
 	// The stream holds all four (a history per subject), the older last.
 	var stored []uint64
-	for _, r := range readStream(t, e, queue.ResultsOfResource(string(cm.UID))) {
+	for _, r := range readStream(t, e, bus.ResultsOfResource(string(cm.UID))) {
 		stored = append(stored, r.Sequence)
 	}
 	if len(stored) != 4 || stored[3] != late[1] {
@@ -178,10 +177,10 @@ func TestE2EUnverifiedResults(t *testing.T) {
 	if after := e.Report(ns.Name, string(cm.UID)); after.GetResourceVersion() != before.GetResourceVersion() {
 		t.Errorf("the real report was written again: %v", after.Object["summary"])
 	}
-	if left := readStream(t, e, queue.ResultsOfResource(ghost.UID)); len(left) != 0 {
+	if left := readStream(t, e, bus.ResultsOfResource(ghost.UID)); len(left) != 0 {
 		t.Errorf("forged results left in the stream: %d", len(left))
 	}
-	if left := readStream(t, e, queue.ResultsOfResource(real.UID)); len(left) != 1 || left[0].Sequence != seqs[0] {
+	if left := readStream(t, e, bus.ResultsOfResource(real.UID)); len(left) != 1 || left[0].Sequence != seqs[0] {
 		t.Errorf("results of the real object: %+v, want only the real one", left)
 	}
 

@@ -305,7 +305,7 @@ func TestE2EPendingRechecksCountedAtShutdown(t *testing.T) {
 		t.Errorf("%v still remembered", n)
 	}
 	left := 0
-	if _, err := e.Conn.Replay(t.Context(), queue.StreamResults, func(queue.ReplayMsg) error { left++; return nil }, queue.WithReplayAll()); err != nil {
+	if _, err := e.Conn.Replay(t.Context(), bus.StreamResults, func(queue.ReplayMsg) error { left++; return nil }, queue.WithReplayAll()); err != nil {
 		t.Fatal(err)
 	}
 	if left != len(flood) {

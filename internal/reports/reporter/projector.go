@@ -101,7 +101,7 @@ func WithReadBatch(n int) ProjectorOption {
 	}
 }
 
-// WithDurable names the durable consumer. Default queue.ConsumerReporter.
+// WithDurable names the durable consumer. Default bus.ConsumerReporter.
 func WithDurable(name string) ProjectorOption {
 	return func(o *projectorOptions) error {
 		if name == "" {
@@ -269,7 +269,7 @@ func NewProjector(conn *queue.Conn, w *Writer, opts ...ProjectorOption) (*Projec
 		return nil, fmt.Errorf("%w: a projector needs a connection and a writer", ErrInvalidOption)
 	}
 	o := projectorOptions{
-		durable: queue.ConsumerReporter, window: 250 * time.Millisecond, concurrency: 64, flushWorkers: 8,
+		durable: bus.ConsumerReporter, window: 250 * time.Millisecond, concurrency: 64, flushWorkers: 8,
 		readBatch: 64, maxDeliver: 10, retryMin: time.Second, retryMax: 2 * time.Minute,
 		progress: 5 * time.Second, drainTimeout: 30 * time.Second, pendingMax: 256, pendingBytes: 4 << 20,
 		rechecks: 16384,
@@ -300,7 +300,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		p.log = *p.o.log
 	}
 	p.log = p.log.With().Str(logKeyComponent, "reporter").Logger()
-	r, err := p.conn.NewRunner(queue.StreamResults, p.o.durable, p.handle,
+	r, err := p.conn.NewRunner(bus.StreamResults, p.o.durable, p.handle,
 		queue.WithConcurrency(p.o.concurrency),
 		// One message per handler buffered: a buffered message's AckWait
 		// runs while its handler waits for a flush.
@@ -350,7 +350,7 @@ func (p *Projector) Run(ctx context.Context) error {
 // handle is the runner's handler: one message.
 func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 	p.m.consumed.Inc()
-	if _, ok := queue.ParseVerifiedCopy(msg.Subject); ok {
+	if _, ok := bus.ParseVerifiedCopy(msg.Subject); ok {
 		return queue.Done() // a projector's own copy: its original was folded
 	}
 	ev, err := model.DecodeResult(msg.Subject, msg.Data)
@@ -495,7 +495,7 @@ func (p *Projector) reject(ctx context.Context, msg *queue.Msg, ev bus.ResultEve
 // that no replay or later fold meets it again) and counts it; it changes
 // no report.
 func (p *Projector) dropRejected(ctx context.Context, subject string, seq uint64, ev bus.ResultEvent, st apicheck.Status) error {
-	if err := p.conn.DeleteMsg(ctx, queue.StreamResults, seq); err != nil {
+	if err := p.conn.DeleteMsg(ctx, bus.StreamResults, seq); err != nil {
 		return err
 	}
 	p.m.unverified.WithLabelValues(string(st)).Inc()
@@ -682,7 +682,7 @@ func (p *Projector) keepVerified(results []model.Result) {
 		}
 		m, err := bus.ResultMessage(r.Event)
 		if err == nil {
-			m.Subject, m.ID = queue.VerifiedCopySubject(m.Subject), queue.MsgID("verified", m.ID)
+			m.Subject, m.ID = bus.VerifiedCopySubject(m.Subject), queue.MsgID("verified", m.ID)
 			err = p.copies.Publish(m)
 		}
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 // readStats counts what readResults read.
 type readStats struct {
 	messages    int    // messages read
-	copies      int    // of those, verified copies (queue.VerifiedCopySubject)
+	copies      int    // of those, verified copies (bus.VerifiedCopySubject)
 	undecodable int    // of those, left out
 	last        uint64 // the highest stream sequence read
 }
@@ -32,7 +32,7 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 	if len(filters) > 0 {
 		opts = append(opts, queue.WithReplayFilter(filters...))
 	}
-	_, err := conn.Replay(ctx, queue.StreamResults, func(msg queue.ReplayMsg) error {
+	_, err := conn.Replay(ctx, bus.StreamResults, func(msg queue.ReplayMsg) error {
 		st.messages++
 		st.last = max(st.last, msg.Sequence)
 		ev, err := model.DecodeResult(msg.Subject, msg.Data)
@@ -41,7 +41,7 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 			m.undecodable.Inc()
 			return nil
 		}
-		_, copied := queue.ParseVerifiedCopy(msg.Subject)
+		_, copied := bus.ParseVerifiedCopy(msg.Subject)
 		if copied {
 			st.copies++
 		}
@@ -59,7 +59,7 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 // history, and groups them by resource uid, unchecked: the caller checks
 // them (CheckResults) and picks the newest (Newest). Messages that cannot
 // be decoded are left out and counted on m. The background scanner reads a
-// policy's results with it (filter queue.ResultsOfPolicy).
+// policy's results with it (filter bus.ResultsOfPolicy).
 func ReadStored(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string) (map[string][]model.Result, error) {
 	out, _, err := readResults(ctx, conn, m, filters)
 	return out, err
@@ -162,7 +162,7 @@ func ReadResults(ctx context.Context, conn *queue.Conn, m *Metrics, check *apich
 	}
 	filters := make([]string, 0, 2*len(uids))
 	for _, uid := range uids {
-		filters = append(filters, queue.ResultsOfResource(uid), queue.VerifiedOfResource(uid))
+		filters = append(filters, bus.ResultsOfResource(uid), bus.VerifiedOfResource(uid))
 	}
 	byUID, _, err := readResults(ctx, conn, m, filters)
 	if err != nil {

@@ -39,7 +39,7 @@ type RebuildProgress struct {
 // RebuildStats is what a rebuild did.
 type RebuildStats struct {
 	Results     int // result messages read (every message of every subject)
-	Copies      int // verified copies read besides (queue.VerifiedCopySubject)
+	Copies      int // verified copies read besides (bus.VerifiedCopySubject)
 	Undecodable int // of those, left out because they could not be decoded
 	Unverified  int // of those, left out because the checker rejected them
 	// Unreadable are the results left out because the checker may not

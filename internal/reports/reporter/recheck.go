@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -79,7 +80,7 @@ func (p *Projector) abandonRechecks() {
 // period is over.
 func (p *Projector) recheck(ctx context.Context, r recheck) {
 	defer p.gaugePending()
-	msg, err := p.conn.MsgAt(ctx, queue.StreamResults, r.seq)
+	msg, err := p.conn.MsgAt(ctx, bus.StreamResults, r.seq)
 	switch {
 	case errors.Is(err, queue.ErrNoMessage):
 		return // deleted meanwhile (another replica rejected it, or its resource is gone): decided

@@ -11,11 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // TestE2EResultOfAKindTheReporterMayNotRead: the chart's reporter may not
@@ -71,7 +71,7 @@ func TestE2EResultOfAKindTheReporterMayNotRead(t *testing.T) {
 	if d := e.DeadLetters(); len(d) != 0 {
 		t.Errorf("%d dead letters, want none", len(d))
 	}
-	if _, err := e.Conn.LastMsg(ctx, queue.StreamResults, queue.ResultSubject(string(secret.UID), "secrets")); err != nil {
+	if _, err := e.Conn.LastMsg(ctx, bus.StreamResults, bus.ResultSubject(string(secret.UID), "secrets")); err != nil {
 		t.Errorf("the Secret's result is not left in the stream: %v", err)
 	}
 

@@ -62,7 +62,7 @@ func BenchmarkIndexScale(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			msgs = append(msgs, queue.ReplayMsg{Subject: queue.ResultSubject(ev.Resource.UID, ev.Policy.ResultKey()), Data: data, Sequence: uint64(len(msgs) + 1), Published: ev.Timestamp})
+			msgs = append(msgs, queue.ReplayMsg{Subject: bus.ResultSubject(ev.Resource.UID, ev.Policy.ResultKey()), Data: data, Sequence: uint64(len(msgs) + 1), Published: ev.Timestamp})
 		}
 	}
 	b.ResetTimer()
@@ -122,12 +122,12 @@ func BenchmarkFeedColdStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Shutdown()
-	conn, err := queue.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	if err := conn.Provision(ctx, queue.WithResultsMaxBytes(8<<30)); err != nil {
+	if err := bus.Provision(ctx, conn, bus.WithResultsMaxBytes(8<<30)); err != nil {
 		b.Fatal(err)
 	}
 	pub, err := conn.NewAsyncPublisher(queue.WithBufferSize(1<<16), queue.WithMessageDeadline(10*time.Minute))
@@ -162,7 +162,7 @@ func BenchmarkFeedColdStart(b *testing.B) {
 	rctx, rcancel := context.WithCancel(ctx)
 	caught := make(chan struct{})
 	go func() {
-		_ = conn.Follow(rctx, queue.StreamResults, func(queue.ReplayMsg) error { return nil }, queue.WithFollowCaughtUp(func(uint64) { close(caught) }))
+		_ = conn.Follow(rctx, bus.StreamResults, func(queue.ReplayMsg) error { return nil }, queue.WithFollowCaughtUp(func(uint64) { close(caught) }))
 	}()
 	<-caught
 	rcancel()

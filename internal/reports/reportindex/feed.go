@@ -168,7 +168,7 @@ func (f *Feed) Run(ctx context.Context) error {
 	caughtUp := make(chan uint64, 1)
 	followErr := make(chan error, 1)
 	go func() {
-		err := f.conn.Follow(ctx, queue.StreamResults, func(m queue.ReplayMsg) error {
+		err := f.conn.Follow(ctx, bus.StreamResults, func(m queue.ReplayMsg) error {
 			select {
 			case in <- m:
 				return nil
@@ -247,7 +247,7 @@ func decodeLoop(ctx context.Context, in <-chan queue.ReplayMsg, out chan<- decod
 			for i := lo; i < hi; i++ {
 				m := batch[i]
 				ev, err := model.DecodeResult(m.Subject, m.Data)
-				_, copied := queue.ParseVerifiedCopy(m.Subject)
+				_, copied := bus.ParseVerifiedCopy(m.Subject)
 				d.results[i], d.errs[i] = model.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published, Copy: copied}, err
 			}
 		}

@@ -31,7 +31,7 @@ func TestFeed(t *testing.T) {
 	}
 	forged := bus.ResourceRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns.Name, Name: "ghost", UID: "00000000-0000-0000-0000-000000000001"}
 	e.Publish(reportertest.Evaluation{Ref: forged, Policy: "require-labels", Version: "1", Request: "forged", Rules: reportertest.Rules(engine.StatusFail)}.Event())
-	if _, err := e.Conn.PublishSync(t.Context(), queue.Message{Subject: queue.ResultSubject("not-a-uid", "p"), ID: "garbage", Data: []byte("not a result")}); err != nil {
+	if _, err := e.Conn.PublishSync(t.Context(), queue.Message{Subject: bus.ResultSubject("not-a-uid", "p"), ID: "garbage", Data: []byte("not a result")}); err != nil {
 		t.Fatal(err)
 	}
 	want := e.Expected()

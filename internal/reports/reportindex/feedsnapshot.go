@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -29,7 +30,7 @@ func (f *Feed) loadSnapshot(ctx context.Context, retry *wakeup) (uint64, error) 
 		return 0, nil
 	}
 	start := time.Now()
-	rc, snap, err := f.conn.OpenSnapshot(ctx, f.snapshot, queue.StreamResults, maxSnapshotBytes)
+	rc, snap, err := f.conn.OpenSnapshot(ctx, f.snapshot, bus.StreamResults, maxSnapshotBytes)
 	if errors.Is(err, queue.ErrNoSnapshot) {
 		f.log.Info().Str("snapshot", f.snapshot).Msg("reportIndexSnapshotNone")
 		return 0, nil
@@ -119,7 +120,7 @@ func (f *Feed) writeSnapshots(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		cur, err := f.conn.StatSnapshot(ctx, f.snapshot, queue.StreamResults)
+		cur, err := f.conn.StatSnapshot(ctx, f.snapshot, bus.StreamResults)
 		switch {
 		case err == nil && (cur.Sequence >= f.x.snapshotResume() || time.Since(cur.Written) < every*4/5):
 			continue // nothing new, or another replica's is recent
@@ -158,7 +159,7 @@ func (f *Feed) WriteSnapshot(ctx context.Context) (queue.Snapshot, error) {
 		}
 		_ = pw.CloseWithError(err)
 	}()
-	snap, err := f.conn.PutSnapshot(ctx, f.snapshot, queue.StreamResults, resume, pr)
+	snap, err := f.conn.PutSnapshot(ctx, f.snapshot, bus.StreamResults, resume, pr)
 	_ = pr.CloseWithError(err) // a writer still writing stops
 	if err != nil {
 		return queue.Snapshot{}, err

@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // TestFeedSnapshot: a replica starting from a snapshot reads only the
@@ -84,7 +84,7 @@ func TestFeedSnapshot(t *testing.T) {
 	sameReports(t, b, full, 4)
 
 	// A snapshot that is not one: counted, and the stream read in full.
-	if _, err := e.Conn.PutSnapshot(ctx, "damaged", queue.StreamResults, 9, bytes.NewReader([]byte("VRIX\x01garbage"))); err != nil {
+	if _, err := e.Conn.PutSnapshot(ctx, "damaged", bus.StreamResults, 9, bytes.NewReader([]byte("VRIX\x01garbage"))); err != nil {
 		t.Fatal(err)
 	}
 	d, fd := start(reportindex.WithSnapshots("damaged", 0))
@@ -96,10 +96,10 @@ func TestFeedSnapshot(t *testing.T) {
 	// The stream deleted and made again: its snapshot is of the old one.
 	// A replica reads the new stream in full, and stores a snapshot of it
 	// at its first chance, whatever sequence the stale one had reached.
-	if err := e.Conn.JetStream().DeleteStream(ctx, queue.StreamResults); err != nil {
+	if err := e.Conn.JetStream().DeleteStream(ctx, bus.StreamResults); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Conn.Provision(ctx); err != nil {
+	if err := bus.Provision(ctx, e.Conn); err != nil {
 		t.Fatal(err)
 	}
 	eval(0, "p", "3", engine.StatusPass)
@@ -109,7 +109,7 @@ func TestFeedSnapshot(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s, err := e.Conn.StatSnapshot(ctx, "index", queue.StreamResults)
+		s, err := e.Conn.StatSnapshot(ctx, "index", bus.StreamResults)
 		if err == nil && s.Sequence == 1 {
 			break
 		}

@@ -24,7 +24,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
-	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // scanReplica is one running scanner with its own policy cache.
@@ -120,7 +119,7 @@ func policyResults(e *reportertest.Env, key string) map[string]bus.ResultEvent {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	byUID, err := reporter.ReadStored(e.T.Context(), e.Conn, m, []string{queue.ResultsOfPolicy(key)})
+	byUID, err := reporter.ReadStored(e.T.Context(), e.Conn, m, []string{bus.ResultsOfPolicy(key)})
 	if undecodable := reportertest.Counter(e.T, reg, "verdict_reporter_results_undecodable_total"); err != nil || undecodable > 0 {
 		e.T.Fatalf("read results of %s: %v (%v undecodable)", key, err, undecodable)
 	}
@@ -136,7 +135,7 @@ func policyResults(e *reportertest.Env, key string) map[string]bus.ResultEvent {
 // in this test, none is deleted, so how many were ever stored.
 func storedResults(e *reportertest.Env) uint64 {
 	e.T.Helper()
-	s, err := e.Conn.JetStream().Stream(e.T.Context(), queue.StreamResults)
+	s, err := e.Conn.JetStream().Stream(e.T.Context(), bus.StreamResults)
 	if err != nil {
 		e.T.Fatal(err)
 	}

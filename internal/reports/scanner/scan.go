@@ -77,7 +77,7 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item bus.ScanIte
 // each subject's history), by resource uid, unchecked: newestVerified
 // picks the current one of a resource.
 func (s *Scanner) policyResults(ctx context.Context, key string) (map[string][]model.Result, error) {
-	return reporter.ReadStored(ctx, s.conn, s.rm, []string{queue.ResultsOfPolicy(key)})
+	return reporter.ReadStored(ctx, s.conn, s.rm, []string{bus.ResultsOfPolicy(key)})
 }
 
 // newestVerified is the current result among rs (the stored results of one

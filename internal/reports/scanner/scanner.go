@@ -142,7 +142,7 @@ func New(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, disc disco
 // policy source must be started (synced) first.
 func (s *Scanner) Run(ctx context.Context) error {
 	ctx = s.log.WithContext(ctx)
-	r, err := s.conn.NewRunner(queue.StreamWork, queue.ConsumerScanner, s.handle,
+	r, err := s.conn.NewRunner(bus.StreamWork, bus.ConsumerScanner, s.handle,
 		queue.WithConcurrency(s.o.concurrency),
 		queue.WithMaxDeliver(s.o.maxDeliver),
 		queue.WithRetryDelays(time.Second, time.Minute),
@@ -296,13 +296,13 @@ func (s *Scanner) ensureSchedule(ctx context.Context) error {
 		return err
 	}
 	spec := "@every " + s.o.interval.String()
-	change, err := s.conn.PutSchedule(ctx, queue.Schedule{Kind: queue.WorkScan, Key: ScheduleKey, Spec: spec, Data: data}, nil)
+	change, err := s.conn.PutSchedule(ctx, queue.Schedule{Kind: bus.WorkScan, Key: ScheduleKey, Spec: spec, Data: data}, nil)
 	if err != nil {
 		return fmt.Errorf("set the scan schedule: %w", err)
 	}
 	// Versions before the schedules of pkg/queue kept it on a subject of
 	// its own: one schedule, not two.
-	if _, err := s.conn.Purge(ctx, queue.StreamSchedules, legacyScheduleSubject); err != nil {
+	if _, err := s.conn.Purge(ctx, bus.StreamSchedules, legacyScheduleSubject); err != nil {
 		s.log.Debug().Err(err).Msg("legacyScanScheduleNotPurged")
 	}
 	if change != queue.ScheduleUnchanged {
@@ -471,12 +471,12 @@ func (s *Scanner) exists(ctx context.Context, res bus.ResourceRef) (bool, error)
 // purge removes every result of a resource that no longer exists and its
 // report.
 func (s *Scanner) purge(ctx context.Context, res bus.ResourceRef) error {
-	n, err := s.conn.Purge(ctx, queue.StreamResults, queue.ResultsOfResource(res.UID))
+	n, err := s.conn.Purge(ctx, bus.StreamResults, bus.ResultsOfResource(res.UID))
 	if err != nil {
 		return err
 	}
 	// And the reporter's verified copies of them.
-	if _, err := s.conn.Purge(ctx, queue.StreamResults, queue.VerifiedOfResource(res.UID)); err != nil {
+	if _, err := s.conn.Purge(ctx, bus.StreamResults, bus.VerifiedOfResource(res.UID)); err != nil {
 		return err
 	}
 	s.o.check.Forget(res.UID)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -22,12 +23,12 @@ func TestScanScheduleFollowsTheInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	c, err := queue.Connect(ctx, queue.WithEmbedded(srv), queue.WithLogger(zerolog.Nop()))
+	c, err := bus.Connect(ctx, queue.WithEmbedded(srv), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Provision(ctx); err != nil {
+	if err := bus.Provision(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	// A schedule as versions before kept it.
@@ -40,7 +41,7 @@ func TestScanScheduleFollowsTheInterval(t *testing.T) {
 		if err := s.ensureSchedule(ctx); err != nil {
 			t.Fatalf("interval %s: %v", d, err)
 		}
-		got, err := c.GetSchedule(ctx, queue.WorkScan, ScheduleKey)
+		got, err := c.GetSchedule(ctx, bus.WorkScan, ScheduleKey)
 		if err != nil {
 			t.Fatalf("interval %s: %v", d, err)
 		}
@@ -48,14 +49,14 @@ func TestScanScheduleFollowsTheInterval(t *testing.T) {
 			t.Fatalf("schedule %q after asking for %q", got.Spec, want)
 		}
 	}
-	all, err := c.Schedules(ctx, queue.WorkScan)
+	all, err := c.Schedules(ctx, bus.WorkScan)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != 1 {
 		t.Fatalf("%d scan schedules, want 1: %+v", len(all), all)
 	}
-	if _, err := c.LastMsg(ctx, queue.StreamSchedules, legacyScheduleSubject); err == nil {
+	if _, err := c.LastMsg(ctx, bus.StreamSchedules, legacyScheduleSubject); err == nil {
 		t.Fatal("the schedule of earlier versions is still there")
 	}
 }

@@ -170,7 +170,7 @@ func TestE2EWebhook(t *testing.T) {
 	}
 
 	// The audit policy's failure is in VERDICT_RESULTS, under the pod's uid.
-	conn, err := queue.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithNKeyFile(seedFile))
+	conn, err := bus.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithNKeyFile(seedFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestE2EWebhook(t *testing.T) {
 	var found *bus.ResultEvent
 	deadline = time.Now().Add(15 * time.Second)
 	for found == nil && time.Now().Before(deadline) {
-		_, err := conn.Replay(ctx, queue.StreamResults, func(m queue.ReplayMsg) error {
+		_, err := conn.Replay(ctx, bus.StreamResults, func(m queue.ReplayMsg) error {
 			var ev bus.ResultEvent
 			if err := json.Unmarshal(m.Data, &ev); err != nil {
 				return err
@@ -187,7 +187,7 @@ func TestE2EWebhook(t *testing.T) {
 				found = &ev
 			}
 			return nil
-		}, queue.WithReplayFilter(queue.ResultsOfResource(string(good.UID))))
+		}, queue.WithReplayFilter(bus.ResultsOfResource(string(good.UID))))
 		if err != nil {
 			t.Fatal(err)
 		}

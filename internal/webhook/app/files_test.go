@@ -148,21 +148,21 @@ func TestFilesMode(t *testing.T) {
 		t.Fatal("the audited Pod was not admitted")
 	}
 
-	conn, err := queue.Connect(t.Context(), queue.WithURL(nats.ClientURL()), queue.WithNKeyFile(seedFile))
+	conn, err := bus.Connect(t.Context(), queue.WithURL(nats.ClientURL()), queue.WithNKeyFile(seedFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	testkit.EventuallyTrue(t, 15*time.Second, "the condition", func() bool {
 		var found bool
-		_, err := conn.Replay(t.Context(), queue.StreamResults, func(m queue.ReplayMsg) error {
+		_, err := conn.Replay(t.Context(), bus.StreamResults, func(m queue.ReplayMsg) error {
 			var ev bus.ResultEvent
 			if err := json.Unmarshal(m.Data, &ev); err != nil {
 				return err
 			}
 			found = found || (ev.Policy.Key == "require-team-label" && len(ev.Rules) == 1 && ev.Rules[0].Status == "fail")
 			return nil
-		}, queue.WithReplayFilter(queue.ResultsOfResource("pod-uid-1")))
+		}, queue.WithReplayFilter(bus.ResultsOfResource("pod-uid-1")))
 		return err == nil && found
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
@@ -325,15 +326,15 @@ func TestE2ENATSDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := queue.Connect(t.Context(), queue.WithURL(e.nats.ClientURL()))
+	conn, err := bus.Connect(t.Context(), queue.WithURL(e.nats.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		n := 0
-		_, err := conn.Replay(t.Context(), queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
-			queue.WithReplayFilter(queue.ResultsOfResource(string(p.UID))))
+		_, err := conn.Replay(t.Context(), bus.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
+			queue.WithReplayFilter(bus.ResultsOfResource(string(p.UID))))
 		return err == nil && n > 0
 	})
 }

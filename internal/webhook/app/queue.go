@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -54,7 +55,7 @@ var errConnClosed = errors.New("the NATS connection is closed: generate work can
 type jetStream struct {
 	qs      queueSettings
 	opts    []queue.ConnOption
-	popts   []queue.ProvisionOption
+	popts   []bus.ProvisionOption
 	results *resultSink
 	work    *workSink
 	log     zerolog.Logger
@@ -100,7 +101,7 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 	}
 	kctx, stop := context.WithCancel(ctx)
 	js := &jetStream{
-		qs: qs, opts: opts, popts: append(qs.nats.ProvisionOptions(), queue.WithConsumers()),
+		qs: qs, opts: opts, popts: append(qs.nats.ProvisionOptions(), bus.WithConsumers()),
 		results: results, work: &workSink{}, log: log, replaced: replaced, stop: stop, done: make(chan struct{}),
 	}
 	js.work.conn.Store(conn)
@@ -110,7 +111,7 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 
 // dial makes a connection (in the background) and its result publisher.
 func dial(ctx context.Context, opts []queue.ConnOption, buffer int) (*queue.Conn, *queue.AsyncPublisher, error) {
-	conn, err := queue.Connect(ctx, opts...)
+	conn, err := bus.Connect(ctx, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nats client: %w", err)
 	}
@@ -215,7 +216,7 @@ func (j *jetStream) replace(ctx context.Context) error {
 // again later (an operator may fix the server meanwhile).
 func (j *jetStream) provision(ctx context.Context, conn *queue.Conn) {
 	for attempt := 1; ; attempt++ {
-		err := conn.Provision(ctx, j.popts...)
+		err := bus.Provision(ctx, conn, j.popts...)
 		if err == nil {
 			return
 		}

@@ -92,14 +92,14 @@ func TestClosedConnectionIsReplaced(t *testing.T) {
 	if err := js.results.Flush(ctx); err != nil {
 		t.Fatalf("results not flushed through the new connection: %v", err)
 	}
-	check, err := queue.Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	check, err := bus.Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer check.Close()
 	n := 0
-	if _, err := check.Replay(ctx, queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
-		queue.WithReplayFilter(queue.ResultsOfResource("pod-uid"))); err != nil || n != 1 {
+	if _, err := check.Replay(ctx, bus.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
+		queue.WithReplayFilter(bus.ResultsOfResource("pod-uid"))); err != nil || n != 1 {
 		t.Fatalf("%d results of the pod stored (%v), want 1", n, err)
 	}
 	mfs, err := reg.Gather()

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
@@ -66,15 +67,15 @@ func TestE2ERestartDuringNATSOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := queue.Connect(ctx, queue.WithURL(e.nats.ClientURL()))
+	conn, err := bus.Connect(ctx, queue.WithURL(e.nats.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	testkit.EventuallyTrue(t, 30*time.Second, "the condition", func() bool {
 		n := 0
-		_, err := conn.Replay(ctx, queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
-			queue.WithReplayFilter(queue.ResultsOfResource(string(p.UID))))
+		_, err := conn.Replay(ctx, bus.StreamResults, func(queue.ReplayMsg) error { n++; return nil },
+			queue.WithReplayFilter(bus.ResultsOfResource(string(p.UID))))
 		return err == nil && n > 0
 	})
 }

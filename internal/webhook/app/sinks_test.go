@@ -21,12 +21,12 @@ func TestResultSinkCountsUnpublishable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Shutdown)
-	conn, err := queue.Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	conn, err := bus.Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	if err := conn.Provision(ctx, queue.WithConsumers()); err != nil {
+	if err := bus.Provision(ctx, conn, bus.WithConsumers()); err != nil {
 		t.Fatal(err)
 	}
 	pub, err := conn.NewAsyncPublisher()
@@ -55,7 +55,7 @@ func TestResultSinkCountsUnpublishable(t *testing.T) {
 		t.Errorf("%v unpublishable, want 1", got)
 	}
 	n := 0
-	if _, err := conn.Replay(ctx, queue.StreamResults, func(queue.ReplayMsg) error { n++; return nil }); err != nil {
+	if _, err := conn.Replay(ctx, bus.StreamResults, func(queue.ReplayMsg) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {

@@ -117,7 +117,7 @@ func NewEnv(t *testing.T) *Env {
 	}
 	t.Cleanup(e.NATS.Shutdown)
 	e.Conn = e.Connect()
-	if err := e.Conn.Provision(ctx); err != nil {
+	if err := bus.Provision(ctx, e.Conn); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -193,7 +193,7 @@ func (e *Env) As(rules ...rbacv1.PolicyRule) *rest.Config {
 // end of the test.
 func (e *Env) Connect() *queue.Conn {
 	e.T.Helper()
-	c, err := queue.Connect(e.T.Context(), queue.WithURL(e.NATS.ClientURL()), queue.WithLogger(zerolog.Nop()))
+	c, err := bus.Connect(e.T.Context(), queue.WithURL(e.NATS.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func (e *Env) ListReports(ns string) map[string]*unstructured.Unstructured {
 // ConsumerSettled reports nil once the reporter's durable has nothing
 // pending and nothing unacknowledged.
 func (e *Env) ConsumerSettled() error {
-	info, err := e.Conn.JetStream().Consumer(e.T.Context(), queue.StreamResults, queue.ConsumerReporter)
+	info, err := e.Conn.JetStream().Consumer(e.T.Context(), bus.StreamResults, bus.ConsumerReporter)
 	if err != nil {
 		return err
 	}
@@ -372,7 +372,7 @@ func (e *Env) ConsumerSettled() error {
 func (e *Env) DeadLetters() []queue.DeadLetter {
 	e.T.Helper()
 	var out []queue.DeadLetter
-	_, err := e.Conn.Replay(e.T.Context(), queue.StreamDead, func(m queue.ReplayMsg) error {
+	_, err := e.Conn.Replay(e.T.Context(), bus.StreamDead, func(m queue.ReplayMsg) error {
 		d, err := queue.ParseDeadLetter(m.Header, m.Data)
 		if err != nil {
 			return err

@@ -1,14 +1,16 @@
-package queue
+package bus
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nats-io/nats-server/v2/server"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/pkg/queue"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -25,7 +27,7 @@ func TestProvisionIdempotentConcurrent(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			errs <- c.Provision(ctx)
+			errs <- Provision(ctx, c)
 		}()
 	}
 	wg.Wait()
@@ -76,7 +78,7 @@ func TestProvisionIdempotentConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sameStreamConfig(s.CachedInfo().Config, w) {
+		if !queue.SameStreamConfig(s.CachedInfo().Config, w) {
 			t.Errorf("%s: the server's config differs from Provision's: it would be updated at every start:\n%+v\n%+v", w.Name, s.CachedInfo().Config, w)
 		}
 	}
@@ -99,17 +101,17 @@ func TestProvisionIdempotentConcurrent(t *testing.T) {
 		"work max msgs 0":     WithWorkMaxMsgs(0),
 		"work max bytes -1":   WithWorkMaxBytes(-1),
 	} {
-		if err := c.Provision(ctx, opt); !errors.Is(err, ErrInvalidOption) {
+		if err := Provision(ctx, c, opt); !errors.Is(err, queue.ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if err := c.Provision(ctx, WithMsgSchedules(false)); !errors.Is(err, ErrProvision) {
+	if err := Provision(ctx, c, WithMsgSchedules(false)); !errors.Is(err, queue.ErrProvision) {
 		t.Errorf("turning schedules off was not refused: %v", err)
 	}
 }
 
 // Message schedules live in VERDICT_SCHEDULES: a schedule stored under
-// ScheduleSubjectOf fires ticks on its ScheduleTarget, which VERDICT_WORK
+// ScheduleSubject fires ticks on its ScheduleTarget, which VERDICT_WORK
 // sources as cleanup work that the cleaner consumer receives; the schedule
 // itself is not taken as work.
 func TestWorkStreamMessageSchedules(t *testing.T) {
@@ -118,18 +120,16 @@ func TestWorkStreamMessageSchedules(t *testing.T) {
 	provision(t, c)
 	target, _ := WorkSubject(WorkCleanup, "ns/cleanup.policy")
 	tick, _ := ScheduleTarget(WorkCleanup, "ns/cleanup.policy")
-	subject, _ := ScheduleSubjectOf(WorkCleanup, "ns/cleanup.policy")
+	subject, _ := topology.ScheduleSubject(WorkCleanup, "ns/cleanup.policy")
 	_, err := c.JetStream().PublishMsg(context.Background(), workMsgNats(subject, "tick"),
 		jetstream.WithScheduleEvery(time.Second), jetstream.WithScheduleTarget(tick), jetstream.WithMsgID("sched-1"))
 	if err != nil {
 		t.Fatalf("publish schedule: %v", err)
 	}
-	s := newSink()
 	subjects := make(chan string, 10)
-	startRunner(t, c, ConsumerCleaner, func(ctx context.Context, m *Msg) Outcome {
-		s.saw(m)
+	startRunner(t, c, ConsumerCleaner, func(ctx context.Context, m *queue.Msg) queue.Outcome {
 		subjects <- m.Subject
-		return Done()
+		return queue.Done()
 	})
 	select {
 	case subj := <-subjects:
@@ -142,30 +142,18 @@ func TestWorkStreamMessageSchedules(t *testing.T) {
 }
 
 // A stream at its limits refuses what does not fit, with an error that
-// wraps ErrStreamFull (and ErrPublishRejected), counted by the publisher
+// wraps queue.ErrStreamFull (and queue.ErrPublishRejected), counted by the publisher
 // as dropped for the reason streamFull; what it stored stays. VERDICT_WORK
 // is bounded by messages and bytes; VERDICT_RESULTS by bytes, and keeps a
 // history of WithResultHistory messages per subject, still replacing the
 // oldest of a full subject when the stream is full.
-// The texts streamFull compares are the server's own.
-func TestFullStreamTexts(t *testing.T) {
-	for got, want := range map[string]error{
-		textMaxMsgs:           server.ErrMaxMsgs,
-		textMaxBytes:          server.ErrMaxBytes,
-		textMaxMsgsPerSubject: server.ErrMaxMsgsPerSubject,
-	} {
-		if got != want.Error() {
-			t.Errorf("text %q, server says %q", got, want.Error())
-		}
-	}
-}
 
 func TestStreamLimits(t *testing.T) {
 	e := runServer(t)
 	metrics, reg := promMetrics(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, WithURL(e.ClientURL()), WithMetrics(metrics), WithLogger(testLogger(t)))
+	c, err := Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithMetrics(metrics), queue.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +169,8 @@ func TestStreamLimits(t *testing.T) {
 	}
 	begin := time.Now()
 	_, err = c.PublishSync(ctx, workMsg(t, WorkGenerate, "item-3"))
-	if !errors.Is(err, ErrStreamFull) || !errors.Is(err, ErrPublishRejected) {
-		t.Fatalf("publish to a full work queue: %v, want ErrStreamFull", err)
+	if !errors.Is(err, queue.ErrStreamFull) || !errors.Is(err, queue.ErrPublishRejected) {
+		t.Fatalf("publish to a full work queue: %v, want queue.ErrStreamFull", err)
 	}
 	if took := time.Since(begin); took > time.Second {
 		t.Errorf("a full stream's refusal took %v: it was retried", took)
@@ -190,7 +178,7 @@ func TestStreamLimits(t *testing.T) {
 	if n := streamMsgs(t, c, StreamWork); n != 3 {
 		t.Errorf("work queue holds %d messages, want the 3 it took", n)
 	}
-	if got, _ := metricValue(t, reg, "verdict_queue_publish_dropped_total", map[string]string{"publisher": "sync", "reason": "streamFull"}); got != 1 {
+	if got, _ := testkit.MetricValue(t, reg, "verdict_queue_publish_dropped_total", map[string]string{"publisher": "sync", "reason": "streamFull"}); got != 1 {
 		t.Errorf("sync drops for streamFull = %v, want 1", got)
 	}
 
@@ -198,7 +186,7 @@ func TestStreamLimits(t *testing.T) {
 	// reported to the drop handler.
 	var dropped []error
 	var mu sync.Mutex
-	p, err := c.NewAsyncPublisher(WithPublisherName("results"), WithDropHandler(func(_ Message, err error) {
+	p, err := c.NewAsyncPublisher(queue.WithPublisherName("results"), queue.WithDropHandler(func(_ queue.Message, err error) {
 		mu.Lock()
 		dropped = append(dropped, err)
 		mu.Unlock()
@@ -213,21 +201,21 @@ func TestStreamLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	if len(dropped) != 1 || !errors.Is(dropped[0], ErrStreamFull) {
-		t.Errorf("drop handler saw %v, want one ErrStreamFull", dropped)
+	if len(dropped) != 1 || !errors.Is(dropped[0], queue.ErrStreamFull) {
+		t.Errorf("drop handler saw %v, want one queue.ErrStreamFull", dropped)
 	}
 	mu.Unlock()
 	if st := p.Stats(); st.Dropped != 1 || st.Published != 0 {
 		t.Errorf("async stats %+v, want one drop", st)
 	}
-	if got, _ := metricValue(t, reg, "verdict_queue_publish_dropped_total", map[string]string{"publisher": "results", "reason": "streamFull"}); got != 1 {
+	if got, _ := testkit.MetricValue(t, reg, "verdict_queue_publish_dropped_total", map[string]string{"publisher": "results", "reason": "streamFull"}); got != 1 {
 		t.Errorf("async drops for streamFull = %v, want 1", got)
 	}
 
 	// VERDICT_RESULTS: a history of two per subject.
-	result := func(uid, policy string, i int) Message {
+	result := func(uid, policy string, i int) queue.Message {
 		data := fmt.Sprintf("%s %s %03d %s", uid, policy, i, strings.Repeat("x", 100))
-		return Message{Subject: ResultSubject(uid, policy), ID: MsgID(uid, policy, fmt.Sprint(i)), Data: []byte(data)}
+		return queue.Message{Subject: ResultSubject(uid, policy), ID: queue.MsgID(uid, policy, fmt.Sprint(i)), Data: []byte(data)}
 	}
 	for i := range 3 {
 		if _, err := c.PublishSync(ctx, result("uid-a", "p", i)); err != nil {
@@ -235,10 +223,10 @@ func TestStreamLimits(t *testing.T) {
 		}
 	}
 	var kept []string
-	if _, err := c.Replay(ctx, StreamResults, func(m ReplayMsg) error {
+	if _, err := c.Replay(ctx, StreamResults, func(m queue.ReplayMsg) error {
 		kept = append(kept, string(m.Data[:13]))
 		return nil
-	}, WithReplayAll(), WithReplayFilter(ResultSubject("uid-a", "p"))); err != nil {
+	}, queue.WithReplayAll(), queue.WithReplayFilter(ResultSubject("uid-a", "p"))); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(kept, ",") != "uid-a p 001 x,uid-a p 002 x" {
@@ -248,7 +236,7 @@ func TestStreamLimits(t *testing.T) {
 	full := -1
 	for i := range resultsBytes / 100 {
 		_, err := c.PublishSync(ctx, result(fmt.Sprint("uid-", i), "p", 0))
-		if errors.Is(err, ErrStreamFull) {
+		if errors.Is(err, queue.ErrStreamFull) {
 			full = i
 			break
 		}
@@ -266,8 +254,8 @@ func TestStreamLimits(t *testing.T) {
 	if _, err := c.PublishSync(ctx, result("uid-a", "p", 3)); err != nil {
 		t.Errorf("replacing within a full subject: %v", err)
 	}
-	if _, err := c.PublishSync(ctx, result(fmt.Sprint("uid-", full), "p", 0)); !errors.Is(err, ErrStreamFull) {
-		t.Errorf("a new subject in a full stream: %v, want ErrStreamFull", err)
+	if _, err := c.PublishSync(ctx, result(fmt.Sprint("uid-", full), "p", 0)); !errors.Is(err, queue.ErrStreamFull) {
+		t.Errorf("a new subject in a full stream: %v, want queue.ErrStreamFull", err)
 	}
 	if after := streamMsgs(t, c, StreamResults); after != before {
 		t.Errorf("full stream went from %d to %d messages", before, after)
@@ -303,8 +291,8 @@ func TestProvisionLegacyWorkStream(t *testing.T) {
 		Retention: jetstream.WorkQueuePolicy, AllowMsgSchedules: true, AllowRollup: true}); err != nil {
 		t.Fatal(err)
 	}
-	err := c.Provision(ctx, WithConsumers(testConsumers(time.Second)...))
-	if !errors.Is(err, ErrProvision) || !strings.Contains(err.Error(), "drain it, delete it") {
+	err := Provision(ctx, c, WithConsumers(DefaultConsumers()...))
+	if !errors.Is(err, queue.ErrProvision) || !strings.Contains(err.Error(), "drain it, delete it") {
 		t.Fatalf("Provision over a legacy VERDICT_WORK: %v", err)
 	}
 	for _, name := range []string{StreamResults, StreamSchedules, StreamDead} {

@@ -1,4 +1,4 @@
-package queue
+package bus
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // TestLongSubjectsKeepTheConnection: a subject longer than nats-server's
@@ -14,7 +16,7 @@ import (
 // became a result subject, and the webhook's connection never came back).
 // Every publish refuses such a subject before it is sent, the connection
 // stays up, and a work key of any length makes a bounded subject. A
-// connection the server does drop says so on Done.
+// connection the server does drop says so on queue.Done.
 func TestLongSubjectsKeepTheConnection(t *testing.T) {
 	e := runServer(t)
 	c := connect(t, e.ClientURL())
@@ -23,16 +25,16 @@ func TestLongSubjectsKeepTheConnection(t *testing.T) {
 	defer cancel()
 
 	long := strings.Repeat("a", 5000)
-	tooLong := Message{Subject: ResultSubject(long, "policy"), ID: MsgID("long"), Data: []byte("{}")}
-	if _, err := c.PublishSync(ctx, tooLong); !errors.Is(err, ErrInvalidSubject) {
-		t.Fatalf("PublishSync of a %d-byte subject: %.200v, want ErrInvalidSubject", len(tooLong.Subject), err)
+	tooLong := queue.Message{Subject: ResultSubject(long, "policy"), ID: queue.MsgID("long"), Data: []byte("{}")}
+	if _, err := c.PublishSync(ctx, tooLong); !errors.Is(err, queue.ErrInvalidSubject) {
+		t.Fatalf("PublishSync of a %d-byte subject: %.200v, want queue.ErrInvalidSubject", len(tooLong.Subject), err)
 	}
 	p, err := c.NewAsyncPublisher()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.PublishAll([]Message{tooLong}); !errors.Is(err, ErrInvalidSubject) {
-		t.Fatalf("PublishAll of a %d-byte subject: %.200v, want ErrInvalidSubject", len(tooLong.Subject), err)
+	if err := p.PublishAll([]queue.Message{tooLong}); !errors.Is(err, queue.ErrInvalidSubject) {
+		t.Fatalf("PublishAll of a %d-byte subject: %.200v, want queue.ErrInvalidSubject", len(tooLong.Subject), err)
 	}
 
 	// Work keys are shortened, never refused: a generate rule's key names
@@ -43,14 +45,14 @@ func TestLongSubjectsKeepTheConnection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(subj) > MaxSubjectLen || subjects[subj] {
+		if len(subj) > queue.MaxSubjectLen || subjects[subj] {
 			t.Fatalf("WorkSubject of a %d-byte key: %d bytes, seen before %v", len(key), len(subj), subjects[subj])
 		}
 		subjects[subj] = true
 		if kind, short, err := ParseWorkSubject(subj); err != nil || kind != WorkGenerate || !strings.HasPrefix(key, strings.Split(short, "#")[0]) {
 			t.Fatalf("ParseWorkSubject(%q) = %q, %q, %v", subj, kind, short, err)
 		}
-		if _, err := c.PublishSync(ctx, Message{Subject: subj, ID: MsgID(key), Data: []byte("{}")}); err != nil {
+		if _, err := c.PublishSync(ctx, queue.Message{Subject: subj, ID: queue.MsgID(key), Data: []byte("{}")}); err != nil {
 			t.Fatalf("publish work of a %d-byte key: %v", len(key), err)
 		}
 	}
@@ -67,7 +69,7 @@ func TestLongSubjectsKeepTheConnection(t *testing.T) {
 	}
 
 	// What happened before: a raw publish of the long subject. The server
-	// drops the client, the client closes for good, and Done says so.
+	// drops the client, the client closes for good, and queue.Done says so.
 	if err := c.NATS().Publish(tooLong.Subject, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestLongSubjectsKeepTheConnection(t *testing.T) {
 	select {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):
-		t.Fatal("the server did not drop the client, or Done did not say so")
+		t.Fatal("the server did not drop the client, or queue.Done did not say so")
 	}
 	if c.Err() == nil || c.Connected() {
 		t.Fatalf("closed connection: err %v, connected %v", c.Err(), c.Connected())

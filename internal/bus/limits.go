@@ -1,8 +1,10 @@
-package queue
+package bus
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // StreamLimits are the size limits of Verdict's streams that services take
@@ -34,20 +36,20 @@ func DefaultStreamLimits() StreamLimits {
 // minStreamBytes is the smallest byte limit a configuration may set.
 const minStreamBytes = 1 << 20
 
-// Validate returns every problem, each wrapping ErrInvalidOption.
+// Validate returns every problem, each wrapping queue.ErrInvalidOption.
 func (l StreamLimits) Validate() error {
 	var errs []error
 	if l.ResultHistory < 1 || l.ResultHistory > MaxResultHistory {
-		errs = append(errs, fmt.Errorf("%w: result history %d: 1 to %d", ErrInvalidOption, l.ResultHistory, MaxResultHistory))
+		errs = append(errs, fmt.Errorf("%w: result history %d: 1 to %d", queue.ErrInvalidOption, l.ResultHistory, MaxResultHistory))
 	}
 	if l.ResultsMaxBytes < minStreamBytes {
-		errs = append(errs, fmt.Errorf("%w: results max bytes %d: at least 1Mi", ErrInvalidOption, l.ResultsMaxBytes))
+		errs = append(errs, fmt.Errorf("%w: results max bytes %d: at least 1Mi", queue.ErrInvalidOption, l.ResultsMaxBytes))
 	}
 	if l.WorkMaxMsgs < 1 {
-		errs = append(errs, fmt.Errorf("%w: work max messages %d must be positive", ErrInvalidOption, l.WorkMaxMsgs))
+		errs = append(errs, fmt.Errorf("%w: work max messages %d must be positive", queue.ErrInvalidOption, l.WorkMaxMsgs))
 	}
 	if l.WorkMaxBytes < minStreamBytes {
-		errs = append(errs, fmt.Errorf("%w: work max bytes %d: at least 1Mi", ErrInvalidOption, l.WorkMaxBytes))
+		errs = append(errs, fmt.Errorf("%w: work max bytes %d: at least 1Mi", queue.ErrInvalidOption, l.WorkMaxBytes))
 	}
 	return errors.Join(errs...)
 }

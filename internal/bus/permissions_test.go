@@ -1,4 +1,4 @@
-package queue
+package bus
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // authServer runs a nats-server with JetStream and the account and users of
@@ -64,14 +67,14 @@ func authServer(t *testing.T) (string, map[string]string) {
 // connectAs connects with the user of seedFile (none: anonymous); the
 // connection's metrics count the server's refusals (connection_events_total
 // {event="error"}: a permissions violation is an asynchronous error).
-func connectAs(t *testing.T, url, seedFile string) (*Conn, *prometheus.Registry, error) {
+func connectAs(t *testing.T, url, seedFile string) (*queue.Conn, *prometheus.Registry, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	metrics, reg := promMetrics(t)
-	opts := []ConnOption{WithURL(url), WithLogger(testLogger(t)), WithReconnectBackoff(20*time.Millisecond, 250*time.Millisecond), WithMetrics(metrics)}
+	opts := []queue.ConnOption{queue.WithURL(url), queue.WithLogger(testLogger(t)), queue.WithReconnectBackoff(20*time.Millisecond, 250*time.Millisecond), queue.WithMetrics(metrics)}
 	if seedFile != "" {
-		opts = append(opts, WithNKeyFile(seedFile))
+		opts = append(opts, queue.WithNKeyFile(seedFile))
 	}
 	c, err := Connect(ctx, opts...)
 	if err == nil {
@@ -84,7 +87,7 @@ func connectAs(t *testing.T, url, seedFile string) (*Conn, *prometheus.Registry,
 // server sent the connection whose metrics are in reg.
 func refusals(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	v, _ := metricValue(t, reg, metricPrefix+"connection_events_total", map[string]string{labelEvent: "error"})
+	v, _ := testkit.MetricValue(t, reg, "verdict_queue_connection_events_total", map[string]string{"event": "error"})
 	return v
 }
 
@@ -110,20 +113,27 @@ func TestServicePermissions(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	if err := webhook.Provision(ctx, WithConsumers()); err != nil {
+	if err := Provision(ctx, webhook, WithConsumers()); err != nil {
 		t.Fatalf("the webhook provisions the streams: %v", err)
 	}
 	gen, _ := DefaultConsumer(ConsumerGenerator)
-	if err := generator.Provision(ctx, WithConsumers(gen)); err != nil {
+	if err := Provision(ctx, generator, WithConsumers(gen)); err != nil {
 		t.Fatalf("the generator provisions the streams and its consumer: %v", err)
 	}
 	publishWork(t, webhook, WorkGenerate, "allowed")
 	got := make(chan string, 4)
-	startRunner(t, generator, ConsumerGenerator, func(_ context.Context, m *Msg) Outcome {
+	startRunner(t, generator, ConsumerGenerator, func(_ context.Context, m *queue.Msg) queue.Outcome {
 		got <- string(m.Data)
-		return Done()
-	}, WithConcurrency(1))
-	awaitWork(t, got, "allowed")
+		return queue.Done()
+	}, queue.WithConcurrency(1))
+	select {
+	case k := <-got:
+		if k != "allowed" {
+			t.Fatalf("the generator took %q, want the work published", k)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the generator took no work within 10s")
+	}
 	time.Sleep(200 * time.Millisecond) // the runner's first backlog reading
 	for name, reg := range map[string]*prometheus.Registry{"webhook": webhookReg, "generator": generatorReg} {
 		if n := refusals(t, reg); n != 0 {
@@ -154,7 +164,7 @@ func TestServicePermissions(t *testing.T) {
 			return err
 		}},
 		"a dead letter": {do: func(ctx context.Context) error {
-			_, err := webhook.PublishSync(ctx, Message{Subject: deadPrefix + "work.generate.x", ID: "d", Data: []byte("x")})
+			_, err := webhook.PublishSync(ctx, queue.Message{Subject: deadPrefix + "work.generate.x", ID: "d", Data: []byte("x")})
 			return err
 		}},
 		"the generator's consumer": {do: func(ctx context.Context) error {

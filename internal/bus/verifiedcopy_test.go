@@ -1,6 +1,10 @@
-package queue
+package bus
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/verdict-dev/verdict/pkg/queue"
+)
 
 // A verified copy's subject is never a subject an admission publishes on,
 // is matched by VerifiedOfResource (not ResultsOfResource, so no consumer
@@ -28,11 +32,11 @@ func TestVerifiedCopySubject(t *testing.T) {
 			if _, _, err := ParseResultSubject(cp); err == nil {
 				t.Errorf("%q parses as an admission's result subject", cp)
 			}
-			if !subjectMatches(VerifiedOfResource(tc.uid), cp) || subjectMatches(ResultsOfResource(tc.uid), cp) ||
-				subjectMatches(resultsPrefix+">", cp) {
+			if !queue.SubjectMatches(VerifiedOfResource(tc.uid), cp) || queue.SubjectMatches(ResultsOfResource(tc.uid), cp) ||
+				queue.SubjectMatches(resultsPrefix+">", cp) {
 				t.Errorf("filters: the copy %q must match VerifiedOfResource only", cp)
 			}
-			if err := (Message{Subject: cp, ID: "x"}).Validate(); err != nil {
+			if err := (queue.Message{Subject: cp, ID: "x"}).Validate(); err != nil {
 				t.Errorf("the copy's subject cannot be published: %v", err)
 			}
 		})
