@@ -25,6 +25,7 @@ func TestFlags(t *testing.T) {
 		"--retry-min=2s", "--retry-max=30s", "--shutdown-timeout=5s", "--ttl-interval=2m",
 		"--schedule-resync=5m", "--identity=cleaner-0", "--namespace=verdict-system",
 		"--probe-address=:9090", "--log-level=debug", "--log-format=console",
+		"--max-foreach-elements=500", "--max-foreach-depth=2", "--work-budget=20000", "--max-expression-steps=5000", "--memory-budget=8Mi",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +38,7 @@ func TestFlags(t *testing.T) {
 		Worker: platform.WorkerConfig{Concurrency: 16, AckWait: 12 * time.Second, Attempts: 3,
 			RetryMin: 2 * time.Second, RetryMax: 30 * time.Second, ShutdownTimeout: 5 * time.Second},
 		TTLInterval: 2 * time.Minute, Resync: 5 * time.Minute, Identity: "cleaner-0", Namespace: "verdict-system",
+		Limits:       platform.EvaluationLimits{MaxForEachElements: 500, MaxForEachDepth: 2, WorkBudget: 20000, MaxExpressionSteps: 5000, MemoryBudget: 8 << 20},
 		ProbeAddress: ":9090", Log: platform.LogConfig{Level: "debug", Format: "console"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -62,6 +64,7 @@ func TestExitCodes(t *testing.T) {
 		"short ttl":        {args: []string{"--ttl-interval=10ms"}, code: exitUsage, out: "ttl interval"},
 		"bad log level":    {args: []string{"--log-level=loud"}, code: exitUsage, out: "log-level"},
 		"no nats":          {args: []string{"--nats-url="}, code: exitUsage, out: "nats-url"},
+		"zero work budget": {args: []string{"--work-budget=0"}, code: exitUsage, out: "--work-budget 0: must be positive"},
 		"no kubeconfig, not in a cluster": {
 			args: []string{"--log-level=error", "--probe-address="}, code: platform.ExitFailed, out: "kubernetes client config",
 		},

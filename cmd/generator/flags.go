@@ -12,6 +12,7 @@ import (
 func bindFlags(fs *flag.FlagSet, cfg *generatorapp.Config) {
 	platform.BindKubeFlags(fs, &cfg.Kube)
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
+	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindExceptionFlags(fs, &cfg.Exceptions)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: no policy reads its Secrets")
 	platform.BindNATSFlags(fs, &cfg.NATS)

@@ -24,6 +24,7 @@ func TestFlags(t *testing.T) {
 		"--work-max-messages=5000", "--verify-grace=1m", "--concurrency=16", "--ack-wait=12s", "--attempts=3",
 		"--retry-min=2s", "--retry-max=30s", "--shutdown-timeout=5s",
 		"--probe-address=:9090", "--log-level=debug", "--log-format=console", "--namespace=verdict-system",
+		"--max-foreach-elements=500", "--max-foreach-depth=2", "--work-budget=20000", "--max-expression-steps=5000", "--memory-budget=8Mi",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +40,7 @@ func TestFlags(t *testing.T) {
 			Concurrency: 16, AckWait: 12 * time.Second, Attempts: 3,
 			RetryMin: 2 * time.Second, RetryMax: 30 * time.Second, ShutdownTimeout: 5 * time.Second,
 		},
+		Limits:       platform.EvaluationLimits{MaxForEachElements: 500, MaxForEachDepth: 2, WorkBudget: 20000, MaxExpressionSteps: 5000, MemoryBudget: 8 << 20},
 		ProbeAddress: ":9090", Log: platform.LogConfig{Level: "debug", Format: "console"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -55,16 +57,17 @@ func TestExitCodes(t *testing.T) {
 		code int
 		out  string
 	}{
-		"help":             {args: []string{"-h"}, code: exitOK, out: "usage: generator"},
-		"unknown flag":     {args: []string{"--nope"}, code: exitUsage, out: "flag provided but not defined"},
-		"stray argument":   {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
-		"no concurrency":   {args: []string{"--concurrency=0"}, code: exitUsage, out: "concurrency 0"},
-		"short ack wait":   {args: []string{"--ack-wait=1s"}, code: exitUsage, out: "ack wait"},
-		"no attempts":      {args: []string{"--attempts=0"}, code: exitUsage, out: "attempts 0"},
-		"retries reversed": {args: []string{"--retry-min=1m", "--retry-max=1s"}, code: exitUsage, out: "retry delays"},
-		"short grace":      {args: []string{"--verify-grace=10ms"}, code: exitUsage, out: "verify grace"},
-		"bad log level":    {args: []string{"--log-level=loud"}, code: exitUsage, out: "log-level"},
-		"no nats":          {args: []string{"--nats-url="}, code: exitUsage, out: "nats-url"},
+		"help":               {args: []string{"-h"}, code: exitOK, out: "usage: generator"},
+		"unknown flag":       {args: []string{"--nope"}, code: exitUsage, out: "flag provided but not defined"},
+		"stray argument":     {args: []string{"extra"}, code: exitUsage, out: "unexpected arguments"},
+		"no concurrency":     {args: []string{"--concurrency=0"}, code: exitUsage, out: "concurrency 0"},
+		"short ack wait":     {args: []string{"--ack-wait=1s"}, code: exitUsage, out: "ack wait"},
+		"no attempts":        {args: []string{"--attempts=0"}, code: exitUsage, out: "attempts 0"},
+		"retries reversed":   {args: []string{"--retry-min=1m", "--retry-max=1s"}, code: exitUsage, out: "retry delays"},
+		"short grace":        {args: []string{"--verify-grace=10ms"}, code: exitUsage, out: "verify grace"},
+		"bad log level":      {args: []string{"--log-level=loud"}, code: exitUsage, out: "log-level"},
+		"no nats":            {args: []string{"--nats-url="}, code: exitUsage, out: "nats-url"},
+		"zero foreach depth": {args: []string{"--max-foreach-depth=0"}, code: exitUsage, out: "--max-foreach-depth 0: must be positive"},
 		"no kubeconfig, not in a cluster": {
 			args: []string{"--log-level=error", "--probe-address="}, code: platform.ExitFailed, out: "kubernetes client config",
 		},

@@ -32,6 +32,7 @@ func TestFlags(t *testing.T) {
 		"--serve-tls-private-key-file=/c/tls.key", "--serve-cert-dir=/c", "--serve-snapshot-interval=2m",
 		"--serve-service-name=reports", "--serve-lease=lease",
 		"--serve-api-services=v1alpha2.wgpolicyk8s.io", "--serve-api-services=v1.example.com", "--namespace=ns", "--identity=pod-1",
+		"--max-foreach-elements=500", "--max-foreach-depth=2", "--work-budget=20000", "--max-expression-steps=5000", "--memory-budget=8Mi",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +40,7 @@ func TestFlags(t *testing.T) {
 	want := reporterapp.Config{
 		Kube:     platform.KubeConfig{Kubeconfig: "/k/config", QPS: 20, Burst: 40, Timeout: 10 * time.Second},
 		WriteQPS: 5.5, WriteBurst: 10,
+		Limits: platform.EvaluationLimits{MaxForEachElements: 500, MaxForEachDepth: 2, WorkBudget: 20000, MaxExpressionSteps: 5000, MemoryBudget: 8 << 20},
 		NATS: platform.NATSConfig{
 			Config:         natsconn.Config{URLs: []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"}, Credentials: "/n/creds"},
 			StreamReplicas: 3,
@@ -98,6 +100,7 @@ func TestExitCodes(t *testing.T) {
 		"no work":               {args: []string{"--work-max-messages=0"}, code: exitUsage, out: "work max messages"},
 		"work too small":        {args: []string{"--work-max-bytes=10"}, code: exitUsage, out: "work max bytes"},
 		"short grace":           {args: []string{"--verify-grace=10ms"}, code: exitUsage, out: "verify grace"},
+		"memory budget no size": {args: []string{"--memory-budget=lots"}, code: exitUsage, out: "memory-budget"},
 		"pending over the acks": {args: []string{"--pending-results=900", "--concurrency=64"}, code: exitUsage, out: "pending results 900"},
 		"negative pending":      {args: []string{"--pending-results=-1"}, code: exitUsage, out: "pending results -1"},
 		"pending bytes":         {args: []string{"--pending-bytes=lots"}, code: exitUsage, out: "pending-bytes"},

@@ -62,6 +62,7 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	platform.BindNATSFlags(fs, &cfg.NATS)
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "the garbage collector's target percentage when the GOGC environment variable is not set (the memory limit, GOMEMLIMIT, still bounds the heap)")
 	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
+	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindKubeFlags(fs, &cfg.Kube)
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
 	platform.BindExceptionFlags(fs, &cfg.Exceptions)

@@ -77,6 +77,9 @@ func TestExitCodes(t *testing.T) {
 		"policies in cluster mode":    {args: []string{"--policies=p"}, code: exitUsage, out: "--policies is files mode's"},
 		"certificate in cluster mode": {args: []string{"--tls-cert-file=a", "--tls-private-key-file=b"}, code: exitUsage, out: "--tls-cert-file is files mode's"},
 		"two NATS authentications":    {args: []string{"--nats-credentials=c", "--nats-nkey-file=n"}, code: exitUsage, out: "give one"},
+		"zero foreach elements":       {args: []string{"--max-foreach-elements=0"}, code: exitUsage, out: "--max-foreach-elements 0: must be positive"},
+		"limits in files mode too": {args: []string{"--mode=files", "--policies=p", "--tls-cert-file=a", "--tls-private-key-file=b", "--memory-budget=0"},
+			code: exitUsage, out: "--memory-budget 0: must be positive"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

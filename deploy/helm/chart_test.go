@@ -236,6 +236,22 @@ func TestSchemaRefuses(t *testing.T) {
 			args: []string{"--set", "webhook.resultBuffer=-5"},
 			want: []string{"/webhook/resultBuffer", "minimum"},
 		},
+		"work budget 0": {
+			args: []string{"--set", "evaluationLimits.workBudget=0"},
+			want: []string{"/evaluationLimits/workBudget", "minimum"},
+		},
+		"memory budget 0Mi": {
+			args: []string{"--set", "evaluationLimits.memoryBudget=0Mi"},
+			want: []string{"/evaluationLimits/memoryBudget"},
+		},
+		"memory budget not a quantity": {
+			args: []string{"--set", "evaluationLimits.memoryBudget=64MB"},
+			want: []string{"/evaluationLimits/memoryBudget"},
+		},
+		"evaluation limit misspelt": {
+			args: []string{"--set", "evaluationLimits.maxForeachElements=5"},
+			want: []string{"evaluationLimits", "additional properties 'maxForeachElements' not allowed"},
+		},
 		"stream replicas 2": {
 			args: []string{"--set", "nats.streamReplicas=2"},
 			want: []string{"/nats/streamReplicas", "must be one of 1, 3, 5"},

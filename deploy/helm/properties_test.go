@@ -681,3 +681,28 @@ func TestValuesReachTheFlags(t *testing.T) {
 		t.Errorf("--address=%s", a)
 	}
 }
+
+// TestEvaluationLimitArgs: the chart's evaluationLimits reach every
+// service that evaluates policies as its limit flags, large numbers
+// written whole.
+func TestEvaluationLimitArgs(t *testing.T) {
+	m := parse(t, render(t, "--set", "evaluationLimits.maxForEachElements=500", "--set", "evaluationLimits.maxForEachDepth=2",
+		"--set", "evaluationLimits.workBudget=20000000", "--set", "evaluationLimits.maxExpressionSteps=3000000",
+		"--set", "evaluationLimits.memoryBudget=32Mi"))
+	want := map[string]string{
+		"max-foreach-elements": "500", "max-foreach-depth": "2", "work-budget": "20000000",
+		"max-expression-steps": "3000000", "memory-budget": "32Mi",
+	}
+	for _, svc := range services {
+		args := m.deployments[svc].Spec.Template.Spec.Containers[0].Args
+		for name, v := range want {
+			if got, ok := arg(args, name); !ok || got != v {
+				t.Errorf("%s: --%s=%q (given: %t), want %q", svc, name, got, ok, v)
+			}
+		}
+	}
+	bytes := parse(t, render(t, "--set", "evaluationLimits.memoryBudget=100000000"))
+	if got, _ := arg(bytes.deployments["webhook"].Spec.Template.Spec.Containers[0].Args, "memory-budget"); got != "100000000" {
+		t.Errorf("memory budget in bytes: --memory-budget=%q", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -196,23 +197,21 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithContextLoader sets where the engine's configMap, apiCall,
-// globalReference and imageRegistry context entries get their data.
-func WithContextLoader(l engine.ContextLoader) Option {
-	return func(s *Server) error {
-		s.engineOpts = append(s.engineOpts, engine.WithContextLoader(l))
-		return nil
-	}
-}
-
-// WithContextResources sets where policies' reads of resources (CEL's
-// resource.Get and resource.List, validate.cel params) are served: the
-// cluster, through a bounded lister. Without it those reads are errors.
+// WithEngineOptions adds options of the engine the server evaluates
+// with: where configMap, apiCall, globalReference and imageRegistry
+// context entries get their data (engine.WithContextLoader), where
+// policies' reads of resources are served (engine.WithContextResources:
+// without it those reads are errors), the limits of each evaluation.
 // Generate rules still only decide whether they trigger: their clone
-// sources are never read here.
-func WithContextResources(l engine.ResourceLister) Option {
+// sources are never read here, whatever the options.
+func WithEngineOptions(opts ...engine.Option) Option {
 	return func(s *Server) error {
-		s.engineOpts = append(s.engineOpts, engine.WithContextResources(l))
+		for _, o := range opts {
+			if o == nil {
+				return fmt.Errorf("%w: nil engine option", ErrInvalidOption)
+			}
+		}
+		s.engineOpts = append(s.engineOpts, opts...)
 		return nil
 	}
 }
@@ -281,10 +280,12 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}
 		s.log = l
 	}
-	eng, err := engine.New(append([]engine.Option{
+	// The trigger lister and the server's clock come last: no engine
+	// option replaces them.
+	eng, err := engine.New(append(slices.Clone(s.engineOpts),
 		engine.WithResourceLister(triggerLister{}),
 		engine.WithClock(func() time.Time { return s.now() }),
-	}, s.engineOpts...)...)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

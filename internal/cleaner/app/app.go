@@ -18,10 +18,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	"github.com/verdict-dev/verdict/internal/platform"
-	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
-	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
-	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -42,6 +39,8 @@ type Config struct {
 	NATS platform.NATSConfig
 	// Worker is how ticks are taken from the cleaner's consumer.
 	Worker platform.WorkerConfig
+	// Limits bound the work and memory of each evaluation.
+	Limits platform.EvaluationLimits
 	// TTLInterval is how often the TTL sweep runs (one schedule shared by
 	// every replica: give them all the same).
 	TTLInterval time.Duration
@@ -64,6 +63,7 @@ func DefaultConfig() Config {
 		Namespace:    "verdict",
 		NATS:         platform.DefaultNATSConfig(),
 		Worker:       platform.DefaultWorkerConfig(),
+		Limits:       platform.DefaultEvaluationLimits(),
 		TTLInterval:  time.Minute,
 		Resync:       10 * time.Minute,
 		ProbeAddress: ":8080",
@@ -75,7 +75,7 @@ func DefaultConfig() Config {
 // ErrInvalidConfig.
 func (c *Config) Validate() error {
 	var errs []error
-	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Worker.Validate(), c.Log.Validate()} {
+	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Worker.Validate(), c.Limits.Validate(), c.Log.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -103,17 +103,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	hc, err := policyhttp.New(cfg.PolicyHTTP)
+	eng, err := platform.NewEngine(kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	loader, err := policycache.NewLoader(kc.Kube, policycache.WithHTTP(hc), policycache.WithProtectedNamespace(cfg.Namespace))
-	if err != nil {
-		return err
-	}
-	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithContextResources(kubeutil.NewContextLister(kc.Dynamic, kc.Mapper, kubeutil.WithProtectedNamespace(cfg.Namespace))))
-	if err != nil {
-		return err
 	}
 	reg := platform.NewRegistry()
 	conn, err := platform.ConnectWorker(ctx, cleaner.Component, cfg.NATS, cfg.Worker, bus.ConsumerCleaner, reg, log)
@@ -139,7 +131,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cl, err := cleaner.New(conn, cleaner.Clients{Dynamic: kc.Dynamic, Metadata: meta, Discovery: kc.Discovery, Kube: kc.Kube}, eng, opts...)
+	cl, err := cleaner.New(conn, cleaner.Clients{Dynamic: kc.Dynamic, Metadata: meta, Discovery: kc.Discovery, Kube: kc.Kube}, eng.Engine, opts...)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
-	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -51,6 +50,8 @@ type Config struct {
 	// Worker is how the replica takes items from its consumer
 	// (concurrency, ack wait, attempts, retries, shutdown).
 	Worker platform.WorkerConfig
+	// Limits bound the work and memory of each evaluation.
+	Limits platform.EvaluationLimits
 
 	// ProbeAddress serves /metrics, /healthz and /readyz over plain HTTP
 	// (empty: none).
@@ -74,6 +75,7 @@ func DefaultConfig() Config {
 		NATS:         platform.DefaultNATSConfig(),
 		VerifyGrace:  30 * time.Second,
 		Worker:       platform.DefaultWorkerConfig(),
+		Limits:       platform.DefaultEvaluationLimits(),
 		ProbeAddress: ":8080",
 		Log:          platform.DefaultLogConfig(),
 	}
@@ -83,7 +85,7 @@ func DefaultConfig() Config {
 // ErrInvalidConfig.
 func (c *Config) Validate() error {
 	var errs []error
-	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Worker.Validate(), c.Log.Validate(), c.Exceptions.Validate()} {
+	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Worker.Validate(), c.Limits.Validate(), c.Log.Validate(), c.Exceptions.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -114,18 +116,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	hc, err := policyhttp.New(cfg.PolicyHTTP)
+	// Clone sources and mutate-existing targets are read from the
+	// cluster, Verdict's Secrets kept from them as from every read.
+	eng, err := platform.NewEngine(kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits}, platform.WithClusterLister())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc), policycache.WithProtectedNamespace(cfg.Namespace))
-	if err != nil {
-		return err
-	}
-	protect := kubeutil.WithProtectedNamespace(cfg.Namespace)
-	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(kubeutil.NewLister(dyn, mapper, protect)), engine.WithContextResources(kubeutil.NewContextLister(dyn, mapper, protect)))
-	if err != nil {
-		return err
 	}
 	reg := platform.NewRegistry()
 	conn, err := platform.ConnectWorker(ctx, "verdict-generator", cfg.NATS, cfg.Worker, bus.ConsumerGenerator, reg, log)
@@ -136,7 +131,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	// The policy cache: compiled policies, exceptions and namespace
 	// labels from the API's watches (an item whose policy it does not
 	// hold yet reads the API). It syncs in the background.
-	pc := policycache.New(eng, dyn, kube, log).WithExceptions(cfg.Exceptions)
+	pc := policycache.New(eng.Engine, dyn, kube, log).WithExceptions(cfg.Exceptions)
 	// Its start is waited for before Run returns (and stopped first).
 	sctx, stopSync := context.WithCancel(ctx)
 	synced := make(chan struct{})
@@ -152,7 +147,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}()
 	g, err := generator.New(generator.Deps{
 		Conn: conn, Dynamic: dyn, Mapper: mapper, Kinds: kubeutil.NewListableKinds(kc.Discovery, 30*time.Second),
-		Policies: pc, Check: check, Engine: eng,
+		Policies: pc, Check: check, Engine: eng.Engine,
 	},
 		generator.WithRunnerOptions(cfg.Worker.RunnerOptions()...),
 		generator.WithRegisterer(reg),

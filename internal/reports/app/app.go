@@ -23,14 +23,12 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
-	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
 	"github.com/verdict-dev/verdict/internal/reports/reportserver"
 	"github.com/verdict-dev/verdict/internal/reports/scanner"
-	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -98,6 +96,8 @@ type Config struct {
 	ScanInterval time.Duration
 	// ScanConcurrency is how many scan items a replica works on at once.
 	ScanConcurrency int
+	// Limits bound the work and memory of each evaluation of the scans.
+	Limits platform.EvaluationLimits
 
 	// ProbeAddress serves /metrics, /healthz and /readyz over plain HTTP
 	// (empty: none).
@@ -162,6 +162,7 @@ func DefaultConfig() Config {
 		Scan:                  true,
 		ScanInterval:          time.Hour,
 		ScanConcurrency:       2,
+		Limits:                platform.DefaultEvaluationLimits(),
 		ProbeAddress:          ":8080",
 		Log:                   platform.DefaultLogConfig(),
 		ServeAddress:          "0.0.0.0",
@@ -186,7 +187,7 @@ const maxPendingRechecks = 1 << 20
 // Validate checks the config.
 func (c *Config) Validate() error {
 	var errs []error
-	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Log.Validate(), c.Exceptions.Validate()} {
+	for _, err := range []error{c.Kube.Validate(), c.NATS.Validate(), c.Log.Validate(), c.Exceptions.Validate(), c.Limits.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -260,6 +261,8 @@ type deps struct {
 	meta   metadata.Interface
 	disc   discovery.DiscoveryInterface
 	mapper meta.RESTMapper
+	// kc are the clients the others come from.
+	kc *platform.Clients
 }
 
 func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*deps, error) {
@@ -292,7 +295,7 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
-	return &deps{conn: conn, writer: w, check: check, reg: reg, rc: rc, dyn: dyn, meta: meta, disc: disc, mapper: kc.Mapper}, nil
+	return &deps{conn: conn, writer: w, check: check, reg: reg, rc: rc, dyn: dyn, meta: meta, disc: disc, mapper: kc.Mapper, kc: kc}, nil
 }
 
 // Run runs the projector (and, with cfg.Scan, the background scanner)
@@ -474,23 +477,12 @@ func consumers(cfg Config) []queue.ConsumerSpec {
 // newScanner starts the policy cache (it returns once synced) and builds
 // the background scanner on it.
 func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, served bool) (*scanner.Scanner, error) {
-	kube, err := kubernetes.NewForConfig(d.rc)
-	if err != nil {
-		return nil, err
-	}
-	hc, err := policyhttp.New(cfg.PolicyHTTP)
+	kube := d.kc.Kube
+	eng, err := platform.NewEngine(d.kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc), policycache.WithProtectedNamespace(cfg.Namespace))
-	if err != nil {
-		return nil, err
-	}
-	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithContextResources(kubeutil.NewContextLister(d.dyn, d.mapper, kubeutil.WithProtectedNamespace(cfg.Namespace))))
-	if err != nil {
-		return nil, err
-	}
-	pc := policycache.New(eng, d.dyn, kube, log).WithExceptions(cfg.Exceptions)
+	pc := policycache.New(eng.Engine, d.dyn, kube, log).WithExceptions(cfg.Exceptions)
 	if err := pc.Start(ctx); err != nil {
 		return nil, fmt.Errorf("policy cache: %w", err)
 	}
@@ -505,9 +497,9 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, se
 	if served {
 		// Reports are served from the stream: none to write, none to
 		// watch.
-		return scanner.New(d.conn, eng, d.dyn, kube.Discovery(), pc, nil, append(opts, scanner.WithServedReports(d.writer.Metrics()))...)
+		return scanner.New(d.conn, eng.Engine, d.dyn, kube.Discovery(), pc, nil, append(opts, scanner.WithServedReports(d.writer.Metrics()))...)
 	}
-	return scanner.New(d.conn, eng, d.dyn, kube.Discovery(), pc, d.writer, append(opts, scanner.WithReportWatch(d.meta))...)
+	return scanner.New(d.conn, eng.Engine, d.dyn, kube.Discovery(), pc, d.writer, append(opts, scanner.WithReportWatch(d.meta))...)
 }
 
 // Replay rebuilds every report from the stream (and with prune deletes

@@ -32,7 +32,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/webhook/policystatus"
 	"github.com/verdict-dev/verdict/internal/webhook/registrar"
 	"github.com/verdict-dev/verdict/internal/webhook/roles"
-	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -74,6 +73,9 @@ type Config struct {
 	// still bounds the heap. It is process-wide, so cmd/webhook sets
 	// it, not Run.
 	GCPercent int
+	// Limits bound the work and memory of each evaluation, in either
+	// mode.
+	Limits platform.EvaluationLimits
 
 	// The rest is cluster mode's.
 
@@ -150,6 +152,7 @@ func DefaultConfig() Config {
 		ReconcileInterval: 30 * time.Second,
 		ResultBuffer:      10000,
 		GCPercent:         400,
+		Limits:            platform.DefaultEvaluationLimits(),
 	}
 }
 
@@ -168,6 +171,7 @@ func (c *Config) Validate() error {
 	wrap(c.Webhook.Validate())
 	wrap(c.NATS.Validate())
 	wrap(c.Exceptions.Validate())
+	wrap(c.Limits.Validate())
 	if c.GCPercent < 25 || c.GCPercent > 10000 {
 		bad("gc-percent %d: 25 to 10000", c.GCPercent)
 	}
@@ -205,6 +209,11 @@ func (c *Config) Validate() error {
 // queueSettings are the JetStream settings of the config.
 func (c *Config) queueSettings() queueSettings {
 	return queueSettings{nats: c.NATS, identity: c.Identity, buffer: c.ResultBuffer}
+}
+
+// engineConfig is what cluster mode's engine is made of.
+func (c *Config) engineConfig() platform.EngineConfig {
+	return platform.EngineConfig{Namespace: c.Namespace, PolicyHTTP: c.PolicyHTTP, Limits: c.Limits}
 }
 
 // Run runs the service in its mode until ctx ends, then shuts down
@@ -246,19 +255,13 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	}
 	defer js.close(ctx)
 
-	hc, err := policyhttp.New(cfg.PolicyHTTP)
+	// One set-up for the policy cache's engine and the admission
+	// server's: the same sources, guards and limits.
+	eng, err := platform.NewEngine(kc, cfg.engineConfig())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	loader, err := policycache.NewLoader(kube, policycache.WithHTTP(hc), policycache.WithProtectedNamespace(cfg.Namespace))
-	if err != nil {
-		return err
-	}
-	eng, err := engine.New(engine.WithContextLoader(loader))
-	if err != nil {
-		return err
-	}
-	pc := policycache.New(eng, dyn, kube, log).WithExceptions(cfg.Exceptions)
+	pc := policycache.New(eng.Engine, dyn, kube, log).WithExceptions(cfg.Exceptions)
 	if err := pc.Start(ctx); err != nil {
 		return err
 	}
@@ -306,8 +309,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
 		webhook.WithReadinessCheck("nats", js.ready),
-		webhook.WithContextLoader(loader),
-		webhook.WithContextResources(kubeutil.NewContextLister(dyn, kc.Mapper, kubeutil.WithProtectedNamespace(cfg.Namespace))),
+		webhook.WithEngineOptions(eng.Options()...),
 	)
 	if err != nil {
 		return err

@@ -29,5 +29,6 @@ func runFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
 		webhook.WithReadinessCheck("nats", js.ready),
+		webhook.WithEngineOptions(cfg.Limits.Options()...),
 	)
 }

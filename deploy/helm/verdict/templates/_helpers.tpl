@@ -85,6 +85,17 @@ app.kubernetes.io/component: {{ .svc }}
 {{- end }}
 {{- end -}}
 
+{{/* The limits of one evaluation (evaluationLimits), the same for every
+service that evaluates policies: $. */}}
+{{- define "verdict.evaluationLimitArgs" -}}
+{{- $l := .Values.evaluationLimits -}}
+- --max-foreach-elements={{ int64 $l.maxForEachElements }}
+- --max-foreach-depth={{ int64 $l.maxForEachDepth }}
+- --work-budget={{ int64 $l.workBudget }}
+- --max-expression-steps={{ int64 $l.maxExpressionSteps }}
+- --memory-budget={{ kindIs "string" $l.memoryBudget | ternary $l.memoryBudget (int64 $l.memoryBudget) }}
+{{- end -}}
+
 {{/* Where the NATS Secrets are mounted. */}}
 {{- define "verdict.natsDir" -}}/etc/verdict/nats{{- end -}}
 

@@ -50,6 +50,7 @@ spec:
             {{- . | nindent 12 }}
             {{- end }}
             {{- end }}
+            {{- include "verdict.evaluationLimitArgs" .root | nindent 12 }}
             {{- include "verdict.logArgs" $ctx | nindent 12 }}
             {{- with $v.extraArgs }}
             {{- toYaml . | nindent 12 }}
