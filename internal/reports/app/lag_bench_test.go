@@ -42,10 +42,10 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/reportserver"
 	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // envInt reads a positive integer knob of a benchmark.
@@ -104,11 +104,7 @@ func benchAdmissionToReport(b *testing.B, mode string) {
 	rc.WarningHandler = rest.NoWarnings{}
 	kube := kubernetes.NewForConfigOrDie(rc)
 	dyn := dynamic.NewForConfigOrDie(rc)
-	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nats.Shutdown)
+	nats := natstest.Server(b)
 
 	reviews, namespaces := lagReviews(b)
 	for _, ns := range namespaces {
