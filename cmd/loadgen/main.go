@@ -12,11 +12,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,7 +34,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/internal/platform/certs"
-	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/internal/testkit/admissiontraffic"
 )
 
 type config struct {
@@ -70,7 +68,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bodies, err := reviews(cfg)
+	bodies, err := admissiontraffic.ReadTemplates(cfg.podsFile, cfg.operation, "loadgen")
 	if err != nil {
 		return err
 	}
@@ -159,83 +157,6 @@ func parse(args []string) (config, error) {
 	return cfg, nil
 }
 
-// Placeholders of the uids every review gets its own of (uidAt fills
-// them in): the request's and the object's, 36 characters as a UUID.
-const (
-	requestUIDMark = "loadgen-request-uid-0000000000000000"
-	objectUIDMark  = "loadgen-object-uid-00000000000000000"
-)
-
-// review is one AdmissionReview body, with where its uids are.
-type review struct {
-	body             []byte
-	requestAt, uidAt int
-}
-
-// withUIDs is the review with uids made from n: unique for each n, as
-// the API server gives every request and every created object its own.
-func (r review) withUIDs(n uint64) []byte {
-	b := bytes.Clone(r.body)
-	copy(b[r.requestAt:], fmt.Sprintf("%08x-0000-4000-a000-%012x", n>>48, n&(1<<48-1)))
-	copy(b[r.uidAt:], fmt.Sprintf("%08x-0000-4000-8000-%012x", n>>48, n&(1<<48-1)))
-	return b
-}
-
-// reviews builds one AdmissionReview per Pod.
-func reviews(cfg config) ([]review, error) {
-	data, err := os.ReadFile(cfg.podsFile)
-	if err != nil {
-		return nil, err
-	}
-	docs, err := document.DecodeAll(data)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]review, 0, len(docs))
-	for i, d := range docs {
-		obj := d.Object
-		ns := document.String(obj, "metadata", "namespace")
-		if ns == "" {
-			ns = "default"
-		}
-		// The API server gives validating webhooks the created object's
-		// uid; without one the webhook publishes no results.
-		md, ok := obj["metadata"].(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("document %d of %s has no metadata", i+1, cfg.podsFile)
-		}
-		md["uid"] = objectUIDMark
-		ar := map[string]any{
-			"apiVersion": "admission.k8s.io/v1",
-			"kind":       "AdmissionReview",
-			"request": map[string]any{
-				"uid":       requestUIDMark,
-				"kind":      map[string]any{"group": "", "version": "v1", "kind": "Pod"},
-				"resource":  map[string]any{"group": "", "version": "v1", "resource": "pods"},
-				"name":      document.String(obj, "metadata", "name"),
-				"namespace": ns,
-				"operation": cfg.operation,
-				"userInfo":  map[string]any{"username": "loadgen", "groups": []any{"system:authenticated"}},
-				"object":    obj,
-				"dryRun":    false,
-			},
-		}
-		b, err := json.Marshal(ar)
-		if err != nil {
-			return nil, err
-		}
-		r := review{body: b, requestAt: bytes.Index(b, []byte(requestUIDMark)), uidAt: bytes.Index(b, []byte(objectUIDMark))}
-		if r.requestAt < 0 || r.uidAt < 0 || bytes.Count(b, []byte(requestUIDMark))+bytes.Count(b, []byte(objectUIDMark)) != 2 {
-			return nil, fmt.Errorf("document %d of %s: its uids cannot be placed", i+1, cfg.podsFile)
-		}
-		out = append(out, r)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no documents in " + cfg.podsFile)
-	}
-	return out, nil
-}
-
 func newClient(cfg config) (*http.Client, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.insecure} //nolint:gosec // opt-in for local runs
 	if cfg.caFile != "" {
@@ -272,7 +193,7 @@ func (r *result) pct(p float64) time.Duration {
 // measure runs one level: c workers, each sending the next review as soon
 // as the previous answer arrives (rate 0), or all together holding rate
 // requests per second.
-func measure(ctx context.Context, client *http.Client, cfg config, bodies []review, c, rate int, d time.Duration) *result {
+func measure(ctx context.Context, client *http.Client, cfg config, bodies []admissiontraffic.Template, c, rate int, d time.Duration) *result {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var next atomic.Int64
@@ -305,9 +226,9 @@ func measure(ctx context.Context, client *http.Client, cfg config, bodies []revi
 				if int(i) > cfg.maxRequests {
 					break
 				}
-				body := bodies[int(i)%len(bodies)].withUIDs(uidCounter.Add(1))
+				body := bodies[int(i)%len(bodies)].WithUIDs(uidCounter.Add(1))
 				t0 := time.Now()
-				err := send(ctx, client, cfg.url, body)
+				_, err := admissiontraffic.Send(ctx, client, cfg.url, body)
 				if ctx.Err() != nil {
 					break
 				}
@@ -385,35 +306,6 @@ func metricValue(exposition []byte, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("webhook metrics: no %s (is --metrics-url the webhook's /metrics?)", name)
-}
-
-func send(ctx context.Context, client *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
-	}
-	var review struct {
-		Response *struct {
-			UID string `json:"uid"`
-		} `json:"response"`
-	}
-	if err := json.Unmarshal(b, &review); err != nil || review.Response == nil {
-		return fmt.Errorf("not an AdmissionReview answer: %.200s", b)
-	}
-	return nil
 }
 
 // writeCerts writes a throw-away CA (ca.crt) and a serving certificate for

@@ -18,8 +18,8 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // The tenant's attacks (issue 28, finding 1): a user who may only write
@@ -170,11 +170,7 @@ func TestE2ETenancy(t *testing.T) {
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
-	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
+	nats := natstest.Server(t)
 	lb := startTopoBalancer(t)
 
 	for _, ns := range []string{namespace, tenantNamespace, victimNamespace} {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 	"github.com/verdict-dev/verdict/pkg/queue/queueprom"
@@ -25,12 +26,7 @@ func testLogger(t testing.TB) zerolog.Logger {
 // runServer starts an embedded server on a free port with a temporary store.
 func runServer(t testing.TB) *embedded.Server {
 	t.Helper()
-	e, err := embedded.Run(context.Background(), embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("embedded.Run: %v", err)
-	}
-	t.Cleanup(e.Shutdown)
-	return e
+	return natstest.Server(t)
 }
 
 // connect connects with Verdict's topology and fast reconnects.

@@ -18,6 +18,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/cli/work"
 	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -26,11 +27,7 @@ import (
 // streams and consumers exist on it, as after an install.
 func natsServer(t *testing.T, provision bool) (*embedded.Server, *queue.Conn) {
 	t.Helper()
-	srv, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Server(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	c, err := bus.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))

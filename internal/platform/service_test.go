@@ -4,20 +4,18 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nkeys"
+	"github.com/verdict-dev/verdict/internal/bus"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/natsconn"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 )
 
 func TestValidate(t *testing.T) {
@@ -87,39 +85,12 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// NKeySeedFile makes an NKey user and writes its seed to a file; it
-// returns the file and the public key a server lets in.
-func nkeySeedFile(t *testing.T) (file, public string) {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	public, err = kp.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	file = filepath.Join(t.TempDir(), "user.nk")
-	if err := os.WriteFile(file, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file, public
-}
-
 // The connection options carry the credentials: a server that lets in
 // only one NKey user takes the connection with them and refuses it
 // without.
 func TestNATSCredentialsAreUsed(t *testing.T) {
-	seedFile, public := nkeySeedFile(t)
-	srv, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	seedFile, public := natstest.NKeyUser(t)
+	srv := natstest.Server(t, natstest.WithNKeyUsers(public))
 	cfg := DefaultNATSConfig()
 	cfg.URLs = []string{srv.ClientURL()}
 

@@ -2,10 +2,11 @@ package webhook
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/verdict-dev/verdict/internal/testkit/admissiontraffic"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
@@ -26,8 +28,8 @@ const (
 // benchmark workload, or skips when they are not there.
 func loadBench(t testing.TB) (*StaticSource, []map[string]any) {
 	t.Helper()
-	data, err := os.ReadFile(benchPods)
-	if os.IsNotExist(err) {
+	pods, err := admissiontraffic.ReadPods(benchPods)
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skip("shared benchmark workload not found")
 	}
 	if err != nil {
@@ -43,14 +45,6 @@ func loadBench(t testing.TB) (*StaticSource, []map[string]any) {
 	}
 	if len(src.Invalid()) > 0 || len(src.set.Policies) != 22 {
 		t.Fatalf("%d policies, invalid: %v", len(src.set.Policies), src.Invalid())
-	}
-	docs, err := document.DecodeAll(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods := make([]map[string]any, len(docs))
-	for i, d := range docs {
-		pods[i] = d.Object
 	}
 	return src, pods
 }

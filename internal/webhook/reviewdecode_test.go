@@ -2,14 +2,15 @@ package webhook
 
 import (
 	"encoding/json"
-	"os"
+	"errors"
+	"io/fs"
 	"reflect"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/internal/testkit/admissiontraffic"
 	"github.com/verdict-dev/verdict/pkg/jsonread"
 )
 
@@ -75,16 +76,15 @@ func reviewBody(t testing.TB, op string, obj, old any) []byte {
 // the fast path and decode as encoding/json decodes them; reviews off
 // that shape fall back, and decodeReview gives encoding/json's answer.
 func TestFastReview(t *testing.T) {
-	data, err := os.ReadFile("../../../shared/bench/pods-1000.yaml")
-	if err != nil {
+	pods, err := admissiontraffic.ReadPods(benchPods)
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skip("no ../shared/bench: ", err)
 	}
-	docs, err := document.DecodeAll(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, d := range docs {
-		if !sameAsSlow(t, reviewBody(t, "CREATE", d.Object, nil)) {
+	for i, pod := range pods {
+		if !sameAsSlow(t, reviewBody(t, "CREATE", pod, nil)) {
 			t.Fatalf("pod %d: not taken by the fast path", i)
 		}
 	}
@@ -137,15 +137,14 @@ func TestFastReview(t *testing.T) {
 //
 //	go test -run '^$' -bench DecodeReview -benchmem ./internal/webhook/
 func BenchmarkDecodeReview(b *testing.B) {
-	data, err := os.ReadFile("../../../shared/bench/pods-1000.yaml")
-	if err != nil {
+	pods, err := admissiontraffic.ReadPods(benchPods)
+	if errors.Is(err, fs.ErrNotExist) {
 		b.Skip("no ../shared/bench: ", err)
 	}
-	docs, err := document.DecodeAll(data)
 	if err != nil {
 		b.Fatal(err)
 	}
-	body := reviewBody(b, "CREATE", docs[0].Object, nil)
+	body := reviewBody(b, "CREATE", pods[0], nil)
 	b.Run("fast", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()

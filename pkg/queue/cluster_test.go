@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -48,28 +48,6 @@ func (s *idempotentSink) has(keys []string) bool {
 	return true
 }
 
-// runCluster starts three embedded servers on loopback, stopped when the
-// test ends, and returns them with their client URLs.
-func runCluster(ctx context.Context, t *testing.T) ([]*embedded.Server, []string) {
-	t.Helper()
-	servers, err := embedded.RunCluster(ctx, 3, t.TempDir(), nil)
-	if err != nil {
-		t.Fatalf("cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, s := range servers {
-			if s.Server().Running() {
-				s.Shutdown()
-			}
-		}
-	})
-	urls := make([]string, len(servers))
-	for i, s := range servers {
-		urls[i] = s.ClientURL()
-	}
-	return servers, urls
-}
-
 func streamLeader(ctx context.Context, js jetstream.JetStream, stream string) string {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -92,7 +70,8 @@ func TestClusterLeaderFailover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	servers, urls := runCluster(ctx, t)
+	servers := natstest.Cluster(t, 3)
+	urls := natstest.URLs(servers)
 	pub := connect(t, urls...)
 	provision(t, pub, withReplicas(3))
 
@@ -212,7 +191,8 @@ func TestClusterAsyncPublisherFailover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	servers, urls := runCluster(ctx, t)
+	servers := natstest.Cluster(t, 3)
+	urls := natstest.URLs(servers)
 	c := connect(t, urls...)
 	provision(t, c, withReplicas(3))
 	var dropped atomic.Int64

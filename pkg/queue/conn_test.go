@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 )
 
 // A service that must serve whatever NATS is doing connects in the
@@ -58,11 +58,7 @@ func TestBackgroundConnect(t *testing.T) {
 		}
 	}
 
-	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir(), Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
+	natstest.Server(t, natstest.WithPort(port))
 	waitFor(t, 10*time.Second, "the background connection", c.Connected)
 	provision(t, c)
 	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 )
 
 // follower records what Follow hands it.
@@ -139,7 +139,9 @@ func TestFollowServerRestart(t *testing.T) {
 	defer cancel()
 	go func() { _ = c.Follow(ctx, streamResults, f.msg, WithFollowCaughtUp(f.caughtUpAt)) }()
 	<-f.caught
-	restartServer(t, e)
+	if _, err := natstest.Restart(t, e); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
 	waitFor(t, 30*time.Second, "reconnection", c.Connected)
 	publishN(t, c, 200, 50)
 	waitFor(t, 60*time.Second, "the messages after the restart", func() bool { return f.count() >= 250 })
@@ -150,17 +152,4 @@ func TestFollowServerRestart(t *testing.T) {
 			t.Fatalf("message %d has sequence %d: lost or repeated", i, s)
 		}
 	}
-}
-
-// restartServer stops e and starts it again on its port and store.
-func restartServer(t *testing.T, e *embedded.Server) *embedded.Server {
-	t.Helper()
-	cfg := e.Config()
-	e.Shutdown()
-	e2, err := embedded.Run(t.Context(), cfg)
-	if err != nil {
-		t.Fatalf("restart: %v", err)
-	}
-	t.Cleanup(e2.Shutdown)
-	return e2
 }

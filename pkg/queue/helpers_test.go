@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 
 	"github.com/rs/zerolog"
@@ -21,15 +22,11 @@ func testLogger(t testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(lvl).With().Timestamp().Logger()
 }
 
-// runServer starts an embedded server on a free port with a temporary store.
+// runServer starts an embedded server on a free port with a temporary
+// store: natstest.Server, under the name this package's tests call.
 func runServer(t testing.TB) *embedded.Server {
 	t.Helper()
-	e, err := embedded.Run(context.Background(), embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("embedded.Run: %v", err)
-	}
-	t.Cleanup(e.Shutdown)
-	return e
+	return natstest.Server(t)
 }
 
 // connect connects to the given URLs with fast reconnects.

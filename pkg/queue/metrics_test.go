@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,11 +136,7 @@ func TestConnectOptions(t *testing.T) {
 // The single-process default: a server with no port, reached in process.
 func TestEmbeddedInProcess(t *testing.T) {
 	ctx := context.Background()
-	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir(), InProcessOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown()
+	e := natstest.Server(t, natstest.InProcessOnly())
 	if e.ClientURL() != "" {
 		t.Fatalf("in-process server has URL %q", e.ClientURL())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
@@ -127,7 +128,6 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 	}
 	cancel()
 
-	cfg := e.Config()
 	e.Shutdown()
 	waitFor(t, 5*time.Second, "client to notice the server is gone", func() bool { return !c.NATS().IsConnected() })
 
@@ -158,11 +158,9 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 	}
 
 	time.Sleep(500 * time.Millisecond) // let retries spin against the closed port
-	e2, err := embedded.Run(ctx, cfg)
-	if err != nil {
+	if _, err := natstest.Restart(t, e); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	t.Cleanup(e2.Shutdown)
 
 	fctx, cancel = context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -220,7 +218,6 @@ func TestAsyncPublishAll(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg := e.Config()
 	e.Shutdown()
 	waitFor(t, 5*time.Second, "client to notice the server is gone", func() bool { return !c.NATS().IsConnected() })
 	if err := p.PublishAll(batch("a", 4)); err != nil {
@@ -242,11 +239,9 @@ func TestAsyncPublishAll(t *testing.T) {
 		t.Fatalf("stats while down = %+v, want 10 pending, 3 dropped", st)
 	}
 
-	e2, err := embedded.Run(ctx, cfg)
-	if err != nil {
+	if _, err := natstest.Restart(t, e); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	t.Cleanup(e2.Shutdown)
 	if err := p.Flush(fctx); err != nil {
 		t.Fatalf("flush after restart: %v (stats %+v)", err, p.Stats())
 	}
@@ -354,14 +349,13 @@ func TestAsyncPublisherInFlightAtCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.Config()
 	restarted := make(chan *embedded.Server, 1)
 	for i := range total {
 		if i == total/3 {
 			go func() {
 				e.Shutdown()
 				time.Sleep(300 * time.Millisecond)
-				e2, err := embedded.Run(ctx, cfg)
+				e2, err := natstest.Restart(t, e)
 				if err != nil {
 					t.Errorf("restart: %v", err)
 				}
@@ -376,7 +370,6 @@ func TestAsyncPublisherInFlightAtCrash(t *testing.T) {
 	if e2 == nil {
 		t.FailNow()
 	}
-	t.Cleanup(e2.Shutdown)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.Flush(fctx); err != nil {

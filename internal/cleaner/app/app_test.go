@@ -22,9 +22,9 @@ import (
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -187,11 +187,7 @@ func TestE2ECleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
+	nats := natstest.Server(t)
 	var (
 		probes   []string
 		replicas []*testproc.Proc

@@ -22,8 +22,8 @@ import (
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // benchCleanup deletes every ConfigMap labelled bench=doomed, once a
@@ -68,11 +68,7 @@ func BenchmarkCleanup(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nats.Shutdown)
+	nats := natstest.Server(b)
 
 	// Deletions seen by an informer, by name.
 	var mu sync.Mutex

@@ -22,9 +22,9 @@ import (
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // oldCRDs is a ClusterCleanupPolicy run while the cluster serves no
@@ -164,11 +164,7 @@ func TestE2EDeletingPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
+	nats := natstest.Server(t)
 	var logs testproc.LogBuffer
 	probe := testkit.FreeAddr(t)
 	cctx, stop := context.WithCancel(ctx)

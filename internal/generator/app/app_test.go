@@ -27,6 +27,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -204,7 +205,7 @@ type stackOptions struct {
 // webhook's address.
 func startStackWith(t *testing.T, cp *controlplane.ControlPlane, o stackOptions) (*embedded.Server, string, string) {
 	t.Helper()
-	nats := startNATS(t)
+	nats := natstest.Server(t)
 	webhookAddr := startWebhookWith(t, cp, nats.ClientURL(), o.mutualTLS)
 	probe := testkit.FreeAddr(t)
 	gcfg := generatorapp.DefaultConfig()
@@ -224,17 +225,6 @@ func startStackWith(t *testing.T, cp *controlplane.ControlPlane, o stackOptions)
 	})
 	start(t, "generator", func(ctx context.Context) error { return generatorapp.Run(ctx, gcfg, zerolog.New(&logs)) })
 	return nats, probe, webhookAddr
-}
-
-// startNATS starts an embedded JetStream on a free port for the test.
-func startNATS(t testing.TB) *embedded.Server {
-	t.Helper()
-	nats, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
-	return nats
 }
 
 // startWebhook runs the real webhook (one replica, leader: it registers

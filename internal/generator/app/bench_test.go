@@ -25,6 +25,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 )
 
 // benchDefaults generates a ConfigMap into every Namespace named gen-*.
@@ -220,7 +221,7 @@ func BenchmarkGenerate(b *testing.B) {
 	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(b, benchDefaults), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	nats := startNATS(b)
+	nats := natstest.Server(b)
 	startWebhook(b, cp, nats.ClientURL())
 
 	s := &seen{at: map[string]time.Time{}}

@@ -23,6 +23,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -143,7 +144,7 @@ func TestE2EKillGenerator(t *testing.T) {
 	if _, err := dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, loadDefaults), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nats := startNATS(t)
+	nats := natstest.Server(t)
 	startWebhook(t, cp, nats.ClientURL())
 	replicas := make([]*testproc.Proc, killReplicas)
 	for i := range replicas {

@@ -1,11 +1,11 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -43,10 +43,11 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/reportserver"
 	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/internal/testkit/admissiontraffic"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // envInt reads a positive integer knob of a benchmark.
@@ -105,11 +106,7 @@ func benchAdmissionToReport(b *testing.B, mode string) {
 	rc.WarningHandler = rest.NoWarnings{}
 	kube := kubernetes.NewForConfigOrDie(rc)
 	dyn := dynamic.NewForConfigOrDie(rc)
-	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nats.Shutdown)
+	nats := natstest.Server(b)
 
 	reviews, namespaces := lagReviews(b)
 	for _, ns := range namespaces {
@@ -210,13 +207,9 @@ func benchAdmissionToReport(b *testing.B, mode string) {
 	}}
 	url := "https://" + addr + "/validate"
 	warmup := createLagPods(b, dyn, reviews, "warmup", 1)
-	eventuallyB(b, 30*time.Second, func() error {
-		resp, err := client.Post(url, "application/json", bytes.NewReader(warmup[0]))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return nil
+	testkit.Eventually(b, 30*time.Second, "the webhook's first answer", func() error {
+		_, err := admissiontraffic.Send(ctx, client, url, warmup[0])
+		return err
 	})
 	// The warm-up Pod's report is not measured.
 	time.Sleep(time.Second)
@@ -234,17 +227,14 @@ func benchAdmissionToReport(b *testing.B, mode string) {
 				body := bodies[i]
 				uid := lagUID(body)
 				start := time.Now()
-				resp, err := client.Post(url, "application/json", bytes.NewReader(body))
-				if err != nil {
+				allowed, err := admissiontraffic.Send(ctx, client, url, body)
+				var status *admissiontraffic.StatusError
+				switch {
+				case errors.As(err, &status), errors.Is(err, admissiontraffic.ErrNotReview):
+					// An answer that admits nothing: the Pod is not measured.
+				case err != nil:
 					failures.Store(uid, err)
-					continue
-				}
-				var out struct {
-					Response struct{ Allowed bool } `json:"response"`
-				}
-				_ = json.NewDecoder(resp.Body).Decode(&out)
-				resp.Body.Close()
-				if out.Response.Allowed {
+				case allowed:
 					sentMu.Lock()
 					sent[uid] = start
 					sentMu.Unlock()
@@ -269,7 +259,7 @@ func benchAdmissionToReport(b *testing.B, mode string) {
 	}
 
 	// Every admitted Pod's report arrives.
-	eventuallyB(b, 5*time.Minute, func() error {
+	testkit.Eventually(b, 5*time.Minute, "every admitted Pod's report", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		missing := 0
@@ -412,7 +402,7 @@ func startServing(b *testing.B, rc *rest.Config, natsURL string) schema.GroupVer
 		}
 	})
 	reports := reportserver.OpenReports.WithResource("reports")
-	eventuallyB(b, 2*time.Minute, func() error {
+	testkit.Eventually(b, 2*time.Minute, "the served Reports", func() error {
 		_, err := dyn.Resource(reports).List(ctx, metav1.ListOptions{Limit: 1})
 		return err
 	})
@@ -455,34 +445,19 @@ type lagPod struct {
 
 // lagReviews reads the Pods of the bench file and lists their namespaces.
 func lagReviews(b *testing.B) ([]lagPod, []string) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "shared", "bench", "pods-1000.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	docs, err := document.DecodeAll(data)
+	pods, err := admissiontraffic.ReadPods(filepath.Join("..", "..", "..", "..", "shared", "bench", "pods-1000.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	var out []lagPod
 	nss := map[string]bool{}
-	for i, d := range docs {
-		obj := d.Object
-		ns := document.String(obj, "metadata", "namespace")
-		nss[ns] = true
+	for i, obj := range pods {
+		nss[document.String(obj, "metadata", "namespace")] = true
 		out = append(out, lagPod{obj: obj, review: func(uid, name string) []byte {
 			o := document.DeepCopy(obj).(map[string]any)
 			md := o["metadata"].(map[string]any)
 			md["uid"], md["name"] = uid, name
-			body, err := json.Marshal(map[string]any{
-				"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-				"request": map[string]any{
-					"uid": "req-" + uid + "-" + strconv.Itoa(i), "operation": "CREATE", "namespace": ns, "name": name,
-					"kind":     map[string]any{"group": "", "version": "v1", "kind": "Pod"},
-					"resource": map[string]any{"group": "", "version": "v1", "resource": "pods"},
-					"userInfo": map[string]any{"username": "bench"},
-					"object":   o,
-				},
-			})
+			body, err := admissiontraffic.Review(o, admissiontraffic.Request{UID: "req-" + uid + "-" + strconv.Itoa(i), Operation: "CREATE", Username: "bench"})
 			if err != nil {
 				panic(err)
 			}
@@ -547,20 +522,6 @@ func createLagPods(b *testing.B, dyn dynamic.Interface, pods []lagPod, prefix st
 		b.Fatalf("create bench Pods: %v", err)
 	}
 	return out
-}
-
-func eventuallyB(b *testing.B, timeout time.Duration, f func() error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("not within %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // lagUID reads the object's uid back from a review.

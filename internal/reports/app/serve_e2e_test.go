@@ -31,9 +31,9 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // TestE2EServeMode runs the service in its serving mode (--serve-reports)
@@ -50,11 +50,7 @@ func TestE2EServeMode(t *testing.T) {
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
-	srv, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Server(t)
 
 	port := testkit.FreePort(t)
 	for _, ns := range []string{"verdict", "team"} {

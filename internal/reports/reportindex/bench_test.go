@@ -17,9 +17,9 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // scaleResult is the result of policy p on resource r as the webhook
@@ -117,11 +117,7 @@ func BenchmarkFeedColdStart(b *testing.B) {
 	}
 	const policies = 10
 	ctx := b.Context()
-	srv, err := embedded.Run(ctx, embedded.Config{StoreDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Server(b)
 	conn, err := bus.Connect(ctx, queue.WithURL(srv.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		b.Fatal(err)

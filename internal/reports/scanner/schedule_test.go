@@ -4,11 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/bus"
+
 	"github.com/rs/zerolog"
 
-	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // The periodic scan keeps one schedule whatever the replicas' intervals
@@ -18,11 +19,7 @@ import (
 // the schedule of earlier versions is removed.
 func TestScanScheduleFollowsTheInterval(t *testing.T) {
 	ctx := t.Context()
-	srv, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Server(t)
 	c, err := bus.Connect(ctx, queue.WithEmbedded(srv), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)

@@ -20,9 +20,9 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 const enforcePrivileged = `apiVersion: verdict.dev/v1
@@ -106,12 +106,8 @@ func TestE2EWebhook(t *testing.T) {
 	}
 
 	// JetStream lets in one NKey user: the service's credentials are used.
-	seedFile, public := nkeySeedFile(t)
-	nats, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
+	seedFile, public := natstest.NKeyUser(t)
+	nats := natstest.Server(t, natstest.WithNKeyUsers(public))
 
 	port := testkit.FreePort(t)
 	cfg := webhookapp.DefaultConfig()

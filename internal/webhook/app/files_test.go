@@ -16,38 +16,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
-
-// nkeySeedFile makes an NKey user and writes its seed to a file; it
-// returns the file and the public key a server lets in.
-func nkeySeedFile(t *testing.T) (file, public string) {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if public, err = kp.PublicKey(); err != nil {
-		t.Fatal(err)
-	}
-	file = filepath.Join(t.TempDir(), "user.nk")
-	if err := os.WriteFile(file, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file, public
-}
 
 const auditLabelsKyverno = `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
@@ -81,12 +58,8 @@ func TestFilesMode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	seedFile, public := nkeySeedFile(t)
-	nats, err := embedded.Run(t.Context(), embedded.Config{StoreDir: t.TempDir(), NKeyUsers: []string{public}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
+	seedFile, public := natstest.NKeyUser(t)
+	nats := natstest.Server(t, natstest.WithNKeyUsers(public))
 
 	port := testkit.FreePort(t)
 	cfg := webhookapp.DefaultConfig()

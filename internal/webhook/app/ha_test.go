@@ -25,6 +25,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/internal/webhook/registrar"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -60,21 +61,14 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	e.startNATS(t)
-	t.Cleanup(func() {
-		if e.nats != nil {
-			e.nats.Shutdown()
-		}
-	})
 	return e
 }
 
+// startNATS starts JetStream, or starts it again after a Shutdown, on
+// the env's port and store.
 func (e *env) startNATS(t *testing.T) {
 	t.Helper()
-	n, err := embedded.Run(t.Context(), embedded.Config{StoreDir: e.dir, Port: e.port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.nats = n
+	e.nats = natstest.Server(t, natstest.WithPort(e.port), natstest.WithStoreDir(e.dir))
 }
 
 // replica is one running webhook service.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // TestClosedConnectionIsReplaced: issue 28, finding 6. The server drops
@@ -25,11 +25,7 @@ import (
 func TestClosedConnectionIsReplaced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
+	e := natstest.Server(t)
 	nc := platform.DefaultNATSConfig()
 	nc.URLs = []string{e.ClientURL()}
 	reg := prometheus.NewRegistry()

@@ -8,19 +8,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue"
-	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // A result without a resource uid cannot become a message: it is counted,
 // the others (whatever their uids and keys) are published.
 func TestResultSinkCountsUnpublishable(t *testing.T) {
 	ctx := t.Context()
-	e, err := embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
+	e := natstest.Server(t)
 	conn, err := bus.Connect(ctx, queue.WithURL(e.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)

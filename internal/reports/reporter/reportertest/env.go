@@ -39,6 +39,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
+	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -109,15 +110,9 @@ func NewEnv(t *testing.T) *Env {
 	rc.WarningHandler = rest.NoWarnings{}
 	e := &Env{T: t, Kube: kubernetes.NewForConfigOrDie(rc), Dyn: dynamic.NewForConfigOrDie(rc), Meta: metadata.NewForConfigOrDie(rc), rc: rc}
 	e.Check = e.Checker()
-	ctx := t.Context()
-	var err error
-	e.NATS, err = embedded.Run(ctx, embedded.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.NATS.Shutdown)
+	e.NATS = natstest.Server(t)
 	e.Conn = e.Connect()
-	if err := bus.Provision(ctx, e.Conn); err != nil {
+	if err := bus.Provision(t.Context(), e.Conn); err != nil {
 		t.Fatal(err)
 	}
 	return e
