@@ -217,37 +217,9 @@ func (c *Cleaner) Run(ctx context.Context) error {
 	return err
 }
 
-// result is what became of one tick: the runner's outcome and the
-// metric's outcome and reason.
-type result struct {
-	out     queue.Outcome
-	outcome string
-	reason  string
-	detail  string
-}
-
-func processed() result {
-	return result{out: queue.Done(), outcome: OutcomeProcessed, reason: ReasonDone}
-}
-
-func skipped(reason, detail string) result {
-	return result{out: queue.Done(), outcome: OutcomeSkipped, reason: reason, detail: detail}
-}
-
-func retried(reason string, err error) result {
-	return result{out: queue.Retry().Because(err), outcome: OutcomeRetried, reason: reason, detail: err.Error()}
-}
-
-func poisoned(reason, detail string) result {
-	return result{out: queue.Poison(reason + ": " + detail), outcome: OutcomeDeadLettered, reason: reason, detail: detail}
-}
-
 // Log keys.
 const (
-	logKeySubject  = "subject"
-	logKeyDelivery = "delivery"
 	logKeyOutcome  = "outcome"
-	logKeyReason   = "reason"
 	logKeyDetail   = "detail"
 	logKeyPolicy   = "policy"
 	logKeyKind     = "kind"
@@ -258,30 +230,28 @@ const (
 	logKeySchedules = "schedules"
 )
 
-// handle works one tick and counts what became of it. A retry on the
-// last attempt is counted as dead-lettered: the runner sends it to
-// VERDICT_DEAD.
+// handle works one tick and counts it by policy (ticks_total; the runner
+// counts and logs every message too). A retry on the last attempt is
+// counted as dead-lettered: the runner sends it to VERDICT_DEAD.
 func (c *Cleaner) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 	start := time.Now()
 	tick, err := DecodeTick(m.Data)
-	var res result
+	var out queue.Outcome
 	var ref *PolicyRef
 	if err == nil && tick.Action == TickPolicy {
 		ref = tick.Policy
 	}
 	switch {
 	case err != nil:
-		res = poisoned(ReasonUndecodable, err.Error())
+		out = queue.Poison(err.Error()).For(ReasonUndecodable)
 	case c.coalesced(ctx, m):
-		res = skipped(ReasonCoalesced, "a newer tick of the same schedule is queued")
+		out = queue.Skip(ReasonCoalesced, "a newer tick of the same schedule is queued")
 	case tick.Action == TickTTL:
-		res = c.sweepTTL(ctx)
+		out = c.sweepTTL(ctx)
 	default:
-		res = c.runPolicy(ctx, *ref)
+		out = c.runPolicy(ctx, *ref)
 	}
-	if res.outcome == OutcomeRetried && m.LastAttempt() {
-		res.outcome = OutcomeDeadLettered
-	}
+	res := out.Result(m)
 	typ, pol := string(tick.Action), PolicyTTL
 	switch {
 	case err != nil:
@@ -289,21 +259,12 @@ func (c *Cleaner) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 	case ref != nil:
 		pol = ref.String()
 	}
-	c.m.ticks.WithLabelValues(typ, pol, res.outcome, res.reason).Inc()
+	c.m.ticks.WithLabelValues(typ, pol, res, out.Reason()).Inc()
 	c.m.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
-	ev := c.o.log.Debug()
-	switch res.outcome {
-	case OutcomeProcessed, OutcomeRetried:
-		ev = c.o.log.Info()
-	case OutcomeDeadLettered:
-		ev = c.o.log.Warn()
+	if res == queue.ResultDeadLettered && ref != nil && out.Reason() != ReasonPolicyGone {
+		c.recordEvent(ctx, *ref, nil, fmt.Errorf("cleanup tick dead-lettered (%s): %s", out.Reason(), out.Detail()))
 	}
-	ev.Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Str(logKeyOutcome, res.outcome).
-		Str(logKeyReason, res.reason).Str(logKeyDetail, res.detail).Msg("tickHandled")
-	if res.outcome == OutcomeDeadLettered && ref != nil && res.reason != ReasonPolicyGone {
-		c.recordEvent(ctx, *ref, nil, fmt.Errorf("cleanup tick dead-lettered (%s): %s", res.reason, res.detail))
-	}
-	return res.out
+	return out
 }
 
 // coalesced reports whether a newer tick of the same schedule waits in
@@ -316,7 +277,7 @@ func (c *Cleaner) coalesced(ctx context.Context, m *queue.Msg) bool {
 
 // runPolicy is a policy tick: the policy is read from the API (the tick
 // only names it) and run as it is now.
-func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) result {
+func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) queue.Outcome {
 	var ri dynamic.ResourceInterface = c.dyn.Resource(ref.GVR())
 	if ref.Namespace != "" {
 		ri = c.dyn.Resource(ref.GVR()).Namespace(ref.Namespace)
@@ -325,36 +286,36 @@ func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) result {
 	switch {
 	case apierrors.IsNotFound(err):
 		c.removeSchedule(ctx, ref)
-		return skipped(ReasonPolicyGone, fmt.Sprintf("%s %s is gone; its schedule is removed", ref.Kind, ref))
+		return queue.Skip(ReasonPolicyGone, fmt.Sprintf("%s %s is gone; its schedule is removed", ref.Kind, ref))
 	case err != nil:
-		return retried(ReasonAPIError, fmt.Errorf("read %s %s: %w", ref.Kind, ref, err))
+		return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("read %s %s: %w", ref.Kind, ref, err))
 	case ref.UID != "" && string(obj.GetUID()) != ref.UID:
 		c.removeSchedule(ctx, ref)
-		return skipped(ReasonPolicyReplaced, fmt.Sprintf("%s %s was deleted and created again", ref.Kind, ref))
+		return queue.Skip(ReasonPolicyReplaced, fmt.Sprintf("%s %s was deleted and created again", ref.Kind, ref))
 	case obj.GetDeletionTimestamp() != nil:
-		return skipped(ReasonPolicyGone, fmt.Sprintf("%s %s is being deleted", ref.Kind, ref))
+		return queue.Skip(ReasonPolicyGone, fmt.Sprintf("%s %s is being deleted", ref.Kind, ref))
 	}
 	raw, err := policy.CleanupPolicyFromObject(obj.Object)
 	if err != nil {
-		return poisoned(ReasonPolicyInvalid, err.Error())
+		return queue.Poison(err.Error()).For(ReasonPolicyInvalid)
 	}
 	if raw.Spec.Schedule != ref.Schedule {
 		// The policy's schedule changed since this tick was scheduled:
 		// the schedule is being replaced; this tick is not one of the
 		// new schedule's.
-		return skipped(ReasonScheduleChanged, fmt.Sprintf("schedule %q is now %q", ref.Schedule, raw.Spec.Schedule))
+		return queue.Skip(ReasonScheduleChanged, fmt.Sprintf("schedule %q is now %q", ref.Schedule, raw.Spec.Schedule))
 	}
 	cp, err := c.eng.CompileCleanup(raw)
 	if err != nil {
-		return poisoned(ReasonPolicyInvalid, err.Error())
+		return queue.Poison(err.Error()).For(ReasonPolicyInvalid)
 	}
 	run, err := c.eng.StartCleanup(ctx, cp)
 	if err != nil {
-		return retried(ReasonEvaluationError, err)
+		return queue.Retry().For(ReasonEvaluationError).Because(err)
 	}
 	targets, err := c.deletableKinds(ctx)
 	if err != nil {
-		return retried(ReasonAPIError, err)
+		return queue.Retry().For(ReasonAPIError).Because(err)
 	}
 	w := &policyRun{c: c, ref: RefOf(raw), raw: raw, run: run, nsLabels: map[string]map[string]string{}}
 	if dp := raw.Spec.DeletionPropagationPolicy; dp != nil {
@@ -396,13 +357,13 @@ func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) result {
 	}
 	w.summarize(ctx)
 	if len(transient) > 0 {
-		return retried(ReasonAPIError, errors.Join(transient...))
+		return queue.Retry().For(ReasonAPIError).Because(errors.Join(transient...))
 	}
 	if raw.DPol == nil {
 		// A DeletingPolicy has no status subresource: nothing to record.
 		c.recordExecution(ctx, ri, ref.Name, string(obj.GetUID()))
 	}
-	return processed()
+	return queue.Done().For(ReasonDone)
 }
 
 // selects reports whether the kind selector of a policy selects the

@@ -6,20 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Outcomes of a tick, the outcome label of verdict_cleaner_ticks_total.
-const (
-	// OutcomeProcessed: the policy ran (or the TTL sweep did).
-	OutcomeProcessed = "processed"
-	// OutcomeSkipped: done without running, for a reason (the policy is
-	// gone, its schedule changed, a newer tick is queued).
-	OutcomeSkipped = "skipped"
-	// OutcomeRetried: a transient failure; delivered again after backoff.
-	OutcomeRetried = "retried"
-	// OutcomeDeadLettered: sent to VERDICT_DEAD with its reason.
-	OutcomeDeadLettered = "deadLettered"
-)
-
-// Reasons, the reason label.
+// Reasons of a tick's outcome, the reason label of verdict_cleaner_ticks_total
+// (whose outcome label is queue.Outcome.Result's: processed, skipped,
+// retried, deadLettered) and of verdict_queue_work_items_total{consumer="cleaner"}.
 const (
 	ReasonDone            = "done"
 	ReasonPartial         = "partial"

@@ -86,10 +86,10 @@ func ttlGuarded(f admissionfilter.Filter, t kubeutil.Kind, namespace, name strin
 // the resource (ttlGuarded; elsewhere it is counted and left alone). A kind
 // that cannot be listed is counted and left for the next tick: the sweep
 // is repeated every TTL interval, so it is not retried.
-func (c *Cleaner) sweepTTL(ctx context.Context) result {
+func (c *Cleaner) sweepTTL(ctx context.Context) queue.Outcome {
 	targets, err := c.deletableKinds(ctx)
 	if err != nil {
-		return retried(ReasonAPIError, err)
+		return queue.Retry().For(ReasonAPIError).Because(err)
 	}
 	now := c.o.now()
 	failed := 0
@@ -143,7 +143,7 @@ func (c *Cleaner) sweepTTL(ctx context.Context) result {
 	}
 	if failed > 0 {
 		// Done anyway: the next sweep tries again.
-		return result{out: queue.Done(), outcome: OutcomeProcessed, reason: ReasonPartial, detail: fmt.Sprintf("%d failures, left for the next sweep", failed)}
+		return queue.Done().For(ReasonPartial).Detailed(fmt.Sprintf("%d failures, left for the next sweep", failed))
 	}
-	return processed()
+	return queue.Done().For(ReasonDone)
 }

@@ -39,5 +39,6 @@
 // server refuses as invalid or forbidden, a forbidden namespace, an
 // undecodable item, clone rules and mutate items, which are not built
 // yet; after the last attempt for transient failures that never cleared).
-// Each is counted in verdict_generator_work_items_total{kind,outcome,reason}.
+// Each is counted by the runner in
+// verdict_queue_work_items_total{consumer="generator",kind,outcome,reason}.
 package generator

@@ -135,66 +135,17 @@ func (g *Generator) Run(ctx context.Context) error {
 	return r.Run(ctx)
 }
 
-// result is what became of one item: the runner's outcome and the
-// metric's outcome and reason.
-type result struct {
-	out     queue.Outcome
-	outcome string
-	reason  string
-	detail  string
-	// trigger is the item's trigger once it was read from the API (a
-	// dead letter is then reported on it as an Event).
-	trigger *unstructured.Unstructured
-}
-
-func processed() result {
-	return result{out: queue.Done(), outcome: OutcomeProcessed, reason: ReasonApplied}
-}
-
-func skipped(reason, detail string) result {
-	return result{out: queue.Done(), outcome: OutcomeSkipped, reason: reason, detail: detail}
-}
-
-func retried(reason string, err error) result {
-	return result{out: queue.Retry().Because(err), outcome: OutcomeRetried, reason: reason, detail: err.Error()}
-}
-
-func retriedAfter(d time.Duration, reason, detail string) result {
-	return result{out: queue.RetryAfter(d).Because(errors.New(detail)), outcome: OutcomeRetried, reason: reason, detail: detail}
-}
-
-func poisoned(reason, detail string) result {
-	return result{out: queue.Poison(reason + ": " + detail), outcome: OutcomeDeadLettered, reason: reason, detail: detail}
-}
-
-// handle works one item and counts what became of it. A retry on the
-// last attempt is counted as dead-lettered: the runner sends it to
-// VERDICT_DEAD.
+// handle works one item. The runner counts and logs what became of it
+// (verdict_queue_work_items_total{consumer="generator"}, workItemHandled);
+// an item dead-lettered after its trigger was read is also reported on the
+// trigger as a Warning Event.
 func (g *Generator) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
-	start := time.Now()
-	res := g.work(ctx, m)
-	if res.outcome == OutcomeRetried && m.LastAttempt() {
-		res.outcome = OutcomeDeadLettered
+	var trigger *unstructured.Unstructured
+	out := g.work(ctx, m, &trigger)
+	if trigger != nil && out.Result(m) == queue.ResultDeadLettered {
+		g.reportDeadLetter(ctx, trigger, out)
 	}
-	kind, _, err := bus.ParseWorkSubject(m.Subject)
-	if err != nil {
-		kind = "unknown"
-	}
-	g.m.count(string(kind), res.outcome, res.reason)
-	g.m.duration.Observe(time.Since(start).Seconds())
-	ev := g.o.log.Debug()
-	switch res.outcome {
-	case OutcomeRetried:
-		ev = g.o.log.Info()
-	case OutcomeDeadLettered:
-		ev = g.o.log.Warn()
-	}
-	ev.Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Str(logKeyOutcome, res.outcome).
-		Str(logKeyReason, res.reason).Str(logKeyDetail, res.detail).Msg("workItemHandled")
-	if res.outcome == OutcomeDeadLettered && res.trigger != nil {
-		g.reportDeadLetter(ctx, res)
-	}
-	return res.out
+	return out
 }
 
 // EventReasonDeadLettered is the reason of the Warning Event the
@@ -205,8 +156,7 @@ const EventReasonDeadLettered = "GenerateFailed"
 // API, never only named by the item) saying its generate work was
 // dead-lettered and why. Best effort: a failure is logged, the item's
 // outcome stands.
-func (g *Generator) reportDeadLetter(ctx context.Context, res result) {
-	t := res.trigger
+func (g *Generator) reportDeadLetter(ctx context.Context, t *unstructured.Unstructured, out queue.Outcome) {
 	ns := t.GetNamespace()
 	if ns == "" {
 		// Events about cluster-scoped objects live in "default".
@@ -226,7 +176,7 @@ func (g *Generator) reportDeadLetter(ctx context.Context, res result) {
 		},
 		"type":               "Warning",
 		"reason":             EventReasonDeadLettered,
-		"message":            fmt.Sprintf("generate work dead-lettered (%s): %s", res.reason, res.detail),
+		"message":            fmt.Sprintf("generate work dead-lettered (%s): %s", out.Reason(), out.Detail()),
 		"source":             map[string]any{"component": FieldManager},
 		"reportingComponent": FieldManager,
 		"firstTimestamp":     now.Format(time.RFC3339),
@@ -235,57 +185,56 @@ func (g *Generator) reportDeadLetter(ctx context.Context, res result) {
 	}}
 	_, err := g.dyn.Resource(corev1.SchemeGroupVersion.WithResource("events")).Namespace(ns).Create(ctx, ev, metav1.CreateOptions{})
 	if err != nil {
-		g.o.log.Warn().Err(err).Str(logKeyReason, res.reason).Msg("deadLetterEventNotRecorded")
+		g.o.log.Warn().Err(err).Str(logKeyReason, out.Reason()).Msg("deadLetterEventNotRecorded")
 	}
 }
 
 // Log keys.
 const (
-	logKeySubject  = "subject"
-	logKeyDelivery = "delivery"
-	logKeyOutcome  = "outcome"
-	logKeyReason   = "reason"
-	logKeyDetail   = "detail"
+	logKeySubject = "subject"
+	logKeyReason  = "reason"
+	logKeyDetail  = "detail"
 )
 
 // work checks the item against the API, evaluates the rule with the
-// policy as stored now, and applies what it generates.
-func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
+// policy as stored now, and applies what it generates. The trigger, once
+// read from the API, is left in read.
+func (g *Generator) work(ctx context.Context, m *queue.Msg, read **unstructured.Unstructured) queue.Outcome {
 	var item bus.WorkItem
 	if err := json.Unmarshal(m.Data, &item); err != nil {
-		return poisoned(ReasonUndecodable, "decode work item: "+err.Error())
+		return queue.Poison("decode work item: " + err.Error()).For(ReasonUndecodable)
 	}
 	if item.Kind != bus.WorkGenerate && item.Kind != bus.WorkMutate {
-		return poisoned(ReasonUnsupported, fmt.Sprintf("work kind %q is not the generator's (generate and mutate items are)", item.Kind))
+		return queue.Poison(fmt.Sprintf("work kind %q is not the generator's (generate and mutate items are)", item.Kind)).For(ReasonUnsupported)
 	}
 	// The rules of the CEL kinds have no name (a MutatingPolicy's, as
 	// Kyverno reports them); a ClusterPolicy's always have one.
 	if item.Policy.Key == "" || (item.Rule == "" && item.Policy.Kind == "") {
-		return poisoned(ReasonInvalidItem, "the work item names no policy or no rule")
+		return queue.Poison("the work item names no policy or no rule").For(ReasonInvalidItem)
 	}
 	switch item.Act() {
 	case bus.WorkApply:
 	case bus.WorkDeleteDownstream:
 		if item.Kind != bus.WorkGenerate {
-			return poisoned(ReasonUnsupported, "only generate items delete downstream")
+			return queue.Poison("only generate items delete downstream").For(ReasonUnsupported)
 		}
 		return g.triggerDeleted(ctx, m, item)
 	case bus.WorkPolicyDeleted:
 		if item.Kind != bus.WorkGenerate {
-			return poisoned(ReasonUnsupported, "only generate items delete downstream")
+			return queue.Poison("only generate items delete downstream").For(ReasonUnsupported)
 		}
 		return g.policyDeleted(ctx, item)
 	case bus.WorkPolicyChanged:
 		return g.policyChanged(ctx, item)
 	default:
-		return poisoned(ReasonUnsupported, fmt.Sprintf("work action %q", item.Action))
+		return queue.Poison(fmt.Sprintf("work action %q", item.Action)).For(ReasonUnsupported)
 	}
 
 	trigger, res, ok := g.trigger(ctx, m, item)
 	if !ok {
 		return res
 	}
-	defer func() { res.trigger = trigger }()
+	*read = trigger
 	pol, res, ok := g.policy(ctx, item.Policy, item.Cause == bus.CauseDrift)
 	if !ok {
 		return res
@@ -296,28 +245,28 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	rule := pol.Rule(item.Rule)
 	if item.Kind == bus.WorkMutate {
 		if rule == nil || !rule.MutatesExisting() {
-			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no mutate-existing rule %s", item.Policy.Key, item.Rule))
+			return queue.Skip(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no mutate-existing rule %s", item.Policy.Key, item.Rule))
 		}
 		return g.mutateTargets(ctx, item, trigger, pol)
 	}
 	if rule == nil || rule.Generation == nil {
-		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
+		return queue.Skip(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
 	}
 	if item.Cause == bus.CauseDrift && !rule.Generation.Synchronize {
 		// Only a synchronized rule repairs its downstream.
-		return skipped(ReasonNotSynchronized, fmt.Sprintf("generate rule %s of policy %s is not synchronized", item.Rule, item.Policy.Key))
+		return queue.Skip(ReasonNotSynchronized, fmt.Sprintf("generate rule %s of policy %s is not synchronized", item.Rule, item.Policy.Key))
 	}
 	excs, err := g.exceptions(ctx)
 	if err != nil {
-		return retried(ReasonAPIError, err)
+		return queue.Retry().For(ReasonAPIError).Because(err)
 	}
 	req, err := g.request(ctx, item, trigger)
 	if err != nil {
-		return retried(ReasonAPIError, err)
+		return queue.Retry().For(ReasonAPIError).Because(err)
 	}
 	resp := g.eng.Generate(ctx, req, pol, excs)
 	if err := ctx.Err(); err != nil {
-		return retried(ReasonEvaluationError, fmt.Errorf("evaluation cut short: %w", err))
+		return queue.Retry().For(ReasonEvaluationError).Because(fmt.Errorf("evaluation cut short: %w", err))
 	}
 	var rr *engine.RuleResponse
 	for i := range resp.Rules {
@@ -328,15 +277,15 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 	}
 	switch {
 	case rr == nil:
-		return skipped(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now")
+		return queue.Skip(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now")
 	case rr.Status == engine.StatusError && rr.Refused:
 		// Another namespace, Verdict's own Secrets, a POST that is not a
 		// review: no retry changes what the policy may read.
-		return poisoned(ReasonReadRefused, fmt.Sprintf("rule %s: %s", rr.Name, rr.Message))
+		return queue.Poison(fmt.Sprintf("rule %s: %s", rr.Name, rr.Message)).For(ReasonReadRefused)
 	case rr.Status == engine.StatusError:
-		return retried(ReasonEvaluationError, fmt.Errorf("rule %s: %s", rr.Name, rr.Message))
+		return queue.Retry().For(ReasonEvaluationError).Because(fmt.Errorf("rule %s: %s", rr.Name, rr.Message))
 	case rr.Status != engine.StatusPass:
-		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("rule %s: %s %s", rr.Name, rr.Status, rr.Message))
+		return queue.Skip(ReasonRuleNotTriggered, fmt.Sprintf("rule %s: %s %s", rr.Name, rr.Status, rr.Message))
 	}
 
 	gvk := trigger.GroupVersionKind()
@@ -358,25 +307,25 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg) (res result) {
 			return res
 		}
 	}
-	return processed()
+	return queue.Done().For(ReasonApplied)
 }
 
 // trigger reads the item's trigger from the API: it must exist with the
 // item's uid (a CREATE is published before the object is stored: the
 // checker's grace period covers that) and not be on its way out.
-func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item bus.WorkItem) (*unstructured.Unstructured, result, bool) {
+func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item bus.WorkItem) (*unstructured.Unstructured, queue.Outcome, bool) {
 	ref := item.Trigger
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind == "" || ref.Name == "" || ref.UID == "" {
-		return nil, poisoned(ReasonInvalidItem, "the trigger reference names no object"), false
+		return nil, queue.Poison("the trigger reference names no object").For(ReasonInvalidItem), false
 	}
 	mapping, err := g.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			g.mapper.Reset()
-			return nil, retried(ReasonKindNotServed, fmt.Errorf("the trigger's kind: %w", err)), false
+			return nil, queue.Retry().For(ReasonKindNotServed).Because(fmt.Errorf("the trigger's kind: %w", err)), false
 		}
-		return nil, retried(ReasonAPIError, fmt.Errorf("the trigger's kind: %w", err)), false
+		return nil, queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("the trigger's kind: %w", err)), false
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 		// The admission request of a cluster-scoped object may carry a
@@ -395,21 +344,21 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item bus.WorkItem
 	switch {
 	case apierrors.IsNotFound(err):
 		if item.Cause != bus.CauseDrift && item.Cause != bus.CausePolicy && time.Since(m.Published) < g.check.Grace() {
-			return nil, retriedAfter(g.pendingDelay(m), ReasonTriggerPending, "the trigger is not stored yet"), false
+			return nil, queue.RetryAfter(g.pendingDelay(m)).For(ReasonTriggerPending).Because(errors.New("the trigger is not stored yet")), false
 		}
 		// (Drift and policy items name a trigger seen in the cluster: one
 		// not found is gone.)
-		return nil, skipped(ReasonTriggerNotFound, "the trigger does not exist"), false
+		return nil, queue.Skip(ReasonTriggerNotFound, "the trigger does not exist"), false
 	case err != nil:
-		return nil, retried(ReasonAPIError, fmt.Errorf("read the trigger: %w", err)), false
+		return nil, queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("read the trigger: %w", err)), false
 	case string(obj.GetUID()) != ref.UID:
-		return nil, skipped(ReasonTriggerUIDMismatch, "the trigger's name belongs to an object with another uid"), false
+		return nil, queue.Skip(ReasonTriggerUIDMismatch, "the trigger's name belongs to an object with another uid"), false
 	case apicheck.Newer(ref.ResourceVersion, obj.GetResourceVersion()):
-		return nil, skipped(ReasonTriggerFuture, "the item claims a trigger version the object has not reached"), false
+		return nil, queue.Skip(ReasonTriggerFuture, "the item claims a trigger version the object has not reached"), false
 	case obj.GetDeletionTimestamp() != nil:
-		return nil, skipped(ReasonTriggerDeleting, "the trigger is being deleted"), false
+		return nil, queue.Skip(ReasonTriggerDeleting, "the trigger is being deleted"), false
 	}
-	return obj, result{}, true
+	return obj, queue.Outcome{}, true
 }
 
 // cachedTrigger is a Namespace trigger as the policy cache's watch of
@@ -459,33 +408,33 @@ func (g *Generator) pendingDelay(m *queue.Msg) time.Duration {
 // (not there yet, replaced, gone, or invalid) the API says; it always
 // does with fresh set, for items that race with a policy's deletion
 // (drift: a downstream deleted because its policy was).
-func (g *Generator) policy(ctx context.Context, ref bus.PolicyRef, fresh bool) (*engine.Policy, result, bool) {
+func (g *Generator) policy(ctx context.Context, ref bus.PolicyRef, fresh bool) (*engine.Policy, queue.Outcome, bool) {
 	if p := g.pc.PolicyOf(ref.Kind, ref.Key); !fresh && p != nil && (ref.UID == "" || p.Raw.Metadata.UID == ref.UID) &&
 		!apicheck.Newer(ref.ResourceVersion, p.Raw.Metadata.ResourceVersion) {
-		return p, result{}, true
+		return p, queue.Outcome{}, true
 	}
 	ri, name, err := g.policyClient(ref.Kind, ref.Key)
 	if err != nil {
-		return nil, poisoned(ReasonInvalidItem, err.Error()), false
+		return nil, queue.Poison(err.Error()).For(ReasonInvalidItem), false
 	}
 	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, skipped(ReasonPolicyGone, fmt.Sprintf("policy %s is gone", ref.Key)), false
+		return nil, queue.Skip(ReasonPolicyGone, fmt.Sprintf("policy %s is gone", ref.Key)), false
 	case err != nil:
-		return nil, retried(ReasonAPIError, fmt.Errorf("read policy %s: %w", ref.Key, err)), false
+		return nil, queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("read policy %s: %w", ref.Key, err)), false
 	case ref.UID != "" && string(obj.GetUID()) != ref.UID:
-		return nil, skipped(ReasonPolicyReplaced, fmt.Sprintf("policy %s was deleted and created again", ref.Key)), false
+		return nil, queue.Skip(ReasonPolicyReplaced, fmt.Sprintf("policy %s was deleted and created again", ref.Key)), false
 	}
 	raw, err := policy.FromObject(obj.Object)
 	if err != nil {
-		return nil, poisoned(ReasonPolicyInvalid, fmt.Sprintf("policy %s: %v", ref.Key, err)), false
+		return nil, queue.Poison(fmt.Sprintf("policy %s: %v", ref.Key, err)).For(ReasonPolicyInvalid), false
 	}
 	p, err := g.eng.Compile(raw)
 	if err != nil {
-		return nil, poisoned(ReasonPolicyInvalid, err.Error()), false
+		return nil, queue.Poison(err.Error()).For(ReasonPolicyInvalid), false
 	}
-	return p, result{}, true
+	return p, queue.Outcome{}, true
 }
 
 // exceptions lists the PolicyExceptions (none when their kind is not
@@ -571,18 +520,18 @@ type write struct {
 // it again) and never a lost write. A target the rule leaves as it is
 // (already patched, preconditions not met) is not written: a redelivered
 // item changes nothing.
-func (g *Generator) mutateTargets(ctx context.Context, item bus.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) result {
+func (g *Generator) mutateTargets(ctx context.Context, item bus.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) queue.Outcome {
 	excs, err := g.exceptions(ctx)
 	if err != nil {
-		return retried(ReasonAPIError, err)
+		return queue.Retry().For(ReasonAPIError).Because(err)
 	}
 	req, err := g.request(ctx, item, trigger)
 	if err != nil {
-		return retried(ReasonAPIError, err)
+		return queue.Retry().For(ReasonAPIError).Because(err)
 	}
 	resp := g.eng.MutateExisting(ctx, req, pol, excs)
 	if err := ctx.Err(); err != nil {
-		return retried(ReasonEvaluationError, fmt.Errorf("evaluation cut short: %w", err))
+		return queue.Retry().For(ReasonEvaluationError).Because(fmt.Errorf("evaluation cut short: %w", err))
 	}
 	var rr *engine.RuleResponse
 	for i := range resp.Rules {
@@ -591,64 +540,64 @@ func (g *Generator) mutateTargets(ctx context.Context, item bus.WorkItem, trigge
 		}
 	}
 	if rr == nil {
-		return skipped(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now, or has no target")
+		return queue.Skip(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now, or has no target")
 	}
 	if rr.Status == engine.StatusError && rr.Refused {
-		return poisoned(ReasonReadRefused, fmt.Sprintf("rule %s: %s", rr.Name, rr.Message))
+		return queue.Poison(fmt.Sprintf("rule %s: %s", rr.Name, rr.Message)).For(ReasonReadRefused)
 	}
 	for _, t := range rr.Targets {
 		switch t.Status {
 		case engine.StatusError:
-			return retried(ReasonEvaluationError, fmt.Errorf("rule %s: %s", rr.Name, t.Message))
+			return queue.Retry().For(ReasonEvaluationError).Because(fmt.Errorf("rule %s: %s", rr.Name, t.Message))
 		case engine.StatusPass:
 			u := &unstructured.Unstructured{Object: t.Patched}
 			gvk := u.GroupVersionKind()
 			what := fmt.Sprintf("target %s %s", gvk.Kind, path(u.GetNamespace(), u.GetName()))
 			if err := namespaceAllowed(pol.Raw, u.GetNamespace()); err != nil {
-				return poisoned(ReasonNamespaceForbidden, fmt.Sprintf("%s: %v", what, err))
+				return queue.Poison(fmt.Sprintf("%s: %v", what, err)).For(ReasonNamespaceForbidden)
 			}
 			mapping, err := g.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 			if err != nil {
-				return retried(ReasonAPIError, fmt.Errorf("%s: %w", what, err))
+				return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("%s: %w", what, err))
 			}
 			if _, err := g.resource(mapping, u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 				if Permanent(err) {
-					return poisoned(ReasonRefused, fmt.Sprintf("update %s: %v", what, err))
+					return queue.Poison(fmt.Sprintf("update %s: %v", what, err)).For(ReasonRefused)
 				}
-				return retried(ReasonAPIError, fmt.Errorf("update %s: %w", what, err))
+				return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("update %s: %w", what, err))
 			}
 			g.m.resources.WithLabelValues(gvk.Kind).Inc()
 		}
 	}
-	return processed()
+	return queue.Done().For(ReasonApplied)
 }
 
 // prepare checks one generated object (its kind is served, its namespace
 // fits its scope and the policy) and labels it.
-func (g *Generator) prepare(obj map[string]any, pol *policy.Policy, labels map[string]string) (write, result, bool) {
+func (g *Generator) prepare(obj map[string]any, pol *policy.Policy, labels map[string]string) (write, queue.Outcome, bool) {
 	u := &unstructured.Unstructured{Object: obj}
 	gvk := u.GroupVersionKind()
 	what := fmt.Sprintf("%s %s", gvk.Kind, path(u.GetNamespace(), u.GetName()))
 	if gvk.Kind == "" || gvk.Version == "" || u.GetName() == "" {
-		return write{}, poisoned(ReasonRefused, "a generated object needs an apiVersion, a kind and a name: "+what), false
+		return write{}, queue.Poison("a generated object needs an apiVersion, a kind and a name: " + what).For(ReasonRefused), false
 	}
 	mapping, err := g.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			g.mapper.Reset()
-			return write{}, retried(ReasonKindNotServed, fmt.Errorf("generated %s: %w", what, err)), false
+			return write{}, queue.Retry().For(ReasonKindNotServed).Because(fmt.Errorf("generated %s: %w", what, err)), false
 		}
-		return write{}, retried(ReasonAPIError, fmt.Errorf("generated %s: %w", what, err)), false
+		return write{}, queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("generated %s: %w", what, err)), false
 	}
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		if u.GetNamespace() == "" {
-			return write{}, poisoned(ReasonRefused, fmt.Sprintf("generated %s is namespaced and has no namespace", what)), false
+			return write{}, queue.Poison(fmt.Sprintf("generated %s is namespaced and has no namespace", what)).For(ReasonRefused), false
 		}
 	} else {
 		u.SetNamespace("")
 	}
 	if err := namespaceAllowed(pol, u.GetNamespace()); err != nil {
-		return write{}, poisoned(ReasonNamespaceForbidden, fmt.Sprintf("generated %s: %v", what, err)), false
+		return write{}, queue.Poison(fmt.Sprintf("generated %s: %v", what, err)).For(ReasonNamespaceForbidden), false
 	}
 	merged := u.GetLabels()
 	if merged == nil {
@@ -658,7 +607,7 @@ func (g *Generator) prepare(obj map[string]any, pol *policy.Policy, labels map[s
 		merged[k] = v
 	}
 	u.SetLabels(merged)
-	return write{mapping: mapping, obj: u}, result{}, true
+	return write{mapping: mapping, obj: u}, queue.Outcome{}, true
 }
 
 // namespaceAllowed says whether pol may generate into namespace (empty:
@@ -675,17 +624,17 @@ func namespaceAllowed(pol *policy.Policy, namespace string) error {
 
 // apply writes one object with server-side apply (one field manager,
 // force): applying the same object again changes nothing.
-func (g *Generator) apply(ctx context.Context, w write) (result, bool) {
+func (g *Generator) apply(ctx context.Context, w write) (queue.Outcome, bool) {
 	_, err := g.resource(w.mapping, w.obj.GetNamespace()).Apply(ctx, w.obj.GetName(), w.obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err == nil {
 		g.m.resources.WithLabelValues(w.obj.GetKind()).Inc()
-		return result{}, true
+		return queue.Outcome{}, true
 	}
 	what := fmt.Sprintf("apply %s %s", w.obj.GetKind(), path(w.obj.GetNamespace(), w.obj.GetName()))
 	if Permanent(err) {
-		return poisoned(ReasonRefused, fmt.Sprintf("%s: %v", what, err)), false
+		return queue.Poison(fmt.Sprintf("%s: %v", what, err)).For(ReasonRefused), false
 	}
-	return retried(ReasonAPIError, fmt.Errorf("%s: %w", what, err)), false
+	return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("%s: %w", what, err)), false
 }
 
 // Permanent reports whether the API server's refusal of a write will not

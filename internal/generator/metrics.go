@@ -6,22 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Outcomes of a work item, the outcome label of
-// verdict_generator_work_items_total.
-const (
-	// OutcomeProcessed: the generated resources were applied.
-	OutcomeProcessed = "processed"
-	// OutcomeSkipped: done without a write, for a reason (the trigger or
-	// the policy is gone, the rule no longer triggers).
-	OutcomeSkipped = "skipped"
-	// OutcomeRetried: a transient failure; delivered again after backoff.
-	OutcomeRetried = "retried"
-	// OutcomeDeadLettered: sent to VERDICT_DEAD with its reason (at once
-	// for what can never succeed, after the last attempt otherwise).
-	OutcomeDeadLettered = "deadLettered"
-)
-
-// Reasons, the reason label.
+// Reasons of a work item's outcome, the reason label of
+// verdict_queue_work_items_total{consumer="generator"} (the runner counts
+// the items by kind, outcome and reason).
 const (
 	ReasonApplied            = "applied"
 	ReasonTriggerNotFound    = "triggerNotFound"
@@ -67,7 +54,6 @@ const (
 
 // Metrics are the generator's metrics.
 type Metrics struct {
-	items     *prometheus.CounterVec
 	resources *prometheus.CounterVec
 	deleted   *prometheus.CounterVec
 	fannedOut *prometheus.CounterVec
@@ -75,16 +61,11 @@ type Metrics struct {
 	// requesters counts the requesters of items the API could not vouch
 	// for (requester.go).
 	requesters *prometheus.CounterVec
-	duration   prometheus.Histogram
 }
 
 // NewMetrics registers the generator's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		items: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdict_generator_work_items_total",
-			Help: "Work items by kind (generate, mutate), outcome (processed, skipped, retried, deadLettered) and reason.",
-		}, []string{"kind", "outcome", "reason"}),
 		resources: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdict_generator_resources_applied_total",
 			Help: "Generated resources written with server-side apply, by kind.",
@@ -105,20 +86,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "verdict_generator_requesters_unverified_total",
 			Help: "Admission work items whose requester no one vouched for (the webhook's caller presented no client certificate, and the item is not the creation of its trigger), by operation and action (dropped: worked without the requester; refused: skipped, the policy does not run in the background).",
 		}, []string{"operation", "action"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "verdict_generator_work_item_duration_seconds",
-			Help:    "Time to work one generate item (checks, evaluation, writes).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-		}),
 	}
-	for _, c := range []prometheus.Collector{m.items, m.resources, m.deleted, m.fannedOut, m.watch, m.requesters, m.duration} {
+	for _, c := range []prometheus.Collector{m.resources, m.deleted, m.fannedOut, m.watch, m.requesters} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register generator metrics: %w", err)
 		}
 	}
 	return m, nil
-}
-
-func (m *Metrics) count(kind, outcome, reason string) {
-	m.items.WithLabelValues(kind, outcome, reason).Inc()
 }

@@ -40,10 +40,10 @@ const creationSlack = time.Second
 // only an admission request has), and is skipped (requesterUnverified)
 // when it does not (background: false, the policies that read
 // request.userInfo). Both are counted.
-func (g *Generator) requester(m *queue.Msg, item bus.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) (engine.UserInfo, result, bool) {
+func (g *Generator) requester(m *queue.Msg, item bus.WorkItem, trigger *unstructured.Unstructured, pol *engine.Policy) (engine.UserInfo, queue.Outcome, bool) {
 	ui := item.UserInfo
 	if item.RequesterVerified || (item.Cause != "" && item.Cause != bus.CauseAdmission) || noRequester(ui) {
-		return ui, result{}, true
+		return ui, queue.Outcome{}, true
 	}
 	var why string
 	switch created := trigger.GetCreationTimestamp().Time; {
@@ -53,7 +53,7 @@ func (g *Generator) requester(m *queue.Msg, item bus.WorkItem, trigger *unstruct
 		why = fmt.Sprintf("the trigger was created at %s, more than the grace period (%s) before the item was stored at %s: the item is not its creation's",
 			created.UTC().Format(time.RFC3339), g.check.Grace(), m.Published.UTC().Format(time.RFC3339))
 	default:
-		return ui, result{}, true
+		return ui, queue.Outcome{}, true
 	}
 	op := item.Operation
 	if op != engine.OpCreate && op != engine.OpUpdate {
@@ -62,11 +62,11 @@ func (g *Generator) requester(m *queue.Msg, item bus.WorkItem, trigger *unstruct
 	detail := "the webhook's caller presented no client certificate (mutual TLS off), and " + why
 	if !pol.Raw.Spec.BackgroundEnabled() {
 		g.m.requesters.WithLabelValues(op, RequesterRefused).Inc()
-		return engine.UserInfo{}, skipped(ReasonRequesterUnverified, "the requester is not acted on: "+detail), false
+		return engine.UserInfo{}, queue.Skip(ReasonRequesterUnverified, "the requester is not acted on: "+detail), false
 	}
 	g.m.requesters.WithLabelValues(op, RequesterDropped).Inc()
 	g.o.log.Info().Str(logKeySubject, m.Subject).Str(logKeyDetail, detail).Msg("requesterDropped")
-	return engine.UserInfo{}, result{}, true
+	return engine.UserInfo{}, queue.Outcome{}, true
 }
 
 // noRequester reports whether ui claims nobody.

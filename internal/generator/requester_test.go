@@ -72,8 +72,8 @@ func TestRequester(t *testing.T) {
 				t.Fatalf("ok %v (%+v), want refused %v", ok, res, tc.refused)
 			}
 			if tc.refused {
-				if res.outcome != OutcomeSkipped || res.reason != ReasonRequesterUnverified {
-					t.Fatalf("refused as %s %s, want skipped %s", res.outcome, res.reason, ReasonRequesterUnverified)
+				if res.Result(nil) != queue.ResultSkipped || res.Reason() != ReasonRequesterUnverified {
+					t.Fatalf("refused as %s %s, want skipped %s", res.Result(nil), res.Reason(), ReasonRequesterUnverified)
 				}
 				if n := testutil.ToFloat64(m.requesters.WithLabelValues(tc.op, RequesterRefused)); n != 1 {
 					t.Fatalf("refusals counted %v", n)

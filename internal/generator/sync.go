@@ -2,6 +2,7 @@ package generator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -58,15 +59,15 @@ func triggerOf(l map[string]string) (bus.ResourceRef, bool) {
 // gone (or on its way out), what the synchronized rule generated for it is
 // deleted. A trigger that still stands after the grace period (its delete
 // was refused) keeps its downstream.
-func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item bus.WorkItem) result {
+func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item bus.WorkItem) queue.Outcome {
 	ref := item.Trigger
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind == "" || ref.Name == "" || ref.UID == "" {
-		return poisoned(ReasonInvalidItem, "the trigger reference names no object")
+		return queue.Poison("the trigger reference names no object").For(ReasonInvalidItem)
 	}
 	mapping, err := g.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
 	if err != nil {
-		return retried(ReasonAPIError, fmt.Errorf("the trigger's kind: %w", err))
+		return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("the trigger's kind: %w", err))
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 		ref.Namespace = ""
@@ -76,13 +77,13 @@ func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item bus.W
 	case apierrors.IsNotFound(err), err == nil && string(obj.GetUID()) != ref.UID:
 		// Gone (or replaced by another object of the same name).
 	case err != nil:
-		return retried(ReasonAPIError, fmt.Errorf("read the trigger: %w", err))
+		return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("read the trigger: %w", err))
 	case obj.GetDeletionTimestamp() != nil:
 		// On its way out (finalizers): its downstream goes now.
 	case time.Since(m.Published) < g.check.Grace():
-		return retriedAfter(g.pendingDelay(m), ReasonTriggerNotDeleted, "the trigger is not deleted yet")
+		return queue.RetryAfter(g.pendingDelay(m)).For(ReasonTriggerNotDeleted).Because(errors.New("the trigger is not deleted yet"))
 	default:
-		return skipped(ReasonTriggerNotDeleted, "the trigger was not deleted (its delete was refused)")
+		return queue.Skip(ReasonTriggerNotDeleted, "the trigger was not deleted (its delete was refused)")
 	}
 	pol, res, ok := g.policy(ctx, item.Policy, true)
 	if !ok {
@@ -90,7 +91,7 @@ func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item bus.W
 	}
 	rule := pol.Rule(item.Rule)
 	if rule == nil || rule.Generation == nil || !rule.Generation.Synchronize {
-		return skipped(ReasonNotSynchronized, fmt.Sprintf("policy %s has no synchronized generate rule %s", item.Policy.Key, item.Rule))
+		return queue.Skip(ReasonNotSynchronized, fmt.Sprintf("policy %s has no synchronized generate rule %s", item.Policy.Key, item.Rule))
 	}
 	sel := downstreamSelector(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, rule.Name, ref.UID)
 	return g.deleteDownstream(ctx, pol.Raw, rule.Generation.DownstreamKinds(), sel)
@@ -101,20 +102,20 @@ func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item bus.W
 // for rules without orphanDownstreamOnPolicyDelete). A policy of the same
 // name that exists again owns those objects (their labels name it): they
 // stay.
-func (g *Generator) policyDeleted(ctx context.Context, item bus.WorkItem) result {
+func (g *Generator) policyDeleted(ctx context.Context, item bus.WorkItem) queue.Outcome {
 	ri, name, err := g.policyClient(item.Policy.Kind, item.Policy.Key)
 	if err != nil {
-		return poisoned(ReasonInvalidItem, err.Error())
+		return queue.Poison(err.Error()).For(ReasonInvalidItem)
 	}
 	_, err = ri.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		return skipped(ReasonPolicyExists, fmt.Sprintf("policy %s exists", item.Policy.Key))
+		return queue.Skip(ReasonPolicyExists, fmt.Sprintf("policy %s exists", item.Policy.Key))
 	case !apierrors.IsNotFound(err):
-		return retried(ReasonAPIError, fmt.Errorf("read policy %s: %w", item.Policy.Key, err))
+		return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("read policy %s: %w", item.Policy.Key, err))
 	}
 	if len(item.Targets) == 0 {
-		return poisoned(ReasonInvalidItem, "a policyDeleted item names no downstream kinds")
+		return queue.Poison("a policyDeleted item names no downstream kinds").For(ReasonInvalidItem)
 	}
 	kinds := make([]policy.KindRef, 0, len(item.Targets))
 	for _, t := range item.Targets {
@@ -135,12 +136,12 @@ func (g *Generator) policyDeleted(ctx context.Context, item bus.WorkItem) result
 // selects (in the namespace of a namespaced Policy, everywhere
 // otherwise), each with a uid precondition so that an object replaced
 // meanwhile stays; one already gone counts as deleted.
-func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, kinds []policy.KindRef, selector string) result {
+func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, kinds []policy.KindRef, selector string) queue.Outcome {
 	deleted := 0
 	for _, k := range kinds {
 		gv, err := schema.ParseGroupVersion(k.APIVersion)
 		if err != nil {
-			return poisoned(ReasonInvalidItem, fmt.Sprintf("downstream kind %s %s: %v", k.APIVersion, k.Kind, err))
+			return queue.Poison(fmt.Sprintf("downstream kind %s %s: %v", k.APIVersion, k.Kind, err)).For(ReasonInvalidItem)
 		}
 		mapping, err := g.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: k.Kind}, gv.Version)
 		if meta.IsNoMatchError(err) {
@@ -148,7 +149,7 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 			continue
 		}
 		if err != nil {
-			return retried(ReasonAPIError, fmt.Errorf("downstream kind %s: %w", k.Kind, err))
+			return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("downstream kind %s: %w", k.Kind, err))
 		}
 		ns := ""
 		if pol.Namespaced() {
@@ -159,7 +160,7 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 		for {
 			list, err := ri.List(ctx, opts)
 			if err != nil {
-				return retried(ReasonAPIError, fmt.Errorf("list downstream %s: %w", k.Kind, err))
+				return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("list downstream %s: %w", k.Kind, err))
 			}
 			for i := range list.Items {
 				o := &list.Items[i]
@@ -171,9 +172,9 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 				case apierrors.IsConflict(err):
 					// Replaced by another object of that name: not ours to delete.
 				case Permanent(err):
-					return poisoned(ReasonRefused, fmt.Sprintf("delete %s %s: %v", k.Kind, path(o.GetNamespace(), o.GetName()), err))
+					return queue.Poison(fmt.Sprintf("delete %s %s: %v", k.Kind, path(o.GetNamespace(), o.GetName()), err)).For(ReasonRefused)
 				default:
-					return retried(ReasonAPIError, fmt.Errorf("delete %s %s: %w", k.Kind, path(o.GetNamespace(), o.GetName()), err))
+					return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("delete %s %s: %w", k.Kind, path(o.GetNamespace(), o.GetName()), err))
 				}
 			}
 			if opts.Continue = list.GetContinue(); opts.Continue == "" {
@@ -181,9 +182,7 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 			}
 		}
 	}
-	r := processed()
-	r.reason, r.detail = ReasonDeleted, fmt.Sprintf("%d downstream objects deleted", deleted)
-	return r
+	return queue.Done().For(ReasonDeleted).Detailed(fmt.Sprintf("%d downstream objects deleted", deleted))
 }
 
 // policyClient is the client of the policy a key names ("name" for a
@@ -221,14 +220,14 @@ func (g *Generator) policyClient(kind, key string) (dynamic.ResourceInterface, s
 // mutateExistingOnPolicyUpdate, every existing trigger. Fanned-out items
 // have deterministic ids: a redelivered fan-out, or every replica making
 // the same one, queues each once.
-func (g *Generator) policyChanged(ctx context.Context, item bus.WorkItem) result {
+func (g *Generator) policyChanged(ctx context.Context, item bus.WorkItem) queue.Outcome {
 	pol, res, ok := g.policy(ctx, item.Policy, true)
 	if !ok {
 		return res
 	}
 	rule := pol.Rule(item.Rule)
 	if rule == nil {
-		return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no rule %s", item.Policy.Key, item.Rule))
+		return queue.Skip(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no rule %s", item.Policy.Key, item.Rule))
 	}
 	ref := bus.PolicyRefOf(pol)
 	queued := 0
@@ -248,7 +247,7 @@ func (g *Generator) policyChanged(ctx context.Context, item bus.WorkItem) result
 	switch item.Kind {
 	case bus.WorkGenerate:
 		if rule.Generation == nil {
-			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
+			return queue.Skip(ReasonRuleNotTriggered, fmt.Sprintf("policy %s has no generate rule %s", item.Policy.Key, item.Rule))
 		}
 		if rule.Generation.Synchronize && rule.Generation.GeneratesData() {
 			if res, ok := g.fanOutDownstream(ctx, pol, rule, publish); !ok {
@@ -262,20 +261,18 @@ func (g *Generator) policyChanged(ctx context.Context, item bus.WorkItem) result
 		}
 	case bus.WorkMutate:
 		if !pol.Raw.MutateExistingOnPolicyUpdate(&rule.Rule) {
-			return skipped(ReasonRuleNotTriggered, fmt.Sprintf("rule %s of policy %s does not mutate existing resources on policy changes", item.Rule, item.Policy.Key))
+			return queue.Skip(ReasonRuleNotTriggered, fmt.Sprintf("rule %s of policy %s does not mutate existing resources on policy changes", item.Rule, item.Policy.Key))
 		}
 		if res, ok := g.fanOutTriggers(ctx, pol, rule, bus.WorkMutate, publish); !ok {
 			return res
 		}
 	}
-	r := processed()
-	r.reason, r.detail = ReasonFannedOut, fmt.Sprintf("%d items queued", queued)
-	return r
+	return queue.Done().For(ReasonFannedOut).Detailed(fmt.Sprintf("%d items queued", queued))
 }
 
 // fanOutDownstream queues an apply item for each trigger the rule has
 // generated for.
-func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, rule *engine.Rule, publish func(bus.WorkItem) error) (result, bool) {
+func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, rule *engine.Rule, publish func(bus.WorkItem) error) (queue.Outcome, bool) {
 	seen := map[string]bool{}
 	sel := downstreamSelector(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, rule.Name, "")
 	for _, k := range rule.Generation.DownstreamKinds() {
@@ -288,7 +285,7 @@ func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, ru
 			continue
 		}
 		if err != nil {
-			return retried(ReasonAPIError, fmt.Errorf("downstream kind %s: %w", k.Kind, err)), false
+			return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("downstream kind %s: %w", k.Kind, err)), false
 		}
 		ns := ""
 		if pol.Raw.Namespaced() {
@@ -298,7 +295,7 @@ func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, ru
 		for {
 			list, err := g.resource(mapping, ns).List(ctx, opts)
 			if err != nil {
-				return retried(ReasonAPIError, fmt.Errorf("list downstream %s: %w", k.Kind, err)), false
+				return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("list downstream %s: %w", k.Kind, err)), false
 			}
 			for i := range list.Items {
 				t, ok := triggerOf(list.Items[i].GetLabels())
@@ -307,7 +304,7 @@ func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, ru
 				}
 				seen[t.UID] = true
 				if err := publish(bus.WorkItem{Kind: bus.WorkGenerate, Trigger: t}); err != nil {
-					return retried(ReasonQueueError, fmt.Errorf("queue the item of trigger %s: %w", path(t.Namespace, t.Name), err)), false
+					return queue.Retry().For(ReasonQueueError).Because(fmt.Errorf("queue the item of trigger %s: %w", path(t.Namespace, t.Name), err)), false
 				}
 			}
 			if opts.Continue = list.GetContinue(); opts.Continue == "" {
@@ -315,21 +312,21 @@ func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, ru
 			}
 		}
 	}
-	return result{}, true
+	return queue.Outcome{}, true
 }
 
 // fanOutTriggers queues an item of kind for each existing resource that
 // triggers the rule (it matches and its preconditions hold): the kinds
 // the rule's match block names (not those only a wildcard selects), in
 // the policy's namespace for a namespaced Policy.
-func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule *engine.Rule, kind queue.WorkKind, publish func(bus.WorkItem) error) (result, bool) {
+func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule *engine.Rule, kind queue.WorkKind, publish func(bus.WorkItem) error) (queue.Outcome, bool) {
 	kinds, err := g.kinds.List(ctx)
 	if err != nil {
-		return retried(ReasonAPIError, err), false
+		return queue.Retry().For(ReasonAPIError).Because(err), false
 	}
 	excs, err := g.exceptions(ctx)
 	if err != nil {
-		return retried(ReasonAPIError, err), false
+		return queue.Retry().For(ReasonAPIError).Because(err), false
 	}
 	only := &engine.Policy{}
 	*only = *pol
@@ -347,7 +344,7 @@ func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule
 		for {
 			list, err := ri.List(ctx, opts)
 			if err != nil {
-				return retried(ReasonAPIError, fmt.Errorf("list %s: %w", k.GVR, err)), false
+				return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("list %s: %w", k.GVR, err)), false
 			}
 			for i := range list.Items {
 				obj := &list.Items[i]
@@ -356,7 +353,7 @@ func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule
 				}
 				req, err := g.existingRequest(ctx, obj, nsLabels)
 				if err != nil {
-					return retried(ReasonAPIError, err), false
+					return queue.Retry().For(ReasonAPIError).Because(err), false
 				}
 				var resp engine.Response
 				if kind == bus.WorkMutate {
@@ -373,7 +370,7 @@ func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule
 						Name: obj.GetName(), UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion(),
 					}
 					if err := publish(bus.WorkItem{Kind: kind, Trigger: t}); err != nil {
-						return retried(ReasonQueueError, fmt.Errorf("queue the item of trigger %s: %w", path(t.Namespace, t.Name), err)), false
+						return queue.Retry().For(ReasonQueueError).Because(fmt.Errorf("queue the item of trigger %s: %w", path(t.Namespace, t.Name), err)), false
 					}
 				}
 			}
@@ -382,7 +379,7 @@ func (g *Generator) fanOutTriggers(ctx context.Context, pol *engine.Policy, rule
 			}
 		}
 	}
-	return result{}, true
+	return queue.Outcome{}, true
 }
 
 // existingRequest is the engine request of an existing resource seen in

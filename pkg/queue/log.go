@@ -23,4 +23,6 @@ const (
 	logKeyConcurrent = "concurrency"
 	logKeyLine       = "line"
 	logKeyCause      = "cause"
+	logKeyOutcome    = "outcome"
+	logKeyDetail     = "detail"
 )

@@ -80,6 +80,7 @@ type Metrics struct {
 	syncPublish ObserverVec
 
 	handled       CounterVec
+	workItems     CounterVec
 	handleTime    ObserverVec
 	inFlight      GaugeVec
 	ackErrors     CounterVec
@@ -104,6 +105,7 @@ const (
 	labelStream    = "stream"
 	labelResult    = "result"
 	labelCause     = "cause"
+	labelKind      = "kind"
 )
 
 // metricPrefix starts the name of every metric of the package.
@@ -143,6 +145,7 @@ func MetricsFrom(f MetricsFactory) *Metrics {
 		syncPublish: hist("publish_sync_seconds", "Synchronous publish latency, retries included.", labelResult),
 
 		handled:       counter("handled_total", "Messages handled by a runner, by outcome (done, retry, poison, panic, expired, lost).", labelConsumer, labelOutcome),
+		workItems:     counter("work_items_total", "Messages handled by a runner, by work kind (empty off the topology's work stream), outcome (processed, skipped, retried, deadLettered: poison or a retry on the last attempt) and the reason the handler named.", labelConsumer, labelKind, labelOutcome, labelReason),
 		handleTime:    hist("handle_seconds", "Handler run time.", labelConsumer),
 		inFlight:      gauge("in_flight", "Messages being handled now.", labelConsumer),
 		ackErrors:     counter("ack_errors_total", "Acknowledgements (ack, nak, term, in-progress) that failed; the message is delivered again after AckWait.", labelConsumer, labelOp),

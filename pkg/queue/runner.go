@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -673,6 +674,7 @@ func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 		r.log.Error().Str(logKeySubject, m.Subject).Msg("handlerReturnedNoOutcome")
 		out = Retry().Because(errors.New("handler returned no outcome"))
 	}
+	r.record(m, out)
 	switch out.kind {
 	case outcomeDone:
 		r.mHandled[handledDone].Inc()
@@ -690,13 +692,13 @@ func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 		}
 	case outcomePoison:
 		r.mHandled[handledPoison].Inc()
-		r.deadLetter(ctx, m, "poison: "+out.reason)
+		r.deadLetter(ctx, m, out.deadLetterReason())
 	default:
 		if ok {
 			r.mHandled[handledRetry].Inc()
 		}
 		if m.LastAttempt() {
-			reason := out.reason
+			reason := out.cause
 			if reason == "" {
 				reason = "retries exhausted"
 			}
@@ -709,6 +711,36 @@ func (r *Runner) process(ctx context.Context, s *slot, raw jetstream.Msg) {
 		}
 		r.nak(m, delay)
 	}
+}
+
+// record counts what became of m (work_items_total) and logs it: at
+// debug level when done, info when retried, warn when dead-lettered.
+func (r *Runner) record(m *Msg, out Outcome) {
+	result := out.Result(m)
+	r.c.metrics.workItems.WithLabelValues(r.durable, string(r.kindOf(m.Subject)), result, out.reason).Inc()
+	ev := r.log.Debug()
+	switch result {
+	case ResultRetried:
+		ev = r.log.Info()
+	case ResultDeadLettered:
+		ev = r.log.Warn()
+	}
+	ev.Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Str(logKeyOutcome, result).
+		Str(logKeyReason, out.reason).Str(logKeyDetail, out.cause).Msg("workItemHandled")
+}
+
+// kindOf is the work kind of a subject of the topology's work stream, ""
+// for any other (or an unknown kind).
+func (r *Runner) kindOf(subject string) WorkKind {
+	rest, ok := strings.CutPrefix(subject, r.topo.WorkPrefix)
+	if !ok {
+		return ""
+	}
+	k, _, _ := strings.Cut(rest, ".")
+	if !r.topo.ValidKind(WorkKind(k)) {
+		return ""
+	}
+	return WorkKind(k)
 }
 
 // call runs the handler, turning a panic into ok=false.

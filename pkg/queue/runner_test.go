@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // sink records what handlers saw.
@@ -577,5 +579,66 @@ func TestRunnerBacklog(t *testing.T) {
 	})
 	if err := WithBacklogInterval(0)(&runnerOptions{}); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("interval 0: %v", err)
+	}
+}
+
+// TestRunnerCountsOutcomes: the runner counts every message by consumer,
+// work kind, outcome and the reason its handler named
+// (work_items_total), so a worker keeps no bookkeeping of its own; a
+// retry on the last attempt counts as dead-lettered, and a poison
+// message's dead letter carries its reason and detail.
+func TestRunnerCountsOutcomes(t *testing.T) {
+	e := runServer(t)
+	metrics, reg := promMetrics(t)
+	c, err := Connect(t.Context(), WithURL(e.ClientURL()), WithTopology(testTopology), WithMetrics(metrics), WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	provision(t, c)
+	outcomes := map[string]Outcome{
+		"applied": Done().For("applied"),
+		"gone":    Skip("policyGone", "the policy was deleted"),
+		"bad":     Poison("no rule x").For("invalidItem"),
+		"flaky":   Retry().For("apiError").Because(errors.New("connection refused")),
+	}
+	for k := range outcomes {
+		publishWork(t, c, workGenerate, k)
+	}
+	startRunner(t, c, consumerGenerator, func(_ context.Context, m *Msg) Outcome {
+		return outcomes[string(m.Data)]
+	}, WithMaxDeliver(2), WithRetryDelays(10*time.Millisecond, 10*time.Millisecond))
+
+	want := map[[2]string]float64{
+		{ResultProcessed, "applied"}:        1,
+		{ResultSkipped, "policyGone"}:       1,
+		{ResultDeadLettered, "invalidItem"}: 1,
+		{ResultRetried, "apiError"}:         1, // the first attempt
+		{ResultDeadLettered, "apiError"}:    1, // the second and last
+	}
+	testkit.Eventually(t, 10*time.Second, "every outcome counted", func() error {
+		for k, n := range want {
+			labels := map[string]string{labelConsumer: consumerGenerator, labelKind: string(workGenerate), labelOutcome: k[0], labelReason: k[1]}
+			if got, _ := metricValue(t, reg, metricPrefix+"work_items_total", labels); got != n {
+				return fmt.Errorf("%v: %v, want %v", k, got, n)
+			}
+		}
+		return nil
+	})
+	reasons := map[string]bool{}
+	testkit.Eventually(t, 10*time.Second, "two dead letters", func() error {
+		reasons = map[string]bool{}
+		for _, d := range deadLetters(t, c) {
+			reasons[d.Reason] = true
+		}
+		if len(reasons) != 2 {
+			return fmt.Errorf("dead letters %v", reasons)
+		}
+		return nil
+	})
+	for _, r := range []string{"poison: invalidItem: no rule x", "after 2 deliveries: connection refused"} {
+		if !reasons[r] {
+			t.Errorf("no dead letter %q in %v", r, reasons)
+		}
 	}
 }

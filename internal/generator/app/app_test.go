@@ -260,7 +260,7 @@ func startWebhookWith(t testing.TB, cp *controlplane.ControlPlane, natsURL strin
 }
 
 func items(outcome, reason string) string {
-	return fmt.Sprintf(`verdict_generator_work_items_total{kind="generate",outcome=%q,reason=%q}`, outcome, reason)
+	return fmt.Sprintf(`verdict_queue_work_items_total{consumer="generator",kind="generate",outcome=%q,reason=%q}`, outcome, reason)
 }
 
 // TestE2EGenerate runs the real webhook and the generator service (its
@@ -351,7 +351,7 @@ func TestE2EGenerate(t *testing.T) {
 	if len(cm.ManagedFields) != 1 || cm.ManagedFields[0].Manager != generator.FieldManager || cm.ManagedFields[0].Operation != metav1.ManagedFieldsOperationApply {
 		t.Errorf("managed fields %+v, want one apply by %s", cm.ManagedFields, generator.FieldManager)
 	}
-	processed := metric(t, probe, items(generator.OutcomeProcessed, generator.ReasonApplied))
+	processed := metric(t, probe, items(queue.ResultProcessed, generator.ReasonApplied))
 
 	conn, err := bus.Connect(ctx, queue.WithURL(nats.ClientURL()), queue.WithLogger(zerolog.Nop()))
 	if err != nil {
@@ -379,7 +379,7 @@ func TestE2EGenerate(t *testing.T) {
 	t.Run("duplicate changes nothing", func(t *testing.T) {
 		publish(item)
 		testkit.Eventually(t, 15*time.Second, "duplicate processed", func() error {
-			if got := metric(t, probe, items(generator.OutcomeProcessed, generator.ReasonApplied)); got < processed+1 {
+			if got := metric(t, probe, items(queue.ResultProcessed, generator.ReasonApplied)); got < processed+1 {
 				return fmt.Errorf("processed %v", got)
 			}
 			return nil
@@ -399,7 +399,7 @@ func TestE2EGenerate(t *testing.T) {
 		forged.RequestUID = "forged"
 		publish(forged)
 		testkit.Eventually(t, 15*time.Second, "forged item skipped", func() error {
-			if got := metric(t, probe, items(generator.OutcomeSkipped, generator.ReasonTriggerUIDMismatch)); got != 1 {
+			if got := metric(t, probe, items(queue.ResultSkipped, generator.ReasonTriggerUIDMismatch)); got != 1 {
 				return fmt.Errorf("skipped %v", got)
 			}
 			return nil
@@ -414,7 +414,7 @@ func TestE2EGenerate(t *testing.T) {
 		gone.Policy = bus.PolicyRef{Key: "no-such-policy", UID: "u"}
 		publish(gone)
 		testkit.Eventually(t, 15*time.Second, "item of a deleted policy skipped", func() error {
-			if got := metric(t, probe, items(generator.OutcomeSkipped, generator.ReasonPolicyGone)); got != 1 {
+			if got := metric(t, probe, items(queue.ResultSkipped, generator.ReasonPolicyGone)); got != 1 {
 				return fmt.Errorf("skipped %v", got)
 			}
 			return nil
@@ -426,7 +426,7 @@ func TestE2EGenerate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		series := items(generator.OutcomeDeadLettered, generator.ReasonNamespaceForbidden)
+		series := items(queue.ResultDeadLettered, generator.ReasonNamespaceForbidden)
 		testkit.Eventually(t, 15*time.Second, "dead-letter counted", func() error {
 			if got := metric(t, probe, series); got != 1 {
 				return fmt.Errorf("%s = %v", series, got)

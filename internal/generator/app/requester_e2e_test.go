@@ -180,7 +180,7 @@ func TestE2EForgedRequester(t *testing.T) {
 		t.Errorf("alice's binding after the forged reviews: %v %+v", err, rb)
 	}
 	// Each refusal is counted with its reason.
-	if got := metric(t, probe, items(generator.OutcomeSkipped, generator.ReasonRequesterUnverified)); got != 3 {
+	if got := metric(t, probe, items(queue.ResultSkipped, generator.ReasonRequesterUnverified)); got != 3 {
 		t.Errorf("skipped as requesterUnverified: %v, want 3", got)
 	}
 }
@@ -227,8 +227,8 @@ func forge(t *testing.T, addr, op string, ns *corev1.Namespace) {
 func handled(t *testing.T, probe string) float64 {
 	t.Helper()
 	var sum float64
-	for _, outcome := range []string{generator.OutcomeProcessed, generator.OutcomeSkipped, generator.OutcomeDeadLettered} {
-		sum += metricSum(t, probe, `verdict_generator_work_items_total{kind="generate",outcome="`+outcome+`"`)
+	for _, outcome := range []string{queue.ResultProcessed, queue.ResultSkipped, queue.ResultDeadLettered} {
+		sum += metricSum(t, probe, `verdict_queue_work_items_total{consumer="generator",kind="generate",outcome="`+outcome+`"`)
 	}
 	return sum
 }
