@@ -21,6 +21,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -189,8 +190,8 @@ func (g *Generator) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 	case OutcomeDeadLettered:
 		ev = g.o.log.Warn()
 	}
-	ev.Str(logKeySubject, m.Subject).Uint64(logKeyDelivery, m.Delivery).Str(logKeyOutcome, res.outcome).
-		Str(logKeyReason, res.reason).Str(logKeyDetail, res.detail).Msg("workItemHandled")
+	ev.Str(logkey.Subject, m.Subject).Uint64(logkey.Delivery, m.Delivery).Str(logkey.Outcome, res.outcome).
+		Str(logkey.Reason, res.reason).Str(logkey.Detail, res.detail).Msg("workItemHandled")
 	if res.outcome == OutcomeDeadLettered && res.trigger != nil {
 		g.reportDeadLetter(ctx, res)
 	}
@@ -235,18 +236,9 @@ func (g *Generator) reportDeadLetter(ctx context.Context, res result) {
 	}}
 	_, err := g.dyn.Resource(corev1.SchemeGroupVersion.WithResource("events")).Namespace(ns).Create(ctx, ev, metav1.CreateOptions{})
 	if err != nil {
-		g.o.log.Warn().Err(err).Str(logKeyReason, res.reason).Msg("deadLetterEventNotRecorded")
+		g.o.log.Warn().Err(err).Str(logkey.Reason, res.reason).Msg("deadLetterEventNotRecorded")
 	}
 }
-
-// Log keys.
-const (
-	logKeySubject  = "subject"
-	logKeyDelivery = "delivery"
-	logKeyOutcome  = "outcome"
-	logKeyReason   = "reason"
-	logKeyDetail   = "detail"
-)
 
 // work checks the item against the API, evaluates the rule with the
 // policy as stored now, and applies what it generates.
@@ -512,7 +504,7 @@ func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error)
 			e, err = policy.ExceptionFromObject(list.Items[i].Object)
 		}
 		if err != nil {
-			g.o.log.Warn().Err(err).Str("exception", list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()).Msg("exceptionLeftOut")
+			g.o.log.Warn().Err(err).Str(logkey.Exception, list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()).Msg("exceptionLeftOut")
 			continue
 		}
 		e.ClusterWide = clusterWide

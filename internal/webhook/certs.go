@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // CertSource supplies the serving certificate and keeps it current.
@@ -53,7 +55,7 @@ func NewFileCertSource(certFile, keyFile string, interval time.Duration, log zer
 	}
 	f := &FileCertSource{certFile: certFile, keyFile: keyFile, interval: interval, log: log}
 	if _, err := f.Reload(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		log.Warn().Err(err).Str(keyFile, certFile).Msg("serving certificate not loaded")
+		log.Warn().Err(err).Str(logkey.File, certFile).Msg("serving certificate not loaded")
 	}
 	return f, nil
 }
@@ -91,9 +93,9 @@ func (f *FileCertSource) Reload() (bool, error) {
 	}
 	f.lastCert, f.lastKy = certPEM, keyPEM
 	f.cur.Store(&cert)
-	ev := f.log.Info().Str(keyFile, f.certFile)
+	ev := f.log.Info().Str(logkey.File, f.certFile)
 	if cert.Leaf != nil {
-		ev = ev.Time(keyNotAfter, cert.Leaf.NotAfter)
+		ev = ev.Time(logkey.NotAfter, cert.Leaf.NotAfter)
 	}
 	ev.Msg("serving certificate loaded")
 	return true, nil
@@ -113,7 +115,7 @@ func (f *FileCertSource) Run(ctx context.Context) error {
 		_, err := f.Reload()
 		if err != nil && !failing {
 			// Log when reloading starts failing, not at every tick.
-			f.log.Warn().Err(err).Str(keyFile, f.certFile).Msg("serving certificate reload failed")
+			f.log.Warn().Err(err).Str(logkey.File, f.certFile).Msg("serving certificate reload failed")
 		}
 		failing = err != nil
 	}

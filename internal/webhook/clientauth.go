@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // clientCAs holds the CA bundle that verifies callers' client certificates
@@ -61,7 +63,7 @@ func (c *clientCAs) run(ctx context.Context) {
 			return
 		case <-t.C:
 			if err := c.reload(); err != nil {
-				c.log.Error().Err(err).Str(keyFile, c.file).Msg("client CA bundle not reloaded")
+				c.log.Error().Err(err).Str(logkey.File, c.file).Msg("client CA bundle not reloaded")
 			}
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -573,7 +574,7 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 	go func() { errc <- tlsSrv.ServeTLS(ln, "", "") }()
 	addr := loopback(ln.Addr())
 	s.addr.Store(&addr)
-	s.log.Info().Str(keyAddress, ln.Addr().String()).Msg("webhook serving")
+	s.log.Info().Str(logkey.Address, ln.Addr().String()).Msg("webhook serving")
 	if probe != nil {
 		probeSrv := &http.Server{
 			Handler:           s.probes,
@@ -583,7 +584,7 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 		}
 		servers = append(servers, probeSrv)
 		go func() { errc <- probeSrv.Serve(probe) }()
-		s.log.Info().Str(keyAddress, probe.Addr().String()).Msg("probes serving")
+		s.log.Info().Str(logkey.Address, probe.Addr().String()).Msg("probes serving")
 	}
 
 	var serveErr error
@@ -609,7 +610,7 @@ func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
 	start := time.Now()
 	end := start.Add(s.cfg.ShutdownBudget - shutdownReserve)
 	s.shuttingDown.Store(true)
-	s.log.Info().Dur(keyDuration, s.cfg.ShutdownBudget).Msg("shutdown started")
+	s.log.Info().Dur(logkey.Duration, s.cfg.ShutdownBudget).Msg("shutdown started")
 	if d := min(s.cfg.ShutdownDelay, time.Until(end)); d > 0 {
 		time.Sleep(d)
 	}
@@ -635,7 +636,7 @@ func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
 	if err := s.results.Flush(fctx); err != nil {
 		errs = append(errs, fmt.Errorf("flush results: %w", err))
 	}
-	s.log.Info().Dur(keyDuration, time.Since(start)).Msg("shutdown complete")
+	s.log.Info().Dur(logkey.Duration, time.Since(start)).Msg("shutdown complete")
 	return errors.Join(errs...)
 }
 
@@ -645,6 +646,6 @@ func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
 type serverErrorLog struct{ log zerolog.Logger }
 
 func (l serverErrorLog) Write(p []byte) (int, error) {
-	l.log.Debug().Str(keyReason, strings.TrimSpace(string(p))).Msg("http server error")
+	l.log.Debug().Str(logkey.Reason, strings.TrimSpace(string(p))).Msg("http server error")
 	return len(p), nil
 }

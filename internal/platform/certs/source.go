@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // ErrNoCertificate is returned while no serving certificate is loaded.
@@ -45,7 +47,7 @@ func WatchSecret(ctx context.Context, client kubernetes.Interface, namespace, na
 		}
 		c, err := tls.X509KeyPair(sec.Data[KeyCert], sec.Data[KeyKey])
 		if err != nil {
-			log.Warn().Err(err).Str(logKeySecret, namespace+"/"+name).Msg("serving certificate secret is unreadable; keeping the previous one")
+			log.Warn().Err(err).Str(logkey.Secret, namespace+"/"+name).Msg("serving certificate secret is unreadable; keeping the previous one")
 			return
 		}
 		s.cert.Store(&c)
@@ -56,7 +58,7 @@ func WatchSecret(ctx context.Context, client kubernetes.Interface, namespace, na
 		for _, f := range listeners {
 			f()
 		}
-		log.Info().Str(logKeySecret, namespace+"/"+name).Msg("serving certificate loaded")
+		log.Info().Str(logkey.Secret, namespace+"/"+name).Msg("serving certificate loaded")
 	}
 	inf := f.Core().V1().Secrets().Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -95,5 +97,3 @@ func (s *SecretSource) OnChange(f func()) {
 
 // Loaded reports whether a certificate is loaded.
 func (s *SecretSource) Loaded() bool { return s.cert.Load() != nil }
-
-const logKeySecret = "secret"

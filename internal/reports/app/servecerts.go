@@ -19,6 +19,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/platform/leader"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // The serving mode's TLS when Verdict keeps it (docs/reporter.md): every
@@ -56,7 +57,7 @@ func waitForCert(ctx context.Context, src *certs.SecretSource, secret string, lo
 		case <-t.C:
 		}
 		if time.Since(start) > next {
-			log.Warn().Str("secret", secret).Dur("waited", time.Since(start).Round(time.Second)).
+			log.Warn().Str(logkey.Secret, secret).Dur(logkey.Waited, time.Since(start).Round(time.Second)).
 				Msg("the serving certificate is not there yet: the reports are served once it is (the serving mode's leader writes it)")
 			next *= 2
 		}
