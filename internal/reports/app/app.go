@@ -399,7 +399,7 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		if err := waitForCert(ctx, src, cfg.Namespace+"/"+cfg.ServeTLSSecret, log); err != nil {
 			return err
 		}
-		cert = serveCert{src}
+		cert = src
 	}
 	srv, err := reportserver.New(reportserver.Config{
 		BindAddress: net.ParseIP(cfg.ServeAddress), Port: cfg.ServePort,

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -31,21 +30,9 @@ import (
 
 var apiServicesGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
-// serveCert is the Secret's certificate as the API server's serving
-// certificate, reloaded when the Secret changes.
-type serveCert struct{ src *certs.SecretSource }
-
-var _ dynamiccertificates.CertKeyContentProvider = serveCert{}
-
-func (serveCert) Name() string { return "verdict-reporter-serving" }
-
-func (c serveCert) CurrentCertKeyContent() ([]byte, []byte) { return c.src.Content() }
-
-func (c serveCert) AddListener(l dynamiccertificates.Listener) { c.src.OnChange(l.Enqueue) }
-
 // waitForCert returns once the Secret's certificate is loaded (the API
 // server cannot start without one), saying so while it waits.
-func waitForCert(ctx context.Context, src *certs.SecretSource, secret string, log zerolog.Logger) error {
+func waitForCert(ctx context.Context, src *certs.Reloader, secret string, log zerolog.Logger) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	start := time.Now()
