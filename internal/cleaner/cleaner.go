@@ -25,6 +25,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -217,19 +218,6 @@ func (c *Cleaner) Run(ctx context.Context) error {
 	return err
 }
 
-// Log keys.
-const (
-	logKeyOutcome  = "outcome"
-	logKeyDetail   = "detail"
-	logKeyPolicy   = "policy"
-	logKeyKind     = "kind"
-	logKeyResource = "resource"
-	logKeyChange   = "change"
-	// logKeySchedules is how many stored schedules a replica found at
-	// start-up (cleanupSchedulesListed).
-	logKeySchedules = "schedules"
-)
-
 // handle works one tick and counts it by policy (ticks_total; the runner
 // counts and logs every message too). A retry on the last attempt is
 // counted as dead-lettered: the runner sends it to VERDICT_DEAD.
@@ -335,7 +323,7 @@ func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) queue.Outcome {
 				// A wildcard names no kind in particular: the
 				// cluster-scoped ones it selects are left out quietly.
 				if wild := sel.Resource == "*" || sel.Resource == "" && sel.Kind == "*"; !wild {
-					c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, t.GVK.Kind).Msg("clusterScopedKindInNamespacedPolicy")
+					c.o.log.Warn().Str(logkey.Policy, ref.String()).Str(logkey.Kind, t.GVK.Kind).Msg("clusterScopedKindInNamespacedPolicy")
 				}
 				continue
 			}
@@ -350,8 +338,8 @@ func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) queue.Outcome {
 		if !matched {
 			what := selectorString(sel)
 			c.m.notServed.WithLabelValues(ref.String(), what).Inc()
-			c.o.log.Warn().Str(logKeyPolicy, ref.String()).Str(logKeyKind, what).
-				Str(logKeyDetail, "the API server serves no listable, deletable resource of this kind (at its preferred version): nothing of it is listed").
+			c.o.log.Warn().Str(logkey.Policy, ref.String()).Str(logkey.Kind, what).
+				Str(logkey.Detail, "the API server serves no listable, deletable resource of this kind (at its preferred version): nothing of it is listed").
 				Msg("kindNotServed")
 		}
 	}
@@ -411,7 +399,7 @@ func (c *Cleaner) recordExecution(ctx context.Context, ri dynamic.ResourceInterf
 		_, err = ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component}, "status")
 	}
 	if err != nil {
-		c.o.log.Info().Err(err).Str(logKeyPolicy, name).Msg("lastExecutionTimeNotRecorded")
+		c.o.log.Info().Err(err).Str(logkey.Policy, name).Msg("lastExecutionTimeNotRecorded")
 	}
 }
 
@@ -505,7 +493,7 @@ func (w *policyRun) kind(ctx context.Context, t kubeutil.Kind) error {
 		if err != nil {
 			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
 				c.m.deletions.WithLabelValues(w.ref.String(), t.GVK.Kind, DeletionFailed).Inc()
-				c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, t.GVR.String()).Msg("cleanupListRefused")
+				c.o.log.Warn().Err(err).Str(logkey.Policy, w.ref.String()).Str(logkey.Kind, t.GVK.Kind).Str(logkey.Resource, t.GVR.String()).Msg("cleanupListRefused")
 				return nil
 			}
 			return fmt.Errorf("list %s: %w", t.GVR.Resource, err)
@@ -554,7 +542,7 @@ func (w *policyRun) resource(ctx context.Context, t kubeutil.Kind, u *unstructur
 	d, err := w.run.DecideResource(ctx, u.Object, labels, t.GVR.Resource)
 	if err != nil {
 		c.m.evalErrors.WithLabelValues(w.ref.String()).Inc()
-		c.o.log.Info().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupConditionsFailed")
+		c.o.log.Info().Err(err).Str(logkey.Policy, w.ref.String()).Str(logkey.Kind, t.GVK.Kind).Str(logkey.Resource, path(u.GetNamespace(), u.GetName())).Msg("cleanupConditionsFailed")
 		return nil
 	}
 	if !d.Delete {
@@ -571,10 +559,10 @@ func (w *policyRun) resource(ctx context.Context, t kubeutil.Kind, u *unstructur
 	c.m.deletions.WithLabelValues(w.ref.String(), t.GVK.Kind, out).Inc()
 	switch out {
 	case DeletionDeleted:
-		c.o.log.Info().Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("resourceCleanedUp")
+		c.o.log.Info().Str(logkey.Policy, w.ref.String()).Str(logkey.Kind, t.GVK.Kind).Str(logkey.Resource, path(u.GetNamespace(), u.GetName())).Msg("resourceCleanedUp")
 		w.event(ctx, u, nil)
 	case DeletionFailed:
-		c.o.log.Warn().Err(err).Str(logKeyPolicy, w.ref.String()).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(u.GetNamespace(), u.GetName())).Msg("cleanupDeleteFailed")
+		c.o.log.Warn().Err(err).Str(logkey.Policy, w.ref.String()).Str(logkey.Kind, t.GVK.Kind).Str(logkey.Resource, path(u.GetNamespace(), u.GetName())).Msg("cleanupDeleteFailed")
 		w.event(ctx, u, err)
 		if !permanent(err) {
 			return fmt.Errorf("delete %s %s: %w", t.GVK.Kind, path(u.GetNamespace(), u.GetName()), err)

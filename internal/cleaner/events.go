@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // Event reasons and actions, as Kyverno's cleanup controller records
@@ -95,6 +97,6 @@ func (c *Cleaner) createEvent(ctx context.Context, ref PolicyRef, ev *eventsv1.E
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, cerr := c.kube.EventsV1().Events(ns).Create(ectx, ev, metav1.CreateOptions{}); cerr != nil {
-		c.o.log.Warn().Err(cerr).Str(logKeyPolicy, ref.String()).Msg("eventNotRecorded")
+		c.o.log.Warn().Err(cerr).Str(logkey.Policy, ref.String()).Msg("eventNotRecorded")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -36,7 +37,7 @@ func (c *Cleaner) keepTTLSchedule(ctx context.Context) {
 			return err
 		}
 		c.m.schedules.WithLabelValues(string(ch)).Inc()
-		c.o.log.Info().Str(logKeyChange, string(ch)).Str("schedule", s.Spec).Msg("ttlScheduleSet")
+		c.o.log.Info().Str(logkey.Change, string(ch)).Str(logkey.Schedule, s.Spec).Msg("ttlScheduleSet")
 		return nil
 	})
 }
@@ -111,7 +112,7 @@ func (c *Cleaner) keepSchedules(ctx context.Context) {
 		// From here on, a schedule put without a policy this replica
 		// knows is left to its own tick (runPolicy removes it when the
 		// policy is gone) and to the policies' events.
-		c.o.log.Info().Int(logKeySchedules, len(list)).Msg("cleanupSchedulesListed")
+		c.o.log.Info().Int(logkey.Schedules, len(list)).Msg("cleanupSchedulesListed")
 		return nil
 	})
 	go func() {
@@ -124,7 +125,7 @@ func (c *Cleaner) keepSchedules(ctx context.Context) {
 			return
 		}
 		if err := c.reconcileSchedule(ctx, w, key); err != nil && ctx.Err() == nil {
-			c.o.log.Warn().Err(err).Str(logKeyPolicy, key).Msg("cleanupScheduleRetried")
+			c.o.log.Warn().Err(err).Str(logkey.Policy, key).Msg("cleanupScheduleRetried")
 			q.AddRateLimited(key)
 		} else {
 			q.Forget(key)
@@ -198,8 +199,8 @@ func (c *Cleaner) watchOptional(ctx context.Context, w *policyWatch) {
 					missing++
 					if !warned[kind] {
 						warned[kind] = true
-						c.o.log.Warn().Str(logKeyKind, kind).Str(logKeyResource, k.gvr.String()).
-							Str(logKeyDetail, "the API server does not serve this kind (its CRD is not installed): its policies are not run until it is").
+						c.o.log.Warn().Str(logkey.Kind, kind).Str(logkey.Resource, k.gvr.String()).
+							Str(logkey.Detail, "the API server does not serve this kind (its CRD is not installed): its policies are not run until it is").
 							Msg("policyKindNotServed")
 					}
 					continue
@@ -210,10 +211,10 @@ func (c *Cleaner) watchOptional(ctx context.Context, w *policyWatch) {
 					continue
 				}
 				w.factory.Start(ctx.Done())
-				c.o.log.Info().Str(logKeyKind, kind).Str(logKeyResource, k.gvr.String()).Msg("policyKindWatched")
+				c.o.log.Info().Str(logkey.Kind, kind).Str(logkey.Resource, k.gvr.String()).Msg("policyKindWatched")
 				go func() {
 					if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-						c.o.log.Info().Str(logKeyKind, kind).Msg("cleanupPoliciesSynced")
+						c.o.log.Info().Str(logkey.Kind, kind).Msg("cleanupPoliciesSynced")
 					}
 				}()
 			}
@@ -278,7 +279,7 @@ func (c *Cleaner) reconcileSchedule(ctx context.Context, w *policyWatch, key str
 		if u == nil || u.GetDeletionTimestamp() != nil {
 			exists = false
 		} else if p, err = policy.CleanupPolicyFromObject(u.Object); err != nil {
-			c.o.log.Warn().Err(err).Str(logKeyPolicy, key).Msg("cleanupPolicyInvalid")
+			c.o.log.Warn().Err(err).Str(logkey.Policy, key).Msg("cleanupPolicyInvalid")
 			exists = false
 		}
 	}
@@ -290,14 +291,14 @@ func (c *Cleaner) reconcileSchedule(ctx context.Context, w *policyWatch, key str
 		}
 		if removed {
 			c.m.schedules.WithLabelValues("deleted").Inc()
-			c.o.log.Info().Str(logKeyPolicy, key).Msg("cleanupScheduleDeleted")
+			c.o.log.Info().Str(logkey.Policy, key).Msg("cleanupScheduleDeleted")
 		}
 		return nil
 	}
 	s, err := PolicySchedule(p)
 	if err != nil {
 		c.m.schedules.WithLabelValues("rejected").Inc()
-		c.o.log.Warn().Err(err).Str(logKeyPolicy, key).Msg("cleanupScheduleRejected")
+		c.o.log.Warn().Err(err).Str(logkey.Policy, key).Msg("cleanupScheduleRejected")
 		return nil
 	}
 	uid, gen := p.Metadata.UID, p.Metadata.Generation
@@ -310,7 +311,7 @@ func (c *Cleaner) reconcileSchedule(ctx context.Context, w *policyWatch, key str
 	switch {
 	case errors.Is(err, queue.ErrPublishRejected):
 		c.m.schedules.WithLabelValues("rejected").Inc()
-		c.o.log.Warn().Err(err).Str(logKeyPolicy, key).Msg("cleanupScheduleRejected")
+		c.o.log.Warn().Err(err).Str(logkey.Policy, key).Msg("cleanupScheduleRejected")
 		ref := RefOf(p)
 		c.recordEvent(ctx, ref, nil, errors.New("the schedule cannot be set: "+err.Error()))
 		return nil
@@ -320,7 +321,7 @@ func (c *Cleaner) reconcileSchedule(ctx context.Context, w *policyWatch, key str
 	}
 	c.m.schedules.WithLabelValues(string(ch)).Inc()
 	if ch != queue.ScheduleUnchanged {
-		c.o.log.Info().Str(logKeyPolicy, key).Str(logKeyChange, string(ch)).Str("schedule", s.Spec).Str("timeZone", s.TimeZone).Msg("cleanupScheduleSet")
+		c.o.log.Info().Str(logkey.Policy, key).Str(logkey.Change, string(ch)).Str(logkey.Schedule, s.Spec).Str(logkey.TimeZone, s.TimeZone).Msg("cleanupScheduleSet")
 	}
 	return nil
 }
@@ -336,9 +337,9 @@ func (c *Cleaner) removeSchedule(ctx context.Context, ref PolicyRef) {
 	switch {
 	case err != nil:
 		c.m.schedules.WithLabelValues("failed").Inc()
-		c.o.log.Warn().Err(err).Str(logKeyPolicy, ref.ScheduleKey()).Msg("cleanupScheduleNotDeleted")
+		c.o.log.Warn().Err(err).Str(logkey.Policy, ref.ScheduleKey()).Msg("cleanupScheduleNotDeleted")
 	case removed:
 		c.m.schedules.WithLabelValues("deleted").Inc()
-		c.o.log.Info().Str(logKeyPolicy, ref.ScheduleKey()).Msg("cleanupScheduleDeleted")
+		c.o.log.Info().Str(logkey.Policy, ref.ScheduleKey()).Msg("cleanupScheduleDeleted")
 	}
 }

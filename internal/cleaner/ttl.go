@@ -11,6 +11,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -101,7 +102,7 @@ func (c *Cleaner) sweepTTL(ctx context.Context) queue.Outcome {
 				if !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) && !apierrors.IsMethodNotSupported(err) {
 					failed++
 				}
-				c.o.log.Debug().Err(err).Str(logKeyKind, t.GVK.Kind).Msg("ttlListFailed")
+				c.o.log.Debug().Err(err).Str(logkey.Kind, t.GVK.Kind).Msg("ttlListFailed")
 				break
 			}
 			for i := range list.Items {
@@ -116,7 +117,7 @@ func (c *Cleaner) sweepTTL(ctx context.Context) queue.Outcome {
 				due, err := DueTime(item.Labels[LabelTTL], item.CreationTimestamp.Time)
 				if err != nil {
 					c.m.ttlInvalid.Inc()
-					c.o.log.Debug().Err(err).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Msg("ttlLabelInvalid")
+					c.o.log.Debug().Err(err).Str(logkey.Kind, t.GVK.Kind).Str(logkey.Resource, path(item.Namespace, item.Name)).Msg("ttlLabelInvalid")
 					continue
 				}
 				if now.Before(due) {
@@ -131,9 +132,9 @@ func (c *Cleaner) sweepTTL(ctx context.Context) queue.Outcome {
 				c.m.deletions.WithLabelValues(PolicyTTL, t.GVK.Kind, out).Inc()
 				if out == DeletionFailed {
 					failed++
-					c.o.log.Warn().Err(err).Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Msg("ttlDeleteFailed")
+					c.o.log.Warn().Err(err).Str(logkey.Kind, t.GVK.Kind).Str(logkey.Resource, path(item.Namespace, item.Name)).Msg("ttlDeleteFailed")
 				} else {
-					c.o.log.Debug().Str(logKeyKind, t.GVK.Kind).Str(logKeyResource, path(item.Namespace, item.Name)).Str(logKeyOutcome, out).Msg("ttlDeleted")
+					c.o.log.Debug().Str(logkey.Kind, t.GVK.Kind).Str(logkey.Resource, path(item.Namespace, item.Name)).Str(logkey.Outcome, out).Msg("ttlDeleted")
 				}
 			}
 			if opts.Continue = list.Continue; opts.Continue == "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -185,16 +186,9 @@ func (g *Generator) reportDeadLetter(ctx context.Context, t *unstructured.Unstru
 	}}
 	_, err := g.dyn.Resource(corev1.SchemeGroupVersion.WithResource("events")).Namespace(ns).Create(ctx, ev, metav1.CreateOptions{})
 	if err != nil {
-		g.o.log.Warn().Err(err).Str(logKeyReason, out.Reason()).Msg("deadLetterEventNotRecorded")
+		g.o.log.Warn().Err(err).Str(logkey.Reason, out.Reason()).Msg("deadLetterEventNotRecorded")
 	}
 }
-
-// Log keys.
-const (
-	logKeySubject = "subject"
-	logKeyReason  = "reason"
-	logKeyDetail  = "detail"
-)
 
 // work checks the item against the API, evaluates the rule with the
 // policy as stored now, and applies what it generates. The trigger, once
@@ -461,7 +455,7 @@ func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error)
 			e, err = policy.ExceptionFromObject(list.Items[i].Object)
 		}
 		if err != nil {
-			g.o.log.Warn().Err(err).Str("exception", list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()).Msg("exceptionLeftOut")
+			g.o.log.Warn().Err(err).Str(logkey.Exception, list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()).Msg("exceptionLeftOut")
 			continue
 		}
 		e.ClusterWide = clusterWide

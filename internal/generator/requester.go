@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -65,7 +66,7 @@ func (g *Generator) requester(m *queue.Msg, item bus.WorkItem, trigger *unstruct
 		return engine.UserInfo{}, queue.Skip(ReasonRequesterUnverified, "the requester is not acted on: "+detail), false
 	}
 	g.m.requesters.WithLabelValues(op, RequesterDropped).Inc()
-	g.o.log.Info().Str(logKeySubject, m.Subject).Str(logKeyDetail, detail).Msg("requesterDropped")
+	g.o.log.Info().Str(logkey.Subject, m.Subject).Str(logkey.Detail, detail).Msg("requesterDropped")
 	return engine.UserInfo{}, queue.Outcome{}, true
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -167,7 +168,7 @@ func (w *Watcher) parse(obj any) (*policy.Policy, *unstructured.Unstructured) {
 	}
 	p, err := policy.PolicyFromObject(u.Object)
 	if err != nil {
-		w.log.Warn().Err(err).Str("policy", u.GetNamespace()+"/"+u.GetName()).Msg("policyNotParsed")
+		w.log.Warn().Err(err).Str(logkey.Policy, u.GetNamespace()+"/"+u.GetName()).Msg("policyNotParsed")
 		return nil, nil
 	}
 	p.Metadata.ResourceVersion = u.GetResourceVersion()
@@ -190,7 +191,7 @@ func (w *Watcher) watchDownstream(p *policy.Policy) {
 			mapping, err := w.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: k.Kind}, gv.Version)
 			if err != nil {
 				// Not served yet: watched once a policy event comes after it is.
-				w.log.Debug().Err(err).Str("kind", k.Kind).Msg("downstreamKindNotWatched")
+				w.log.Debug().Err(err).Str(logkey.Kind, k.Kind).Msg("downstreamKindNotWatched")
 				continue
 			}
 			w.watch(mapping.Resource)
@@ -210,7 +211,7 @@ func (w *Watcher) watch(gvr schema.GroupVersionResource) {
 		UpdateFunc: w.downstreamChanged,
 		DeleteFunc: w.downstreamDeleted,
 	}); err != nil {
-		w.log.Error().Err(err).Str("resource", gvr.String()).Msg("downstreamNotWatched")
+		w.log.Error().Err(err).Str(logkey.Resource, gvr.String()).Msg("downstreamNotWatched")
 		return
 	}
 	w.downstream.Start(w.stop)
@@ -289,7 +290,7 @@ func (w *Watcher) queue(event string, item bus.WorkItem) {
 	msg, err := bus.WorkMessage(item)
 	if err != nil {
 		w.m.watch.WithLabelValues(event, "failed").Inc()
-		w.log.Error().Err(err).Str("event", event).Str("policy", item.Policy.Key).Str("rule", item.Rule).Msg("watchItemNotMade")
+		w.log.Error().Err(err).Str(logkey.Event, event).Str(logkey.Policy, item.Policy.Key).Str(logkey.Rule, item.Rule).Msg("watchItemNotMade")
 		return
 	}
 	w.m.watch.WithLabelValues(event, "queued").Inc()
@@ -327,9 +328,9 @@ func (w *Watcher) publish(ctx context.Context) {
 		if errors.Is(err, queue.ErrPublishRejected) {
 			// Refused for good (too big, a bad subject): trying again changes nothing.
 			w.m.watch.WithLabelValues("publish", "rejected").Inc()
-			w.log.Error().Err(err).Str(logKeySubject, next.Subject).Msg("watchItemRejected")
+			w.log.Error().Err(err).Str(logkey.Subject, next.Subject).Msg("watchItemRejected")
 		} else if err != nil {
-			w.log.Warn().Err(err).Str(logKeySubject, next.Subject).Dur("retryIn", delay).Msg("watchItemNotPublished")
+			w.log.Warn().Err(err).Str(logkey.Subject, next.Subject).Dur(logkey.Delay, delay).Msg("watchItemNotPublished")
 			select {
 			case <-ctx.Done():
 				return

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	evt "github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -178,12 +179,12 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 		}
 		if len(failed) > 0 {
 			if failClosed(p) {
-				logFrom(ctx).Info().Str(keyPolicy, p.Raw.Key()).Strs(keyRules, failed).Strs("messages", messages).Msg("mutation failed, request denied")
+				logFrom(ctx).Info().Str(logkey.Policy, p.Raw.Key()).Strs(logkey.Rules, failed).Strs(logkey.Messages, messages).Msg("mutation failed, request denied")
 				// Kyverno's wording for a mutation that blocks.
 				return deny(fmt.Sprintf("mutation policy %s error: failed to apply policy %s rules %v", p.Name(), p.Name(), failed), nil), nil
 			}
 			// failurePolicy Ignore: the policy is skipped as a whole.
-			logFrom(ctx).Warn().Str(keyPolicy, p.Raw.Key()).Strs(keyRules, failed).Strs("messages", messages).Msg("mutation failed, policy skipped")
+			logFrom(ctx).Warn().Str(logkey.Policy, p.Raw.Key()).Strs(logkey.Rules, failed).Strs(logkey.Messages, messages).Msg("mutation failed, policy skipped")
 			continue
 		}
 		if resp.Patched != nil {
@@ -353,7 +354,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		st.results = append(st.results, resultEvent(ev, p, resp))
 	}
 	if len(deniedBy) > 0 {
-		logFrom(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context { return c.Strs(keyDeniedBy, deniedBy) })
+		logFrom(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context { return c.Strs(logkey.DeniedBy, deniedBy) })
 	}
 	if len(blocked) > 0 {
 		msg, err := blockedMessage(ev.rv.resource(), blocked)
@@ -489,7 +490,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 			reason = reasonStreamFull
 		}
 		s.metrics.workFailures.WithLabelValues(reason).Inc()
-		logFrom(ctx).Error().Err(err).Str(keyPolicy, it.Policy.Key).Str(keyRule, it.Rule).Str(keyReason, reason).Msg("generate work not published")
+		logFrom(ctx).Error().Err(err).Str(logkey.Policy, it.Policy.Key).Str(logkey.Rule, it.Rule).Str(logkey.Reason, reason).Msg("generate work not published")
 		if it.Action == evt.WorkDeleteDownstream {
 			// A delete is never refused for its downstream's sake: with
 			// JetStream down, Namespaces must still go (the cluster heals

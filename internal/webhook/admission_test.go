@@ -18,6 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	evt "github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -556,7 +557,7 @@ func TestDeleteDownstreamNeverDenies(t *testing.T) {
 
 func TestNoWorkSinkConfigured(t *testing.T) {
 	cert, _, _ := selfSigned(t, "x")
-	s, err := New(testConfig(), WithPolicySource(staticSource(t, generateNetpol)), WithCertSource(StaticCertSource(cert)), WithLogger(testLogger(t)))
+	s, err := New(testConfig(), WithPolicySource(staticSource(t, generateNetpol)), WithCertSource(certs.Static(cert)), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

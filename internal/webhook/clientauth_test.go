@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
@@ -80,7 +81,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	cert, _, _ := selfSigned(t, "webhook.test")
 	cfg := testConfig(func(c *Config) { c.ClientCAFile = caFile })
-	s, err := New(cfg, WithPolicySource(staticSource(t, enforcePrivileged)), WithCertSource(StaticCertSource(cert)),
+	s, err := New(cfg, WithPolicySource(staticSource(t, enforcePrivileged)), WithCertSource(certs.Static(cert)),
 		WithRegistry(prometheus.NewRegistry()), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func TestMutualTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := New(testConfig(func(c *Config) { c.ClientCAFile = bad }), WithPolicySource(staticSource(t)),
-			WithCertSource(StaticCertSource(cert)), WithRegistry(prometheus.NewRegistry()), WithLogger(testLogger(t)))
+			WithCertSource(certs.Static(cert)), WithRegistry(prometheus.NewRegistry()), WithLogger(testLogger(t)))
 		if err == nil || !strings.Contains(err.Error(), "client-ca-file") {
 			t.Fatalf("New: %v", err)
 		}

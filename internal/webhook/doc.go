@@ -26,9 +26,10 @@
 //     [StaticSource] is a fixed set (tests, and the file-based mode of the
 //     service), the informer-backed source comes later.
 //   - [NamespaceLister] supplies namespace labels for namespaceSelector.
-//   - [CertSource] supplies the serving certificate; [FileCertSource]
-//     reloads a certificate and key from files, a Secret-backed source comes
-//     with the certificate renewer.
+//   - [WithCertSource] takes the serving certificate's certs.Reloader
+//     (the Secret's in cluster mode); without it the server reloads
+//     Config.CertFile and Config.KeyFile, and Config.ClientCAFile, with
+//     internal/platform/certs.
 //   - [ResultSink] receives rule results without ever blocking the answer
 //     (internal/webhook/app's sink hands them to pkg/queue's asynchronous
 //     publisher, a bounded buffer in front of VERDICT_RESULTS).

@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 )
 
 // Sentinel errors of the package.
@@ -15,8 +17,9 @@ var (
 	ErrInvalidConfig = errors.New("invalid webhook configuration")
 	// ErrInvalidOption wraps every error from an invalid Option.
 	ErrInvalidOption = errors.New("invalid webhook option")
-	// ErrNoCertificate: no serving certificate is loaded yet.
-	ErrNoCertificate = errors.New("no serving certificate loaded")
+	// ErrNoCertificate: no serving certificate is loaded yet (the
+	// certificate reloader's error).
+	ErrNoCertificate = certs.ErrNoCertificate
 	// ErrShuttingDown: the server has begun to shut down.
 	ErrShuttingDown = errors.New("server is shutting down")
 	// ErrNotServing: the server is not listening yet.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // Outcome labels how a request ended, in metrics and logs.
@@ -163,7 +165,7 @@ func withRecover(m *metrics, endpoint string) Decorator {
 			defer func() {
 				if rec := recover(); rec != nil {
 					m.panics.WithLabelValues(endpoint).Inc()
-					logFrom(ctx).Error().Str(keyPanic, fmt.Sprint(rec)).Bytes(keyStack, debug.Stack()).Msg("panic recovered")
+					logFrom(ctx).Error().Str(logkey.Panic, fmt.Sprint(rec)).Bytes(logkey.Stack, debug.Stack()).Msg("panic recovered")
 					reply, err = nil, httpError(ErrInternal, nil, "internal error: panic while serving %s", endpoint)
 				}
 			}()
@@ -265,7 +267,7 @@ func withMetrics(m *metrics, endpoint string) Decorator {
 func withLogger(base zerolog.Logger, endpoint string) Decorator {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, r *http.Request) (*Reply, error) {
-			l := base.With().Str(keyEndpoint, endpoint).Logger()
+			l := base.With().Str(logkey.Endpoint, endpoint).Logger()
 			ctx = l.WithContext(ctx)
 			start := time.Now()
 			reply, err := next(ctx, r.WithContext(ctx))
@@ -281,7 +283,7 @@ func withLogger(base zerolog.Logger, endpoint string) Decorator {
 			default:
 				ev = logFrom(ctx).Debug()
 			}
-			ev.Str(keyOutcome, string(outcome)).Dur(keyDuration, time.Since(start)).Msg("request served")
+			ev.Str(logkey.Outcome, string(outcome)).Dur(logkey.Duration, time.Since(start)).Msg("request served")
 			return reply, err
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -136,7 +137,7 @@ func newHarness(t testing.TB, src PolicySource, cfg Config, opts ...Option) *har
 	h := &harness{t: t, results: &MemoryResultSink{}, work: &MemoryWorkSink{}, reg: prometheus.NewRegistry()}
 	base := []Option{
 		WithPolicySource(src),
-		WithCertSource(StaticCertSource(cert)),
+		WithCertSource(certs.Static(cert)),
 		WithResultSink(h.results),
 		WithWorkSink(h.work),
 		WithRegistry(h.reg),

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 )
 
 const metricsNamespace = "verdict_webhook"
@@ -28,7 +30,7 @@ const (
 	reasonStreamFull = "streamFull"
 )
 
-func newMetrics(reg prometheus.Registerer, src PolicySource, certs CertSource) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, src PolicySource, cert *certs.Reloader) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "requests_total",
@@ -78,7 +80,7 @@ func newMetrics(reg prometheus.Registerer, src PolicySource, certs CertSource) (
 			Namespace: metricsNamespace, Name: "certificate_expiry_timestamp_seconds",
 			Help: "NotAfter of the serving certificate, in Unix seconds; 0 when none is loaded.",
 		}, func() float64 {
-			c := certs.Certificate()
+			c := cert.Certificate()
 			if c == nil || c.Leaf == nil {
 				return 0
 			}

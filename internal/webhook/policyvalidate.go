@@ -7,6 +7,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
@@ -43,7 +44,7 @@ func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, erro
 			_, err = s.engine.Compile(p)
 		}
 		if err != nil {
-			logFrom(ctx).Info().Err(err).Str("kind", kind).Msg("invalid CEL policy rejected")
+			logFrom(ctx).Info().Err(err).Str(logkey.Kind, kind).Msg("invalid CEL policy rejected")
 			return denyInvalid(err.Error(), nil), nil
 		}
 		return allow(policy.NotActedOn(p)), nil

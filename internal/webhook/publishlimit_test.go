@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
@@ -72,7 +73,7 @@ func TestVerifiedCallerUnlimited(t *testing.T) {
 	s, err := New(testConfig(func(c *Config) {
 		c.ClientCAFile = caFile
 		c.UnverifiedResultsPerSecond = 1
-	}), WithPolicySource(staticSource(t, auditLatest)), WithCertSource(StaticCertSource(cert)),
+	}), WithPolicySource(staticSource(t, auditLatest)), WithCertSource(certs.Static(cert)),
 		WithResultSink(results), WithRegistry(reg), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)

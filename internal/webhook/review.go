@@ -11,6 +11,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
@@ -210,9 +211,9 @@ func (s *Server) admissionHandler(fn admissionFunc) Handler {
 		}
 		ref := rv.ref()
 		logFrom(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context {
-			return c.Str(keyAdmission, string(rv.req.UID)).Str(keyOperation, string(rv.req.Operation)).
-				Str(keyKind, ref.Kind).Str(keyNamespace, ref.Namespace).Str(keyName, ref.Name).
-				Str(keySubresource, rv.req.SubResource).Bool(keyDryRun, rv.dryRun())
+			return c.Str(logkey.AdmissionUID, string(rv.req.UID)).Str(logkey.Operation, string(rv.req.Operation)).
+				Str(logkey.Kind, ref.Kind).Str(logkey.Namespace, ref.Namespace).Str(logkey.Name, ref.Name).
+				Str(logkey.Subresource, rv.req.SubResource).Bool(logkey.DryRun, rv.dryRun())
 		})
 		var d decision
 		if s.filter.Skips(rv.req.Resource.Group, rv.req.Resource.Resource, rv.req.SubResource, rv.namespace()) {

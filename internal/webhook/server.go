@@ -23,6 +23,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/platform/certs"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -63,7 +65,7 @@ type Server struct {
 	namespaces NamespaceLister
 	roles      RoleResolver
 	kinds      KindResolver
-	certs      CertSource
+	cert       *certs.Reloader
 	results    ResultSink
 	work       WorkSink
 	registry   Registry
@@ -72,7 +74,7 @@ type Server struct {
 	checks     []readinessCheck
 	engineOpts []engine.Option
 	filter     admissionfilter.Filter
-	clientCAs  *clientCAs
+	clientCAs  *certs.CABundle
 	bodies     *bodies
 	ttlAuth    DeleteAuthorizer
 	// admitException says how far the exceptions of Config.PolicyPaths
@@ -129,14 +131,15 @@ func WithNamespaceLister(l NamespaceLister) Option {
 	}
 }
 
-// WithCertSource sets the serving certificate's source. Without it, New
-// reads Config.CertFile and Config.KeyFile with a FileCertSource.
-func WithCertSource(c CertSource) Option {
+// WithCertSource sets the serving certificate's source (certs.WatchSecret,
+// certs.Static). Without it, New reads Config.CertFile and Config.KeyFile
+// with certs.NewFileReloader.
+func WithCertSource(c *certs.Reloader) Option {
 	return func(s *Server) error {
 		if c == nil {
 			return fmt.Errorf("%w: nil certificate source", ErrInvalidOption)
 		}
-		s.certs = c
+		s.cert = c
 		return nil
 	}
 }
@@ -300,22 +303,22 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}
 		s.policies = src
 	}
-	if s.certs == nil {
+	if s.cert == nil {
 		if cfg.CertFile == "" {
 			return nil, fmt.Errorf("%w: no certificate source: set the certificate and key files or pass WithCertSource", ErrInvalidConfig)
 		}
-		fc, err := NewFileCertSource(cfg.CertFile, cfg.KeyFile, cfg.CertReloadInterval, s.log)
+		fc, err := certs.NewFileReloader(cfg.CertFile, cfg.KeyFile, cfg.CertReloadInterval, s.log)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
-		s.certs = fc
+		s.cert = fc
 	}
 	if s.namespaces == nil {
 		s.namespaces = StaticNamespaces(nil)
 	}
 	if cfg.ClientCAFile != "" {
-		if s.clientCAs, err = loadClientCAs(cfg.ClientCAFile, cfg.CertReloadInterval, s.log); err != nil {
-			return nil, err
+		if s.clientCAs, err = certs.NewFileCABundle(cfg.ClientCAFile, cfg.CertReloadInterval, s.log); err != nil {
+			return nil, fmt.Errorf("%w: client-ca-file: %w", ErrInvalidConfig, err)
 		}
 	}
 	if s.results == nil {
@@ -330,7 +333,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		s.registry = reg
 	}
-	if s.metrics, err = newMetrics(s.registry, s.policies, s.certs); err != nil {
+	if s.metrics, err = newMetrics(s.registry, s.policies, s.cert); err != nil {
 		return nil, err
 	}
 	s.bodies = &bodies{
@@ -433,7 +436,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	if s.shuttingDown.Load() {
 		return ErrShuttingDown
 	}
-	cert := s.certs.Certificate()
+	cert := s.cert.Certificate()
 	if cert == nil || len(cert.Certificate) == 0 {
 		return ErrNoCertificate
 	}
@@ -560,7 +563,7 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := s.certs.Run(runCtx); err != nil {
+		if err := s.cert.Run(runCtx); err != nil {
 			s.log.Error().Err(err).Msg("certificate source stopped")
 		}
 	}()
@@ -568,13 +571,13 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.clientCAs.run(runCtx)
+			s.clientCAs.Run(runCtx)
 		}()
 	}
 	go func() { errc <- tlsSrv.ServeTLS(ln, "", "") }()
 	addr := loopback(ln.Addr())
 	s.addr.Store(&addr)
-	s.log.Info().Str(keyAddress, ln.Addr().String()).Msg("webhook serving")
+	s.log.Info().Str(logkey.Address, ln.Addr().String()).Msg("webhook serving")
 	if probe != nil {
 		probeSrv := &http.Server{
 			Handler:           s.probes,
@@ -584,7 +587,7 @@ func (s *Server) Serve(ctx context.Context, ln, probe net.Listener) error {
 		}
 		servers = append(servers, probeSrv)
 		go func() { errc <- probeSrv.Serve(probe) }()
-		s.log.Info().Str(keyAddress, probe.Addr().String()).Msg("probes serving")
+		s.log.Info().Str(logkey.Address, probe.Addr().String()).Msg("probes serving")
 	}
 
 	var serveErr error
@@ -610,7 +613,7 @@ func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
 	start := time.Now()
 	end := start.Add(s.cfg.ShutdownBudget - shutdownReserve)
 	s.shuttingDown.Store(true)
-	s.log.Info().Dur(keyDuration, s.cfg.ShutdownBudget).Msg("shutdown started")
+	s.log.Info().Dur(logkey.Duration, s.cfg.ShutdownBudget).Msg("shutdown started")
 	if d := min(s.cfg.ShutdownDelay, time.Until(end)); d > 0 {
 		time.Sleep(d)
 	}
@@ -636,7 +639,7 @@ func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
 	if err := s.results.Flush(fctx); err != nil {
 		errs = append(errs, fmt.Errorf("flush results: %w", err))
 	}
-	s.log.Info().Dur(keyDuration, time.Since(start)).Msg("shutdown complete")
+	s.log.Info().Dur(logkey.Duration, time.Since(start)).Msg("shutdown complete")
 	return errors.Join(errs...)
 }
 
@@ -646,6 +649,6 @@ func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
 type serverErrorLog struct{ log zerolog.Logger }
 
 func (l serverErrorLog) Write(p []byte) (int, error) {
-	l.log.Debug().Str(keyReason, strings.TrimSpace(string(p))).Msg("http server error")
+	l.log.Debug().Str(logkey.Reason, strings.TrimSpace(string(p))).Msg("http server error")
 	return len(p), nil
 }

@@ -20,6 +20,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
@@ -425,7 +426,7 @@ func TestInFlightRequestsFinish(t *testing.T) {
 	results := &MemoryResultSink{}
 	s, err := New(testConfig(),
 		WithPolicySource(staticSource(t, generateNetpol)),
-		WithCertSource(StaticCertSource(cert)),
+		WithCertSource(certs.Static(cert)),
 		WithWorkSink(slow),
 		WithResultSink(results),
 		WithRegistry(prometheus.NewRegistry()),

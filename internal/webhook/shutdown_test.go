@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
@@ -52,7 +53,7 @@ func TestShutdownBudget(t *testing.T) {
 		t.Fatalf("Validate: %v, want a shutdown-budget error", err)
 	}
 	cfg.FlushTimeout = 500 * time.Millisecond
-	s, err := New(cfg, WithPolicySource(src), WithCertSource(StaticCertSource(cert)), WithResultSink(stuckSink{}),
+	s, err := New(cfg, WithPolicySource(src), WithCertSource(certs.Static(cert)), WithResultSink(stuckSink{}),
 		WithRegistry(prometheus.NewRegistry()), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)

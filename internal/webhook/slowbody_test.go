@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
@@ -81,7 +82,7 @@ func TestSlowBodiesHoldNoSlot(t *testing.T) {
 		c.MaxConcurrentEvaluations = slots
 		c.RequestTimeout = 3 * time.Second
 	})
-	s, err := New(cfg, WithPolicySource(staticSource(t, enforcePrivileged)), WithCertSource(StaticCertSource(cert)),
+	s, err := New(cfg, WithPolicySource(staticSource(t, enforcePrivileged)), WithCertSource(certs.Static(cert)),
 		WithRegistry(reg), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +236,7 @@ func TestBodyLimits(t *testing.T) {
 			cert, _, _ := selfSigned(t, "webhook.test")
 			reg := prometheus.NewRegistry()
 			cfg := testConfig(tc.mod, func(c *Config) { c.RequestTimeout = 2 * time.Second })
-			s, err := New(cfg, WithPolicySource(staticSource(t, enforcePrivileged)), WithCertSource(StaticCertSource(cert)),
+			s, err := New(cfg, WithPolicySource(staticSource(t, enforcePrivileged)), WithCertSource(certs.Static(cert)),
 				WithRegistry(reg), WithLogger(testLogger(t)))
 			if err != nil {
 				t.Fatal(err)

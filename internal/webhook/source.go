@@ -10,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/platform/manifests"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -142,12 +143,12 @@ func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger, ad
 	for _, e := range invalid {
 		s.addInvalid(log, e)
 	}
-	log.Info().Int(keyCount, len(s.set.Policies)).Msg("policies loaded")
+	log.Info().Int(logkey.Count, len(s.set.Policies)).Msg("policies loaded")
 	return s, nil
 }
 
 func (s *StaticSource) addInvalid(log zerolog.Logger, e PolicyError) {
-	log.Error().Err(e.Err).Str(keyKind, e.Kind).Str(keyPolicy, e.Key).Str(keyFile, e.Source).Msg("policy left out")
+	log.Error().Err(e.Err).Str(logkey.Kind, e.Kind).Str(logkey.Policy, e.Key).Str(logkey.File, e.Source).Msg("policy left out")
 	s.invalid = append(s.invalid, e)
 }
 

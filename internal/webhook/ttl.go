@@ -7,6 +7,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
 
@@ -75,7 +76,7 @@ func (s *Server) validateTTL(ctx context.Context, rv *review) (decision, error) 
 	switch {
 	case err != nil:
 		s.metrics.ttlChecks.WithLabelValues(ttlError).Inc()
-		logFrom(ctx).Warn().Err(err).Str(keyKind, rv.req.Kind.Kind).Str(keyNamespace, target.Namespace).Str(keyName, target.Name).Msg("ttlLabelNotChecked")
+		logFrom(ctx).Warn().Err(err).Str(logkey.Kind, rv.req.Kind.Kind).Str(logkey.Namespace, target.Namespace).Str(logkey.Name, target.Name).Msg("ttlLabelNotChecked")
 		return deny(fmt.Sprintf("the label %s=%s asks Verdict's cleaner to delete %s; whether %s may delete it could not be checked: %v", LabelTTL, ttl, what, user.Username, err), nil), nil
 	case !allowed:
 		s.metrics.ttlChecks.WithLabelValues(ttlDenied).Inc()

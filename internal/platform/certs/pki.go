@@ -1,8 +1,10 @@
-// Package certs keeps the webhook's TLS material: a self-signed CA and a
+// Package certs keeps the services' TLS material: a self-signed CA and a
 // serving certificate in Secrets, renewed before they expire, with a CA
 // rotation that never leaves a replica serving a certificate the API
-// server cannot verify. Every replica reads the serving certificate from
-// the Secret (SecretSource), so renewals need no restart.
+// server cannot verify; and the one reloader of a serving certificate
+// (Reloader, from files or from the Secret, for the webhook and the
+// reporter's API server alike) and of a CA bundle (CABundle), so that
+// renewals need no restart.
 package certs
 
 import (

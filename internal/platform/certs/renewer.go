@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // Secret keys.
@@ -294,7 +296,7 @@ func (r *Renewer) Loop(ctx context.Context, interval time.Duration, onStep func(
 			}
 		}
 		if err == nil && step != StepNone && step != StepWaitTrust && step != StepWaitReload {
-			log.Info().Str(logKeyStep, string(step)).Msg("certificate material changed")
+			log.Info().Str(logkey.Step, string(step)).Msg("certificate material changed")
 		}
 		if onStep != nil && err == nil {
 			onStep(step)
@@ -308,5 +310,3 @@ func (r *Renewer) Loop(ctx context.Context, interval time.Duration, onStep func(
 		}
 	}
 }
-
-const logKeyStep = "step"

@@ -7,6 +7,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/rs/zerolog"
 	"k8s.io/klog/v2"
+
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // RouteKlog sends client-go's klog output into log: Info at V(0) becomes
@@ -15,13 +17,11 @@ import (
 // clients log would race).
 func RouteKlog(log zerolog.Logger) {
 	klogOnce.Do(func() {
-		klog.SetLogger(logr.New(&sink{log: log.With().Str(logKeyComponent, "client-go").Logger()}))
+		klog.SetLogger(logr.New(&sink{log: log.With().Str(logkey.Component, "client-go").Logger()}))
 	})
 }
 
 var klogOnce sync.Once
-
-const logKeyComponent = "component"
 
 // sink is a logr.LogSink over zerolog.
 type sink struct {
@@ -52,7 +52,7 @@ func (s *sink) Error(err error, msg string, kv ...any) {
 
 func (s *sink) write(ev *zerolog.Event, msg string, kv []any) {
 	if s.name != "" {
-		ev = ev.Str("logger", s.name)
+		ev = ev.Str(logkey.Logger, s.name)
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		ev = ev.Interface(fmt.Sprint(kv[i]), kv[i+1])

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -70,7 +72,7 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, work func
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log := zerolog.Ctx(ctx).With().Str(logKeyLease, cfg.Namespace+"/"+cfg.Name).Str(logKeyIdentity, cfg.Identity).Logger()
+	log := zerolog.Ctx(ctx).With().Str(logkey.Lease, cfg.Namespace+"/"+cfg.Name).Str(logkey.Identity, cfg.Identity).Logger()
 	lock := &heldLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     client.CoordinationV1(),
@@ -103,7 +105,7 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, work func
 				},
 				OnNewLeader: func(id string) {
 					if id != cfg.Identity {
-						log.Info().Str(logKeyLeader, id).Msg("new leader")
+						log.Info().Str(logkey.Leader, id).Msg("new leader")
 					}
 				},
 			},
@@ -172,9 +174,3 @@ func (l *heldLock) record(r resourcelock.LeaderElectionRecord, err error) {
 		l.held.Store(true)
 	}
 }
-
-const (
-	logKeyLease    = "lease"
-	logKeyIdentity = "identity"
-	logKeyLeader   = "leader"
-)

@@ -28,6 +28,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -168,7 +169,7 @@ func servedOptional(kube kubernetes.Interface, log zerolog.Logger) []schema.Grou
 		if served[gvr.Resource] {
 			out = append(out, gvr)
 		} else {
-			log.Warn().Str("resource", gvr.Resource).Msg("policy kind not served (CRD not installed): not watched; install the CRDs of this version and restart")
+			log.Warn().Str(logkey.Resource, gvr.Resource).Msg("policy kind not served (CRD not installed): not watched; install the CRDs of this version and restart")
 		}
 	}
 	return out
@@ -286,7 +287,7 @@ func (c *Cache) rebuild() {
 				entry.err = err
 				c.compiled[id] = entry
 				if err != nil {
-					c.log.Warn().Err(err).Str(logKeyPolicy, id).Msg("policy left out: it does not compile")
+					c.log.Warn().Err(err).Str(logkey.Policy, id).Msg("policy left out: it does not compile")
 				}
 			}
 			if entry.err != nil {
@@ -339,7 +340,7 @@ func (c *Cache) rebuild() {
 // logged; one the configuration leaves out is logged too, at each
 // rebuild, so an exception that silently stopped counting is seen.
 func (c *Cache) exceptionLeftOut(kind, key string, err error) Problem {
-	c.log.Warn().Err(err).Str(logKeyException, key).Msg("exception left out")
+	c.log.Warn().Err(err).Str(logkey.Exception, key).Msg("exception left out")
 	return Problem{Kind: kind, Key: key, Err: err}
 }
 
@@ -518,11 +519,6 @@ func (c *Cache) NamespaceObject(_ context.Context, name string) (map[string]any,
 	m, _ := v.(map[string]any)
 	return m, nil
 }
-
-const (
-	logKeyPolicy    = "policy"
-	logKeyException = "exception"
-)
 
 // policyFromObject converts a stored policy of any kind the cache watches.
 func policyFromObject(obj map[string]any) (*policy.Policy, error) {

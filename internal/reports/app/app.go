@@ -23,6 +23,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
@@ -346,7 +347,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 			return err
 		}
 	}
-	log.Info().Bool("scan", cfg.Scan).Msg("reporterStarted")
+	log.Info().Bool(logkey.Scan, cfg.Scan).Msg("reporterStarted")
 	// The projector and the scanner stop together: when ctx ends, or
 	// when either returns.
 	parts := []func(context.Context) error{p.Run}
@@ -373,7 +374,7 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 	}
 	x := reportindex.New()
 	check := reportindex.NewCluster(ctx, d.meta, d.mapper, reportindex.WithClusterGrace(cfg.VerifyGrace), reportindex.WithGone(func(uid string) { x.Forget(uid) }))
-	feed := reportindex.NewFeed(x, d.conn, check, log.With().Str("component", "reportIndex").Logger(), reportindex.WithCatchUpGCPercent(400),
+	feed := reportindex.NewFeed(x, d.conn, check, log.With().Str(logkey.Component, "reportIndex").Logger(), reportindex.WithCatchUpGCPercent(400),
 		reportindex.WithSnapshots(SnapshotName, cfg.ServeSnapshotInterval))
 	if err := reportindex.RegisterMetrics(d.reg, x, feed); err != nil {
 		return err
@@ -392,7 +393,7 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 			leaderDone := make(chan struct{})
 			go func() {
 				defer close(leaderDone)
-				runServeLeader(lctx, kube, d.dyn, cfg, log.With().Str("component", "servingCerts").Logger())
+				runServeLeader(lctx, kube, d.dyn, cfg, log.With().Str(logkey.Component, "servingCerts").Logger())
 			}()
 			defer func() {
 				stop()
@@ -402,7 +403,7 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		if err := waitForCert(ctx, src, cfg.Namespace+"/"+cfg.ServeTLSSecret, log); err != nil {
 			return err
 		}
-		cert = serveCert{src}
+		cert = src
 	}
 	srv, err := reportserver.New(reportserver.Config{
 		BindAddress: net.ParseIP(cfg.ServeAddress), Port: cfg.ServePort,
@@ -439,7 +440,7 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		}
 		parts = append(parts, sc.Run)
 	}
-	log.Info().Bool("scan", cfg.Scan).Int("port", srv.Port()).Msg("reporterServing")
+	log.Info().Bool(logkey.Scan, cfg.Scan).Int(logkey.Port, srv.Port()).Msg("reporterServing")
 	err = platform.Together(ctx, parts...)
 	log.Info().Err(err).Msg("reporterStopped")
 	return err

@@ -13,12 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/platform/leader"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
 // The serving mode's TLS when Verdict keeps it (docs/reporter.md): every
@@ -30,21 +30,9 @@ import (
 
 var apiServicesGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
-// serveCert is the Secret's certificate as the API server's serving
-// certificate, reloaded when the Secret changes.
-type serveCert struct{ src *certs.SecretSource }
-
-var _ dynamiccertificates.CertKeyContentProvider = serveCert{}
-
-func (serveCert) Name() string { return "verdict-reporter-serving" }
-
-func (c serveCert) CurrentCertKeyContent() ([]byte, []byte) { return c.src.Content() }
-
-func (c serveCert) AddListener(l dynamiccertificates.Listener) { c.src.OnChange(l.Enqueue) }
-
 // waitForCert returns once the Secret's certificate is loaded (the API
 // server cannot start without one), saying so while it waits.
-func waitForCert(ctx context.Context, src *certs.SecretSource, secret string, log zerolog.Logger) error {
+func waitForCert(ctx context.Context, src *certs.Reloader, secret string, log zerolog.Logger) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	start := time.Now()
@@ -56,7 +44,7 @@ func waitForCert(ctx context.Context, src *certs.SecretSource, secret string, lo
 		case <-t.C:
 		}
 		if time.Since(start) > next {
-			log.Warn().Str("secret", secret).Dur("waited", time.Since(start).Round(time.Second)).
+			log.Warn().Str(logkey.Secret, secret).Dur(logkey.Waited, time.Since(start).Round(time.Second)).
 				Msg("the serving certificate is not there yet: the reports are served once it is (the serving mode's leader writes it)")
 			next *= 2
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -299,7 +300,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	if p.o.log != nil {
 		p.log = *p.o.log
 	}
-	p.log = p.log.With().Str(logKeyComponent, "reporter").Logger()
+	p.log = p.log.With().Str(logkey.Component, "reporter").Logger()
 	r, err := p.conn.NewRunner(bus.StreamResults, p.o.durable, p.handle,
 		queue.WithConcurrency(p.o.concurrency),
 		// One message per handler buffered: a buffered message's AckWait
@@ -388,7 +389,7 @@ wait:
 			break wait
 		case <-tick.C:
 			if err := msg.InProgress(); err != nil {
-				p.log.Debug().Err(err).Str(logKeySubject, msg.Subject).Msg("inProgressFailed")
+				p.log.Debug().Err(err).Str(logkey.Subject, msg.Subject).Msg("inProgressFailed")
 			}
 		case <-ctx.Done():
 			return queue.Retry().Because(ctx.Err())
@@ -445,7 +446,7 @@ func (p *Projector) droppedPending(reason string, seqs ...uint64) {
 	}
 	p.m.pendingDropped.WithLabelValues(reason).Add(float64(len(seqs)))
 	for _, seq := range seqs {
-		p.log.Debug().Uint64(logKeySequence, seq).Str(logKeyReason, reason).Msg("resultPendingDropped")
+		p.log.Debug().Uint64(logkey.StreamSeq, seq).Str(logkey.Reason, reason).Msg("resultPendingDropped")
 	}
 }
 
@@ -478,9 +479,9 @@ func (p *Projector) gaugePending() {
 // resource's next result, folds it).
 func (p *Projector) unreadable(subject string, seq uint64, ev bus.ResultEvent, err error) {
 	p.m.unreadable.Inc()
-	p.log.Warn().Err(err).Str(logKeySubject, subject).Uint64(logKeySequence, seq).
-		Str(logKeyKind, ev.Resource.APIVersion+"/"+ev.Resource.Kind).Str(logKeyNamespace, ev.Resource.Namespace).
-		Str(logKeyName, ev.Resource.Name).Msg("resultKindUnreadable")
+	p.log.Warn().Err(err).Str(logkey.Subject, subject).Uint64(logkey.StreamSeq, seq).
+		Str(logkey.Kind, ev.Resource.APIVersion+"/"+ev.Resource.Kind).Str(logkey.Namespace, ev.Resource.Namespace).
+		Str(logkey.Name, ev.Resource.Name).Msg("resultKindUnreadable")
 }
 
 // reject drops a message the checker refused (dropRejected).
@@ -499,9 +500,9 @@ func (p *Projector) dropRejected(ctx context.Context, subject string, seq uint64
 		return err
 	}
 	p.m.unverified.WithLabelValues(string(st)).Inc()
-	p.log.Warn().Str(logKeySubject, subject).Uint64(logKeySequence, seq).Str(logKeyReason, string(st)).
-		Str(logKeyKind, ev.Resource.Kind).Str(logKeyNamespace, ev.Resource.Namespace).Str(logKeyName, ev.Resource.Name).
-		Str(logKeyUID, ev.Resource.UID).Msg("resultUnverified")
+	p.log.Warn().Str(logkey.Subject, subject).Uint64(logkey.StreamSeq, seq).Str(logkey.Reason, string(st)).
+		Str(logkey.Kind, ev.Resource.Kind).Str(logkey.Namespace, ev.Resource.Namespace).Str(logkey.Name, ev.Resource.Name).
+		Str(logkey.ResourceUID, ev.Resource.UID).Msg("resultUnverified")
 	return nil
 }
 
@@ -603,7 +604,7 @@ func (p *Projector) flush(ctx context.Context, batch map[string]*entry) {
 		p.mu.Unlock()
 		cur, err := ReadResults(ctx, p.conn, p.m, p.o.check, chunk)
 		if err != nil {
-			p.log.Warn().Err(err).Int(logKeyResources, len(chunk)).Msg("readResultsFailed")
+			p.log.Warn().Err(err).Int(logkey.Resources, len(chunk)).Msg("readResultsFailed")
 			for _, uid := range chunk {
 				p.finish(batch[uid], err)
 			}
@@ -631,7 +632,7 @@ func (p *Projector) write(ctx context.Context, e *entry, cur Current) (err error
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic writing report %s: %v", e.uid, r)
-			p.log.Error().Str(logKeyUID, e.uid).Str(logKeyReason, err.Error()).Msg("writePanic")
+			p.log.Error().Str(logkey.ResourceUID, e.uid).Str(logkey.Reason, err.Error()).Msg("writePanic")
 		}
 	}()
 	p.mu.Lock()
@@ -644,10 +645,10 @@ func (p *Projector) write(ctx context.Context, e *entry, cur Current) (err error
 	rep = rep.WithHint(hint)
 	out, err := p.w.Write(ctx, rep, Refolder(p.conn, p.m, p.o.check, e.uid, hint))
 	if err != nil {
-		p.log.Warn().Err(err).Str(logKeyUID, e.uid).Str(logKeyNamespace, rep.Resource.Namespace).Msg("reportWriteFailed")
+		p.log.Warn().Err(err).Str(logkey.ResourceUID, e.uid).Str(logkey.Namespace, rep.Resource.Namespace).Msg("reportWriteFailed")
 		return err
 	}
-	p.log.Debug().Str(logKeyUID, e.uid).Str(logKeyOutcome, string(out)).Uint64(logKeySequence, rep.LastSequence).Msg("reportWritten")
+	p.log.Debug().Str(logkey.ResourceUID, e.uid).Str(logkey.Outcome, string(out)).Uint64(logkey.StreamSeq, rep.LastSequence).Msg("reportWritten")
 	p.keepVerified(cur.Verified[e.uid])
 	return nil
 }
@@ -687,7 +688,7 @@ func (p *Projector) keepVerified(results []model.Result) {
 		}
 		if err != nil {
 			p.m.copyFailures.Inc()
-			p.log.Warn().Err(err).Str(logKeyUID, r.Event.Resource.UID).Str(logKeyPolicy, k).Msg("verifiedCopyFailed")
+			p.log.Warn().Err(err).Str(logkey.ResourceUID, r.Event.Resource.UID).Str(logkey.Policy, k).Msg("verifiedCopyFailed")
 			continue
 		}
 		p.m.copies.Inc()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -160,7 +161,7 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 	st.ReadTime = time.Since(start)
 	st.Resources = len(byUID)
 	log := logFrom(ctx)
-	log.Info().Int(logKeyResults, st.Results).Int(logKeyResources, st.Resources).Dur(logKeyElapsed, st.ReadTime).Msg("rebuildRead")
+	log.Info().Int(logkey.Results, st.Results).Int(logkey.Resources, st.Resources).Dur(logkey.Elapsed, st.ReadTime).Msg("rebuildRead")
 
 	// Write.
 	uids := make([]string, 0, len(byUID))
@@ -213,7 +214,7 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 		rep.Partial = c.Undecided()
 		out, err := w.Write(ctx, rep, Refolder(conn, w.m, o.check, uid, rep.Resource))
 		if err != nil {
-			log.Warn().Err(err).Str(logKeyUID, uid).Msg("rebuildWriteFailed")
+			log.Warn().Err(err).Str(logkey.ResourceUID, uid).Msg("rebuildWriteFailed")
 		}
 		count(out, err)
 	})
@@ -231,8 +232,8 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 	}
 	st.Elapsed = time.Since(start)
 	report(PhaseDone, st.Resources, st.Resources)
-	log.Info().Int(logKeyResources, st.Resources).Int(logKeyFailed, st.Failed).Int(logKeyPruned, st.Pruned).
-		Int(logKeyUnverified, st.Unverified).Int(logKeyUnreadable, st.Unreadable).Int(logKeyPartial, st.Partial).Dur(logKeyElapsed, st.Elapsed).Msg("rebuildDone")
+	log.Info().Int(logkey.Resources, st.Resources).Int(logkey.Failed, st.Failed).Int(logkey.Pruned, st.Pruned).
+		Int(logkey.Unverified, st.Unverified).Int(logkey.Unreadable, st.Unreadable).Int(logkey.Partial, st.Partial).Dur(logkey.Elapsed, st.Elapsed).Msg("rebuildDone")
 	if st.Failed > 0 {
 		return st, fmt.Errorf("%d of %d reports could not be written; the first: %w", st.Failed, st.Resources, firstErr)
 	}
@@ -288,7 +289,7 @@ func prune(ctx context.Context, conn *queue.Conn, w *Writer, byUID map[string][]
 	stop()
 	st.Pruned = int(pruned.Load())
 	report(PhasePrune, int(done.Load()), len(orphans))
-	logFrom(ctx).Info().Int(logKeyExamined, examined).Int(logKeyPruned, st.Pruned).Msg("rebuildPruned")
+	logFrom(ctx).Info().Int(logkey.Examined, examined).Int(logkey.Pruned, st.Pruned).Msg("rebuildPruned")
 	return err
 }
 

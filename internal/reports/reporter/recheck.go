@@ -8,6 +8,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -68,7 +69,7 @@ func (p *Projector) recheckLoop(ctx context.Context) {
 func (p *Projector) abandonRechecks() {
 	if n := p.held.forget(); n > 0 {
 		p.m.pendingDropped.WithLabelValues(PendingShutdown).Add(float64(n))
-		p.log.Info().Int(logKeyResults, n).Str(logKeyReason, PendingShutdown).Msg("pendingRechecksAbandoned")
+		p.log.Info().Int(logkey.Results, n).Str(logkey.Reason, PendingShutdown).Msg("pendingRechecksAbandoned")
 	}
 	p.gaugePending()
 }
@@ -123,7 +124,7 @@ func (p *Projector) recheck(ctx context.Context, r recheck) {
 		return
 	}
 	p.m.recovered.Inc()
-	p.log.Debug().Str(logKeySubject, msg.Subject).Uint64(logKeySequence, msg.Sequence).Str(logKeyUID, ev.Resource.UID).Msg("resultRecovered")
+	p.log.Debug().Str(logkey.Subject, msg.Subject).Uint64(logkey.StreamSeq, msg.Sequence).Str(logkey.ResourceUID, ev.Resource.UID).Msg("resultRecovered")
 }
 
 // recheckFailed remembers r again with backoff, or gives it up
@@ -132,7 +133,7 @@ func (p *Projector) recheckFailed(r recheck, err error) {
 	r.failures++
 	if r.failures >= p.o.maxDeliver {
 		p.m.pendingDropped.WithLabelValues(PendingFailed).Inc()
-		p.log.Warn().Err(err).Uint64(logKeySequence, r.seq).Str(logKeyReason, PendingFailed).Msg("resultPendingDropped")
+		p.log.Warn().Err(err).Uint64(logkey.StreamSeq, r.seq).Str(logkey.Reason, PendingFailed).Msg("resultPendingDropped")
 		return
 	}
 	r.due = time.Now().Add(min(p.o.retryMin<<(r.failures-1), p.o.retryMax))

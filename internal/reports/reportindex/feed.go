@@ -16,6 +16,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -315,8 +316,8 @@ func (f *Feed) markReady() {
 	default:
 		close(f.ready)
 		st := f.Stats()
-		f.log.Info().Uint64("sequence", f.x.Seq()).Int("resources", f.x.Len()).Uint64("applied", st.Applied).
-			Uint64("rejected", st.Rejected).Uint64("undecodable", st.Undecodable).Msg("reportIndexReady")
+		f.log.Info().Uint64(logkey.StreamSeq, f.x.Seq()).Int(logkey.Resources, f.x.Len()).Uint64(logkey.Applied, st.Applied).
+			Uint64(logkey.Rejected, st.Rejected).Uint64(logkey.Undecodable, st.Undecodable).Msg("reportIndexReady")
 	}
 }
 
@@ -326,7 +327,7 @@ func (f *Feed) apply(ctx context.Context, d decoded, retry *wakeup) error {
 		f.count(func(s *FeedStats) { s.Read++ })
 		if d.errs[i] != nil {
 			f.count(func(s *FeedStats) { s.Undecodable++ })
-			f.log.Warn().Err(d.errs[i]).Uint64("sequence", r.Sequence).Msg("resultNotDecoded")
+			f.log.Warn().Err(d.errs[i]).Uint64(logkey.StreamSeq, r.Sequence).Msg("resultNotDecoded")
 			f.x.Advance(r.Sequence)
 			continue
 		}
@@ -356,7 +357,7 @@ func (f *Feed) checkAndApply(ctx context.Context, r model.Result, retry *wakeup)
 		f.stats.Unreadable++
 		f.mu.Unlock()
 		f.x.Advance(r.Sequence)
-		f.log.Warn().Err(err).Str("kind", r.Event.Resource.APIVersion+"/"+r.Event.Resource.Kind).Uint64("sequence", r.Sequence).Msg("resultKindUnreadable")
+		f.log.Warn().Err(err).Str(logkey.Kind, r.Event.Resource.APIVersion+"/"+r.Event.Resource.Kind).Uint64(logkey.StreamSeq, r.Sequence).Msg("resultKindUnreadable")
 		return nil
 	}
 	if err != nil {
@@ -381,7 +382,7 @@ func (f *Feed) checkRetrying(ctx context.Context, ref bus.ResourceRef, stored ti
 			return "", err // asking again will not help
 		}
 		if attempt%10 == 0 {
-			f.log.Warn().Err(err).Uint64("sequence", seq).Msg("resultNotChecked")
+			f.log.Warn().Err(err).Uint64(logkey.StreamSeq, seq).Msg("resultNotChecked")
 		}
 		select {
 		case <-ctx.Done():
@@ -415,7 +416,7 @@ func (f *Feed) settle(r model.Result, st apicheck.Status, retry *wakeup) {
 		f.mu.Unlock()
 		f.hold()
 		f.x.Advance(r.Sequence)
-		f.log.Info().Str("status", string(st)).Str("uid", r.Event.Resource.UID).Uint64("sequence", r.Sequence).Msg("resultRejected")
+		f.log.Info().Str(logkey.Status, string(st)).Str(logkey.ResourceUID, r.Event.Resource.UID).Uint64(logkey.StreamSeq, r.Sequence).Msg("resultRejected")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -32,7 +33,7 @@ func (f *Feed) loadSnapshot(ctx context.Context, retry *wakeup) (uint64, error) 
 	start := time.Now()
 	rc, snap, err := f.conn.OpenSnapshot(ctx, f.snapshot, bus.StreamResults, maxSnapshotBytes)
 	if errors.Is(err, queue.ErrNoSnapshot) {
-		f.log.Info().Str("snapshot", f.snapshot).Msg("reportIndexSnapshotNone")
+		f.log.Info().Str(logkey.Snapshot, f.snapshot).Msg("reportIndexSnapshotNone")
 		return 0, nil
 	}
 	var l *loadedSnapshot
@@ -48,7 +49,7 @@ func (f *Feed) loadSnapshot(ctx context.Context, retry *wakeup) (uint64, error) 
 			return 0, ctx.Err()
 		}
 		f.count(func(s *FeedStats) { s.SnapshotLoadFailures++ })
-		f.log.Warn().Err(err).Str("snapshot", f.snapshot).Msg("reportIndexSnapshotNotUsed")
+		f.log.Warn().Err(err).Str(logkey.Snapshot, f.snapshot).Msg("reportIndexSnapshotNotUsed")
 		return 0, nil
 	}
 	read := time.Since(start)
@@ -63,7 +64,7 @@ func (f *Feed) loadSnapshot(ctx context.Context, retry *wakeup) (uint64, error) 
 			rs := f.x.take(r.ref.UID)
 			loaded -= len(rs)
 			unreadable += len(rs)
-			f.log.Warn().Err(err).Str("uid", r.ref.UID).Msg("snapshotResourceUnreadable")
+			f.log.Warn().Err(err).Str(logkey.ResourceUID, r.ref.UID).Msg("snapshotResourceUnreadable")
 			continue
 		}
 		if err != nil {
@@ -76,7 +77,7 @@ func (f *Feed) loadSnapshot(ctx context.Context, retry *wakeup) (uint64, error) 
 		loaded -= len(rs)
 		if st != apicheck.Pending {
 			rejected += len(rs)
-			f.log.Info().Str("status", string(st)).Str("uid", r.ref.UID).Msg("snapshotResourceRejected")
+			f.log.Info().Str(logkey.Status, string(st)).Str(logkey.ResourceUID, r.ref.UID).Msg("snapshotResourceRejected")
 			continue
 		}
 		// Results after the resume sequence come again from the
@@ -97,9 +98,9 @@ func (f *Feed) loadSnapshot(ctx context.Context, retry *wakeup) (uint64, error) 
 		s.Rejected += uint64(rejected)
 		s.Unreadable += uint64(unreadable)
 	})
-	f.log.Info().Str("snapshot", f.snapshot).Uint64("resume", l.resume).Int("resources", f.x.Len()).Int("results", loaded).
-		Int("rejected", rejected).Int("pending", pending).Uint64("bytes", snap.Size).Time("written", snap.Written).
-		Dur("read", read).Dur("took", time.Since(start)).Msg("reportIndexSnapshotLoaded")
+	f.log.Info().Str(logkey.Snapshot, f.snapshot).Uint64(logkey.Resume, l.resume).Int(logkey.Resources, f.x.Len()).Int(logkey.Results, loaded).
+		Int(logkey.Rejected, rejected).Int(logkey.Pending, pending).Uint64(logkey.Bytes, snap.Size).Time(logkey.Written, snap.Written).
+		Dur(logkey.Read, read).Dur(logkey.Elapsed, time.Since(start)).Msg("reportIndexSnapshotLoaded")
 	return l.resume, nil
 }
 
@@ -139,7 +140,7 @@ func (f *Feed) snapshotFailed(ctx context.Context, err error) {
 		return
 	}
 	f.count(func(s *FeedStats) { s.SnapshotWriteFailures++ })
-	f.log.Warn().Err(err).Str("snapshot", f.snapshot).Msg("reportIndexSnapshotNotWritten")
+	f.log.Warn().Err(err).Str(logkey.Snapshot, f.snapshot).Msg("reportIndexSnapshotNotWritten")
 }
 
 // WriteSnapshot stores a snapshot of the index now (WithSnapshots names
@@ -165,7 +166,7 @@ func (f *Feed) WriteSnapshot(ctx context.Context) (queue.Snapshot, error) {
 		return queue.Snapshot{}, err
 	}
 	f.count(func(s *FeedStats) { s.SnapshotsWritten++ })
-	f.log.Info().Str("snapshot", f.snapshot).Uint64("resume", resume).Uint64("bytes", snap.Size).
-		Dur("took", time.Since(start)).Msg("reportIndexSnapshotWritten")
+	f.log.Info().Str(logkey.Snapshot, f.snapshot).Uint64(logkey.Resume, resume).Uint64(logkey.Bytes, snap.Size).
+		Dur(logkey.Elapsed, time.Since(start)).Msg("reportIndexSnapshotWritten")
 	return snap, nil
 }

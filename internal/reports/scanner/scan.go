@@ -14,6 +14,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -36,7 +37,7 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item bus.ScanIte
 		s.m.skipped.WithLabelValues("background off").Inc()
 		return queue.Done()
 	}
-	log := logFrom(ctx).With().Str("policy", p.Raw.Key()).Str(logKeyReason, item.Reason).Logger()
+	log := logFrom(ctx).With().Str(logkey.Policy, p.Raw.Key()).Str(logkey.Reason, item.Reason).Logger()
 	existing, err := s.policyResults(ctx, bus.PolicyRefOf(p).ResultKey())
 	if err != nil {
 		return s.retry(ctx, "resultsUnreadable", err)
@@ -60,7 +61,7 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item bus.ScanIte
 			// not help, and the other kinds are still scanned. Its stored
 			// results are left as they are (sweep: undecided).
 			s.m.skipped.WithLabelValues(skippedForbidden).Inc()
-			log.Warn().Err(err).Str(logKeyKind, k.GVR.String()).Msg("scanKindForbidden")
+			log.Warn().Err(err).Str(logkey.Kind, k.GVR.String()).Msg("scanKindForbidden")
 		case err != nil:
 			return s.retry(ctx, "scanListFailed", err)
 		}
@@ -68,8 +69,8 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item bus.ScanIte
 	if err := sc.sweep(ctx); err != nil {
 		return s.retry(ctx, "scanSweepFailed", err)
 	}
-	log.Info().Int(logKeyExamined, sc.evaluated).Int("published", sc.published).Int("unchanged", sc.unchanged).
-		Int("retracted", sc.retracted).Int(logKeyPruned, sc.purged).Msg("policyScanned")
+	log.Info().Int(logkey.Examined, sc.evaluated).Int(logkey.Published, sc.published).Int(logkey.Unchanged, sc.unchanged).
+		Int(logkey.Retracted, sc.retracted).Int(logkey.Pruned, sc.purged).Msg("policyScanned")
 	return queue.Done()
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -133,7 +134,7 @@ func New(conn *queue.Conn, eng *engine.Engine, dyn dynamic.Interface, disc disco
 		conn: conn, eng: eng, dyn: dyn, disc: disc, policies: policies, writer: writer, rm: rm, m: m, o: o,
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
 		kinds:  kubeutil.NewListableKinds(disc, o.kindsTTL),
-		log:    log.With().Str(logKeyComponent, "scanner").Logger(),
+		log:    log.With().Str(logkey.Component, "scanner").Logger(),
 	}, nil
 }
 
@@ -259,7 +260,7 @@ func (s *Scanner) publish(ctx context.Context, item bus.ScanItem, id ...string) 
 		case <-pctx.Done():
 			t.Stop()
 			s.m.unpublished.WithLabelValues("unavailable").Inc()
-			s.log.Error().Err(err).Str(logKeySubject, msg.Subject).Str(logKeyReason, item.Reason).Msg("scanItemNotPublished")
+			s.log.Error().Err(err).Str(logkey.Subject, msg.Subject).Str(logkey.Reason, item.Reason).Msg("scanItemNotPublished")
 			return
 		case <-t.C:
 		}
@@ -306,7 +307,7 @@ func (s *Scanner) ensureSchedule(ctx context.Context) error {
 		s.log.Debug().Err(err).Msg("legacyScanScheduleNotPurged")
 	}
 	if change != queue.ScheduleUnchanged {
-		s.log.Info().Str("schedule", spec).Str("change", string(change)).Msg("scanScheduleSet")
+		s.log.Info().Str(logkey.Schedule, spec).Str(logkey.Change, string(change)).Msg("scanScheduleSet")
 	}
 	return nil
 }
@@ -487,7 +488,7 @@ func (s *Scanner) purge(ctx context.Context, res bus.ResourceRef) error {
 		}
 	}
 	s.m.purged.Add(float64(n))
-	logFrom(ctx).Debug().Str(logKeyUID, res.UID).Uint64(logKeyResults, n).Msg("resourceResultsPurged")
+	logFrom(ctx).Debug().Str(logkey.ResourceUID, res.UID).Uint64(logkey.Results, n).Msg("resourceResultsPurged")
 	return nil
 }
 
@@ -520,7 +521,7 @@ func (s *Scanner) retractPolicy(ctx context.Context, item bus.ScanItem) queue.Ou
 		n++
 		s.m.results.WithLabelValues("retracted").Inc()
 	}
-	logFrom(ctx).Info().Str("policy", item.Policy.Key).Int(logKeyResults, n).Msg("policyResultsRetracted")
+	logFrom(ctx).Info().Str(logkey.Policy, item.Policy.Key).Int(logkey.Results, n).Msg("policyResultsRetracted")
 	return queue.Done()
 }
 

@@ -305,7 +305,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithRoleResolver(rr),
 		webhook.WithKindResolver(kc.Mapper),
 		webhook.WithDeleteAuthorizer(accessReviews{kube}),
-		webhook.WithCertSource(secretCerts{certSrc}),
+		webhook.WithCertSource(certSrc),
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
 		webhook.WithReadinessCheck("nats", js.ready),

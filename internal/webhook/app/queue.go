@@ -12,14 +12,9 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform"
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/webhook"
 	"github.com/verdict-dev/verdict/pkg/queue"
-)
-
-// Log keys: a retry's attempt number, and the wait before the next.
-const (
-	keyAttempt = "attempt"
-	keyDelay   = "delay"
 )
 
 // queueSettings are what the webhook needs of JetStream.
@@ -175,7 +170,7 @@ func (j *jetStream) keep(ctx context.Context) {
 			err = errors.New("closed")
 		}
 		j.down.Store(&err)
-		j.log.Error().Err(err).Dur(keyDelay, delay).Msg("natsConnectionClosedForGood")
+		j.log.Error().Err(err).Dur(logkey.Delay, delay).Msg("natsConnectionClosedForGood")
 		for {
 			select {
 			case <-ctx.Done():
@@ -184,7 +179,7 @@ func (j *jetStream) keep(ctx context.Context) {
 			}
 			delay = min(2*delay, maxReplaceDelay)
 			if err := j.replace(ctx); err != nil {
-				j.log.Error().Err(err).Dur(keyDelay, delay).Msg("natsConnectionNotReplaced")
+				j.log.Error().Err(err).Dur(logkey.Delay, delay).Msg("natsConnectionNotReplaced")
 				continue
 			}
 			break
@@ -223,7 +218,7 @@ func (j *jetStream) provision(ctx context.Context, conn *queue.Conn) {
 		if ctx.Err() != nil {
 			return
 		}
-		j.log.Error().Err(err).Int(keyAttempt, attempt).Msg("streams not provisioned; retrying")
+		j.log.Error().Err(err).Int(logkey.Attempt, attempt).Msg("streams not provisioned; retrying")
 		select {
 		case <-ctx.Done():
 			return

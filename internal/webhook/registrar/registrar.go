@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
@@ -235,20 +236,20 @@ func (r *Registrar) Loop(ctx context.Context, poke <-chan struct{}, resync time.
 		case errors.Is(err, context.Canceled):
 			return nil
 		case err != nil:
-			log.Warn().Err(err).Dur(logKeyRetryIn, backoff).Msg("webhook configuration reconcile failed")
+			log.Warn().Err(err).Dur(logkey.Delay, backoff).Msg("webhook configuration reconcile failed")
 			wait = backoff
 			backoff = min(backoff*2, 30*time.Second)
 		default:
 			backoff = 500 * time.Millisecond
 			switch {
 			case res.Legacy != "" && legacy == "":
-				log.Warn().Str(logKeyReplica, res.Legacy).Msg("a webhook replica runs an earlier release: the webhooks point at the paths it serves (every policy evaluated in the shared webhooks, no TTL label check) until it is replaced")
+				log.Warn().Str(logkey.Replica, res.Legacy).Msg("a webhook replica runs an earlier release: the webhooks point at the paths it serves (every policy evaluated in the shared webhooks, no TTL label check) until it is replaced")
 			case res.Legacy == "" && legacy != "":
 				log.Info().Msg("every webhook replica serves this release's paths: the webhooks point at them")
 			}
 			legacy = res.Legacy
 			if res.MutatingChanged || res.ValidatingChanged {
-				log.Info().Bool(logKeyMutating, res.MutatingChanged).Bool(logKeyValidating, res.ValidatingChanged).Msg("webhook configurations updated")
+				log.Info().Bool(logkey.MutatingChanged, res.MutatingChanged).Bool(logkey.ValidatingChanged, res.ValidatingChanged).Msg("webhook configurations updated")
 			}
 		}
 		timer := time.NewTimer(wait)
@@ -265,10 +266,3 @@ func (r *Registrar) Loop(ctx context.Context, poke <-chan struct{}, resync time.
 		timer.Stop()
 	}
 }
-
-const (
-	logKeyRetryIn    = "retryIn"
-	logKeyMutating   = "mutatingChanged"
-	logKeyValidating = "validatingChanged"
-	logKeyReplica    = "replica"
-)
