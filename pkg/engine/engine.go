@@ -36,6 +36,9 @@ type Engine struct {
 	now       func() time.Time
 	templates templateCache
 	limits    limits
+	// imageVerifier verifies verifyImages rules' images; nil: those
+	// rules are not evaluated (WithImageVerifier).
+	imageVerifier ImageVerifier
 }
 
 // Option configures an Engine.

@@ -242,6 +242,11 @@ var Defaults = map[FieldKey]any{
 	// Kyverno.
 	{reflect.TypeOf(policy.Rule{}), "skipBackgroundRequests"}:        true,
 	{reflect.TypeOf(policy.Validation{}), "allowExistingViolations"}: true,
+	// ImageVerification reads each absent switch as true.
+	{reflect.TypeOf(policy.ImageVerification{}), "mutateDigest"}: true,
+	{reflect.TypeOf(policy.ImageVerification{}), "verifyDigest"}: true,
+	{reflect.TypeOf(policy.ImageVerification{}), "required"}:     true,
+	{reflect.TypeOf(policy.ImageVerification{}), "useCache"}:     true,
 	// The context loaders read an empty method as GET.
 	{reflect.TypeOf(policy.APICall{}), "method"}: "GET",
 }

@@ -159,7 +159,8 @@ func TestPreserveUnknownFields(t *testing.T) {
 		"spec.rules.[].validate.pattern", "spec.rules.[].validate.anyPattern.[]",
 		"spec.rules.[].validate.deny.conditions", "spec.rules.[].preconditions",
 		"spec.rules.[].mutate.patchStrategicMerge", "spec.rules.[].validate.foreach.[].foreach",
-		"spec.rules.[].verifyImages.[]", "spec.webhookConfiguration",
+		"spec.rules.[].verifyImages.[].attestors.[].entries.[].attestor",
+		"spec.rules.[].verifyImages.[].attestations.[].conditions.[]", "spec.webhookConfiguration",
 	} {
 		n := node(t, s, path)
 		if _, typed := n["type"]; typed || n["x-kubernetes-preserve-unknown-fields"] != true || n["nullable"] != true {
@@ -179,6 +180,10 @@ func TestDefaultsAndDescriptions(t *testing.T) {
 		"spec.rules.[].skipBackgroundRequests":                        true,
 		"spec.rules.[].validate.allowExistingViolations":              true,
 		"spec.rules.[].context.[].apiCall.method":                     "GET",
+		"spec.rules.[].verifyImages.[].mutateDigest":                  true,
+		"spec.rules.[].verifyImages.[].verifyDigest":                  true,
+		"spec.rules.[].verifyImages.[].required":                      true,
+		"spec.rules.[].verifyImages.[].useCache":                      true,
 		"spec.rules.[].validate.foreach.[].context.[].apiCall.method": "GET",
 		"spec.failurePolicy":                                          nil,
 		"spec.applyRules":                                             nil,

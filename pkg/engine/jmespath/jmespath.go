@@ -12,6 +12,8 @@ import (
 	"github.com/jmespath-community/go-jmespath/pkg/functions"
 	"github.com/jmespath-community/go-jmespath/pkg/interpreter"
 	"github.com/jmespath-community/go-jmespath/pkg/parsing"
+
+	"github.com/verdict-dev/verdict/pkg/engine/imageref"
 )
 
 const (
@@ -20,7 +22,7 @@ const (
 	DefaultCacheSize = 4096
 	// DefaultRegistry is the registry image_normalize adds to images that
 	// name none, unless WithDefaultRegistry says otherwise.
-	DefaultRegistry = "docker.io"
+	DefaultRegistry = imageref.DefaultRegistry
 	// DefaultLookupTimeout bounds the DNS lookup of is_external_url unless
 	// WithLookupTimeout says otherwise.
 	DefaultLookupTimeout = 3 * time.Second
@@ -91,7 +93,7 @@ func WithCacheSize(size int) Option {
 // DefaultRegistry.
 func WithDefaultRegistry(registry string) Option {
 	return func(o *options) error {
-		if !isValidRegistry(registry) {
+		if !imageref.ValidRegistry(registry) {
 			return fmt.Errorf("%w: invalid default registry %q", ErrInvalidOption, registry)
 		}
 		o.defaultRegistry = registry

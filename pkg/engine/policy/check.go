@@ -66,6 +66,7 @@ func ValidateWith(p *Policy, checkExpr func(expr string) error) FieldErrors {
 			errs.add(path+".name", "must be at most 63 characters")
 		}
 		ck.checkRule(r, path, &errs)
+		ck.checkVerifyImages(r, p.Spec.ValidationFailureAction, path, &errs)
 	}
 	checkTenancy(p, &errs)
 	return errs

@@ -172,8 +172,9 @@ type Rule struct {
 	Validation *Validation `json:"validate,omitempty"`
 	// Generation makes this a generate rule.
 	Generation *Generation `json:"generate,omitempty"`
-	// VerifyImages makes this an image verification rule (kept as written).
-	VerifyImages []any `json:"verifyImages,omitempty"`
+	// VerifyImages makes this an image verification rule: each entry
+	// checks the images its imageReferences select.
+	VerifyImages []ImageVerification `json:"verifyImages,omitempty"`
 	// SkipBackgroundRequests is Kyverno's switch to skip admission requests
 	// made by its own background controllers (default true).
 	SkipBackgroundRequests *bool `json:"skipBackgroundRequests,omitempty"`

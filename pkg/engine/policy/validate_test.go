@@ -172,26 +172,32 @@ func TestParseAndValidate(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			doc := "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: p}\nspec:" + tc.spec + "\n"
-			docs, err := Parse([]byte(doc), "test.yaml")
-			if len(tc.errs) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				if len(docs.Policies) != 1 {
-					t.Fatalf("got %d policies", len(docs.Policies))
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("want an error")
-			}
-			for _, want := range tc.errs {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not mention %q", err, want)
-				}
-			}
+			assertParse(t, "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: p}\nspec:"+tc.spec+"\n", tc.errs)
 		})
+	}
+}
+
+// assertParse parses doc, one policy, and checks that it is valid when errs
+// is empty and otherwise that the error mentions each of errs.
+func assertParse(t *testing.T, doc string, errs []string) {
+	t.Helper()
+	docs, err := Parse([]byte(doc), "test.yaml")
+	if len(errs) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		if len(docs.Policies) != 1 {
+			t.Fatalf("got %d policies", len(docs.Policies))
+		}
+		return
+	}
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range errs {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
 	}
 }
 
