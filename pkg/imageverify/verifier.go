@@ -1,0 +1,408 @@
+// Package imageverify verifies container images for the engine's
+// verifyImages rules (engine.ImageVerifier): signatures made with cosign,
+// checked with sigstore's cosign library against the rule's attestors,
+// fetched from registries with go-containerregistry.
+//
+// What it verifies so far: Cosign signatures (the classic .sig form) by
+// attestor sets of public keys (publicKeys, one entry per PEM key),
+// certificates (cert, certChain) and keyless identities (roots, issuer,
+// subject and their regular expressions), nested attestor sets, and each
+// set's count. Transparency-log and SCT checks are done only when the
+// policy switches them off (rekor.ignoreTlog, ctlog.ignoreSCT): a policy
+// that asks for them gets an error until the log clients are built.
+// Attestations, Notary, sigstore bundles, keys from Secrets and KMS, and
+// registry credentials are the next steps of issue 30 and are answered
+// with an error naming what is missing, never with a pass.
+package imageverify
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sigstore/cosign/v3/pkg/cosign"
+	"github.com/sigstore/cosign/v3/pkg/oci"
+	ociremote "github.com/sigstore/cosign/v3/pkg/oci/remote"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
+
+// ErrUnsupported: the entry asks for something this verifier does not do
+// yet; the engine answers it as a rule error, never as a pass.
+var ErrUnsupported = errors.New("imageverify: not supported yet")
+
+// Verifier is an engine.ImageVerifier. It is safe for concurrent use.
+type Verifier struct {
+	remote []remote.Option
+	sem    chan struct{}
+}
+
+// Option configures New.
+type Option func(*Verifier) error
+
+// WithRemoteOptions are go-containerregistry options for every registry
+// call (a transport that dials through the blocklist, a keychain, an
+// insecure registry's settings).
+func WithRemoteOptions(opts ...remote.Option) Option {
+	return func(v *Verifier) error {
+		v.remote = append(v.remote, opts...)
+		return nil
+	}
+}
+
+// WithMaxConcurrent bounds the verifications under way at once (each
+// pulls manifests and signatures from a registry). Default 8.
+func WithMaxConcurrent(n int) Option {
+	return func(v *Verifier) error {
+		if n < 1 {
+			return fmt.Errorf("imageverify: max concurrent %d: must be positive", n)
+		}
+		v.sem = make(chan struct{}, n)
+		return nil
+	}
+}
+
+// New makes a verifier.
+func New(opts ...Option) (*Verifier, error) {
+	v := &Verifier{sem: make(chan struct{}, 8)}
+	for _, o := range opts {
+		if err := o(v); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+var _ engine.ImageVerifier = (*Verifier)(nil)
+
+// Verify checks req.Image against every attestor set of the entry, in
+// order, with Kyverno's messages: a set that does not reach its count
+// fails the image with "failed to verify image <image>: <path>: <why>";
+// a registry that cannot be reached is an error.
+func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (engine.ImageVerifyResult, error) {
+	iv := req.Verification
+	if iv == nil {
+		return engine.ImageVerifyResult{}, fmt.Errorf("imageverify: no verification entry")
+	}
+	if t := iv.VerificationType(); t != policy.ImageVerifyCosign {
+		return engine.ImageVerifyResult{}, fmt.Errorf("%w: type %s", ErrUnsupported, t)
+	}
+	if len(iv.Attestations) > 0 {
+		return engine.ImageVerifyResult{}, fmt.Errorf("%w: attestations", ErrUnsupported)
+	}
+	image := req.Image.Ref.String()
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return engine.ImageVerifyResult{Message: fmt.Sprintf("failed to verify image %s: %s", image, err)}, nil
+	}
+	select {
+	case v.sem <- struct{}{}:
+		defer func() { <-v.sem }()
+	case <-ctx.Done():
+		return engine.ImageVerifyResult{}, ctx.Err()
+	}
+	var digest string
+	for i := range iv.Attestors {
+		d, err := v.verifySet(ctx, ref, iv, &iv.Attestors[i], fmt.Sprintf(".attestors[%d]", i))
+		if err != nil {
+			var netErr *net.OpError
+			if errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || ctx.Err() != nil {
+				return engine.ImageVerifyResult{}, fmt.Errorf("failed to verify image %s: %w", image, err)
+			}
+			return engine.ImageVerifyResult{Message: fmt.Sprintf("failed to verify image %s: %s", image, err)}, nil
+		}
+		digest = d
+	}
+	return engine.ImageVerifyResult{Verified: true, Digest: digest, Message: "verified image signatures for " + image}, nil
+}
+
+// verifySet verifies the entries of one attestor set (static keys split,
+// one entry per key) until its count is reached, and returns the digest
+// the signatures name, or every entry's error joined.
+func (v *Verifier) verifySet(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, as *policy.AttestorSet, path string) (string, error) {
+	entries := expandKeys(as.Entries)
+	required := as.RequiredCount()
+	if as.Count == nil || *as.Count == 0 {
+		required = len(entries)
+	}
+	var errs []string
+	verified := 0
+	for i := range entries {
+		a := &entries[i]
+		at := fmt.Sprintf("%s.entries[%d]", path, i)
+		var digest string
+		var err error
+		if nested, nerr := a.NestedSet(); nerr != nil {
+			err = fmt.Errorf("failed to unmarshal nested attestor %s: %w", at, nerr)
+		} else if nested != nil {
+			digest, err = v.verifySet(ctx, ref, iv, nested, at+".attestor")
+		} else {
+			var sub string
+			digest, sub, err = v.verifyEntry(ctx, ref, iv, a)
+			if err != nil {
+				err = fmt.Errorf("%s%s: %w", at, sub, err)
+			}
+		}
+		if err != nil {
+			var netErr *net.OpError
+			if errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || ctx.Err() != nil {
+				return "", err
+			}
+			errs = append(errs, err.Error())
+			continue
+		}
+		if verified++; verified >= required {
+			return digest, nil
+		}
+	}
+	return "", errors.New(strings.Join(errs, "; "))
+}
+
+// expandKeys splits static-key entries holding several PEM keys into one
+// entry per key, as Kyverno counts them.
+func expandKeys(entries []policy.Attestor) []policy.Attestor {
+	var out []policy.Attestor
+	for _, e := range entries {
+		if e.Keys == nil || e.Keys.PublicKeys == "" {
+			out = append(out, e)
+			continue
+		}
+		keys := splitPEM(e.Keys.PublicKeys)
+		if len(keys) < 2 {
+			out = append(out, e)
+			continue
+		}
+		for _, k := range keys {
+			c := e
+			ka := *e.Keys
+			ka.PublicKeys = k
+			c.Keys = &ka
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// splitPEM returns each PEM block of s re-encoded, or nothing when s has
+// fewer than two.
+func splitPEM(s string) []string {
+	var out []string
+	rest := []byte(s)
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return out
+		}
+		out = append(out, string(pem.EncodeToMemory(b)))
+	}
+}
+
+// verifyEntry verifies one attestor entry with cosign and returns the
+// digest the verified signature names, and the entry's sub-path
+// (.keys, .certificates, .keyless) for messages.
+func (v *Verifier) verifyEntry(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, a *policy.Attestor) (string, string, error) {
+	co := &cosign.CheckOpts{
+		ClaimVerifier:      cosign.SimpleClaimVerifier,
+		RegistryClientOpts: []ociremote.Option{ociremote.WithRemoteOptions(append([]remote.Option{remote.WithContext(ctx)}, v.remote...)...)},
+		Annotations:        map[string]any{},
+	}
+	for k, val := range iv.Annotations {
+		co.Annotations[k] = val
+	}
+	for k, val := range a.Annotations {
+		co.Annotations[k] = val
+	}
+	repo := iv.Repository
+	if a.Repository != "" {
+		repo = a.Repository
+	}
+	if repo != "" {
+		r, err := name.NewRepository(repo)
+		if err != nil {
+			return "", "", fmt.Errorf("failed to parse signature repository %s: %w", repo, err)
+		}
+		co.RegistryClientOpts = append(co.RegistryClientOpts, ociremote.WithTargetRepository(r))
+	}
+	var sub string
+	var err error
+	switch {
+	case a.Keys != nil:
+		sub, err = ".keys", keyOptions(co, a)
+	case a.Certificates != nil:
+		sub, err = ".certificates", certOptions(co, a)
+	case a.Keyless != nil:
+		sub, err = ".keyless", keylessOptions(co, a.Keyless)
+	default:
+		return "", "", errors.New("keys, certificates, keyless, or a nested attestor is required")
+	}
+	if err != nil {
+		return "", sub, err
+	}
+	sigs, _, err := cosign.VerifyImageSignatures(ctx, ref, co)
+	if err != nil {
+		return "", sub, err
+	}
+	digest, err := signedDigest(sigs)
+	return digest, sub, err
+}
+
+// signedDigest is the manifest digest the first verified signature's
+// simple-signing payload names.
+func signedDigest(sigs []oci.Signature) (string, error) {
+	for _, s := range sigs {
+		p, err := s.Payload()
+		if err != nil {
+			return "", fmt.Errorf("failed to get payload: %w", err)
+		}
+		var sci payload.SimpleContainerImage
+		if err := json.Unmarshal(p, &sci); err != nil {
+			return "", fmt.Errorf("error decoding the payload: %w", err)
+		}
+		if d := sci.Critical.Image.DockerManifestDigest; d != "" {
+			return d, nil
+		}
+	}
+	return "", errors.New("failed to extract image digest from signature payload")
+}
+
+var hashes = map[string]crypto.Hash{"": crypto.SHA256, "sha224": crypto.SHA224, "sha256": crypto.SHA256, "sha384": crypto.SHA384, "sha512": crypto.SHA512}
+
+// keyOptions: a public key (PEM), with the entry's transparency-log and
+// SCT settings.
+func keyOptions(co *cosign.CheckOpts, a *policy.Attestor) error {
+	k := a.Keys
+	if k.PublicKeys == "" {
+		return fmt.Errorf("%w: keys from a Secret or a KMS", ErrUnsupported)
+	}
+	alg := k.SignatureAlgorithm
+	if alg == "" {
+		alg = a.SignatureAlgorithm
+	}
+	h, ok := hashes[alg]
+	if !ok {
+		return fmt.Errorf("invalid signature algorithm provided %s", alg)
+	}
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(k.PublicKeys))
+	if err != nil {
+		return fmt.Errorf("failed to load public key from PEM: pem to public key: %w", err)
+	}
+	if co.SigVerifier, err = signature.LoadVerifier(pub, h); err != nil {
+		return fmt.Errorf("failed to load public key from PEM: %w", err)
+	}
+	// Keys: Kyverno's default is to check the transparency log.
+	return logOptions(co, k.Rekor == nil || !k.Rekor.IgnoreTlog, k.CTLog != nil && !k.CTLog.IgnoreSCT)
+}
+
+// certOptions: a certificate, and a chain to check it against.
+func certOptions(co *cosign.CheckOpts, a *policy.Attestor) error {
+	c := a.Certificates
+	if c.Certificate != "" {
+		cert, err := loadCert(c.Certificate)
+		if err != nil {
+			return fmt.Errorf("failed to load certificate from %s: %w", c.Certificate, err)
+		}
+		if c.CertificateChain == "" {
+			h := hashes[a.SignatureAlgorithm]
+			if co.SigVerifier, err = signature.LoadVerifier(cert.PublicKey, h); err != nil {
+				return fmt.Errorf("failed to load signature from certificate: %w", err)
+			}
+		} else {
+			chain, err := cryptoutils.LoadCertificatesFromPEM(strings.NewReader(c.CertificateChain))
+			if err != nil {
+				return fmt.Errorf("failed to load certificate chain: %w", err)
+			}
+			if len(chain) > maxChain {
+				return fmt.Errorf("certificate chain too long (%d), maximum allowed is %d", len(chain), maxChain)
+			}
+			if co.SigVerifier, err = cosign.ValidateAndUnpackCertWithChain(cert, chain, co); err != nil {
+				return fmt.Errorf("failed to load validate certificate chain: %w", err)
+			}
+		}
+	} else {
+		pool, err := certPool(c.CertificateChain)
+		if err != nil {
+			return fmt.Errorf("failed to load certificates: %w", err)
+		}
+		co.RootCerts = pool
+	}
+	return logOptions(co, c.Rekor != nil && !c.Rekor.IgnoreTlog, c.CTLog != nil && !c.CTLog.IgnoreSCT)
+}
+
+// keylessOptions: roots (no public Fulcio roots here: a policy without
+// roots is not supported yet), and the identity.
+func keylessOptions(co *cosign.CheckOpts, k *policy.KeylessAttestor) error {
+	if k.Roots == "" {
+		return fmt.Errorf("%w: keyless without roots (the public Sigstore roots)", ErrUnsupported)
+	}
+	pool, err := certPool(k.Roots)
+	if err != nil {
+		return fmt.Errorf("failed to load Root certificates: %w", err)
+	}
+	co.RootCerts = pool
+	if k.Subject != "" || k.Issuer != "" || k.SubjectRegExp != "" || k.IssuerRegExp != "" {
+		for _, re := range []string{k.SubjectRegExp, k.IssuerRegExp} {
+			if _, err := regexp.Compile(re); err != nil {
+				return fmt.Errorf("invalid regular expression %q: %w", re, err)
+			}
+		}
+		co.Identities = []cosign.Identity{{Subject: k.Subject, SubjectRegExp: k.SubjectRegExp, Issuer: k.Issuer, IssuerRegExp: k.IssuerRegExp}}
+	}
+	if len(k.AdditionalExtensions) > 0 {
+		return fmt.Errorf("%w: keyless additionalExtensions", ErrUnsupported)
+	}
+	return logOptions(co, k.Rekor == nil || !k.Rekor.IgnoreTlog, k.CTLog == nil || !k.CTLog.IgnoreSCT)
+}
+
+// logOptions sets what is checked of the transparency and CT logs; a
+// check this verifier cannot do yet is an error, never skipped.
+func logOptions(co *cosign.CheckOpts, tlog, sct bool) error {
+	co.IgnoreTlog, co.IgnoreSCT = !tlog, !sct
+	if tlog {
+		return fmt.Errorf("%w: transparency log (Rekor) checks; set rekor.ignoreTlog", ErrUnsupported)
+	}
+	if sct {
+		return fmt.Errorf("%w: certificate transparency (SCT) checks; set ctlog.ignoreSCT", ErrUnsupported)
+	}
+	return nil
+}
+
+// maxChain bounds a certificate chain (leaf, intermediates, root).
+const maxChain = 12
+
+func loadCert(s string) (*x509.Certificate, error) {
+	raw := []byte(s)
+	if dec, err := base64.StdEncoding.DecodeString(s); err == nil {
+		raw = dec
+	}
+	certs, err := cryptoutils.UnmarshalCertificatesFromPEM(raw)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal certificate from PEM format: %w", err)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("no certs found in pem file")
+	}
+	return certs[0], nil
+}
+
+func certPool(s string) (*x509.CertPool, error) {
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM([]byte(s)) {
+		return nil, errors.New("error creating root cert pool")
+	}
+	return p, nil
+}

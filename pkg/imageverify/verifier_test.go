@@ -1,0 +1,158 @@
+package imageverify_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/verdict-dev/verdict/internal/testkit/ocitest"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/imageref"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+	"github.com/verdict-dev/verdict/pkg/imageverify"
+)
+
+// entry reads a verifyImages entry as a policy writes it.
+func entry(t *testing.T, js string) *policy.ImageVerification {
+	t.Helper()
+	var iv policy.ImageVerification
+	if err := json.Unmarshal([]byte(js), &iv); err != nil {
+		t.Fatalf("entry %s: %v", js, err)
+	}
+	return iv.Converted()
+}
+
+func request(t *testing.T, image string, iv *policy.ImageVerification) engine.ImageVerifyRequest {
+	t.Helper()
+	ref, err := imageref.Parse(image, "docker.io", true)
+	if err != nil {
+		t.Fatalf("image %q: %v", image, err)
+	}
+	return engine.ImageVerifyRequest{Image: engine.Image{Image: image, Ref: ref}, Verification: iv, Policy: "p", Rule: "r"}
+}
+
+func keysEntry(pems ...string) string {
+	b, _ := json.Marshal(strings.Join(pems, ""))
+	return `{"imageReferences":["*"],"attestors":[{"entries":[{"keys":{"publicKeys":` + string(b) + `,"rekor":{"url":"https://rekor.example","ignoreTlog":true},"ctlog":{"ignoreSCT":true}}}]}]}`
+}
+
+// TestVerifyCosignKeys: a cosign signature made in the test with a key
+// verifies with that key and names the image's digest; another key, an
+// unsigned image, and a signature copied from another image fail with
+// Kyverno's message; a registry that cannot be reached is an error (the
+// engine's rule error), never a pass.
+func TestVerifyCosignKeys(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	key, other := ocitest.NewKey(t), ocitest.NewKey(t)
+	signed := reg.PushImage(t, "team/app", "v1")
+	reg.Sign(t, signed.Ref, key)
+	unsigned := reg.PushImage(t, "team/unsigned", "v1")
+	v, err := imageverify.New(imageverify.WithRemoteOptions(append(reg.RemoteOptions(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	res, err := v.Verify(ctx, request(t, signed.Ref, entry(t, keysEntry(key.PublicKeyPEM()))))
+	if err != nil || !res.Verified || res.Digest != signed.Digest {
+		t.Fatalf("signed image: %+v, %v; want verified with digest %s", res, err, signed.Digest)
+	}
+	if want := "verified image signatures for " + signed.Ref; res.Message != want {
+		t.Errorf("message %q, want %q", res.Message, want)
+	}
+
+	fails := map[string]struct {
+		image string
+		entry string
+	}{
+		"another key": {signed.Ref, keysEntry(other.PublicKeyPEM())},
+		"unsigned":    {unsigned.Ref, keysEntry(key.PublicKeyPEM())},
+	}
+	for name, tc := range fails {
+		t.Run(name, func(t *testing.T) {
+			res, err := v.Verify(ctx, request(t, tc.image, entry(t, tc.entry)))
+			if err != nil || res.Verified {
+				t.Fatalf("%+v, %v; want a failure", res, err)
+			}
+			if want := "failed to verify image " + tc.image + ": .attestors[0].entries[0].keys: "; !strings.HasPrefix(res.Message, want) {
+				t.Fatalf("message %q, want it to start with %q", res.Message, want)
+			}
+		})
+	}
+
+	// A signature of one image does not vouch for another: the copy
+	// names the first image's digest.
+	tampered := reg.PushImage(t, "team/app", "v2")
+	reg.Retag(t, reg.Repo("team/app")+":"+sigTag(signed.Digest), "team/app", sigTag(tampered.Digest))
+	if res, err := v.Verify(ctx, request(t, tampered.Ref, entry(t, keysEntry(key.PublicKeyPEM())))); err != nil || res.Verified {
+		t.Fatalf("a signature copied from another image: %+v, %v; want a failure", res, err)
+	}
+
+	// Two keys, count 1: one is enough; count absent: both are needed.
+	one := `{"imageReferences":["*"],"attestors":[{"count":1,"entries":[{"keys":{"publicKeys":` + quote(other.PublicKeyPEM()+key.PublicKeyPEM()) + `,"rekor":{"url":"u","ignoreTlog":true},"ctlog":{"ignoreSCT":true}}}]}]}`
+	if res, err := v.Verify(ctx, request(t, signed.Ref, entry(t, one))); err != nil || !res.Verified {
+		t.Fatalf("one of two keys with count 1: %+v, %v", res, err)
+	}
+	if res, err := v.Verify(ctx, request(t, signed.Ref, entry(t, keysEntry(other.PublicKeyPEM(), key.PublicKeyPEM())))); err != nil || res.Verified ||
+		!strings.Contains(res.Message, ".attestors[0].entries[0].keys: ") {
+		t.Fatalf("two keys, both required, one signed: %+v, %v", res, err)
+	}
+
+	// The transparency log cannot be checked here: asked for, it is an
+	// error, never a silent pass.
+	tlog := `{"imageReferences":["*"],"attestors":[{"entries":[{"keys":{"publicKeys":` + quote(key.PublicKeyPEM()) + `}}]}]}`
+	if _, err := v.Verify(ctx, request(t, signed.Ref, entry(t, tlog))); !errors.Is(err, imageverify.ErrUnsupported) {
+		t.Fatalf("a key with the transparency log required: %v, want ErrUnsupported", err)
+	}
+
+	reg.Close()
+	if res, err := v.Verify(ctx, request(t, signed.Ref, entry(t, keysEntry(key.PublicKeyPEM())))); err == nil {
+		t.Fatalf("unreachable registry: %+v, want an error", res)
+	}
+}
+
+// TestVerifyKeyless: a keyless signature whose certificate chains to the
+// policy's roots and names the subject and issuer verifies; another
+// subject, or roots of another CA, fail.
+func TestVerifyKeyless(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	ca, otherCA := ocitest.NewCA(t), ocitest.NewCA(t)
+	cert := ca.Issue(t, ocitest.Identity{Email: "dev@example.com", Issuer: "https://issuer.example"})
+	img := reg.PushImage(t, "team/app", "v1")
+	reg.Sign(t, img.Ref, cert)
+	v, err := imageverify.New(imageverify.WithRemoteOptions(reg.RemoteOptions()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyless := func(roots, subject string) string {
+		return `{"imageReferences":["*"],"attestors":[{"entries":[{"keyless":{"subject":` + quote(subject) + `,"issuer":"https://issuer.example","roots":` + quote(roots) +
+			`,"rekor":{"url":"u","ignoreTlog":true},"ctlog":{"ignoreSCT":true}}}]}]}`
+	}
+	ctx := t.Context()
+	if res, err := v.Verify(ctx, request(t, img.Ref, entry(t, keyless(ca.RootsPEM(), "dev@example.com")))); err != nil || !res.Verified || res.Digest != img.Digest {
+		t.Fatalf("keyless: %+v, %v", res, err)
+	}
+	for name, e := range map[string]string{
+		"another subject": keyless(ca.RootsPEM(), "eve@example.com"),
+		"another CA":      keyless(otherCA.RootsPEM(), "dev@example.com"),
+	} {
+		if res, err := v.Verify(ctx, request(t, img.Ref, entry(t, e))); err != nil || res.Verified ||
+			!strings.Contains(res.Message, ".attestors[0].entries[0].keyless: ") {
+			t.Errorf("%s: %+v, %v; want a failure", name, res, err)
+		}
+	}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// sigTag is cosign's tag of an image's signature.
+func sigTag(digest string) string { return strings.Replace(digest, ":", "-", 1) + ".sig" }
