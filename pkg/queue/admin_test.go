@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // A poison item dead-lettered by a real runner is listed with its reason,
@@ -44,7 +46,7 @@ func TestAdminRequeue(t *testing.T) {
 	if _, err := c.PublishSync(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the dead letter", func() bool { return streamMsgs(t, c, streamDead) == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the dead letter", func() bool { return streamMsgs(t, c, streamDead) == 1 })
 
 	dead, more, err := c.ListDead(ctx)
 	if err != nil || more || len(dead) != 1 {
@@ -70,7 +72,7 @@ func TestAdminRequeue(t *testing.T) {
 	if res.Stream != streamWork || res.Subject != bad.Subject || res.Duplicate || res.DeadSequence != d.Sequence {
 		t.Fatalf("requeued %+v", res)
 	}
-	waitFor(t, 10*time.Second, "the re-queued item taken", func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the re-queued item taken", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(taken) == 1

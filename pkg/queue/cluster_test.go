@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -115,7 +116,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	}()
 	ackedCount := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 
-	waitFor(t, 20*time.Second, "200 messages before the fault", func() bool { return ackedCount() >= 200 })
+	testkit.EventuallyTrue(t, 20*time.Second, "200 messages before the fault", func() bool { return ackedCount() >= 200 })
 	leader := streamLeader(ctx, pub.JetStream(), streamWork)
 	if leader == "" {
 		t.Fatal("no stream leader")
@@ -128,7 +129,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	}
 	stopped.Store(true)
 	stopAt := ackedCount()
-	waitFor(t, 30*time.Second, "200 more messages after the fault", func() bool { return ackedCount() >= stopAt+200 })
+	testkit.EventuallyTrue(t, 30*time.Second, "200 more messages after the fault", func() bool { return ackedCount() >= stopAt+200 })
 	stopPub()
 	<-pubDone
 
@@ -159,7 +160,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	waitFor(t, 15*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
+	testkit.EventuallyTrue(t, 15*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
 
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
@@ -234,7 +235,7 @@ func TestClusterAsyncPublisherFailover(t *testing.T) {
 	if st.Dropped != 0 || dropped.Load() != 0 || st.Published+st.Duplicates != total {
 		t.Fatalf("stats %+v: want all %d published or recognised as duplicates, none dropped", st, total)
 	}
-	waitFor(t, 30*time.Second, "every result stored once", func() bool {
+	testkit.EventuallyTrue(t, 30*time.Second, "every result stored once", func() bool {
 		s, err := c.JetStream().Stream(ctx, streamResults)
 		if err != nil {
 			return false

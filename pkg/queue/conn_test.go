@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 )
 
@@ -59,7 +60,7 @@ func TestBackgroundConnect(t *testing.T) {
 	}
 
 	natstest.Server(t, natstest.WithPort(port))
-	waitFor(t, 10*time.Second, "the background connection", c.Connected)
+	testkit.EventuallyTrue(t, 10*time.Second, "the background connection", c.Connected)
 	provision(t, c)
 	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer fcancel()

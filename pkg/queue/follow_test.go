@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 )
 
@@ -83,7 +84,7 @@ func TestFollow(t *testing.T) {
 		}
 	}
 	publishN(t, c, 500, 100)
-	waitFor(t, 30*time.Second, "the later messages", func() bool { return a.count() == 600 && b.count() == 600 })
+	testkit.EventuallyTrue(t, 30*time.Second, "the later messages", func() bool { return a.count() == 600 && b.count() == 600 })
 	a.mu.Lock()
 	for i, s := range a.seqs {
 		if s != uint64(i+1) || s != b.seqs[i] {
@@ -124,7 +125,7 @@ func TestFollowEmptyStream(t *testing.T) {
 		t.Fatal("an empty stream's follower is not caught up")
 	}
 	publishN(t, c, 0, 1)
-	waitFor(t, 10*time.Second, "the first message", func() bool { return f.count() == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the first message", func() bool { return f.count() == 1 })
 }
 
 // TestFollowServerRestart: the server restarts mid-follow (same store);
@@ -142,9 +143,9 @@ func TestFollowServerRestart(t *testing.T) {
 	if _, err := natstest.Restart(t, e); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	waitFor(t, 30*time.Second, "reconnection", c.Connected)
+	testkit.EventuallyTrue(t, 30*time.Second, "reconnection", c.Connected)
 	publishN(t, c, 200, 50)
-	waitFor(t, 60*time.Second, "the messages after the restart", func() bool { return f.count() >= 250 })
+	testkit.EventuallyTrue(t, 60*time.Second, "the messages after the restart", func() bool { return f.count() >= 250 })
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, s := range f.seqs {

@@ -110,15 +110,3 @@ func workMsg(t testing.TB, kind WorkKind, key string) Message {
 	}
 	return Message{Subject: subj, ID: MsgID(string(kind), key), Data: []byte(key)}
 }
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

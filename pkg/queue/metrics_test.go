@@ -73,7 +73,7 @@ func TestMetricsOnCallerRegistry(t *testing.T) {
 		t.Errorf("published_total after the second connection's publish = %v, want 2", got)
 	}
 	// The client reports the close asynchronously.
-	waitFor(t, 5*time.Second, "connection_events_total{event=closed} 1", func() bool {
+	testkit.EventuallyTrue(t, 5*time.Second, "connection_events_total{event=closed} 1", func() bool {
 		got, _ := metricValue(t, reg, "verdict_queue_connection_events_total", map[string]string{"event": "closed"})
 		return got == 1
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
@@ -129,7 +130,7 @@ func TestAsyncPublisherSurvivesServerRestart(t *testing.T) {
 	cancel()
 
 	e.Shutdown()
-	waitFor(t, 5*time.Second, "client to notice the server is gone", func() bool { return !c.NATS().IsConnected() })
+	testkit.EventuallyTrue(t, 5*time.Second, "client to notice the server is gone", func() bool { return !c.NATS().IsConnected() })
 
 	var accepted, full int
 	start := time.Now()
@@ -219,7 +220,7 @@ func TestAsyncPublishAll(t *testing.T) {
 	}
 
 	e.Shutdown()
-	waitFor(t, 5*time.Second, "client to notice the server is gone", func() bool { return !c.NATS().IsConnected() })
+	testkit.EventuallyTrue(t, 5*time.Second, "client to notice the server is gone", func() bool { return !c.NATS().IsConnected() })
 	if err := p.PublishAll(batch("a", 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -290,11 +291,11 @@ func TestAsyncPublishAllRetryLetsGoOfTheBatch(t *testing.T) {
 	if err := p.PublishAll(ms); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the stored messages and a retry", func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the stored messages and a retry", func() bool {
 		st := p.Stats()
 		return st.Published == 2 && st.Retried >= 2
 	})
-	waitFor(t, 10*time.Second, "the batch's buffer to be collected", func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "the batch's buffer to be collected", func() bool {
 		runtime.GC()
 		return held.Value() == nil
 	})
@@ -310,7 +311,7 @@ func TestAsyncPublisherDeadline(t *testing.T) {
 	c := connect(t, e.ClientURL())
 	provision(t, c)
 	e.Shutdown()
-	waitFor(t, 5*time.Second, "disconnect", func() bool { return !c.NATS().IsConnected() })
+	testkit.EventuallyTrue(t, 5*time.Second, "disconnect", func() bool { return !c.NATS().IsConnected() })
 	p, err := c.NewAsyncPublisher(WithMessageDeadline(300 * time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +420,7 @@ func TestAsyncPublisherAnswers(t *testing.T) {
 		if err := p.Publish(m); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "a retry", func() bool { return p.Stats().Retried > 0 })
+		testkit.EventuallyTrue(t, 5*time.Second, "a retry", func() bool { return p.Stats().Retried > 0 })
 		if err := c.Provision(ctx, testPlan(withConsumers(testConsumers(time.Second)...))); err != nil {
 			t.Fatal(err)
 		}

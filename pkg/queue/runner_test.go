@@ -160,7 +160,7 @@ func TestRunnerKilledHandlerRedelivered(t *testing.T) {
 		b.finished(m)
 		return Done()
 	}, WithConcurrency(2))
-	waitFor(t, 10*time.Second, "every job done", func() bool { return a.doneCount()+b.doneCount() == len(all) })
+	testkit.EventuallyTrue(t, 10*time.Second, "every job done", func() bool { return a.doneCount()+b.doneCount() == len(all) })
 
 	v := b.deliveries("job-007")
 	if len(v) != 1 || v[0].n != 2 {
@@ -180,7 +180,7 @@ func TestRunnerKilledHandlerRedelivered(t *testing.T) {
 			t.Errorf("%s done %d times by A and %d by B, want exactly once", k, aDone[k], bDone[k])
 		}
 	}
-	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
+	testkit.EventuallyTrue(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
 	t.Logf("A did %d, B did %d; victim back after %s", len(aDone), len(bDone), v[0].at.Sub(killedAt).Round(time.Millisecond))
 }
 
@@ -212,7 +212,7 @@ func TestRunnerProcessExitRedelivered(t *testing.T) {
 		a.finished(m)
 		return Done()
 	}, WithConcurrency(4), WithPrefetch(8), WithAckSync(true), WithDrainTimeout(time.Second))
-	waitFor(t, 10*time.Second, "A to have 4 handlers stuck", func() bool {
+	testkit.EventuallyTrue(t, 10*time.Second, "A to have 4 handlers stuck", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return handledA >= 14
@@ -228,7 +228,7 @@ func TestRunnerProcessExitRedelivered(t *testing.T) {
 		b.finished(m)
 		return Done()
 	}, WithConcurrency(4))
-	waitFor(t, 15*time.Second, "every item done", func() bool { return a.doneCount()+b.doneCount() == len(all) })
+	testkit.EventuallyTrue(t, 15*time.Second, "every item done", func() bool { return a.doneCount()+b.doneCount() == len(all) })
 
 	aDone, bDone := a.doneKeys(), b.doneKeys()
 	if len(aDone) != 10 {
@@ -258,7 +258,7 @@ func TestRunnerProcessExitRedelivered(t *testing.T) {
 			t.Errorf("%s done %d+%d times, want once", k, aDone[k], bDone[k])
 		}
 	}
-	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
+	testkit.EventuallyTrue(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, pub, streamWork) == 0 })
 	t.Logf("A acked %d, %d held by A came back to B after the exit, B did %d", len(aDone), redelivered, len(bDone))
 }
 
@@ -297,8 +297,8 @@ func TestRunnerPoisonAndRetries(t *testing.T) {
 		return Done()
 	}, WithMaxDeliver(3), WithRetryDelays(100*time.Millisecond, time.Second))
 
-	waitFor(t, 10*time.Second, "two dead letters", func() bool { return streamMsgs(t, c, streamDead) == 2 })
-	waitFor(t, 10*time.Second, "the rest done", func() bool { return s.doneCount() == 2 })
+	testkit.EventuallyTrue(t, 10*time.Second, "two dead letters", func() bool { return streamMsgs(t, c, streamDead) == 2 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the rest done", func() bool { return s.doneCount() == 2 })
 	time.Sleep(time.Second) // nothing more comes back (nothing is left unanswered)
 
 	if d := s.deliveries("poison"); len(d) != 1 {
@@ -357,7 +357,7 @@ func TestRunnerLostDeliveriesDeadLetter(t *testing.T) {
 		runtime.Goexit()
 		return Done()
 	}, WithMaxDeliver(2))
-	waitFor(t, 10*time.Second, "dead letter", func() bool { return streamMsgs(t, c, streamDead) == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "dead letter", func() bool { return streamMsgs(t, c, streamDead) == 1 })
 	if d := s.deliveries("doomed"); len(d) != 2 {
 		t.Fatalf("handler ran %d times, want 2", len(d))
 	}
@@ -365,7 +365,7 @@ func TestRunnerLostDeliveriesDeadLetter(t *testing.T) {
 	if len(dl) != 1 || dl[0].Deliveries != 3 || !strings.Contains(dl[0].Reason, "more than max deliver 2") {
 		t.Fatalf("dead letters = %+v", dl)
 	}
-	waitFor(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, c, streamWork) == 0 })
+	testkit.EventuallyTrue(t, 5*time.Second, "work queue empty", func() bool { return streamMsgs(t, c, streamWork) == 0 })
 }
 
 // On shutdown a runner finishes what is in flight and gives back (naks)
@@ -401,7 +401,7 @@ func TestRunnerDrain(t *testing.T) {
 		b.finished(m)
 		return Done()
 	}, WithConcurrency(4))
-	waitFor(t, 10*time.Second, "all done", func() bool { return a.doneCount()+b.doneCount() == len(all) })
+	testkit.EventuallyTrue(t, 10*time.Second, "all done", func() bool { return a.doneCount()+b.doneCount() == len(all) })
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("B needed %s: A's buffered messages were not given back", took)
 	}
@@ -453,7 +453,7 @@ func TestRunnerLongWorkInProgress(t *testing.T) {
 	startRunner(t, c, consumerScanner, h)
 	other := connect(t, e.ClientURL())
 	startRunner(t, other, consumerScanner, h)
-	waitFor(t, 10*time.Second, "long work done", func() bool { return s.doneCount() == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "long work done", func() bool { return s.doneCount() == 1 })
 	time.Sleep(200 * time.Millisecond)
 	if d := s.deliveries("long"); len(d) != 1 {
 		t.Fatalf("long work delivered %d times, want 1", len(d))
@@ -473,14 +473,14 @@ func TestRunnerConsumerRecreated(t *testing.T) {
 		return Done()
 	}, WithIdleHeartbeat(500*time.Millisecond))
 	publishWork(t, c, workScan, "first")
-	waitFor(t, 5*time.Second, "first done", func() bool { return s.doneCount() == 1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "first done", func() bool { return s.doneCount() == 1 })
 	if err := c.JetStream().DeleteConsumer(context.Background(), streamWork, consumerScanner); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
 	provision(t, c)
 	publishWork(t, c, workScan, "second")
-	waitFor(t, 15*time.Second, "second done after the consumer came back", func() bool { return s.doneCount() == 2 })
+	testkit.EventuallyTrue(t, 15*time.Second, "second done after the consumer came back", func() bool { return s.doneCount() == 2 })
 }
 
 // A handler's context ends at MaxWorkTime, and when a drain runs out of
@@ -570,11 +570,11 @@ func TestRunnerBacklog(t *testing.T) {
 			t.Errorf("runner: %v", err)
 		}
 	}()
-	waitFor(t, 5*time.Second, "backlog of 6, oldest over a second", func() bool {
+	testkit.EventuallyTrue(t, 5*time.Second, "backlog of 6, oldest over a second", func() bool {
 		return backlogMetric(t, reg, "verdict_queue_backlog") == 6 && backlogMetric(t, reg, "verdict_queue_oldest_pending_age_seconds") >= 1
 	})
 	close(release)
-	waitFor(t, 5*time.Second, "backlog drained", func() bool {
+	testkit.EventuallyTrue(t, 5*time.Second, "backlog drained", func() bool {
 		return backlogMetric(t, reg, "verdict_queue_backlog") == 0 && backlogMetric(t, reg, "verdict_queue_oldest_pending_age_seconds") == 0
 	})
 	if err := WithBacklogInterval(0)(&runnerOptions{}); !errors.Is(err, ErrInvalidOption) {

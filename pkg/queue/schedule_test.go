@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // ticks counts the ticks of kind on key that WORK holds, and
@@ -57,7 +59,7 @@ func TestSchedules(t *testing.T) {
 	if err != nil || got.Spec != "@every 1s" || string(got.Data) != "v1" || got.Sequence == 0 {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
-	waitFor(t, 5*time.Second, "a tick", func() bool { n, body := ticks(t, c, workCleanup, "team/old.pods"); return n >= 1 && body == "v1" })
+	testkit.EventuallyTrue(t, 5*time.Second, "a tick", func() bool { n, body := ticks(t, c, workCleanup, "team/old.pods"); return n >= 1 && body == "v1" })
 
 	if ch, err := c.PutSchedule(ctx, s, nil); err != nil || ch != ScheduleUnchanged {
 		t.Fatalf("same put: %s, %v", ch, err)
@@ -72,7 +74,7 @@ func TestSchedules(t *testing.T) {
 	if ch, err := c.PutSchedule(ctx, s2, nil); err != nil || ch != ScheduleReplaced {
 		t.Fatalf("replace: %s, %v", ch, err)
 	}
-	waitFor(t, 5*time.Second, "a tick of the new schedule", func() bool { _, body := ticks(t, c, workCleanup, "team/old.pods"); return body == "v2" })
+	testkit.EventuallyTrue(t, 5*time.Second, "a tick of the new schedule", func() bool { _, body := ticks(t, c, workCleanup, "team/old.pods"); return body == "v2" })
 	list, err := c.Schedules(ctx, workCleanup)
 	if err != nil || len(list) != 1 || list[0].Spec != s2.Spec || string(list[0].Data) != "v2" {
 		t.Fatalf("schedules: %+v, %v", list, err)
