@@ -589,12 +589,7 @@ func TestRunnerBacklog(t *testing.T) {
 // message's dead letter carries its reason and detail.
 func TestRunnerCountsOutcomes(t *testing.T) {
 	e := runServer(t)
-	metrics, reg := promMetrics(t)
-	c, err := Connect(t.Context(), WithURL(e.ClientURL()), WithTopology(testTopology), WithMetrics(metrics), WithLogger(testLogger(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c, reg := connectWithMetrics(t, e.ClientURL(), t.Name())
 	provision(t, c)
 	outcomes := map[string]Outcome{
 		"applied": Done().For("applied"),
