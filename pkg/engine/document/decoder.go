@@ -274,6 +274,13 @@ func (d *Decoder) take(line []byte) (Chunk, bool) {
 		if len(p.data) == 0 {
 			p.line = at
 		}
+		if p.afterEnd && !p.counts() && ignorable(line[3:], true) {
+			// The parser skips a "..." that follows a document's end.
+			// Made a comment, the line stays for the parser to judge
+			// its bytes and count its lines.
+			p.data = append(append(p.data, '#'), line[1:]...)
+			return Chunk{}, false
+		}
 		p.data = append(p.data, line...)
 		if p.counts() {
 			c := d.finish()

@@ -166,6 +166,10 @@ var splitCases = []string{
 	// A lone CR is a line break of its own, to the parser as to the split.
 	"0: \r---", "a: 1\r---\rb: 2\r", "a: 1\r\n---\rb: 2\r\n", "a: |\r  x\r---\rb: 1",
 	"a: 1\r\r---\r\rb: {\r", "a: 1\r...\rb: 2\r", "\r", "a: 1\r",
+	// The parser skips a "..." after a document's end.
+	"0: \n...\n...", "a: 1\n...\n...\n---\nb: 2\n", "a: 1\n...\n# c\n...\n\n---\nb: {\n",
+	"a: 1\r\n...\r\n... # c\r\n---\r\nb: 2\r\n", "a: 1\n...\n...\nb: 2\n",
+	"0: \n...\n... 00", "0: \n...\n...\t# c\n", "0: \n...\n... #\xf3",
 }
 
 func TestSplitAgrees(t *testing.T) {
