@@ -893,9 +893,9 @@ type topoTraffic struct {
 	sent, wrong atomic.Int64
 	// refused counts the admissions refused because their generate work
 	// could not be queued, and tried again.
-	refused atomic.Int64
-	firstWrong  atomic.Value
-	stop, done  chan struct{}
+	refused    atomic.Int64
+	firstWrong atomic.Value
+	stop, done chan struct{}
 	// gate is held for each round of requests: holding it, the test
 	// knows none is in flight.
 	gate     sync.Mutex
