@@ -107,7 +107,11 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 	if err != nil {
 		return counts, fmt.Errorf("policies: %w", err)
 	}
-	eng, err := engine.New()
+	verifier, err := imageVerifier()
+	if err != nil {
+		return counts, err
+	}
+	eng, err := engine.New(verifier)
 	if err != nil {
 		return counts, err
 	}

@@ -445,7 +445,11 @@ func (run *testRun) load() error {
 			loader.objects = append(loader.objects, defaultNamespace(o))
 		}
 	}
-	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(loader))
+	verifier, err := imageVerifier()
+	if err != nil {
+		return err
+	}
+	eng, err := engine.New(engine.WithContextLoader(loader), engine.WithResourceLister(loader), verifier)
 	if err != nil {
 		return err
 	}
@@ -601,6 +605,18 @@ func (run *testRun) evaluate(ctx context.Context, operation string) [][]engine.R
 				}
 			}
 		}
+		// Images are verified and pinned to their digests before the
+		// validations, as Kyverno's mutating webhook does.
+		for _, p := range run.policies {
+			req := run.request(p, cur, operation)
+			resp := run.eng.VerifyImages(ctx, req, p, run.exceptions)
+			if len(resp.Rules) > 0 {
+				out = append(out, resp)
+				if resp.Patched != nil {
+					cur = resp.Patched
+				}
+			}
+		}
 		for _, p := range run.policies {
 			req := run.request(p, cur, operation)
 			if resp := run.eng.Validate(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
@@ -610,9 +626,6 @@ func (run *testRun) evaluate(ctx context.Context, operation string) [][]engine.R
 				out = append(out, resp)
 			}
 			if resp := run.eng.MutateExisting(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
-				out = append(out, resp)
-			}
-			if resp := run.eng.VerifyImages(ctx, req, p, run.exceptions); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
 		}

@@ -33,7 +33,8 @@ func (s *Set) HasCEL() bool {
 
 // Apply runs every policy of the set on the request in Kyverno's order: all
 // mutations first (each policy sees the previous ones' patches), then the
-// validations on the mutated resource, then generation. It returns one
+// image verifications (which pin images to digests), then the validations
+// on the mutated resource, then generation. It returns one
 // response per policy and rule kind that had any rule apply, and the final
 // patched resource.
 //
@@ -62,6 +63,21 @@ func (e *Engine) Apply(ctx context.Context, req *Request, set *Set) ([]Response,
 			cur.Object = resp.Patched
 		}
 	}
+	// Images are verified and pinned to their digests after the
+	// mutations, before the validations see the resource (Kyverno's
+	// mutating webhook verifies images after its mutations).
+	for _, p := range set.Policies {
+		if !p.hasType(TypeImageVerify) {
+			continue
+		}
+		resp := e.run(m, &cur, p, set.Exceptions, TypeImageVerify)
+		if len(resp.Rules) > 0 {
+			out = append(out, resp)
+		}
+		if resp.Patched != nil {
+			cur.Object = resp.Patched
+		}
+	}
 	for _, p := range set.Policies {
 		if p.hasType(TypeValidation) {
 			if resp := e.run(m, &cur, p, set.Exceptions, TypeValidation); len(resp.Rules) > 0 {
@@ -70,11 +86,6 @@ func (e *Engine) Apply(ctx context.Context, req *Request, set *Set) ([]Response,
 		}
 		if p.hasType(TypeGeneration) {
 			if resp := e.run(m, &cur, p, set.Exceptions, TypeGeneration); len(resp.Rules) > 0 {
-				out = append(out, resp)
-			}
-		}
-		if p.hasType(TypeImageVerify) {
-			if resp := e.run(m, &cur, p, set.Exceptions, TypeImageVerify); len(resp.Rules) > 0 {
 				out = append(out, resp)
 			}
 		}
@@ -136,9 +147,10 @@ func (e *Engine) Generate(ctx context.Context, req *Request, p *Policy, exceptio
 	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeGeneration)
 }
 
-// VerifyImages runs the policy's verifyImages rules. Image signature
-// verification is not implemented yet: matching rules report an
-// unsupported skip.
+// VerifyImages runs the policy's verifyImages rules: the images verified
+// through the engine's ImageVerifier, pinned to their digests
+// (Response.Patched), then verifyDigest and required checked on the
+// result (imageverify_eval.go).
 func (e *Engine) VerifyImages(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
 	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeImageVerify)
 }
@@ -213,6 +225,10 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 		*run = ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur, existing: t == typeMutateExisting, triggersOnly: t == typeGenerateTriggers}
 		rr := run.evaluateBounded(m, base, exceptions, in)
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
+			cur = run.obj
+		}
+		if t == TypeImageVerify && (rr.Status == StatusPass || rr.Status == StatusSkip) && run.obj != nil {
+			// Skipped images are pinned to their digests too.
 			cur = run.obj
 		}
 		if rr.Status == statusNone {
@@ -298,7 +314,7 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 			rr.Message = fmt.Sprintf("internal error evaluating rule %s: %v\n%s", r.Name, rec, debug.Stack())
 		}
 	}()
-	if rr.Type == TypeValidation {
+	if rr.Type == TypeValidation || rr.Type == TypeImageVerify {
 		action, err := run.failureAction(in)
 		if err != nil {
 			return run.errorf(rr, "%v", err)
@@ -344,9 +360,7 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 	case TypeGeneration:
 		return run.generate(rr)
 	default:
-		rr.Status, rr.Unsupported = StatusSkip, true
-		rr.Message = "verifyImages is not evaluated by this engine yet"
-		return rr
+		return run.verifyImages(rr)
 	}
 }
 

@@ -19,8 +19,7 @@ import (
 // imageReferences and skipImageReferences, the mutateDigest patch, and the
 // ImageVerifier contract through which a verifier that talks to
 // registries is injected (WithImageVerifier). The engine never does I/O
-// itself; without a verifier, verifyImages rules report that they are not
-// evaluated.
+// itself; imageverify_eval.go evaluates the rules through the verifier.
 
 // Image is one image of a resource that a verifyImages rule may check.
 type Image struct {
@@ -414,6 +413,11 @@ type ImageVerifier interface {
 	// or does not verify is not an error: Verify returns a result with
 	// Verified false and Kyverno's message in Message.
 	Verify(ctx context.Context, req ImageVerifyRequest) (ImageVerifyResult, error)
+	// ResolveDigest returns the digest (sha256:...) of req.Image's tag,
+	// for mutateDigest on an image the entry did not verify (an entry
+	// without attestors, a skipped image). Its errors are those of Verify
+	// that reach no verdict.
+	ResolveDigest(ctx context.Context, req ImageVerifyRequest) (string, error)
 }
 
 // ImageVerifyRequest is what a verifier needs to verify one image for one
@@ -469,10 +473,9 @@ type ImageVerifyResult struct {
 }
 
 // WithImageVerifier sets the verifier of verifyImages rules. Without one,
-// verifyImages rules that apply report that they are not evaluated (a
-// skip), as they always have. The evaluation through the verifier is
-// the next change: until it lands the engine keeps the verifier and
-// still reports the rules as not evaluated.
+// a verifyImages rule that needs a registry (attestors, attestations, a
+// digest to resolve) is an error marked Unsupported; verifyDigest and
+// required alone are checked without one.
 func WithImageVerifier(v ImageVerifier) Option {
 	return func(e *Engine) error {
 		if v == nil {

@@ -44,8 +44,9 @@ type RuleResponse struct {
 	// request.
 	Enforce bool
 	// Unsupported is true when the rule uses a feature this engine does
-	// not evaluate (validate.cel, assert, manifests, verifyImages); its
-	// status is then skip.
+	// not evaluate (validate.cel, assert, manifests); its status is then
+	// skip. A verifyImages rule the verifier cannot check is an error
+	// marked Unsupported: a check that is not made never admits.
 	Unsupported bool
 	// Targets is what a mutate-existing rule did to each of its targets
 	// (Engine.MutateExisting).

@@ -42,8 +42,9 @@ import (
 )
 
 // ErrUnsupported: the entry asks for something this verifier does not do
-// yet; the engine answers it as a rule error, never as a pass.
-var ErrUnsupported = errors.New("imageverify: not supported yet")
+// yet. It is engine.ErrImageVerificationUnsupported: the engine answers it
+// as a rule error marked Unsupported, never as a pass.
+var ErrUnsupported = engine.ErrImageVerificationUnsupported
 
 // Verifier is an engine.ImageVerifier. It is safe for concurrent use.
 type Verifier struct {
@@ -128,6 +129,33 @@ func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 		digest = d
 	}
 	return engine.ImageVerifyResult{Verified: true, Digest: digest, Message: "verified image signatures for " + image}, nil
+}
+
+// ResolveDigest returns the digest the registry gives for req.Image (a
+// HEAD request for its manifest, falling back to a GET where the registry
+// answers HEAD without one).
+func (v *Verifier) ResolveDigest(ctx context.Context, req engine.ImageVerifyRequest) (string, error) {
+	image := req.Image.Ref.String()
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return "", fmt.Errorf("failed to resolve the digest of %s: %w", image, err)
+	}
+	select {
+	case v.sem <- struct{}{}:
+		defer func() { <-v.sem }()
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	opts := append([]remote.Option{remote.WithContext(ctx)}, v.remote...)
+	desc, err := remote.Head(ref, opts...)
+	if err != nil || desc.Digest.Hex == "" {
+		got, gerr := remote.Get(ref, opts...)
+		if gerr != nil {
+			return "", fmt.Errorf("failed to resolve the digest of %s: %w", image, gerr)
+		}
+		return got.Digest.String(), nil
+	}
+	return desc.Digest.String(), nil
 }
 
 // verifySet verifies the entries of one attestor set (static keys split,

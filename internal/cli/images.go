@@ -1,0 +1,21 @@
+package cli
+
+import (
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/imageverify"
+)
+
+// imageVerifier is the verifier of verifyImages rules in `verdict apply`
+// and `verdict test`: registries are reached directly, with the
+// credentials of the environment (the Docker configuration, as docker
+// login and the cloud helpers write it, DOCKER_CONFIG).
+func imageVerifier() (engine.Option, error) {
+	v, err := imageverify.New(imageverify.WithRemoteOptions(remote.WithAuthFromKeychain(authn.DefaultKeychain)))
+	if err != nil {
+		return nil, err
+	}
+	return engine.WithImageVerifier(v), nil
+}
