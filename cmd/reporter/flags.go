@@ -13,6 +13,7 @@ import (
 func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	platform.BindKubeFlags(fs, &cfg.Kube)
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
+	platform.BindRegistryFlags(fs, &cfg.Registries)
 	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindExceptionFlags(fs, &cfg.Exceptions)
 	fs.Float64Var(&cfg.WriteQPS, "write-qps", cfg.WriteQPS, "report writes (create, apply, delete) per second")

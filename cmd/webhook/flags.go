@@ -65,6 +65,7 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindKubeFlags(fs, &cfg.Kube)
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
+	platform.BindRegistryFlags(fs, &cfg.Registries)
 	platform.BindExceptionFlags(fs, &cfg.Exceptions)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: Lease, Secrets; also skipped by the webhooks")
 	fs.StringVar(&cfg.Identity, "identity", cfg.Identity, "this replica's name in the Lease (the pod name)")

@@ -105,6 +105,8 @@ type EngineConfig struct {
 	PolicyHTTP policyhttp.Config
 	// Limits bound each evaluation.
 	Limits EvaluationLimits
+	// Registries is how verifyImages entries reach registries.
+	Registries Registries
 }
 
 // Engine is a service's policy engine over the cluster, and the
@@ -190,6 +192,11 @@ func NewEngine(kc *Clients, cfg EngineConfig, opts ...EngineOption) (*Engine, er
 		lister = kubeutil.NewLister(kc.Dynamic, kc.Mapper, protect)
 		engOpts = append(engOpts, engine.WithResourceLister(lister))
 	}
+	verifier, err := cfg.Registries.engineOption()
+	if err != nil {
+		return nil, err
+	}
+	engOpts = append(engOpts, verifier)
 	engOpts = append(append(engOpts, cfg.Limits.Options()...), s.extra...)
 	eng, err := engine.New(engOpts...)
 	if err != nil {

@@ -191,6 +191,35 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 			cur = resp.Patched
 		}
 	}
+	// Images are verified and pinned to their digests after the
+	// mutations, as Kyverno's mutating webhook does.
+	blocked := map[string]map[string]string{}
+	for _, p := range ev.set.Policies {
+		if !ev.takesPart(p) || !hasRules(p, engine.TypeImageVerify) {
+			continue
+		}
+		ev.req.Object = cur
+		resp := s.engine.VerifyImages(ctx, ev.req, p, ev.set.Exceptions)
+		if rules := blockingRules(p, resp); rules != nil {
+			blocked[p.Name()] = rules
+			continue
+		}
+		for _, rr := range resp.Rules {
+			if reported(rr.Status) {
+				warnings = append(warnings, ruleWarning(p, rr))
+			}
+		}
+		if resp.Patched != nil {
+			cur = resp.Patched
+		}
+	}
+	if len(blocked) > 0 {
+		msg, err := blockedMessage(rv.resource(), blocked)
+		if err != nil {
+			return decision{}, httpError(ErrInternal, err, "format denial")
+		}
+		return deny(msg, nil), nil
+	}
 	warnings = s.capWarnings(warnings)
 	if document.Equal(rv.object, cur) {
 		return allow(warnings), nil
@@ -309,10 +338,23 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 	// (a ResultEvent is a few hundred bytes).
 	st.results = slices.Grow(st.results, len(ev.set.Policies))
 	for _, p := range ev.set.Policies {
-		if !ev.takesPart(p) || !hasRules(p, engine.TypeValidation) {
+		if !ev.takesPart(p) {
 			continue
 		}
-		resp := s.engine.Validate(ctx, ev.req, p, ev.set.Exceptions)
+		var resp engine.Response
+		if hasRules(p, engine.TypeValidation) {
+			resp = s.engine.Validate(ctx, ev.req, p, ev.set.Exceptions)
+		}
+		if hasRules(p, engine.TypeImageVerify) {
+			// The images again, on what the mutating webhook admitted:
+			// verified (from the cache when it verified them), then
+			// verifyDigest and required.
+			img := s.engine.VerifyImages(ctx, ev.req, p, ev.set.Exceptions)
+			if len(img.Rules) > 0 {
+				img.Rules = append(resp.Rules[:len(resp.Rules):len(resp.Rules)], img.Rules...)
+				resp = img
+			}
+		}
 		if len(resp.Rules) == 0 {
 			continue
 		}
@@ -327,21 +369,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 			st.results = append(st.results, resultEvent(ev, p, resp))
 			continue
 		}
-		blocks := false
-		for _, rr := range resp.Rules {
-			switch {
-			case rr.Status == engine.StatusFail && rr.Enforce,
-				rr.Status == engine.StatusError && failClosed(p):
-				blocks = true
-			}
-		}
-		if blocks {
-			rules := map[string]string{}
-			for _, rr := range resp.Rules {
-				if reported(rr.Status) {
-					rules[rr.Name] = rr.Message
-				}
-			}
+		if rules := blockingRules(p, resp); rules != nil {
 			blocked[p.Name()] = rules
 			deniedBy = append(deniedBy, p.Raw.Key())
 			continue
@@ -370,6 +398,31 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		v.denial += strings.Join(vpolDenials, "; ")
 	}
 	return v, nil
+}
+
+// blockingRules returns the messages of the reported rules of a classic
+// policy's response, by rule, when one of them blocks the request (a
+// failure of an Enforce rule, an error under failurePolicy Fail); nil
+// when none blocks.
+func blockingRules(p *engine.Policy, resp engine.Response) map[string]string {
+	blocks := false
+	for _, rr := range resp.Rules {
+		switch {
+		case rr.Status == engine.StatusFail && rr.Enforce,
+			rr.Status == engine.StatusError && failClosed(p):
+			blocks = true
+		}
+	}
+	if !blocks {
+		return nil
+	}
+	rules := map[string]string{}
+	for _, rr := range resp.Rules {
+		if reported(rr.Status) {
+			rules[rr.Name] = rr.Message
+		}
+	}
+	return rules
 }
 
 // vpolOutcome is what a ValidatingPolicy's results do to a request, as

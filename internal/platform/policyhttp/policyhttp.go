@@ -21,14 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -96,8 +94,7 @@ type Config struct {
 // Client makes policies' HTTP calls. A nil *Client refuses every call
 // with ErrDisabled. It is safe for concurrent use.
 type Client struct {
-	nets     []netip.Prefix
-	hosts    map[string]bool
+	block    *Blocklist
 	allow    []*url.URL
 	timeout  time.Duration
 	maxBytes int64
@@ -115,37 +112,19 @@ func New(cfg Config) (*Client, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
-	c := &Client{hosts: map[string]bool{}, timeout: cfg.Timeout, maxBytes: cfg.MaxBytes, namespaced: cfg.AllowNamespacedPolicies, clients: map[string]*http.Client{}}
+	c := &Client{timeout: cfg.Timeout, maxBytes: cfg.MaxBytes, namespaced: cfg.AllowNamespacedPolicies, clients: map[string]*http.Client{}}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
 	if c.maxBytes <= 0 {
 		c.maxBytes = DefaultMaxBytes
 	}
-	block := cfg.Blocklist
-	if block == nil {
-		block = DefaultBlocklist
-	}
 	var errs []error
-	for _, b := range block {
-		b = strings.TrimSpace(b)
-		switch {
-		case b == "":
-		case strings.Contains(b, "/"):
-			p, err := netip.ParsePrefix(b)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("blocklist entry %q: %w", b, err))
-				continue
-			}
-			c.nets = append(c.nets, p.Masked())
-		default:
-			if a, err := netip.ParseAddr(b); err == nil {
-				c.nets = append(c.nets, netip.PrefixFrom(a, a.BitLen()))
-				continue
-			}
-			c.hosts[strings.ToLower(strings.TrimSuffix(b, "."))] = true
-		}
+	block, err := parseBlocklist(cfg.Blocklist)
+	if err != nil {
+		errs = append(errs, err)
 	}
+	c.block = block
 	for _, a := range cfg.Allowlist {
 		u, err := url.Parse(strings.TrimSpace(a))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -168,18 +147,8 @@ func (c *Client) check(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%w: %s: only http and https URLs may be called", ErrBlocked, u.Redacted())
 	}
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if blocked, ok := c.blockedHost(host); ok {
-		return fmt.Errorf("%w: %s: host %s is on the blocklist (as %s)", ErrBlocked, u.Redacted(), host, blocked)
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		a, err = parseInetAton(host)
-	}
-	if err == nil {
-		if err := c.checkAddr(a); err != nil {
-			return fmt.Errorf("%s: %w", u.Redacted(), err)
-		}
+	if err := c.block.checkURL(u); err != nil {
+		return err
 	}
 	if len(c.allow) == 0 {
 		return nil
@@ -190,22 +159,6 @@ func (c *Client) check(u *url.URL) error {
 		}
 	}
 	return fmt.Errorf("%w: %s is under no allowed URL prefix", ErrBlocked, u.Redacted())
-}
-
-// blockedHost returns the blocklist's host name that host is or is
-// under.
-func (c *Client) blockedHost(host string) (string, bool) {
-	for name := host; name != ""; {
-		if c.hosts[name] {
-			return name, true
-		}
-		_, rest, ok := strings.Cut(name, ".")
-		if !ok {
-			break
-		}
-		name = rest
-	}
-	return "", false
 }
 
 // errNotInetAton: a host that is no address in inet_aton's grammar.
@@ -265,22 +218,6 @@ func under(u, p *url.URL) bool {
 	return prefix == "" || path == prefix || strings.HasPrefix(path, prefix+"/")
 }
 
-// checkAddr refuses an address any of whose destinations is on the
-// blocklist.
-func (c *Client) checkAddr(a netip.Addr) error {
-	for _, d := range destinations(a) {
-		for _, p := range c.nets {
-			if p.Contains(d) {
-				if d == a {
-					return fmt.Errorf("%w: address %s is in %s, on the blocklist", ErrBlocked, a, p)
-				}
-				return fmt.Errorf("%w: address %s reaches %s, in %s, on the blocklist", ErrBlocked, a, d, p)
-			}
-		}
-	}
-	return nil
-}
-
 // nat64 are the NAT64 prefixes (RFC 6052's well-known one and RFC 8215's
 // local-use one, with the IPv4 address in the last 32 bits), through
 // which an IPv6 address reaches an IPv4 one.
@@ -331,17 +268,7 @@ func (c *Client) client(caBundle string) (*http.Client, error) {
 		}
 		tlsConfig.RootCAs = pool
 	}
-	dialer := &net.Dialer{
-		Timeout: c.timeout,
-		// The address is checked once resolved, just before connecting.
-		Control: func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("%w: cannot check address %q", ErrBlocked, address)
-			}
-			return c.checkAddr(ap.Addr())
-		},
-	}
+	dialer := c.block.dialer(c.timeout)
 	hc := &http.Client{
 		Transport: &http.Transport{
 			// No proxy: the address checked must be the one called.

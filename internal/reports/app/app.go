@@ -45,6 +45,9 @@ type Config struct {
 	// PolicyHTTP says whether and where policies may call services
 	// over HTTP (off by default).
 	PolicyHTTP policyhttp.Config
+	// Registries is how the scans' verifyImages entries reach image
+	// registries.
+	Registries platform.Registries
 	// Exceptions says which PolicyExceptions count and how far they
 	// reach (--policy-exceptions, --exception-namespaces).
 	Exceptions policycache.ExceptionConfig
@@ -164,6 +167,7 @@ func DefaultConfig() Config {
 		ScanInterval:          time.Hour,
 		ScanConcurrency:       2,
 		Limits:                platform.DefaultEvaluationLimits(),
+		Registries:            platform.DefaultRegistries(),
 		ProbeAddress:          ":8080",
 		Log:                   platform.DefaultLogConfig(),
 		ServeAddress:          "0.0.0.0",
@@ -479,7 +483,7 @@ func consumers(cfg Config) []queue.ConsumerSpec {
 // the background scanner on it.
 func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, served bool) (*scanner.Scanner, error) {
 	kube := d.kc.Kube
-	eng, err := platform.NewEngine(d.kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits})
+	eng, err := platform.NewEngine(d.kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits, Registries: cfg.Registries})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

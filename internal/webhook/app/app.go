@@ -84,6 +84,8 @@ type Config struct {
 	// PolicyHTTP says whether and where policies may call services
 	// over HTTP (off by default).
 	PolicyHTTP policyhttp.Config
+	// Registries is how verifyImages entries reach image registries.
+	Registries platform.Registries
 	// Exceptions says which PolicyExceptions count and how far they
 	// reach (--policy-exceptions, --exception-namespaces).
 	Exceptions policycache.ExceptionConfig
@@ -153,6 +155,7 @@ func DefaultConfig() Config {
 		ResultBuffer:      10000,
 		GCPercent:         400,
 		Limits:            platform.DefaultEvaluationLimits(),
+		Registries:        platform.DefaultRegistries(),
 	}
 }
 
@@ -213,7 +216,7 @@ func (c *Config) queueSettings() queueSettings {
 
 // engineConfig is what cluster mode's engine is made of.
 func (c *Config) engineConfig() platform.EngineConfig {
-	return platform.EngineConfig{Namespace: c.Namespace, PolicyHTTP: c.PolicyHTTP, Limits: c.Limits}
+	return platform.EngineConfig{Namespace: c.Namespace, PolicyHTTP: c.PolicyHTTP, Limits: c.Limits, Registries: c.Registries}
 }
 
 // Run runs the service in its mode until ctx ends, then shuts down

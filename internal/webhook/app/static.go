@@ -7,6 +7,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/webhook"
+	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
 // runFiles serves policies (cfg.Webhook.PolicyPaths) and the certificate
@@ -16,6 +17,10 @@ import (
 func runFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	reg := platform.NewRegistry()
 	ctx = log.WithContext(ctx)
+	verifier, err := cfg.Registries.Verifier()
+	if err != nil {
+		return err
+	}
 	js, err := startJetStream(ctx, cfg.queueSettings(), reg, log)
 	if err != nil {
 		return err
@@ -29,6 +34,6 @@ func runFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
 		webhook.WithReadinessCheck("nats", js.ready),
-		webhook.WithEngineOptions(cfg.Limits.Options()...),
+		webhook.WithEngineOptions(append(cfg.Limits.Options(), engine.WithImageVerifier(verifier))...),
 	)
 }

@@ -177,39 +177,10 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 		}
 		fail := p.Raw.Spec.FailurePolicy != "Ignore"
 		for _, rule := range p.Rules {
-			mutate, ok := webhookOf(rule)
-			if !ok {
-				continue
-			}
-			k := webhookKey{mutate: mutate, fail: fail}
-			var a *accum
-			if ns == "" {
-				a = hooks[k]
-				if a == nil {
-					a = newAccum(admissionregistrationv1.AllScopes)
-					hooks[k] = a
+			for _, mutate := range webhooksOf(rule) {
+				if err := addPolicyRule(hooks, tenants, webhookKey{mutate: mutate, fail: fail}, ns, timeout, rule, r); err != nil {
+					return nil, nil, fmt.Errorf("policy %s rule %s: %w", p.Raw.Key(), rule.Name, err)
 				}
-			} else {
-				tk := tenantKey{webhookKey: k, namespace: ns}
-				a = tenants[tk]
-				if a == nil {
-					a = newAccum(admissionregistrationv1.NamespacedScope)
-					tenants[tk] = a
-				}
-			}
-			if t := timeout; t != nil && *t > a.timeout {
-				a.timeout = *t
-			}
-			if rr, ok := rule.ResourceRules(); ok {
-				addResourceRules(a, rr)
-				continue
-			}
-			ops := admissionOps
-			if mutate {
-				ops = mutationOps
-			}
-			if err := addRule(a, &rule.MatchResources, ops, r); err != nil {
-				return nil, nil, fmt.Errorf("policy %s rule %s: %w", p.Raw.Key(), rule.Name, err)
 			}
 		}
 	}
@@ -246,18 +217,60 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 	return mut, val, nil
 }
 
-// webhookOf says which webhook a rule needs: the mutating one (mutate is
-// true) or the validating one; ok is false for none. A mutate-existing
-// rule's triggers come through the validating webhook (as in Kyverno),
-// which queues the work.
-func webhookOf(rule *engine.Rule) (mutate, ok bool) {
+// webhooksOf says which webhooks a rule needs, each as whether it is the
+// mutating one; none for a rule admission does not evaluate. A
+// mutate-existing rule's triggers come through the validating webhook (as
+// in Kyverno), which queues the work. A verifyImages rule that pins images
+// to their digests needs both: the mutating webhook verifies and pins,
+// the validating one verifies again (from the cache) and checks
+// verifyDigest and required on what the mutations left.
+func webhooksOf(rule *engine.Rule) []bool {
 	switch {
 	case rule.Mutation != nil:
-		return !rule.MutatesExisting(), true
-	case rule.Validation != nil, rule.Generation != nil, len(rule.VerifyImages) > 0:
-		return false, true
+		return []bool{!rule.MutatesExisting()}
+	case len(rule.VerifyImages) > 0:
+		for i := range rule.VerifyImages {
+			if rule.VerifyImages[i].MutatesDigest() {
+				return []bool{true, false}
+			}
+		}
+		return []bool{false}
+	case rule.Validation != nil, rule.Generation != nil:
+		return []bool{false}
 	}
-	return false, false
+	return nil
+}
+
+// addPolicyRule adds a rule of a policy (of namespace ns, "" for the
+// cluster's webhooks) to the webhook k.
+func addPolicyRule(hooks map[webhookKey]*accum, tenants map[tenantKey]*accum, k webhookKey, ns string, timeout *int32, rule *engine.Rule, r Resolver) error {
+	var a *accum
+	if ns == "" {
+		a = hooks[k]
+		if a == nil {
+			a = newAccum(admissionregistrationv1.AllScopes)
+			hooks[k] = a
+		}
+	} else {
+		tk := tenantKey{webhookKey: k, namespace: ns}
+		a = tenants[tk]
+		if a == nil {
+			a = newAccum(admissionregistrationv1.NamespacedScope)
+			tenants[tk] = a
+		}
+	}
+	if t := timeout; t != nil && *t > a.timeout {
+		a.timeout = *t
+	}
+	if rr, ok := rule.ResourceRules(); ok {
+		addResourceRules(a, rr)
+		return nil
+	}
+	ops := admissionOps
+	if k.mutate {
+		ops = mutationOps
+	}
+	return addRule(a, &rule.MatchResources, ops, r)
 }
 
 // Unresolved returns the kind selectors of a policy's admission rules that
@@ -270,7 +283,7 @@ func Unresolved(p *engine.Policy, r Resolver) ([]string, error) {
 	}
 	var out []string
 	for _, rule := range p.Rules {
-		if _, ok := webhookOf(rule); !ok {
+		if len(webhooksOf(rule)) == 0 {
 			continue
 		}
 		if _, ok := rule.ResourceRules(); ok {

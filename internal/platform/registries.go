@@ -1,0 +1,104 @@
+package platform
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
+	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/imageverify"
+)
+
+// Registries is how the services reach the registries that verifyImages
+// entries name: through the same kind of blocklist as policies' HTTP
+// calls (a policy names the registry, so a policy author must not make
+// Verdict call loopback, link-local or metadata addresses), with the
+// system's roots and an operator's, and a bound on the verifications
+// under way at once.
+type Registries struct {
+	// Blocklist holds CIDRs, addresses and host names no registry call
+	// may reach; nil means policyhttp.DefaultBlocklist, an empty list
+	// blocks nothing (a registry on the node's loopback, in a test).
+	Blocklist []string
+	// CAFile is a PEM bundle of roots trusted besides the system's (a
+	// registry with a private CA).
+	CAFile string
+	// MaxConcurrent bounds the image verifications under way at once.
+	MaxConcurrent int
+	// DialTimeout bounds a connection and its TLS handshake; the request's
+	// deadline bounds the whole verification.
+	DialTimeout time.Duration
+}
+
+// DefaultRegistries are the defaults of the flags.
+func DefaultRegistries() Registries {
+	return Registries{MaxConcurrent: 8, DialTimeout: 5 * time.Second}
+}
+
+// BindRegistryFlags binds --registry-blocklist, --registry-ca-file and
+// --image-verify-max-concurrent; the values in r are the defaults.
+func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
+	ListFlag(fs, "registry-blocklist", "CIDRs, addresses and host names no image registry call may reach, replacing the default: "+strings.Join(policyhttp.DefaultBlocklist, ",")+" (repeatable, or comma-separated; empty: block nothing)",
+		func() { r.Blocklist = []string{} }, func(s string) error {
+			r.Blocklist = append(r.Blocklist, s)
+			return nil
+		})
+	fs.StringVar(&r.CAFile, "registry-ca-file", r.CAFile, "PEM bundle of CA certificates trusted for image registries, besides the system's")
+	fs.IntVar(&r.MaxConcurrent, "image-verify-max-concurrent", r.MaxConcurrent, "image verifications (registry pulls of manifests and signatures) under way at once")
+	fs.DurationVar(&r.DialTimeout, "registry-dial-timeout", r.DialTimeout, "upper bound of a connection to a registry and its TLS handshake")
+}
+
+// Verifier builds the image verifier r describes. An invalid
+// configuration is an error wrapping ErrInvalidConfig.
+func (r Registries) Verifier() (*imageverify.Verifier, error) {
+	block, err := policyhttp.NewBlocklist(r.Blocklist)
+	if err != nil {
+		return nil, fmt.Errorf("%w: registries: %w", ErrInvalidConfig, err)
+	}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if r.CAFile != "" {
+		pem, err := os.ReadFile(r.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --registry-ca-file: %w", ErrInvalidConfig, err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: --registry-ca-file %s: no PEM certificate", ErrInvalidConfig, r.CAFile)
+		}
+		tlsConfig.RootCAs = pool
+	}
+	dial := r.DialTimeout
+	if dial <= 0 {
+		dial = DefaultRegistries().DialTimeout
+	}
+	maxConc := r.MaxConcurrent
+	if maxConc <= 0 {
+		maxConc = DefaultRegistries().MaxConcurrent
+	}
+	v, err := imageverify.New(
+		imageverify.WithRemoteOptions(remote.WithTransport(block.Transport(tlsConfig, dial))),
+		imageverify.WithMaxConcurrent(maxConc))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return v, nil
+}
+
+// engineOption is the verifier as an engine option.
+func (r Registries) engineOption() (engine.Option, error) {
+	v, err := r.Verifier()
+	if err != nil {
+		return nil, err
+	}
+	return engine.WithImageVerifier(v), nil
+}
