@@ -650,10 +650,12 @@ func TestValuesReachTheFlags(t *testing.T) {
 			"nats-credentials": "/etc/verdict/nats/credentials/nats.creds", "nats-ca-file": "/etc/verdict/nats/ca/ca.crt",
 			"results-max-bytes": "8Gi", "work-max-bytes": "2Gi", "log-level": "debug",
 			"client-ca-file": "/etc/verdict/client-ca/ca.crt", "excluded-namespaces": "cert-manager,monitoring,nats",
+			"registry-blocklist": "10.0.0.0/8,127.0.0.0/8,169.254.0.0/16,metadata.google.internal", "image-verify-max-concurrent": "16",
 		},
 		"generator": {"stream-replicas": "3", "log-level": "warn", "nats-credentials": "/etc/verdict/nats/credentials/nats.creds"},
-		"reporter":  {"pending-results": "100", "pending-bytes": "1Mi", "pending-rechecks": "0"},
-		"cleaner":   {"identity": "$(POD_NAME)", "log-level": "debug"},
+		"reporter": {"pending-results": "100", "pending-bytes": "1Mi", "pending-rechecks": "0",
+			"registry-blocklist": "10.0.0.0/8,127.0.0.0/8,169.254.0.0/16,metadata.google.internal", "image-verify-max-concurrent": "16"},
+		"cleaner": {"identity": "$(POD_NAME)", "log-level": "debug"},
 	} {
 		c := m.deployments[svc].Spec.Template.Spec.Containers[0]
 		for flag, v := range want {

@@ -85,6 +85,18 @@ app.kubernetes.io/component: {{ .svc }}
 {{- end }}
 {{- end -}}
 
+{{/* Image registries (imageRegistries), for the services that verify
+images (the webhook, the reporter): $. */}}
+{{- define "verdict.registryArgs" -}}
+{{- $r := .Values.imageRegistries | default (dict) -}}
+{{- with $r.blocklist }}
+- --registry-blocklist={{ join "," . }}
+{{- end }}
+{{- if not (kindIs "invalid" $r.maxConcurrent) }}
+- --image-verify-max-concurrent={{ $r.maxConcurrent }}
+{{- end }}
+{{- end -}}
+
 {{/* The limits of one evaluation (evaluationLimits), the same for every
 service that evaluates policies: $. */}}
 {{- define "verdict.evaluationLimitArgs" -}}

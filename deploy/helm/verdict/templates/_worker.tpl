@@ -45,6 +45,11 @@ spec:
             {{- with include "verdict.policyHTTPArgs" .root }}
             {{- . | nindent 12 }}
             {{- end }}
+            {{- if eq .svc "reporter" }}
+            {{- with include "verdict.registryArgs" .root | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
+            {{- end }}
             {{- if has .svc (list "reporter" "generator") }}
             {{- with include "verdict.exceptionArgs" .root | trim }}
             {{- . | nindent 12 }}
