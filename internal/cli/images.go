@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"time"
+
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -12,8 +14,11 @@ import (
 // and `verdict test`: registries are reached directly, with the
 // credentials of the environment (the Docker configuration, as docker
 // login and the cloud helpers write it, DOCKER_CONFIG).
+// A run verifies each image once per entry: its passes are kept for the
+// run (useCache).
 func imageVerifier() (engine.Option, error) {
-	v, err := imageverify.New(imageverify.WithRemoteOptions(remote.WithAuthFromKeychain(authn.DefaultKeychain)))
+	v, err := imageverify.New(imageverify.WithRemoteOptions(remote.WithAuthFromKeychain(authn.DefaultKeychain)),
+		imageverify.WithCache(imageverify.NewMemoryCache(time.Hour, 10000)))
 	if err != nil {
 		return nil, err
 	}

@@ -35,11 +35,16 @@ type Registries struct {
 	// DialTimeout bounds a connection and its TLS handshake; the request's
 	// deadline bounds the whole verification.
 	DialTimeout time.Duration
+	// CacheTTL is how long a replica keeps a successful verification
+	// (0: none kept).
+	CacheTTL time.Duration
+	// CacheEntries bounds the verifications a replica keeps.
+	CacheEntries int
 }
 
 // DefaultRegistries are the defaults of the flags.
 func DefaultRegistries() Registries {
-	return Registries{MaxConcurrent: 8, DialTimeout: 5 * time.Second}
+	return Registries{MaxConcurrent: 8, DialTimeout: 5 * time.Second, CacheTTL: time.Hour, CacheEntries: 10000}
 }
 
 // BindRegistryFlags binds --registry-blocklist, --registry-ca-file and
@@ -53,6 +58,8 @@ func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 	fs.StringVar(&r.CAFile, "registry-ca-file", r.CAFile, "PEM bundle of CA certificates trusted for image registries, besides the system's")
 	fs.IntVar(&r.MaxConcurrent, "image-verify-max-concurrent", r.MaxConcurrent, "image verifications (registry pulls of manifests and signatures) under way at once")
 	fs.DurationVar(&r.DialTimeout, "registry-dial-timeout", r.DialTimeout, "upper bound of a connection to a registry and its TLS handshake")
+	fs.DurationVar(&r.CacheTTL, "image-verify-cache-ttl", r.CacheTTL, "how long a successful image verification is kept (for entries with useCache, the default); 0: none kept")
+	fs.IntVar(&r.CacheEntries, "image-verify-cache-entries", r.CacheEntries, "successful image verifications one replica keeps in memory")
 }
 
 // Verifier builds the image verifier r describes. An invalid
@@ -85,9 +92,14 @@ func (r Registries) Verifier() (*imageverify.Verifier, error) {
 	if maxConc <= 0 {
 		maxConc = DefaultRegistries().MaxConcurrent
 	}
-	v, err := imageverify.New(
+	opts := []imageverify.Option{
 		imageverify.WithRemoteOptions(remote.WithTransport(block.Transport(tlsConfig, dial))),
-		imageverify.WithMaxConcurrent(maxConc))
+		imageverify.WithMaxConcurrent(maxConc),
+	}
+	if r.CacheTTL > 0 {
+		opts = append(opts, imageverify.WithCache(imageverify.NewMemoryCache(r.CacheTTL, r.CacheEntries)))
+	}
+	v, err := imageverify.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

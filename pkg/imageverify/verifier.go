@@ -28,6 +28,8 @@ import (
 	"regexp"
 	"strings"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/cosign/v3/pkg/cosign"
@@ -50,6 +52,9 @@ var ErrUnsupported = engine.ErrImageVerificationUnsupported
 type Verifier struct {
 	remote []remote.Option
 	sem    chan struct{}
+	cache  Cache
+	// flight makes concurrent verifications of one key one.
+	flight singleflight.Group
 }
 
 // Option configures New.
@@ -94,7 +99,47 @@ var _ engine.ImageVerifier = (*Verifier)(nil)
 // order, with Kyverno's messages: a set that does not reach its count
 // fails the image with "failed to verify image <image>: <path>: <why>";
 // a registry that cannot be reached is an error.
+//
+// With a cache (WithCache) and the entry's useCache, a pass kept for the
+// same key is the result (Cached, with the digest that was verified),
+// and verifications of one key under way at once are made once.
 func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (engine.ImageVerifyResult, error) {
+	if v.cache == nil || req.Verification == nil || !req.Verification.UsesCache() {
+		return v.verify(ctx, req)
+	}
+	key, err := CacheKey(req)
+	if err != nil {
+		return v.verify(ctx, req)
+	}
+	if digest, ok, err := v.cache.Get(ctx, key); err == nil && ok {
+		return engine.ImageVerifyResult{Verified: true, Digest: digest, Cached: true, Message: "verified from cache"}, nil
+	}
+	ch := v.flight.DoChan(key, func() (any, error) {
+		// Shared by the callers waiting: it ends at the first caller's
+		// deadline, not when that caller gives up.
+		fctx := context.WithoutCancel(ctx)
+		if d, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithDeadline(fctx, d)
+			defer cancel()
+		}
+		res, err := v.verify(fctx, req)
+		if err == nil && res.Verified {
+			_ = v.cache.Put(fctx, key, res.Digest)
+		}
+		return res, err
+	})
+	select {
+	case r := <-ch:
+		res, _ := r.Val.(engine.ImageVerifyResult)
+		return res, r.Err
+	case <-ctx.Done():
+		return engine.ImageVerifyResult{}, fmt.Errorf("failed to verify image %s: %w", req.Image.Ref.String(), ctx.Err())
+	}
+}
+
+// verify verifies req against the registry.
+func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (engine.ImageVerifyResult, error) {
 	iv := req.Verification
 	if iv == nil {
 		return engine.ImageVerifyResult{}, fmt.Errorf("imageverify: no verification entry")
