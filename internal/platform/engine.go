@@ -12,6 +12,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/imageverify"
 )
 
 // EvaluationLimits bound the work and memory of one evaluation in every
@@ -107,6 +108,10 @@ type EngineConfig struct {
 	Limits EvaluationLimits
 	// Registries is how verifyImages entries reach registries.
 	Registries Registries
+	// ImageCache is the cache of image verifications the service's
+	// replicas share (bus.ImageCache), behind each one's memory; nil:
+	// memory only.
+	ImageCache imageverify.Cache
 }
 
 // Engine is a service's policy engine over the cluster, and the
@@ -192,7 +197,7 @@ func NewEngine(kc *Clients, cfg EngineConfig, opts ...EngineOption) (*Engine, er
 		lister = kubeutil.NewLister(kc.Dynamic, kc.Mapper, protect)
 		engOpts = append(engOpts, engine.WithResourceLister(lister))
 	}
-	verifier, err := cfg.Registries.engineOption()
+	verifier, err := cfg.Registries.engineOption(cfg.ImageCache)
 	if err != nil {
 		return nil, err
 	}

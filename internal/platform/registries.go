@@ -11,9 +11,11 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/imageverify"
+	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
 // Registries is how the services reach the registries that verifyImages
@@ -40,11 +42,23 @@ type Registries struct {
 	CacheTTL time.Duration
 	// CacheEntries bounds the verifications a replica keeps.
 	CacheEntries int
+	// SharedCacheBytes bounds the JetStream bucket of verifications the
+	// replicas share (bus.BucketImageVerifications).
+	SharedCacheBytes int64
+}
+
+// SharedCache is the cache of verifications the replicas share, on the
+// connection conn returns, with r's TTL: nil when r keeps none.
+func (r Registries) SharedCache(conn func() *queue.Conn, replicas int) imageverify.Cache {
+	if r.CacheTTL <= 0 {
+		return nil
+	}
+	return bus.NewImageCache(conn, r.CacheTTL, replicas, r.SharedCacheBytes)
 }
 
 // DefaultRegistries are the defaults of the flags.
 func DefaultRegistries() Registries {
-	return Registries{MaxConcurrent: 8, DialTimeout: 5 * time.Second, CacheTTL: time.Hour, CacheEntries: 10000}
+	return Registries{MaxConcurrent: 8, DialTimeout: 5 * time.Second, CacheTTL: time.Hour, CacheEntries: 10000, SharedCacheBytes: 64 << 20}
 }
 
 // BindRegistryFlags binds --registry-blocklist, --registry-ca-file and
@@ -62,9 +76,11 @@ func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 	fs.IntVar(&r.CacheEntries, "image-verify-cache-entries", r.CacheEntries, "successful image verifications one replica keeps in memory")
 }
 
-// Verifier builds the image verifier r describes. An invalid
-// configuration is an error wrapping ErrInvalidConfig.
-func (r Registries) Verifier() (*imageverify.Verifier, error) {
+// Verifier builds the image verifier r describes, its passes kept in
+// memory for CacheTTL, in front of shared when given (the cache every
+// replica shares, bus.ImageCache). An invalid configuration is an error
+// wrapping ErrInvalidConfig.
+func (r Registries) Verifier(shared ...imageverify.Cache) (*imageverify.Verifier, error) {
 	block, err := policyhttp.NewBlocklist(r.Blocklist)
 	if err != nil {
 		return nil, fmt.Errorf("%w: registries: %w", ErrInvalidConfig, err)
@@ -97,7 +113,13 @@ func (r Registries) Verifier() (*imageverify.Verifier, error) {
 		imageverify.WithMaxConcurrent(maxConc),
 	}
 	if r.CacheTTL > 0 {
-		opts = append(opts, imageverify.WithCache(imageverify.NewMemoryCache(r.CacheTTL, r.CacheEntries)))
+		var cache imageverify.Cache = imageverify.NewMemoryCache(r.CacheTTL, r.CacheEntries)
+		for _, s := range shared {
+			if s != nil {
+				cache = imageverify.Layered(cache, s)
+			}
+		}
+		opts = append(opts, imageverify.WithCache(cache))
 	}
 	v, err := imageverify.New(opts...)
 	if err != nil {
@@ -107,8 +129,8 @@ func (r Registries) Verifier() (*imageverify.Verifier, error) {
 }
 
 // engineOption is the verifier as an engine option.
-func (r Registries) engineOption() (engine.Option, error) {
-	v, err := r.Verifier()
+func (r Registries) engineOption(shared imageverify.Cache) (engine.Option, error) {
+	v, err := r.Verifier(shared)
 	if err != nil {
 		return nil, err
 	}

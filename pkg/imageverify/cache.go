@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -128,4 +129,27 @@ func (c *MemoryCache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries)
+}
+
+// Layered is a cache in front of another: a replica's memory in front of
+// the cache its peers share. Get asks near, then far (a hit there is kept
+// near too); Put keeps in both.
+func Layered(near, far Cache) Cache { return layered{near: near, far: far} }
+
+type layered struct{ near, far Cache }
+
+func (l layered) Get(ctx context.Context, key string) (string, bool, error) {
+	if d, ok, err := l.near.Get(ctx, key); err == nil && ok {
+		return d, true, nil
+	}
+	d, ok, err := l.far.Get(ctx, key)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	_ = l.near.Put(ctx, key, d)
+	return d, true, nil
+}
+
+func (l layered) Put(ctx context.Context, key, digest string) error {
+	return errors.Join(l.near.Put(ctx, key, digest), l.far.Put(ctx, key, digest))
 }

@@ -483,7 +483,9 @@ func consumers(cfg Config) []queue.ConsumerSpec {
 // the background scanner on it.
 func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, served bool) (*scanner.Scanner, error) {
 	kube := d.kc.Kube
-	eng, err := platform.NewEngine(d.kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits, Registries: cfg.Registries})
+	conn := func() *queue.Conn { return d.conn }
+	eng, err := platform.NewEngine(d.kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits,
+		Registries: cfg.Registries, ImageCache: cfg.Registries.SharedCache(conn, cfg.NATS.StreamReplicas)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

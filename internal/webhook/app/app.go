@@ -260,7 +260,9 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 
 	// One set-up for the policy cache's engine and the admission
 	// server's: the same sources, guards and limits.
-	eng, err := platform.NewEngine(kc, cfg.engineConfig())
+	ec := cfg.engineConfig()
+	ec.ImageCache = cfg.Registries.SharedCache(js.conn, cfg.NATS.StreamReplicas)
+	eng, err := platform.NewEngine(kc, ec)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
