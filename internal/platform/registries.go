@@ -61,8 +61,9 @@ func DefaultRegistries() Registries {
 	return Registries{MaxConcurrent: 8, DialTimeout: 5 * time.Second, CacheTTL: time.Hour, CacheEntries: 10000, SharedCacheBytes: 64 << 20}
 }
 
-// BindRegistryFlags binds --registry-blocklist, --registry-ca-file and
-// --image-verify-max-concurrent; the values in r are the defaults.
+// BindRegistryFlags binds --registry-blocklist, --registry-ca-file,
+// --registry-dial-timeout, --image-verify-max-concurrent and the cache's
+// flags; the values in r are the defaults.
 func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 	ListFlag(fs, "registry-blocklist", "CIDRs, addresses and host names no image registry call may reach, replacing the default: "+strings.Join(policyhttp.DefaultBlocklist, ",")+" (repeatable, or comma-separated; empty: block nothing)",
 		func() { r.Blocklist = []string{} }, func(s string) error {
@@ -74,6 +75,7 @@ func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 	fs.DurationVar(&r.DialTimeout, "registry-dial-timeout", r.DialTimeout, "upper bound of a connection to a registry and its TLS handshake")
 	fs.DurationVar(&r.CacheTTL, "image-verify-cache-ttl", r.CacheTTL, "how long a successful image verification is kept (for entries with useCache, the default); 0: none kept")
 	fs.IntVar(&r.CacheEntries, "image-verify-cache-entries", r.CacheEntries, "successful image verifications one replica keeps in memory")
+	BytesVar(fs, &r.SharedCacheBytes, "image-verify-shared-cache-bytes", "size of the JetStream bucket of image verifications the replicas share (a quantity: 64Mi)")
 }
 
 // Verifier builds the image verifier r describes, its passes kept in
