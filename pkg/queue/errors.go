@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -114,7 +115,10 @@ var errTryAgain = errors.New("try again")
 // retryable reports whether an API call (provisioning, lookups) may succeed
 // when repeated: timeouts, no responders, a lost connection that is being
 // re-established, and 503/408 API errors (JetStream not ready, no meta
-// leader). Any other API error is an answer, not an outage.
+// leader), and a placement refused because a peer is offline (a cluster
+// still forming, or a server restarting: JetStream's "no suitable peers
+// for placement, peer offline"). Any other API error is an answer, not an
+// outage.
 func retryable(err error) bool {
 	if err == nil || errors.Is(err, nats.ErrConnectionClosed) {
 		return false
@@ -124,7 +128,17 @@ func retryable(err error) bool {
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Code == 503 || apiErr.Code == 408
+		return apiErr.Code == 503 || apiErr.Code == 408 || peerOffline(apiErr)
 	}
 	return true
+}
+
+// errCodeNoPeers is JetStream's error code of a stream or consumer it
+// cannot place on enough peers.
+const errCodeNoPeers = 10005
+
+// peerOffline reports a placement refused for a peer that is offline, not
+// for a cluster too small for the replicas asked (which is an answer).
+func peerOffline(e *jetstream.APIError) bool {
+	return e.ErrorCode == errCodeNoPeers && strings.Contains(e.Description, "offline")
 }
