@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/ocitest"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/imageref"
@@ -73,7 +74,22 @@ func TestImageCacheShared(t *testing.T) {
 	}
 	one := reg.Fetches("team/app")
 
+	// The first admission verifies; its entry reaches the bucket in the
+	// background (a Put never delays an admission), before the next
+	// admissions, which come over seconds in a cluster.
 	reg.ResetLog()
+	if res, err := verifiers[0].Verify(ctx, req); err != nil || !res.Verified {
+		t.Fatal(res, err)
+	}
+	cacheKey, err := imageverify.CacheKey(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := NewImageCache(func() *queue.Conn { return conns[3] }, time.Hour, 1, 1<<20)
+	testkit.EventuallyTrue(t, 5*time.Second, "the verification in the shared bucket", func() bool {
+		_, ok, _ := shared.Get(ctx, cacheKey)
+		return ok
+	})
 	for i := range 100 {
 		res, err := verifiers[i%len(verifiers)].Verify(ctx, req)
 		if err != nil || !res.Verified || res.Digest != img.Digest {

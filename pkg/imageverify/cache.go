@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"sync"
 	"time"
 
@@ -133,7 +132,9 @@ func (c *MemoryCache) Len() int {
 
 // Layered is a cache in front of another: a replica's memory in front of
 // the cache its peers share. Get asks near, then far (a hit there is kept
-// near too); Put keeps in both.
+// near too); Put keeps near at once and far in the background, so that a
+// slow far cache (JetStream away) never delays the admission that
+// verified.
 func Layered(near, far Cache) Cache { return layered{near: near, far: far} }
 
 type layered struct{ near, far Cache }
@@ -151,5 +152,6 @@ func (l layered) Get(ctx context.Context, key string) (string, bool, error) {
 }
 
 func (l layered) Put(ctx context.Context, key, digest string) error {
-	return errors.Join(l.near.Put(ctx, key, digest), l.far.Put(ctx, key, digest))
+	go func() { _ = l.far.Put(context.WithoutCancel(ctx), key, digest) }()
+	return l.near.Put(ctx, key, digest)
 }
