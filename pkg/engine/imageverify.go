@@ -444,6 +444,33 @@ type ImageVerifyRequest struct {
 	// verifyImages.
 	Rule  string
 	Index int
+	// CheckStatement evaluates the conditions of Verification.
+	// Attestations[attestation] on one verified statement of its type,
+	// with the statement's predicate merged into the rule's context and
+	// under the attestation's name, as Kyverno does. ok is false with the
+	// first failed condition's message; err when a condition could not be
+	// evaluated. Nil when no attestation has conditions.
+	CheckStatement func(attestation int, statement map[string]any) (ok bool, message string, err error)
+}
+
+// Cacheable reports whether the outcome of req depends on the image and
+// the entry alone, so that a verifier may keep it: an entry whose
+// attestations have conditions, or that has validate.deny, is checked
+// against each request's context and is verified each time.
+func (req *ImageVerifyRequest) Cacheable() bool {
+	iv := req.Verification
+	if iv == nil || !iv.UsesCache() {
+		return false
+	}
+	if iv.Validation != nil && iv.Validation.Deny != nil {
+		return false
+	}
+	for i := range iv.Attestations {
+		if len(iv.Attestations[i].Conditions) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // ImageVerifyResult is the outcome of verifying one image.
@@ -456,9 +483,10 @@ type ImageVerifyResult struct {
 	// resolve it.
 	Digest string
 	// Statements are the verified in-toto statements by attestation:
-	// Statements[i] holds those of Verification.Attestations[i], each a
-	// statement decoded from JSON (with its "type" and "predicate"), on
-	// whose predicate the engine evaluates the attestation's conditions.
+	// Statements[i] holds those of Verification.Attestations[i] of its
+	// type, from the attestor entry that satisfied it, each decoded from
+	// JSON (with its "type" and "predicate"). The engine puts the first
+	// one's predicate under the attestation's name for validate.deny.
 	Statements [][]map[string]any
 	// Message is Kyverno's message: on success "verified image
 	// signatures for <image>" or "verified image attestations for

@@ -169,7 +169,14 @@ func (run *ruleRun) verifyImage(i int, iv *policy.ImageVerification, img Image) 
 	if run.e.imageVerifier == nil {
 		return nil, imageUnverified, "", errNoImageVerifier
 	}
-	res, err := run.e.imageVerifier.Verify(run.callCtx(), run.imageRequest(i, iv, img))
+	req := run.imageRequest(i, iv, img)
+	for a := range iv.Attestations {
+		if len(iv.Attestations[a].Conditions) > 0 {
+			req.CheckStatement = run.statementChecker(iv)
+			break
+		}
+	}
+	res, err := run.e.imageVerifier.Verify(run.callCtx(), req)
 	switch {
 	case errors.Is(err, ErrImageVerificationUnsupported):
 		return &imageCheck{status: StatusError, message: err.Error(), unsupported: true}, imageUnverified, "", nil
@@ -182,7 +189,87 @@ func (run *ruleRun) verifyImage(i int, iv *policy.ImageVerification, img Image) 
 	if res.Cached {
 		msg = "verified from cache"
 	}
+	if len(iv.Attestations) > 0 && iv.Validation != nil && iv.Validation.Deny != nil {
+		c := run.imageDeny(iv, res.Statements)
+		if c.status != StatusPass {
+			return &c, imageUnverified, "", nil
+		}
+		msg = c.message
+	}
 	return &imageCheck{status: StatusPass, message: msg}, imagePassed, res.Digest, nil
+}
+
+// statementChecker evaluates an attestation's conditions on one verified
+// statement (ImageVerifyRequest.CheckStatement): the statement's
+// predicate merged into the rule's context, and under the attestation's
+// name, for the time of the check.
+func (run *ruleRun) statementChecker(iv *policy.ImageVerification) func(int, map[string]any) (bool, string, error) {
+	return func(a int, statement map[string]any) (bool, string, error) {
+		if a < 0 || a >= len(iv.Attestations) {
+			return false, "", fmt.Errorf("no attestation %d", a)
+		}
+		at := &iv.Attestations[a]
+		predicate, ok := statement["predicate"].(map[string]any)
+		if !ok {
+			return false, "", errors.New("failed to extract predicate from statement")
+		}
+		saved := run.ctx
+		defer func() { run.ctx = saved }()
+		run.ctx = saved.clone()
+		for k, v := range predicate {
+			run.ctx.put(k, v)
+		}
+		if at.Name != "" {
+			run.ctx.put(at.Name, predicate)
+		}
+		for i := range at.Conditions {
+			ok, msg, err := run.conditions(&at.Conditions[i])
+			if err != nil {
+				return false, "", err
+			}
+			if !ok {
+				return false, msg, nil
+			}
+		}
+		return true, "", nil
+	}
+}
+
+// imageDeny checks an entry's validate.deny once its attestations
+// verified, with each named attestation's first statement's predicate
+// under its name, as Kyverno's verifyImages validation does.
+func (run *ruleRun) imageDeny(iv *policy.ImageVerification, statements [][]map[string]any) imageCheck {
+	saved := run.ctx
+	defer func() { run.ctx = saved }()
+	run.ctx = saved.clone()
+	for a := range iv.Attestations {
+		name := iv.Attestations[a].Name
+		if name == "" || a >= len(statements) || len(statements[a]) == 0 {
+			continue
+		}
+		if p, ok := statements[a][0]["predicate"].(map[string]any); ok {
+			run.ctx.put(name, p)
+		}
+	}
+	v := iv.Validation
+	denied, _, err := run.conditions(v.Deny.Conditions)
+	if v.Deny.Conditions.IsEmpty() {
+		denied = true
+	}
+	if err != nil {
+		// A failure, as Kyverno answers it.
+		return imageCheck{status: StatusFail, message: fmt.Sprintf("validation in verifyImages failed: failed to check deny conditions: %v", err)}
+	}
+	if !denied {
+		return imageCheck{status: StatusPass, message: fmt.Sprintf("verifyImages validation is passed in %s rule", run.rule.Name)}
+	}
+	m := fmt.Sprintf("validation error: imageVerify %s failed", v.Message)
+	if v.Message != "" {
+		if m, err = run.message(v.Message); err != nil {
+			m = v.Message
+		}
+	}
+	return imageCheck{status: StatusFail, message: "validation in verifyImages failed: " + m}
 }
 
 // resolveDigest asks the verifier for the digest of an image it did not
@@ -322,7 +409,8 @@ func (run *ruleRun) imagesUnsupported(rr RuleResponse) RuleResponse {
 
 // imageEntry is the entry in its current form (Converted) with the rule's
 // variables substituted, except in the attestations' conditions and
-// validate.deny, which are evaluated on the verified statements.
+// validate (deny and its message), which are evaluated on the verified
+// statements.
 func (run *ruleRun) imageEntry(iv *policy.ImageVerification) (*policy.ImageVerification, error) {
 	c := iv.Converted()
 	raw, err := json.Marshal(c)
@@ -343,9 +431,7 @@ func (run *ruleRun) imageEntry(iv *policy.ImageVerification) (*policy.ImageVerif
 			}
 		}
 	}
-	if v, ok := m["validate"].(map[string]any); ok {
-		delete(v, "deny")
-	}
+	delete(m, "validate")
 	sub, err := run.e.substitute(run.ctx, m, substStrict, run.req.Operation)
 	if err != nil {
 		return nil, err
@@ -363,9 +449,7 @@ func (run *ruleRun) imageEntry(iv *policy.ImageVerification) (*policy.ImageVerif
 			out.Attestations[i].Conditions = c.Attestations[i].Conditions
 		}
 	}
-	if out.Validation != nil && c.Validation != nil {
-		out.Validation.Deny = c.Validation.Deny
-	}
+	out.Validation = c.Validation
 	return &out, nil
 }
 

@@ -263,3 +263,31 @@ func TestWithImageVerifier(t *testing.T) {
 		t.Errorf("nil verifier: %v", err)
 	}
 }
+
+// TestImageVerifyRequestCacheable: a verifier may keep an outcome only
+// when it depends on the image and the entry alone.
+func TestImageVerifyRequestCacheable(t *testing.T) {
+	for _, tc := range []struct {
+		name, entry string
+		want        bool
+	}{
+		{"attestors", `{"attestors":[{"entries":[{"keys":{"publicKeys":"k"}}]}]}`, true},
+		{"useCache false", `{"useCache":false,"attestors":[{"entries":[{"keys":{"publicKeys":"k"}}]}]}`, false},
+		{"attestations without conditions", `{"attestations":[{"type":"t"}]}`, true},
+		{"attestation conditions", `{"attestations":[{"type":"t","conditions":[{"all":[{"key":"a","operator":"Equals","value":"a"}]}]}]}`, false},
+		{"validate.deny", `{"attestations":[{"type":"t"}],"validate":{"deny":{}}}`, false},
+		{"validate.message alone", `{"attestations":[{"type":"t"}],"validate":{"message":"m"}}`, true},
+	} {
+		var iv policy.ImageVerification
+		if err := json.Unmarshal([]byte(tc.entry), &iv); err != nil {
+			t.Fatal(err)
+		}
+		req := ImageVerifyRequest{Verification: &iv}
+		if got := req.Cacheable(); got != tc.want {
+			t.Errorf("%s: Cacheable() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if (&ImageVerifyRequest{}).Cacheable() {
+		t.Error("a request without an entry is cacheable")
+	}
+}

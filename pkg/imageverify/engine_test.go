@@ -185,3 +185,109 @@ func TestEngineImageChecksWithoutRegistry(t *testing.T) {
 		t.Errorf("attestors without a verifier: %s unsupported=%v %q", rr.Status, rr.Unsupported, rr.Message)
 	}
 }
+
+// TestEngineVerifiesAttestations evaluates attestations through the
+// engine against in-toto statements attested in the test registry: the
+// conditions see the statement's predicate (at the root and under the
+// attestation's name) and the request; a predicate that fails them, an
+// attestation missing or signed by another key fail with Kyverno's
+// messages; validate.deny reads the named predicate after the
+// attestations verified; a tampered attestation (another image's, under
+// this image's tag) does not verify.
+func TestEngineVerifiesAttestations(t *testing.T) {
+	const provenance = "https://slsa.dev/provenance/v0.2"
+	reg := ocitest.NewRegistry(t)
+	key, other := ocitest.NewKey(t), ocitest.NewKey(t)
+	v, err := imageverify.New(imageverify.WithRemoteOptions(append(reg.RemoteOptions(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.WithImageVerifier(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attested := func(repo, builder string, signer ocitest.Signer) ocitest.Image {
+		img := reg.PushImage(t, repo, "v1")
+		reg.Sign(t, img.Ref, key)
+		if builder != "" {
+			reg.Attest(t, img.Ref, signer, provenance, map[string]any{"builder": map[string]any{"id": builder}, "buildType": "verdict/test"})
+		}
+		return img
+	}
+	trusted := attested("team/trusted", "https://builder.example/trusted", key)
+	rogue := attested("team/rogue", "https://builder.example/rogue", key)
+	bare := attested("team/bare", "", nil)
+	foreign := attested("team/foreign", "https://builder.example/trusted", other)
+
+	keys := `{"entries":[{"keys":{"publicKeys":"{{ key }}","rekor":{"ignoreTlog":true},"ctlog":{"ignoreSCT":true}}}]}`
+	entry := `{"imageReferences":["` + reg.Host() + `/team/*"],"attestors":[` + keys + `],
+"attestations":[{"type":"` + provenance + `","name":"prov","attestors":[` + keys + `],
+ "conditions":[{"all":[
+  {"key":"{{ builder.id }}","operator":"Equals","value":"https://builder.example/trusted","message":"built by {{ builder.id }}"},
+  {"key":"{{ prov.buildType }}","operator":"Equals","value":"verdict/test"},
+  {"key":"{{ request.object.metadata.namespace }}","operator":"Equals","value":"team"}]}]}]}`
+	p := imagePolicy(t, eng, "Enforce", key.PublicKeyPEM(), entry)
+
+	rr, patched := verifyPod(t, eng, p, pod(trusted.Tag))
+	if rr.Status != engine.StatusPass || rr.Message != "verified image attestations for "+trusted.Tag {
+		t.Fatalf("attested image: %s %q", rr.Status, rr.Message)
+	}
+	if got, want := containerImage(patched, "spec", "containers"), trusted.Tag+"@"+trusted.Digest; got != want {
+		t.Errorf("attested image pinned to %q, want %q", got, want)
+	}
+
+	for name, tc := range map[string]struct {
+		img  ocitest.Image
+		want string
+	}{
+		"a predicate failing the conditions": {rogue, "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: .attestations[0].attestors[0].entries[0].keys: " +
+			"attestation checks failed for " + rogue.Tag + " and predicate " + provenance + ": built by https://builder.example/rogue"},
+		"no attestation": {bare, "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: .attestations[0].attestors[0].entries[0].keys: no matching attestations"},
+		"an attestation by another key": {foreign, "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: .attestations[0].attestors[0].entries[0].keys: no matching attestations"},
+	} {
+		rr, patched := verifyPod(t, eng, p, pod(tc.img.Tag))
+		if rr.Status != engine.StatusFail || !rr.Enforce || !strings.HasPrefix(rr.Message, tc.want) {
+			t.Errorf("%s: %s enforce=%v %q, want fail %q", name, rr.Status, rr.Enforce, rr.Message, tc.want)
+
+		}
+		if got := containerImage(patched, "spec", "containers"); got != tc.img.Tag {
+			t.Errorf("%s: the image was changed to %q", name, got)
+		}
+	}
+
+	// Another image's attestation copied under this image's .att tag: the
+	// statement's subject names the other digest.
+	copied := reg.PushImage(t, "team/copied", "v1")
+	reg.Sign(t, copied.Ref, key)
+	reg.Retag(t, reg.Repo("team/trusted")+":"+strings.Replace(trusted.Digest, ":", "-", 1)+".att", "team/copied", strings.Replace(copied.Digest, ":", "-", 1)+".att")
+	if rr, _ := verifyPod(t, eng, p, pod(copied.Tag)); rr.Status != engine.StatusFail {
+		t.Errorf("an attestation of another image: %s %q, want fail", rr.Status, rr.Message)
+	}
+
+	// The conditions read the request: another namespace fails them.
+	elsewhere := pod(trusted.Tag)
+	elsewhere["metadata"].(map[string]any)["namespace"] = "ops"
+	if rr, _ := verifyPod(t, eng, p, elsewhere); rr.Status != engine.StatusFail {
+		t.Errorf("conditions on the request: %s %q, want fail", rr.Status, rr.Message)
+	}
+
+	// validate.deny, after the attestations, on the named predicate.
+	deny := `{"imageReferences":["` + reg.Host() + `/team/*"],
+"attestations":[{"type":"` + provenance + `","name":"prov","attestors":[` + keys + `]}],
+"validate":{"message":"untrusted builder {{ prov.builder.id }}","deny":{"conditions":{"any":[
+  {"key":"{{ prov.builder.id }}","operator":"NotEquals","value":"https://builder.example/trusted"}]}}}}`
+	pd := imagePolicy(t, eng, "Enforce", key.PublicKeyPEM(), deny)
+	if rr, _ := verifyPod(t, eng, pd, pod(trusted.Tag)); rr.Status != engine.StatusPass || rr.Message != "verifyImages validation is passed in signed rule" {
+		t.Errorf("validate.deny, trusted builder: %s %q", rr.Status, rr.Message)
+	}
+	if rr, _ := verifyPod(t, eng, pd, pod(rogue.Tag)); rr.Status != engine.StatusFail || rr.Message != "validation in verifyImages failed: untrusted builder https://builder.example/rogue" {
+		t.Errorf("validate.deny, rogue builder: %s %q", rr.Status, rr.Message)
+	}
+
+	// An attestation without attestors asks for the public Sigstore
+	// roots: unsupported, never a pass.
+	anyone := imagePolicy(t, eng, "Enforce", "", `{"imageReferences":["`+reg.Host()+`/team/*"],"attestations":[{"type":"`+provenance+`"}]}`)
+	if rr, _ := verifyPod(t, eng, anyone, pod(trusted.Tag)); rr.Status != engine.StatusError || !rr.Unsupported {
+		t.Errorf("attestation without attestors: %s unsupported=%v %q", rr.Status, rr.Unsupported, rr.Message)
+	}
+}

@@ -7,12 +7,15 @@
 // attestor sets of public keys (publicKeys, one entry per PEM key),
 // certificates (cert, certChain) and keyless identities (roots, issuer,
 // subject and their regular expressions), nested attestor sets, and each
-// set's count. Transparency-log and SCT checks are done only when the
-// policy switches them off (rekor.ignoreTlog, ctlog.ignoreSCT): a policy
-// that asks for them gets an error until the log clients are built.
-// Attestations, Notary, sigstore bundles, keys from Secrets and KMS, and
-// registry credentials are the next steps of issue 30 and are answered
-// with an error naming what is missing, never with a pass.
+// set's count; in-toto attestations (the .att form, DSSE envelopes) by
+// type, signed by each attestation's attestor sets, whose statements the
+// engine checks against the attestation's conditions
+// (ImageVerifyRequest.CheckStatement). Transparency-log and SCT checks
+// are done only when the policy switches them off (rekor.ignoreTlog,
+// ctlog.ignoreSCT): a policy that asks for them gets an error until the
+// log clients are built. Notary, sigstore bundles, keys from Secrets and
+// KMS, and registry credentials are the next steps of issue 30 and are
+// answered with an error naming what is missing, never with a pass.
 package imageverify
 
 import (
@@ -104,7 +107,7 @@ var _ engine.ImageVerifier = (*Verifier)(nil)
 // same key is the result (Cached, with the digest that was verified),
 // and verifications of one key under way at once are made once.
 func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (engine.ImageVerifyResult, error) {
-	if v.cache == nil || req.Verification == nil || !req.Verification.UsesCache() {
+	if v.cache == nil || !req.Cacheable() {
 		return v.verify(ctx, req)
 	}
 	key, err := CacheKey(req)
@@ -147,9 +150,6 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 	if t := iv.VerificationType(); t != policy.ImageVerifyCosign {
 		return engine.ImageVerifyResult{}, fmt.Errorf("%w: type %s", ErrUnsupported, t)
 	}
-	if len(iv.Attestations) > 0 {
-		return engine.ImageVerifyResult{}, fmt.Errorf("%w: attestations", ErrUnsupported)
-	}
 	image := req.Image.Ref.String()
 	ref, err := name.ParseReference(image)
 	if err != nil {
@@ -173,7 +173,18 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 		}
 		digest = d
 	}
-	return engine.ImageVerifyResult{Verified: true, Digest: digest, Message: "verified image signatures for " + image}, nil
+	if len(iv.Attestations) == 0 {
+		return engine.ImageVerifyResult{Verified: true, Digest: digest, Message: "verified image signatures for " + image}, nil
+	}
+	statements, err := v.verifyAttestations(ctx, ref, iv, req.CheckStatement)
+	var failure attestationFailure
+	switch {
+	case errors.As(err, &failure):
+		return engine.ImageVerifyResult{Message: failure.Error()}, nil
+	case err != nil:
+		return engine.ImageVerifyResult{}, fmt.Errorf("failed to verify image %s: %w", image, err)
+	}
+	return engine.ImageVerifyResult{Verified: true, Digest: digest, Statements: statements, Message: "verified image attestations for " + image}, nil
 }
 
 // ResolveDigest returns the digest the registry gives for req.Image (a
@@ -285,11 +296,12 @@ func splitPEM(s string) []string {
 	}
 }
 
-// verifyEntry verifies one attestor entry with cosign and returns the
-// digest the verified signature names, and the entry's sub-path
-// (.keys, .certificates, .keyless) for messages.
-func (v *Verifier) verifyEntry(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, a *policy.Attestor) (string, string, error) {
-	co := &cosign.CheckOpts{
+// checkOpts are cosign's options for one attestor entry: the registry
+// client, annotations, the signature repository and the entry's keys,
+// certificates or keyless identity. sub is the entry's sub-path (.keys,
+// .certificates, .keyless) for messages.
+func (v *Verifier) checkOpts(ctx context.Context, iv *policy.ImageVerification, a *policy.Attestor) (co *cosign.CheckOpts, sub string, err error) {
+	co = &cosign.CheckOpts{
 		ClaimVerifier:      cosign.SimpleClaimVerifier,
 		RegistryClientOpts: []ociremote.Option{ociremote.WithRemoteOptions(append([]remote.Option{remote.WithContext(ctx)}, v.remote...)...)},
 		Annotations:        map[string]any{},
@@ -307,12 +319,10 @@ func (v *Verifier) verifyEntry(ctx context.Context, ref name.Reference, iv *poli
 	if repo != "" {
 		r, err := name.NewRepository(repo)
 		if err != nil {
-			return "", "", fmt.Errorf("failed to parse signature repository %s: %w", repo, err)
+			return nil, "", fmt.Errorf("failed to parse signature repository %s: %w", repo, err)
 		}
 		co.RegistryClientOpts = append(co.RegistryClientOpts, ociremote.WithTargetRepository(r))
 	}
-	var sub string
-	var err error
 	switch {
 	case a.Keys != nil:
 		sub, err = ".keys", keyOptions(co, a)
@@ -321,8 +331,16 @@ func (v *Verifier) verifyEntry(ctx context.Context, ref name.Reference, iv *poli
 	case a.Keyless != nil:
 		sub, err = ".keyless", keylessOptions(co, a.Keyless)
 	default:
-		return "", "", errors.New("keys, certificates, keyless, or a nested attestor is required")
+		return nil, "", errors.New("keys, certificates, keyless, or a nested attestor is required")
 	}
+	return co, sub, err
+}
+
+// verifyEntry verifies the image's signatures by one attestor entry with
+// cosign and returns the digest the verified signature names, and the
+// entry's sub-path for messages.
+func (v *Verifier) verifyEntry(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, a *policy.Attestor) (string, string, error) {
+	co, sub, err := v.checkOpts(ctx, iv, a)
 	if err != nil {
 		return "", sub, err
 	}
