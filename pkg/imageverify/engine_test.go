@@ -242,7 +242,7 @@ func TestEngineVerifiesAttestations(t *testing.T) {
 	}{
 		"a predicate failing the conditions": {rogue, "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: .attestations[0].attestors[0].entries[0].keys: " +
 			"attestation checks failed for " + rogue.Tag + " and predicate " + provenance + ": built by https://builder.example/rogue"},
-		"no attestation": {bare, "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: .attestations[0].attestors[0].entries[0].keys: no matching attestations"},
+		"no attestation":                {bare, "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: .attestations[0].attestors[0].entries[0].keys: no matching attestations"},
 		"an attestation by another key": {foreign, "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: .attestations[0].attestors[0].entries[0].keys: no matching attestations"},
 	} {
 		rr, patched := verifyPod(t, eng, p, pod(tc.img.Tag))
