@@ -10,12 +10,14 @@
 // set's count; in-toto attestations (the .att form, DSSE envelopes) by
 // type, signed by each attestation's attestor sets, whose statements the
 // engine checks against the attestation's conditions
-// (ImageVerifyRequest.CheckStatement). Transparency-log and SCT checks
-// are done only when the policy switches them off (rekor.ignoreTlog,
-// ctlog.ignoreSCT): a policy that asks for them gets an error until the
-// log clients are built. Notary, sigstore bundles, keys from Secrets and
-// KMS, and registry credentials are the next steps of issue 30 and are
-// answered with an error naming what is missing, never with a pass.
+// (ImageVerifyRequest.CheckStatement); Notary signatures (notation-go,
+// JWS and COSE envelopes as OCI 1.1 referrers) by certificates.
+// Transparency-log and SCT checks are done only when the policy switches
+// them off (rekor.ignoreTlog, ctlog.ignoreSCT): a policy that asks for
+// them gets an error until the log clients are built. Notary
+// attestations, sigstore bundles, keys from Secrets and KMS, and registry
+// credentials are the next steps of issue 30 and are answered with an
+// error naming what is missing, never with a pass.
 package imageverify
 
 import (
@@ -147,7 +149,10 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 	if iv == nil {
 		return engine.ImageVerifyResult{}, fmt.Errorf("imageverify: no verification entry")
 	}
-	if t := iv.VerificationType(); t != policy.ImageVerifyCosign {
+	switch t := iv.VerificationType(); {
+	case t == policy.ImageVerifyNotary && len(iv.Attestations) > 0:
+		return engine.ImageVerifyResult{}, fmt.Errorf("%w: Notary attestations", ErrUnsupported)
+	case t != policy.ImageVerifyCosign && t != policy.ImageVerifyNotary:
 		return engine.ImageVerifyResult{}, fmt.Errorf("%w: type %s", ErrUnsupported, t)
 	}
 	image := req.Image.Ref.String()
@@ -340,6 +345,11 @@ func (v *Verifier) checkOpts(ctx context.Context, iv *policy.ImageVerification, 
 // cosign and returns the digest the verified signature names, and the
 // entry's sub-path for messages.
 func (v *Verifier) verifyEntry(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, a *policy.Attestor) (string, string, error) {
+	if iv.VerificationType() == policy.ImageVerifyNotary {
+		// Kyverno names no sub-path for Notary entries.
+		d, err := v.verifyNotary(ctx, ref, a)
+		return d, "", err
+	}
 	co, sub, err := v.checkOpts(ctx, iv, a)
 	if err != nil {
 		return "", sub, err

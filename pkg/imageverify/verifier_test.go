@@ -149,6 +149,61 @@ func TestVerifyKeyless(t *testing.T) {
 	}
 }
 
+// TestVerifyNotary: a Notary signature made in the test with notation-go
+// (a certificate chain to a test CA, as a referrer and under the
+// referrers tag schema) verifies against the CA given as the attestor's
+// certificates and names the image's digest; another CA, an unsigned
+// image and a tag moved to another image fail; a registry that cannot be
+// reached is an error; Notary attestations are not checked yet
+// (unsupported, never a pass).
+func TestVerifyNotary(t *testing.T) {
+	for name, opts := range map[string][]ocitest.RegistryOption{
+		"referrers API":        nil,
+		"referrers tag schema": {ocitest.WithoutReferrers()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := ocitest.NewRegistry(t, opts...)
+			ca := ocitest.NewCA(t, ocitest.WithIntermediate())
+			img := reg.PushImage(t, "team/app", "v1")
+			reg.SignNotary(t, img.Tag, ca.Issue(t, ocitest.Identity{Email: "dev@example.com"}))
+			unsigned := reg.PushImage(t, "team/unsigned", "v1")
+			v, err := imageverify.New(imageverify.WithRemoteOptions(append(reg.RemoteOptions(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			notary := func(certs string) *policy.ImageVerification {
+				return entry(t, `{"type":"Notary","imageReferences":["*"],"attestors":[{"entries":[{"certificates":{"cert":`+quote(certs)+`}}]}]}`)
+			}
+			ctx := t.Context()
+			res, err := v.Verify(ctx, request(t, img.Tag, notary(ca.RootsPEM())))
+			if err != nil || !res.Verified || res.Digest != img.Digest || res.Message != "verified image signatures for "+img.Tag {
+				t.Fatalf("signed: %+v, %v", res, err)
+			}
+			for name, req := range map[string]engine.ImageVerifyRequest{
+				"another CA":     request(t, img.Tag, notary(ocitest.NewCA(t).RootsPEM())),
+				"unsigned image": request(t, unsigned.Tag, notary(ca.RootsPEM())),
+			} {
+				res, err := v.Verify(ctx, req)
+				if err != nil || res.Verified || !strings.HasPrefix(res.Message, "failed to verify image "+req.Image.Image+": .attestors[0].entries[0]: ") {
+					t.Errorf("%s: %+v, %v; want a failure", name, res, err)
+				}
+			}
+			reg.Retag(t, unsigned.Ref, "team/app", "v1")
+			if res, err := v.Verify(ctx, request(t, img.Tag, notary(ca.RootsPEM()))); err != nil || res.Verified {
+				t.Errorf("tag moved to an unsigned image: %+v, %v; want a failure", res, err)
+			}
+			att := entry(t, `{"type":"Notary","imageReferences":["*"],"attestations":[{"type":"sbom/cyclone-dx","attestors":[{"entries":[{"certificates":{"cert":`+quote(ca.RootsPEM())+`}}]}]}]}`)
+			if _, err := v.Verify(ctx, request(t, img.Ref, att)); !errors.Is(err, imageverify.ErrUnsupported) {
+				t.Errorf("Notary attestations: %v, want ErrUnsupported", err)
+			}
+			reg.Close()
+			if res, err := v.Verify(ctx, request(t, img.Ref, notary(ca.RootsPEM()))); err == nil {
+				t.Errorf("unreachable registry: %+v, want an error", res)
+			}
+		})
+	}
+}
+
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
