@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
@@ -112,6 +114,9 @@ type EngineConfig struct {
 	// replicas share (bus.ImageCache), behind each one's memory; nil:
 	// memory only.
 	ImageCache imageverify.Cache
+	// Metrics is where the engine's collectors (image verification's)
+	// are registered: the service's /metrics registry; nil: none.
+	Metrics prometheus.Registerer
 }
 
 // Engine is a service's policy engine over the cluster, and the
@@ -197,7 +202,7 @@ func NewEngine(kc *Clients, cfg EngineConfig, opts ...EngineOption) (*Engine, er
 		lister = kubeutil.NewLister(kc.Dynamic, kc.Mapper, protect)
 		engOpts = append(engOpts, engine.WithResourceLister(lister))
 	}
-	verifier, err := cfg.Registries.engineOption(cfg.ImageCache)
+	verifier, err := cfg.Registries.engineOption(cfg.Metrics, cfg.ImageCache)
 	if err != nil {
 		return nil, err
 	}

@@ -5,11 +5,13 @@ import (
 	"crypto/x509"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
@@ -79,10 +81,11 @@ func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 }
 
 // Verifier builds the image verifier r describes, its passes kept in
-// memory for CacheTTL, in front of shared when given (the cache every
-// replica shares, bus.ImageCache). An invalid configuration is an error
-// wrapping ErrInvalidConfig.
-func (r Registries) Verifier(shared ...imageverify.Cache) (*imageverify.Verifier, error) {
+// memory for CacheTTL, in front of shared when not nil (the cache every
+// replica shares, bus.ImageCache), its metrics (verdict_image_*,
+// verdict_registry_request_duration_seconds) registered on reg when not
+// nil. An invalid configuration is an error wrapping ErrInvalidConfig.
+func (r Registries) Verifier(reg prometheus.Registerer, shared imageverify.Cache) (*imageverify.Verifier, error) {
 	block, err := policyhttp.NewBlocklist(r.Blocklist)
 	if err != nil {
 		return nil, fmt.Errorf("%w: registries: %w", ErrInvalidConfig, err)
@@ -110,16 +113,21 @@ func (r Registries) Verifier(shared ...imageverify.Cache) (*imageverify.Verifier
 	if maxConc <= 0 {
 		maxConc = DefaultRegistries().MaxConcurrent
 	}
-	opts := []imageverify.Option{
-		imageverify.WithRemoteOptions(remote.WithTransport(block.Transport(tlsConfig, dial))),
-		imageverify.WithMaxConcurrent(maxConc),
+	var transport http.RoundTripper = block.Transport(tlsConfig, dial)
+	opts := []imageverify.Option{imageverify.WithMaxConcurrent(maxConc)}
+	if reg != nil {
+		m, err := newImageMetrics(reg)
+		if err != nil {
+			return nil, err
+		}
+		transport = m.transport(transport)
+		opts = append(opts, imageverify.WithObserver(m))
 	}
+	opts = append(opts, imageverify.WithRemoteOptions(remote.WithTransport(transport)))
 	if r.CacheTTL > 0 {
 		var cache imageverify.Cache = imageverify.NewMemoryCache(r.CacheTTL, r.CacheEntries)
-		for _, s := range shared {
-			if s != nil {
-				cache = imageverify.Layered(cache, s)
-			}
+		if shared != nil {
+			cache = imageverify.Layered(cache, shared)
 		}
 		opts = append(opts, imageverify.WithCache(cache))
 	}
@@ -131,8 +139,8 @@ func (r Registries) Verifier(shared ...imageverify.Cache) (*imageverify.Verifier
 }
 
 // engineOption is the verifier as an engine option.
-func (r Registries) engineOption(shared imageverify.Cache) (engine.Option, error) {
-	v, err := r.Verifier(shared)
+func (r Registries) engineOption(reg prometheus.Registerer, shared imageverify.Cache) (engine.Option, error) {
+	v, err := r.Verifier(reg, shared)
 	if err != nil {
 		return nil, err
 	}

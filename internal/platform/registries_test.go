@@ -6,11 +6,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/ocitest"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/imageref"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
 // TestRegistriesBlocklist: a policy names the registry, so registry
@@ -35,7 +39,7 @@ func TestRegistriesBlocklist(t *testing.T) {
 
 	cfg := platform.DefaultRegistries()
 	cfg.CAFile = caFile
-	v, err := cfg.Verifier()
+	v, err := cfg.Verifier(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +52,7 @@ func TestRegistriesBlocklist(t *testing.T) {
 	}
 
 	cfg.Blocklist = []string{"169.254.0.0/16"}
-	if v, err = cfg.Verifier(); err != nil {
+	if v, err = cfg.Verifier(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := v.ResolveDigest(t.Context(), req); err != nil || d != img.Digest {
@@ -60,7 +64,76 @@ func TestRegistriesBlocklist(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.CAFile = empty
-	if _, err := cfg.Verifier(); !errors.Is(err, platform.ErrInvalidConfig) {
+	if _, err := cfg.Verifier(nil, nil); !errors.Is(err, platform.ErrInvalidConfig) {
 		t.Errorf("a CA file without a certificate: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestRegistriesMetrics: the verifier's metrics count verifications by
+// outcome and whether they came from the cache, cache hits and misses,
+// and time registry requests by status class, with no registry or image
+// in any label; a second verifier on one registry is refused.
+func TestRegistriesMetrics(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	key := ocitest.NewKey(t)
+	signed := reg.PushImage(t, "team/app", "v1")
+	reg.Sign(t, signed.Ref, key)
+	unsigned := reg.PushImage(t, "team/unsigned", "v1")
+	cfg := platform.DefaultRegistries()
+	cfg.Blocklist = []string{}
+	metrics := prometheus.NewRegistry()
+	v, err := cfg.Verifier(metrics, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := &policy.ImageVerification{ImageReferences: []string{"*"}, Attestors: []policy.AttestorSet{{Entries: []policy.Attestor{{Keys: &policy.StaticKeyAttestor{
+		PublicKeys: key.PublicKeyPEM(), Rekor: &policy.Rekor{IgnoreTlog: true}, CTLog: &policy.CTLog{IgnoreSCT: true}}}}}}}
+	verify := func(image string) engine.ImageVerifyResult {
+		t.Helper()
+		ref, err := imageref.Parse(image, imageref.DefaultRegistry, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := v.Verify(t.Context(), engine.ImageVerifyRequest{Image: engine.Image{Image: image, Ref: ref}, Verification: entry, Policy: "p", Rule: "r"})
+		return res
+	}
+	if res := verify(signed.Tag); !res.Verified || res.Cached {
+		t.Fatalf("signed: %+v", res)
+	}
+	if res := verify(signed.Tag); !res.Verified || !res.Cached {
+		t.Fatalf("signed again: %+v, want it from the cache", res)
+	}
+	if res := verify(unsigned.Tag); res.Verified {
+		t.Fatalf("unsigned: %+v", res)
+	}
+	reg.Close()
+	verify(reg.Host() + "/team/other:v1")
+
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"verdict_image_verifications_total", map[string]string{"outcome": "pass", "cached": "false"}, 1},
+		{"verdict_image_verifications_total", map[string]string{"outcome": "pass", "cached": "true"}, 1},
+		{"verdict_image_verifications_total", map[string]string{"outcome": "fail", "cached": "false"}, 1},
+		{"verdict_image_verifications_total", map[string]string{"outcome": "error", "cached": "false"}, 1},
+		{"verdict_image_verifications_total", map[string]string{"outcome": "unsupported", "cached": "false"}, 0},
+		{"verdict_image_verification_cache_lookups_total", map[string]string{"result": "hit"}, 1},
+		{"verdict_image_verification_cache_lookups_total", map[string]string{"result": "miss"}, 3},
+		{"verdict_image_verification_duration_seconds", map[string]string{"outcome": "pass"}, 2},
+	} {
+		if got, ok := testkit.MetricValue(t, metrics, c.name, c.labels); !ok || got != c.want {
+			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if n, _ := testkit.MetricValue(t, metrics, "verdict_registry_request_duration_seconds", map[string]string{"method": "GET", "code": "2xx"}); n < 2 {
+		t.Errorf("registry GET requests answered 2xx: %v, want the signatures' and manifests' fetches", n)
+	}
+	if n, _ := testkit.MetricValue(t, metrics, "verdict_registry_request_duration_seconds", map[string]string{"code": "error"}); n < 1 {
+		t.Errorf("registry requests without an answer: %v, want the closed registry's", n)
+	}
+	if _, err := cfg.Verifier(metrics, nil); !errors.Is(err, platform.ErrInvalidConfig) {
+		t.Errorf("a second verifier on one metrics registry: %v, want ErrInvalidConfig", err)
 	}
 }

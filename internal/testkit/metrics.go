@@ -6,8 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MetricValue reads the first series of the counter or gauge name whose
-// labels include labels, and whether there is one.
+// MetricValue reads the first series of the counter, gauge or histogram
+// name whose labels include labels (a histogram's value is its count of
+// observations), and whether there is one.
 func MetricValue(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -27,6 +28,9 @@ func MetricValue(t testing.TB, reg prometheus.Gatherer, name string, labels map[
 			}
 			if g := m.GetGauge(); g != nil {
 				return g.GetValue(), true
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount()), true
 			}
 			return m.GetCounter().GetValue(), true
 		}

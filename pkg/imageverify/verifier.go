@@ -32,6 +32,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -59,7 +60,8 @@ type Verifier struct {
 	sem    chan struct{}
 	cache  Cache
 	// flight makes concurrent verifications of one key one.
-	flight singleflight.Group
+	flight   singleflight.Group
+	observer Observer
 }
 
 // Option configures New.
@@ -89,7 +91,7 @@ func WithMaxConcurrent(n int) Option {
 
 // New makes a verifier.
 func New(opts ...Option) (*Verifier, error) {
-	v := &Verifier{sem: make(chan struct{}, 8)}
+	v := &Verifier{sem: make(chan struct{}, 8), observer: noObserver{}}
 	for _, o := range opts {
 		if err := o(v); err != nil {
 			return nil, err
@@ -108,7 +110,11 @@ var _ engine.ImageVerifier = (*Verifier)(nil)
 // With a cache (WithCache) and the entry's useCache, a pass kept for the
 // same key is the result (Cached, with the digest that was verified),
 // and verifications of one key under way at once are made once.
-func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (engine.ImageVerifyResult, error) {
+func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (res engine.ImageVerifyResult, err error) {
+	start := time.Now()
+	defer func() {
+		v.observer.Verified(outcomeOf(res, err), res.Cached, time.Since(start))
+	}()
 	if v.cache == nil || !req.Cacheable() {
 		return v.verify(ctx, req)
 	}
@@ -116,7 +122,9 @@ func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 	if err != nil {
 		return v.verify(ctx, req)
 	}
-	if digest, ok, err := v.cache.Get(ctx, key); err == nil && ok {
+	digest, ok, err := v.cache.Get(ctx, key)
+	v.observer.CacheLookup(err == nil && ok)
+	if err == nil && ok {
 		return engine.ImageVerifyResult{Verified: true, Digest: digest, Cached: true, Message: "verified from cache"}, nil
 	}
 	ch := v.flight.DoChan(key, func() (any, error) {

@@ -485,7 +485,7 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, se
 	kube := d.kc.Kube
 	conn := func() *queue.Conn { return d.conn }
 	eng, err := platform.NewEngine(d.kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits,
-		Registries: cfg.Registries, ImageCache: cfg.Registries.SharedCache(conn, cfg.NATS.StreamReplicas)})
+		Registries: cfg.Registries, ImageCache: cfg.Registries.SharedCache(conn, cfg.NATS.StreamReplicas), Metrics: d.reg})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

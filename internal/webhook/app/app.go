@@ -262,6 +262,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	// server's: the same sources, guards and limits.
 	ec := cfg.engineConfig()
 	ec.ImageCache = cfg.Registries.SharedCache(js.conn, cfg.NATS.StreamReplicas)
+	ec.Metrics = reg
 	eng, err := platform.NewEngine(kc, ec)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
