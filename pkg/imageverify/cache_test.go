@@ -13,8 +13,8 @@ import (
 
 // TestVerifyCache: with a cache, twenty admissions of one signed image
 // at once reach the registry as one verification; the next is answered
-// from the cache ("verified from cache", with the digest verified); an
-// entry with other attestors, or useCache false, is verified again; a
+// from the cache ("verified from cache", with the digest verified), and
+// so is the image pinned to that digest; an entry with other attestors, or useCache false, is verified again; a
 // failure is never kept, so an image signed later passes at once.
 func TestVerifyCache(t *testing.T) {
 	reg := ocitest.NewRegistry(t)
@@ -66,6 +66,15 @@ func TestVerifyCache(t *testing.T) {
 	res, err := v.Verify(ctx, request(t, img.Tag, e))
 	if err != nil || !res.Cached || res.Message != "verified from cache" || res.Digest != img.Digest {
 		t.Fatalf("cached: %+v, %v", res, err)
+	}
+	// The image pinned to the digest verified (what mutateDigest makes of
+	// it) is verified too.
+	res, err = v.Verify(ctx, request(t, img.Tag+"@"+img.Digest, e))
+	if err != nil || !res.Cached || res.Digest != img.Digest {
+		t.Fatalf("pinned to the digest verified: %+v, %v; want it from the cache", res, err)
+	}
+	if n := verifications(); n != single {
+		t.Errorf("the pinned image reached the registry: %d requests, want %d", n, single)
 	}
 
 	reg.ResetLog()

@@ -109,7 +109,9 @@ var _ engine.ImageVerifier = (*Verifier)(nil)
 //
 // With a cache (WithCache) and the entry's useCache, a pass kept for the
 // same key is the result (Cached, with the digest that was verified),
-// and verifications of one key under way at once are made once.
+// and verifications of one key under way at once are made once. A pass
+// of an image named by tag is kept for the image pinned to the digest
+// verified as well.
 func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (res engine.ImageVerifyResult, err error) {
 	start := time.Now()
 	defer func() {
@@ -139,6 +141,17 @@ func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (r
 		res, err := v.verify(fctx, req)
 		if err == nil && res.Verified {
 			_ = v.cache.Put(fctx, key, res.Digest)
+			if req.Image.Ref.Digest == "" && res.Digest != "" {
+				// The image by tag was verified as this digest: the same
+				// image pinned to it (what mutateDigest makes of it, and
+				// what the validating webhook and the scans then see) is
+				// verified too.
+				pinned := req
+				pinned.Image.Ref.Digest = res.Digest
+				if pkey, err := CacheKey(pinned); err == nil {
+					_ = v.cache.Put(fctx, pkey, res.Digest)
+				}
+			}
 		}
 		return res, err
 	})
