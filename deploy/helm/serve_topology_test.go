@@ -399,8 +399,9 @@ func TestE2EServeTopology(t *testing.T) {
 	t.Logf("done in %v", time.Since(begin).Round(time.Millisecond))
 }
 
-// replicaMetric is the value of an unlabelled metric on a replica's
-// probe port.
+// replicaMetric is the value of a series on a replica's probe port: an
+// unlabelled metric's name, or name{labels} as /metrics writes it
+// (labels in name order).
 func replicaMetric(t *testing.T, r *topoReplica, name string) float64 {
 	t.Helper()
 	resp, err := http.Get(strings.Replace(r.ready, "/readyz", "/metrics", 1))

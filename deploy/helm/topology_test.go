@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -152,93 +153,10 @@ func TestE2ETopology(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the chart's topology on a real control plane; skipped under -short")
 	}
-	helmPath(t) // built before the control plane starts
 	begin := time.Now()
-	bins := make(chan topoBuild, 1)
-	binDir := t.TempDir()
-	go func() { bins <- buildServices(t.Context(), binDir, topoServices...) }()
-
-	cp := controlplane.StartForTest(t)
-	ctx := t.Context()
-	admin := cp.RESTConfig()
-	admin.QPS, admin.Burst = 200, 400
-	admin.WarningHandler = rest.NoWarnings{}
-	kube := kubernetes.NewForConfigOrDie(admin)
-	dyn := dynamic.NewForConfigOrDie(admin)
-
-	// JetStream: three nats-server processes on loopback (built from the
-	// module go.mod requires), as docs/install.md's NATS chart runs them.
-	b, nats, urls := startTopoNATS(t, bins)
-
-	// The Service stand-in: the API server reaches the webhook replicas
-	// through it, as through the chart's Service and kube-proxy.
-	lb := startTopoBalancer(t)
-
-	for _, ns := range []string{namespace, topoNamespace} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// No controller manager: the Pods' ServiceAccount is made by hand.
-	if _, err := kube.CoreV1().ServiceAccounts(topoNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The API server's webhook client CA, in the ConfigMap the HA values
-	// name (docs/install.md creates it the same way).
-	clientCA, err := os.ReadFile(cp.WebhookClientCAFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "apiserver-webhook-client-ca"},
-		Data:       map[string]string{"ca.crt": string(clientCA)},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	// The HA values, and what a loopback install needs on top: the NATS
-	// cluster's URLs (plain nats://, no credentials or CA: the servers
-	// ask for none, and run on loopback, not in a namespace a
-	// NetworkPolicy could select), and the webhook's URL and certificate
-	// address (the flags cluster mode has for an API server that cannot
-	// reach a Service: --webhook-url, --certificate-ips), through the
-	// chart's own extraArgs.
-	args := []string{"-f", haValues,
-		"--set", "nats.credentials.secretName=", "--set", "nats.tls.caConfigMapName=",
-		"--set", "nats.allowUnauthenticated=true", "--set", "nats.networkPolicy.enabled=false",
-		"--set", "nats.streamReplicas=3",
-		"--set", "webhook.extraArgs[0]=--webhook-url=" + lb.url(),
-		"--set", "webhook.extraArgs[1]=--certificate-ips=127.0.0.1",
-	}
-	for i, u := range urls {
-		args = append(args, "--set", fmt.Sprintf("nats.urls[%d]=%s", i, u))
-	}
-	deployments := applyRendered(t, kube, dyn, render(t, args...))
-
-	t.Logf("chart applied, services built: %v", time.Since(begin).Round(time.Millisecond))
-	topo := &topology{t: t, cp: cp, kube: kube, bins: b.dir, lb: lb, replicas: map[string][]*topoReplica{}}
-	for _, svc := range topoServices {
-		d, ok := deployments[svc]
-		if !ok {
-			t.Fatalf("the chart renders no Deployment for %s", svc)
-		}
-		topo.startDeployment(d)
-	}
-	topo.waitReady(90 * time.Second)
-	t.Logf("topology ready: %v", time.Since(begin).Round(time.Millisecond))
-
-	// The leader registers the webhooks; then the policies go in
-	// (through the webhook's policy validation).
-	topoEventually(t, 60*time.Second, "the webhook configurations filled in", func() error {
-		v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "verdict-validating", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if len(v.Webhooks) == 0 {
-			return errors.New("no webhooks yet")
-		}
-		return nil
-	})
+	env := startChartTopology(t, topoServices)
+	ctx, kube, dyn, topo, urls, nats, admin := t.Context(), env.kube, env.dyn, env.topo, env.urls, env.nats, env.admin
+	t.Logf("topology ready, webhooks registered: %v", time.Since(begin).Round(time.Millisecond))
 	for _, y := range []string{topoEnforce, topoAudit, topoGenerate} {
 		createPolicy(t, dyn, policycache.ClusterPolicies, "", y)
 	}
@@ -401,6 +319,119 @@ func TestE2ETopology(t *testing.T) {
 	topo.checkForbidden()
 	t.Logf("scenario done in %v: %d admissions, %d Namespaces generated for, %d ConfigMaps cleaned, %d dead letters",
 		time.Since(begin).Round(time.Millisecond), tr.sent.Load(), len(tr.namespaces())+1, len(tr.tmps())+1, dead)
+}
+
+// chartTopology is the chart's HA topology running as processes on a
+// real control plane (startChartTopology).
+type chartTopology struct {
+	cp    *controlplane.ControlPlane
+	admin *rest.Config
+	kube  kubernetes.Interface
+	dyn   dynamic.Interface
+	topo  *topology
+	// urls are the three JetStream servers' client URLs, nats their
+	// processes.
+	urls []string
+	nats []*testproc.NATSServer
+}
+
+// startChartTopology starts the chart's HA topology for services (their
+// Deployments; the others are rendered and not run): the chart rendered
+// with ci/ha-values.yaml, what a loopback install needs, and extraArgs
+// (more helm flags); every rendered object but the Deployments applied
+// to a real kube-apiserver; a three-server JetStream cluster on loopback;
+// the webhook behind a Service stand-in; then the services' replicas as
+// processes with exactly their containers' rendered args and env, each
+// authenticating as its Deployment's ServiceAccount. It returns once
+// every replica is ready and, when the webhook runs, its leader has
+// filled in the webhook configurations.
+func startChartTopology(t *testing.T, services []string, extraArgs ...string) *chartTopology {
+	t.Helper()
+	helmPath(t) // built before the control plane starts
+	bins := make(chan topoBuild, 1)
+	binDir := t.TempDir()
+	go func() { bins <- buildServices(t.Context(), binDir, services...) }()
+
+	cp := controlplane.StartForTest(t)
+	ctx := t.Context()
+	admin := cp.RESTConfig()
+	admin.QPS, admin.Burst = 200, 400
+	admin.WarningHandler = rest.NoWarnings{}
+	kube := kubernetes.NewForConfigOrDie(admin)
+	dyn := dynamic.NewForConfigOrDie(admin)
+
+	// JetStream: three nats-server processes on loopback (built from the
+	// module go.mod requires), as docs/install.md's NATS chart runs them.
+	b, nats, urls := startTopoNATS(t, bins)
+
+	// The Service stand-in: the API server reaches the webhook replicas
+	// through it, as through the chart's Service and kube-proxy.
+	lb := startTopoBalancer(t)
+
+	for _, ns := range []string{namespace, topoNamespace} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No controller manager: the Pods' ServiceAccount is made by hand.
+	if _, err := kube.CoreV1().ServiceAccounts(topoNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The API server's webhook client CA, in the ConfigMap the HA values
+	// name (docs/install.md creates it the same way).
+	clientCA, err := os.ReadFile(cp.WebhookClientCAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "apiserver-webhook-client-ca"},
+		Data:       map[string]string{"ca.crt": string(clientCA)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The HA values, and what a loopback install needs on top: the NATS
+	// cluster's URLs (plain nats://, no credentials or CA: the servers
+	// ask for none, and run on loopback, not in a namespace a
+	// NetworkPolicy could select), and the webhook's URL and certificate
+	// address (the flags cluster mode has for an API server that cannot
+	// reach a Service: --webhook-url, --certificate-ips), through the
+	// chart's own extraArgs.
+	args := []string{"-f", haValues,
+		"--set", "nats.credentials.secretName=", "--set", "nats.tls.caConfigMapName=",
+		"--set", "nats.allowUnauthenticated=true", "--set", "nats.networkPolicy.enabled=false",
+		"--set", "nats.streamReplicas=3",
+		"--set", "webhook.extraArgs[0]=--webhook-url=" + lb.url(),
+		"--set", "webhook.extraArgs[1]=--certificate-ips=127.0.0.1",
+	}
+	for i, u := range urls {
+		args = append(args, "--set", fmt.Sprintf("nats.urls[%d]=%s", i, u))
+	}
+	deployments := applyRendered(t, kube, dyn, render(t, append(args, extraArgs...)...))
+
+	topo := &topology{t: t, cp: cp, kube: kube, bins: b.dir, lb: lb, replicas: map[string][]*topoReplica{}, services: services}
+	for _, svc := range services {
+		d, ok := deployments[svc]
+		if !ok {
+			t.Fatalf("the chart renders no Deployment for %s", svc)
+		}
+		topo.startDeployment(d)
+	}
+	topo.waitReady(90 * time.Second)
+	if slices.Contains(services, "webhook") {
+		// The leader registers the webhooks.
+		topoEventually(t, 60*time.Second, "the webhook configurations filled in", func() error {
+			v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "verdict-validating", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(v.Webhooks) == 0 {
+				return errors.New("no webhooks yet")
+			}
+			return nil
+		})
+	}
+	return &chartTopology{cp: cp, admin: admin, kube: kube, dyn: dyn, topo: topo, urls: urls, nats: nats}
 }
 
 // topoBuild is the folder holding the four service binaries, or why they
@@ -786,6 +817,7 @@ type topoBalancer struct {
 	backends []*topoReplica
 	next     int
 	active   map[*topoReplica]int // connections open to each backend
+	conns    map[net.Conn]struct{} // the client side of every connection open
 }
 
 // startTopoNATS waits for the built binaries and starts three
@@ -827,6 +859,17 @@ func startTopoBalancer(t *testing.T) *topoBalancer {
 
 func (b *topoBalancer) forward(in net.Conn) {
 	defer func() { _ = in.Close() }()
+	b.mu.Lock()
+	if b.conns == nil {
+		b.conns = map[net.Conn]struct{}{}
+	}
+	b.conns[in] = struct{}{}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.conns, in)
+		b.mu.Unlock()
+	}()
 	for _, r := range b.order() {
 		if !probeOK(r.ready) {
 			continue
@@ -845,6 +888,18 @@ func (b *topoBalancer) forward(in net.Conn) {
 }
 
 func (b *topoBalancer) url() string { return "https://" + b.addr }
+
+// closeAll closes every connection open through the balancer, as a
+// Service's endpoints changing would: the API server's next webhook call
+// opens a new one, to the next backend in turn. Called with no request in
+// flight, it fails none.
+func (b *topoBalancer) closeAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.conns {
+		_ = c.Close()
+	}
+}
 
 func (b *topoBalancer) opened(r *topoReplica, n int) {
 	b.mu.Lock()

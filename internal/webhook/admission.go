@@ -129,16 +129,6 @@ func admits(p *engine.Policy) bool { return p.Raw.Spec.AdmissionEnabled() }
 // default).
 func failClosed(p *engine.Policy) bool { return p.Raw.Spec.FailurePolicy != "Ignore" }
 
-// hasRules reports whether the policy has rules of the type.
-func hasRules(p *engine.Policy, t engine.RuleType) bool {
-	for _, r := range p.Rules {
-		if engine.RuleType(r.Type()) == t {
-			return true
-		}
-	}
-	return false
-}
-
 // reported reports whether a rule outcome is shown to the user (as a
 // denial or a warning): not pass, not skip.
 func reported(st engine.Status) bool {
@@ -164,7 +154,7 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 	var warnings []string
 	cur := rv.object
 	for _, p := range ev.set.Policies {
-		if !ev.takesPart(p) || !hasRules(p, engine.TypeMutation) {
+		if !ev.takesPart(p) || !p.HasRules(engine.TypeMutation) {
 			continue
 		}
 		ev.req.Object = cur
@@ -195,7 +185,7 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 	// mutations, as Kyverno's mutating webhook does.
 	blocked := map[string]map[string]string{}
 	for _, p := range ev.set.Policies {
-		if !ev.takesPart(p) || !hasRules(p, engine.TypeImageVerify) {
+		if !ev.takesPart(p) || !p.HasRules(engine.TypeImageVerify) {
 			continue
 		}
 		ev.req.Object = cur
@@ -341,20 +331,10 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		if !ev.takesPart(p) {
 			continue
 		}
-		var resp engine.Response
-		if hasRules(p, engine.TypeValidation) {
-			resp = s.engine.Validate(ctx, ev.req, p, ev.set.Exceptions)
-		}
-		if hasRules(p, engine.TypeImageVerify) {
-			// The images again, on what the mutating webhook admitted:
-			// verified (from the cache when it verified them), then
-			// verifyDigest and required.
-			img := s.engine.VerifyImages(ctx, ev.req, p, ev.set.Exceptions)
-			if len(img.Rules) > 0 {
-				img.Rules = append(resp.Rules[:len(resp.Rules):len(resp.Rules)], img.Rules...)
-				resp = img
-			}
-		}
+		// Validate rules, then the images again, on what the mutating
+		// webhook admitted: verified (from the cache when it verified
+		// them), then verifyDigest and required.
+		resp := s.engine.Check(ctx, ev.req, p, ev.set.Exceptions)
 		if len(resp.Rules) == 0 {
 			continue
 		}
@@ -466,7 +446,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 		if !ev.takesPart(p) {
 			continue
 		}
-		if hasRules(p, engine.TypeGeneration) && ev.req.Operation == engine.OpDelete {
+		if p.HasRules(engine.TypeGeneration) && ev.req.Operation == engine.OpDelete {
 			// A deleted trigger generates nothing more; what a
 			// synchronized rule made for it goes with it.
 			resp := s.engine.GenerateTriggers(ctx, ev.req, p, ev.set.Exceptions)
@@ -477,7 +457,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 					items = append(items, it)
 				}
 			}
-		} else if hasRules(p, engine.TypeGeneration) && p.Raw.GPol != nil {
+		} else if p.HasRules(engine.TypeGeneration) && p.Raw.GPol != nil {
 			// A GeneratingPolicy's generation reads the cluster: the
 			// webhook only asks whether the request triggers it (its
 			// exceptions and match conditions), the generator generates.
@@ -490,7 +470,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 					v.warnings = append(v.warnings, ruleWarning(p, rr))
 				}
 			}
-		} else if hasRules(p, engine.TypeGeneration) {
+		} else if p.HasRules(engine.TypeGeneration) {
 			resp := s.engine.Generate(ctx, ev.req, p, ev.set.Exceptions)
 			for _, rr := range resp.Rules {
 				switch rr.Status {

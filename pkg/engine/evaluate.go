@@ -135,6 +135,27 @@ func (e *Engine) Validate(ctx context.Context, req *Request, p *Policy, exceptio
 	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeValidation)
 }
 
+// Check runs the rules whose results reports show: the policy's validate
+// rules, then its verifyImages rules (the images verified, from the
+// cache where the mutating webhook verified them, then verifyDigest and
+// required). It is the validating webhook's evaluation and the
+// background scan's; Response.Rules holds the validate rules' responses,
+// then the verifyImages rules'.
+func (e *Engine) Check(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	var resp Response
+	if p.hasType(TypeValidation) {
+		resp = e.Validate(ctx, req, p, exceptions)
+	}
+	if p.hasType(TypeImageVerify) {
+		img := e.VerifyImages(ctx, req, p, exceptions)
+		if len(img.Rules) > 0 {
+			img.Rules = append(resp.Rules[:len(resp.Rules):len(resp.Rules)], img.Rules...)
+			resp = img
+		}
+	}
+	return resp
+}
+
 // Mutate runs the policy's mutate rules; Response.Patched carries the
 // result.
 func (e *Engine) Mutate(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {

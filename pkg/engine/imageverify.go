@@ -438,7 +438,8 @@ type ImageVerifyRequest struct {
 	// Image.PullSecrets are, and a namespaced policy's namespace.
 	Namespace string
 	// Policy is the policy's key (name, or namespace/name), and
-	// PolicyVersion its resourceVersion, for cache keys and messages.
+	// PolicyVersion the version of its spec (uid and generation: a write
+	// of its status does not change it), for cache keys and messages.
 	Policy, PolicyVersion string
 	// Rule is the rule's name, Index the entry's index in its
 	// verifyImages.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine/patch"
@@ -287,7 +288,7 @@ func (run *ruleRun) imageRequest(i int, iv *policy.ImageVerification, img Image)
 		Verification:  iv,
 		Namespace:     run.resourceNamespace(),
 		Policy:        run.policy.Raw.Key(),
-		PolicyVersion: run.policy.Raw.Metadata.ResourceVersion,
+		PolicyVersion: policySpecVersion(&run.policy.Raw.Metadata),
 		Rule:          run.rule.Name,
 		Index:         i,
 	}
@@ -451,6 +452,17 @@ func (run *ruleRun) imageEntry(iv *policy.ImageVerification) (*policy.ImageVerif
 	}
 	out.Validation = c.Validation
 	return &out, nil
+}
+
+// policySpecVersion names the version of a policy's spec: its uid and
+// generation, which a status write does not change (its resourceVersion
+// does), or the resourceVersion where there is no generation (a policy
+// from a file).
+func policySpecVersion(m *policy.ObjectMeta) string {
+	if m.Generation > 0 {
+		return m.UID + "/" + strconv.FormatInt(m.Generation, 10)
+	}
+	return m.ResourceVersion
 }
 
 // imageSearch evaluates a custom image extractor's jmesPath.

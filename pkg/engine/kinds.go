@@ -88,3 +88,17 @@ func (c *matcher) filters() []filter {
 
 // HasRules reports whether the policy has rules of type t.
 func (p *Policy) HasRules(t RuleType) bool { return p.hasType(t) }
+
+// HasChecks reports whether the policy has rules Check runs (validate or
+// verifyImages).
+func (p *Policy) HasChecks() bool { return p.hasType(TypeValidation) || p.hasType(TypeImageVerify) }
+
+// ChecksKind is SelectsKind for the rules Check runs: the closest
+// selection of the kind by the policy's validate or verifyImages rules.
+func (p *Policy) ChecksKind(group, version, kind string) KindMatch {
+	m := p.SelectsKind(TypeValidation, group, version, kind)
+	if m == KindNamed {
+		return m
+	}
+	return max(m, p.SelectsKind(TypeImageVerify, group, version, kind))
+}

@@ -35,10 +35,12 @@
 // A policy scan reads the policy's stored results (reporter.ReadStored)
 // and, for each resource, takes the newest verified one
 // (reporter.CheckResults, reporter.Newest) as the report shows it; lists
-// the kinds the policy's validate rules name (a kind selected only by a
-// wildcard is not listed, and a kind the reporter may not list is
-// skipped, said so: scanKindForbidden, verdict_scanner_skipped_total
-// {reason="forbidden"}); evaluates each object with the engine; and
+// the kinds the policy's validate and verifyImages rules name (a kind
+// selected only by a wildcard is not listed, and a kind the reporter may
+// not list is skipped, said so: scanKindForbidden,
+// verdict_scanner_skipped_total{reason="forbidden"}); evaluates each
+// object with the engine (engine.Check: validate rules, then images
+// verified, from the cache the webhooks share); and
 // publishes only the results that changed (events.SameOutcome), with ids
 // made of the resource and policy versions, so a periodic scan of an
 // unchanged cluster writes nothing. A resource the policy no longer

@@ -95,8 +95,8 @@ func (s *Scanner) newestVerified(ctx context.Context, rs []model.Result) (model.
 	return model.Newest(c.Verified), true, nil
 }
 
-// kindsOf lists the cluster's listable kinds the policy's validate rules
-// name, and whether a kind wildcard selects others (not listed).
+// kindsOf lists the cluster's listable kinds the policy's validate and
+// verifyImages rules name, and whether a kind wildcard selects others (not listed).
 func (s *Scanner) kindsOf(ctx context.Context, p *engine.Policy) ([]kubeutil.Kind, bool, error) {
 	all, err := s.kinds.List(ctx)
 	if err != nil {
@@ -108,7 +108,7 @@ func (s *Scanner) kindsOf(ctx context.Context, p *engine.Policy) ([]kubeutil.Kin
 		if p.Raw.Namespaced() && !k.Namespaced {
 			continue
 		}
-		switch p.SelectsKind(engine.TypeValidation, k.GVK.Group, k.GVK.Version, k.GVK.Kind) {
+		switch p.ChecksKind(k.GVK.Group, k.GVK.Version, k.GVK.Kind) {
 		case engine.KindNamed:
 			out = append(out, k)
 		case engine.KindByWildcard:
@@ -186,7 +186,7 @@ func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) er
 		sc.nsLabels[ns] = labels
 	}
 	req := &engine.Request{Object: obj.Object, NamespaceLabels: labels}
-	resp := sc.s.eng.Validate(ctx, req, sc.p, sc.set.Exceptions)
+	resp := sc.s.eng.Check(ctx, req, sc.p, sc.set.Exceptions)
 	if err := ctx.Err(); err != nil {
 		// The scan is stopping: the engine cut the evaluation short, and
 		// what it says is not the policy's verdict on the resource.
@@ -283,7 +283,7 @@ func (sc *scan) sweep(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		switch sc.p.SelectsKind(engine.TypeValidation, gv.Group, gv.Version, ev.Resource.Kind) {
+		switch sc.p.ChecksKind(gv.Group, gv.Version, ev.Resource.Kind) {
 		case engine.KindNotSelected:
 			if err := sc.retract(ctx, sc.ref, ev.Resource, bus.RetractedNotSelected); err != nil {
 				return err

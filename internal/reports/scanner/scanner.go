@@ -75,8 +75,9 @@ const (
 //     purged; otherwise the report is written again.
 //
 // A policy scan reads the policy's current results from VERDICT_RESULTS,
-// lists the kinds the policy's validate rules name (a kind wildcard alone
-// is not listed), evaluates each resource, and publishes only results that
+// lists the kinds the policy's validate and verifyImages rules name (a
+// kind wildcard alone is not listed), evaluates each resource, and
+// publishes only results that
 // changed (deterministic ids: two scans of the same versions collapse). A
 // resource the policy no longer selects gets a retraction (a result
 // without rules, which reports leave out); a result of a resource that no
@@ -168,7 +169,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 // policyVersion is what a policy change is detected on.
 type policyVersion struct {
 	ref  bus.PolicyRef
-	scan bool // background on and validate rules
+	scan bool // background on, and validate or verifyImages rules
 }
 
 func versions(set *engine.Set) map[string]policyVersion {
@@ -182,7 +183,7 @@ func versions(set *engine.Set) map[string]policyVersion {
 
 // scanned reports whether background scans evaluate p.
 func scanned(p *engine.Policy) bool {
-	return p.Raw.Spec.BackgroundEnabled() && p.HasRules(engine.TypeValidation)
+	return p.Raw.Spec.BackgroundEnabled() && p.HasChecks()
 }
 
 // watchPolicies publishes a scan item per created or changed policy (all
