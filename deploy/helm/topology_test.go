@@ -816,7 +816,7 @@ type topoBalancer struct {
 	mu       sync.Mutex
 	backends []*topoReplica
 	next     int
-	active   map[*topoReplica]int // connections open to each backend
+	active   map[*topoReplica]int  // connections open to each backend
 	conns    map[net.Conn]struct{} // the client side of every connection open
 }
 
