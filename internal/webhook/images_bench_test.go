@@ -87,13 +87,15 @@ func (ib *imageBench) admit(b *testing.B) {
 // image, named by tag, a verifyImages rule verifies (a cosign key
 // signature) and pins to its digest, against a registry in the
 // benchmark's process on loopback:
+//
 //   - cached: the verification is kept, as on every replica once one of
 //     them verified the image (the steady state);
+//
 //   - uncached: the entry says useCache: false, so every admission
 //     verifies against the registry (the manifest, the signature and its
 //     layer): what a cold cache costs, less a real registry's distance.
 //
-//	go test -run '^$' -bench BenchmarkAdmitSignedImage -benchmem ./internal/webhook/
+//     go test -run '^$' -bench BenchmarkAdmitSignedImage -benchmem ./internal/webhook/
 func BenchmarkAdmitSignedImage(b *testing.B) {
 	for _, c := range []struct {
 		name  string
