@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/imageverify"
@@ -17,7 +16,7 @@ import (
 // A run verifies each image once per entry: its passes are kept for the
 // run (useCache).
 func imageVerifier() (engine.Option, error) {
-	v, err := imageverify.New(imageverify.WithRemoteOptions(remote.WithAuthFromKeychain(authn.DefaultKeychain)),
+	v, err := imageverify.New(imageverify.WithKeychain(authn.DefaultKeychain),
 		imageverify.WithCache(imageverify.NewMemoryCache(time.Hour, 10000)))
 	if err != nil {
 		return nil, err

@@ -437,6 +437,9 @@ type ImageVerifyRequest struct {
 	// Namespace is the resource's namespace: where the Secrets of
 	// Image.PullSecrets are, and a namespaced policy's namespace.
 	Namespace string
+	// PolicyNamespace is a namespaced policy's namespace (empty for a
+	// cluster policy): where a tenant's imageRegistryCredentials are.
+	PolicyNamespace string
 	// Policy is the policy's key (name, or namespace/name), and
 	// PolicyVersion the version of its spec (uid and generation: a write
 	// of its status does not change it), for cache keys and messages.

@@ -284,13 +284,14 @@ func (run *ruleRun) resolveDigest(i int, iv *policy.ImageVerification, img Image
 
 func (run *ruleRun) imageRequest(i int, iv *policy.ImageVerification, img Image) ImageVerifyRequest {
 	return ImageVerifyRequest{
-		Image:         img,
-		Verification:  iv,
-		Namespace:     run.resourceNamespace(),
-		Policy:        run.policy.Raw.Key(),
-		PolicyVersion: policySpecVersion(&run.policy.Raw.Metadata),
-		Rule:          run.rule.Name,
-		Index:         i,
+		Image:           img,
+		Verification:    iv,
+		Namespace:       run.resourceNamespace(),
+		Policy:          run.policy.Raw.Key(),
+		PolicyNamespace: policyNamespace(run.policy),
+		PolicyVersion:   policySpecVersion(&run.policy.Raw.Metadata),
+		Rule:            run.rule.Name,
+		Index:           i,
 	}
 }
 
@@ -452,6 +453,15 @@ func (run *ruleRun) imageEntry(iv *policy.ImageVerification) (*policy.ImageVerif
 	}
 	out.Validation = c.Validation
 	return &out, nil
+}
+
+// policyNamespace is a namespaced policy's namespace, "" for a cluster
+// policy.
+func policyNamespace(p *Policy) string {
+	if p.Raw.Namespaced() {
+		return p.Raw.Metadata.Namespace
+	}
+	return ""
 }
 
 // policySpecVersion names the version of a policy's spec: its uid and

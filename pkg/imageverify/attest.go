@@ -9,7 +9,6 @@ import (
 	"net"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/sigstore/cosign/v3/pkg/cosign"
 	"github.com/sigstore/cosign/v3/pkg/oci"
 
@@ -41,7 +40,7 @@ func (f attestationFailure) Error() string { return string(f) }
 // attestationFailure with Kyverno's message when one fell short, or
 // another error when no verdict was reached (a registry unreachable, a
 // check the verifier cannot do).
-func (v *Verifier) verifyAttestations(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, check func(int, map[string]any) (bool, string, error)) ([][]map[string]any, error) {
+func (v *Verifier) verifyAttestations(ctx context.Context, tg target, iv *policy.ImageVerification, check func(int, map[string]any) (bool, string, error)) ([][]map[string]any, error) {
 	out := make([][]map[string]any, len(iv.Attestations))
 	for i := range iv.Attestations {
 		at := &iv.Attestations[i]
@@ -66,7 +65,7 @@ func (v *Verifier) verifyAttestations(ctx context.Context, ref name.Reference, i
 			var errs []string
 			for k := range entries {
 				epath := fmt.Sprintf("%s.attestors[%d].entries[%d]", path, j, k)
-				statements, sub, err := v.attestEntry(ctx, ref, iv, &entries[k], i, typ, check)
+				statements, sub, err := v.attestEntry(ctx, tg, iv, &entries[k], i, typ, check)
 				if err != nil {
 					var netErr *net.OpError
 					if errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || ctx.Err() != nil {
@@ -95,17 +94,17 @@ func (v *Verifier) verifyAttestations(ctx context.Context, ref name.Reference, i
 // attestEntry verifies the image's attestations signed by one attestor
 // entry and checks those of type typ: there must be one, and each must
 // satisfy the attestation's conditions.
-func (v *Verifier) attestEntry(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, a *policy.Attestor, index int, typ string, check func(int, map[string]any) (bool, string, error)) ([]map[string]any, string, error) {
+func (v *Verifier) attestEntry(ctx context.Context, tg target, iv *policy.ImageVerification, a *policy.Attestor, index int, typ string, check func(int, map[string]any) (bool, string, error)) ([]map[string]any, string, error) {
 	if nested, err := a.NestedSet(); err != nil || nested != nil {
 		// Kyverno reads no nested attestor sets in attestations.
 		return nil, "", errors.New("nested attestors are not supported in attestations")
 	}
-	co, sub, err := v.checkOpts(ctx, iv, a)
+	co, sub, err := v.checkOpts(tg, iv, a)
 	if err != nil {
 		return nil, sub, err
 	}
 	co.ClaimVerifier = cosign.IntotoSubjectClaimVerifier
-	sigs, _, err := cosign.VerifyImageAttestations(ctx, ref, co)
+	sigs, _, err := cosign.VerifyImageAttestations(ctx, tg.ref, co)
 	if err != nil {
 		if strings.Contains(err.Error(), "MANIFEST_UNKNOWN") {
 			return nil, sub, errors.New("not found")
@@ -129,7 +128,7 @@ func (v *Verifier) attestEntry(ctx context.Context, ref name.Reference, iv *poli
 		// Kyverno's words, its spelling kept for those who match them.
 		return nil, sub, fmt.Errorf("attestions not found for predicate type %s", typ)
 	}
-	image := ref.String()
+	image := tg.ref.String()
 	for _, st := range statements {
 		if check == nil {
 			break

@@ -44,7 +44,7 @@ const (
 // schema) against the attestor's certificates, as Kyverno does: the
 // certificate and chain given are one CA trust store, the trust policy
 // strict, any identity trusted. It returns the digest notation verified.
-func (v *Verifier) verifyNotary(ctx context.Context, ref name.Reference, a *policy.Attestor) (string, error) {
+func (v *Verifier) verifyNotary(ctx context.Context, tg target, a *policy.Attestor) (string, error) {
 	if a.Certificates == nil {
 		return "", errors.New("a Notary attestor needs certificates")
 	}
@@ -79,18 +79,18 @@ func (v *Verifier) verifyNotary(ctx context.Context, ref name.Reference, a *poli
 	if err != nil {
 		return "", fmt.Errorf("failed to create the Notary verifier: %w", err)
 	}
-	repo := &notaryRepo{repo: ref.Context(), opts: append([]remote.Option{remote.WithContext(ctx)}, v.remote...)}
+	repo := &notaryRepo{repo: tg.ref.Context(), opts: tg.opts}
 	// notation verifies a reference by digest: the tag is resolved once,
 	// here, and the signatures are those of that digest.
-	target, err := repo.Resolve(ctx, ref.Identifier())
+	target, err := repo.Resolve(ctx, tg.ref.Identifier())
 	if err != nil {
 		if netErr := repo.networkError(); netErr != nil {
 			return "", netErr
 		}
-		return "", fmt.Errorf("failed to resolve %s: %w", ref.Name(), err)
+		return "", fmt.Errorf("failed to resolve %s: %w", tg.ref.Name(), err)
 	}
 	desc, outcomes, err := notation.Verify(ctx, nv, repo, notation.VerifyOptions{
-		ArtifactReference:    ref.Context().Digest(target.Digest.String()).Name(),
+		ArtifactReference:    tg.ref.Context().Digest(target.Digest.String()).Name(),
 		MaxSignatureAttempts: maxNotaryAttempts,
 	})
 	if netErr := repo.networkError(); netErr != nil {
@@ -99,7 +99,7 @@ func (v *Verifier) verifyNotary(ctx context.Context, ref name.Reference, a *poli
 		return "", netErr
 	}
 	if err != nil {
-		return "", fmt.Errorf("failed to verify %s: %w", ref.Name(), err)
+		return "", fmt.Errorf("failed to verify %s: %w", tg.ref.Name(), err)
 	}
 	var errs []error
 	for _, o := range outcomes {

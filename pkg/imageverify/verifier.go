@@ -36,6 +36,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/cosign/v3/pkg/cosign"
@@ -62,7 +63,49 @@ type Verifier struct {
 	// flight makes concurrent verifications of one key one.
 	flight   singleflight.Group
 	observer Observer
+	creds    Credentials
+	keychain authn.Keychain
 }
+
+// target is the image one request verifies, and the registry options of
+// that request (its context, the verifier's options, its credentials).
+type target struct {
+	ref  name.Reference
+	opts []remote.Option
+}
+
+// target makes req's target: image parsed (ok false, with Kyverno's
+// failure message, when it does not parse), options with the request's
+// credentials before the verifier's keychain. An error reading the
+// credentials is no verdict.
+func (v *Verifier) target(ctx context.Context, req engine.ImageVerifyRequest) (target, error) {
+	image := req.Image.Ref.String()
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return target{}, err
+	}
+	opts := append([]remote.Option{remote.WithContext(ctx)}, v.remote...)
+	var kcs []authn.Keychain
+	if v.creds != nil {
+		kc, err := v.creds.Keychain(ctx, req)
+		if err != nil {
+			return target{}, fmt.Errorf("%w: %w", errCredentials, err)
+		}
+		if kc != nil {
+			kcs = append(kcs, kc)
+		}
+	}
+	if v.keychain != nil {
+		kcs = append(kcs, v.keychain)
+	}
+	if len(kcs) > 0 {
+		opts = append(opts, remote.WithAuthFromKeychain(authn.NewMultiKeychain(kcs...)))
+	}
+	return target{ref: ref, opts: opts}, nil
+}
+
+// errCredentials: the request's registry credentials could not be read.
+var errCredentials = errors.New("failed to read registry credentials")
 
 // Option configures New.
 type Option func(*Verifier) error
@@ -177,8 +220,11 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 		return engine.ImageVerifyResult{}, fmt.Errorf("%w: type %s", ErrUnsupported, t)
 	}
 	image := req.Image.Ref.String()
-	ref, err := name.ParseReference(image)
-	if err != nil {
+	tg, err := v.target(ctx, req)
+	switch {
+	case errors.Is(err, errCredentials):
+		return engine.ImageVerifyResult{}, fmt.Errorf("failed to verify image %s: %w", image, err)
+	case err != nil:
 		return engine.ImageVerifyResult{Message: fmt.Sprintf("failed to verify image %s: %s", image, err)}, nil
 	}
 	select {
@@ -189,7 +235,7 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 	}
 	var digest string
 	for i := range iv.Attestors {
-		d, err := v.verifySet(ctx, ref, iv, &iv.Attestors[i], fmt.Sprintf(".attestors[%d]", i))
+		d, err := v.verifySet(ctx, tg, iv, &iv.Attestors[i], fmt.Sprintf(".attestors[%d]", i))
 		if err != nil {
 			var netErr *net.OpError
 			if errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || ctx.Err() != nil {
@@ -202,7 +248,7 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 	if len(iv.Attestations) == 0 {
 		return engine.ImageVerifyResult{Verified: true, Digest: digest, Message: "verified image signatures for " + image}, nil
 	}
-	statements, err := v.verifyAttestations(ctx, ref, iv, req.CheckStatement)
+	statements, err := v.verifyAttestations(ctx, tg, iv, req.CheckStatement)
 	var failure attestationFailure
 	switch {
 	case errors.As(err, &failure):
@@ -218,7 +264,7 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 // answers HEAD without one).
 func (v *Verifier) ResolveDigest(ctx context.Context, req engine.ImageVerifyRequest) (string, error) {
 	image := req.Image.Ref.String()
-	ref, err := name.ParseReference(image)
+	tg, err := v.target(ctx, req)
 	if err != nil {
 		return "", fmt.Errorf("failed to resolve the digest of %s: %w", image, err)
 	}
@@ -228,10 +274,9 @@ func (v *Verifier) ResolveDigest(ctx context.Context, req engine.ImageVerifyRequ
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
-	opts := append([]remote.Option{remote.WithContext(ctx)}, v.remote...)
-	desc, err := remote.Head(ref, opts...)
+	desc, err := remote.Head(tg.ref, tg.opts...)
 	if err != nil || desc.Digest.Hex == "" {
-		got, gerr := remote.Get(ref, opts...)
+		got, gerr := remote.Get(tg.ref, tg.opts...)
 		if gerr != nil {
 			return "", fmt.Errorf("failed to resolve the digest of %s: %w", image, gerr)
 		}
@@ -243,7 +288,7 @@ func (v *Verifier) ResolveDigest(ctx context.Context, req engine.ImageVerifyRequ
 // verifySet verifies the entries of one attestor set (static keys split,
 // one entry per key) until its count is reached, and returns the digest
 // the signatures name, or every entry's error joined.
-func (v *Verifier) verifySet(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, as *policy.AttestorSet, path string) (string, error) {
+func (v *Verifier) verifySet(ctx context.Context, tg target, iv *policy.ImageVerification, as *policy.AttestorSet, path string) (string, error) {
 	entries := expandKeys(as.Entries)
 	required := as.RequiredCount()
 	if as.Count == nil || *as.Count == 0 {
@@ -259,10 +304,10 @@ func (v *Verifier) verifySet(ctx context.Context, ref name.Reference, iv *policy
 		if nested, nerr := a.NestedSet(); nerr != nil {
 			err = fmt.Errorf("failed to unmarshal nested attestor %s: %w", at, nerr)
 		} else if nested != nil {
-			digest, err = v.verifySet(ctx, ref, iv, nested, at+".attestor")
+			digest, err = v.verifySet(ctx, tg, iv, nested, at+".attestor")
 		} else {
 			var sub string
-			digest, sub, err = v.verifyEntry(ctx, ref, iv, a)
+			digest, sub, err = v.verifyEntry(ctx, tg, iv, a)
 			if err != nil {
 				err = fmt.Errorf("%s%s: %w", at, sub, err)
 			}
@@ -326,10 +371,10 @@ func splitPEM(s string) []string {
 // client, annotations, the signature repository and the entry's keys,
 // certificates or keyless identity. sub is the entry's sub-path (.keys,
 // .certificates, .keyless) for messages.
-func (v *Verifier) checkOpts(ctx context.Context, iv *policy.ImageVerification, a *policy.Attestor) (co *cosign.CheckOpts, sub string, err error) {
+func (v *Verifier) checkOpts(tg target, iv *policy.ImageVerification, a *policy.Attestor) (co *cosign.CheckOpts, sub string, err error) {
 	co = &cosign.CheckOpts{
 		ClaimVerifier:      cosign.SimpleClaimVerifier,
-		RegistryClientOpts: []ociremote.Option{ociremote.WithRemoteOptions(append([]remote.Option{remote.WithContext(ctx)}, v.remote...)...)},
+		RegistryClientOpts: []ociremote.Option{ociremote.WithRemoteOptions(tg.opts...)},
 		Annotations:        map[string]any{},
 	}
 	for k, val := range iv.Annotations {
@@ -365,17 +410,17 @@ func (v *Verifier) checkOpts(ctx context.Context, iv *policy.ImageVerification, 
 // verifyEntry verifies the image's signatures by one attestor entry with
 // cosign and returns the digest the verified signature names, and the
 // entry's sub-path for messages.
-func (v *Verifier) verifyEntry(ctx context.Context, ref name.Reference, iv *policy.ImageVerification, a *policy.Attestor) (string, string, error) {
+func (v *Verifier) verifyEntry(ctx context.Context, tg target, iv *policy.ImageVerification, a *policy.Attestor) (string, string, error) {
 	if iv.VerificationType() == policy.ImageVerifyNotary {
 		// Kyverno names no sub-path for Notary entries.
-		d, err := v.verifyNotary(ctx, ref, a)
+		d, err := v.verifyNotary(ctx, tg, a)
 		return d, "", err
 	}
-	co, sub, err := v.checkOpts(ctx, iv, a)
+	co, sub, err := v.checkOpts(tg, iv, a)
 	if err != nil {
 		return "", sub, err
 	}
-	sigs, _, err := cosign.VerifyImageSignatures(ctx, ref, co)
+	sigs, _, err := cosign.VerifyImageSignatures(ctx, tg.ref, co)
 	if err != nil {
 		return "", sub, err
 	}

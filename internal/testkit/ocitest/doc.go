@@ -10,6 +10,8 @@
 //     BlobFetches, Fetches, ResetLog), so a test can assert that an
 //     image's signature was fetched once; FailWith and FailWhere answer
 //     requests with an error status, and Close makes it unreachable.
+//     WithBasicAuth makes it private: 401 to a client without the user
+//     and password (the registry's own helpers send them).
 //   - PushImage, Push and PushIndex put images and a multi-arch index
 //     under repo:tag and give their tag, digest and reference by digest;
 //     Retag moves a tag.

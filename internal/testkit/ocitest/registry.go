@@ -38,6 +38,7 @@ type Request struct {
 	Repo   string // the repository without the host, "" for ping and catalog
 	Ref    string // the tag or digest of a manifest, the digest of a blob or referrers call
 	Status int    // the status answered
+	User   string // the user a WithBasicAuth registry authenticated, "" if none
 }
 
 // IsFetch reports whether r read a manifest or a blob (GET or HEAD).
@@ -58,15 +59,27 @@ type Registry struct {
 	mu    sync.Mutex
 	log   []Request
 	fault func(Request) int
+	// user and password are WithBasicAuth's.
+	user, password string
 }
 
 // RegistryOption changes the registry NewRegistry starts.
 type RegistryOption func(*registryConfig)
 
 type registryConfig struct {
-	tls       *CA
-	referrers bool
-	logf      func(format string, args ...any)
+	tls            *CA
+	referrers      bool
+	logf           func(format string, args ...any)
+	user, password string
+}
+
+// WithBasicAuth makes the registry private: every request without the
+// user and password (HTTP Basic) is answered 401 with a Basic challenge,
+// as a registry behind a login is. The registry's own helpers (Push,
+// Sign, Transport, RemoteOptions) send them; a client under test is given
+// them through its own credentials.
+func WithBasicAuth(user, password string) RegistryOption {
+	return func(c *registryConfig) { c.user, c.password = user, password }
 }
 
 // WithTLS serves HTTPS with a certificate for 127.0.0.1 issued by ca
@@ -102,7 +115,7 @@ func NewRegistry(t testing.TB, opts ...RegistryOption) *Registry {
 	if cfg.logf != nil {
 		logger = log.New(logWriter(cfg.logf), "registry: ", 0)
 	}
-	r := &Registry{ca: cfg.tls}
+	r := &Registry{ca: cfg.tls, user: cfg.user, password: cfg.password}
 	h := registry.New(registry.Logger(logger), registry.WithReferrersSupport(cfg.referrers))
 	r.srv = httptest.NewUnstartedServer(r.handler(h))
 	r.srv.Config.ErrorLog = logger
@@ -119,9 +132,30 @@ func NewRegistry(t testing.TB, opts ...RegistryOption) *Registry {
 		r.srv.Start()
 		r.trans = &http.Transport{}
 	}
+	if r.user != "" {
+		r.trans = basicAuth{next: r.trans, user: r.user, password: r.password}
+	}
 	r.host = r.srv.Listener.Addr().String()
 	t.Cleanup(r.Close)
 	return r
+}
+
+// basicAuth sends a WithBasicAuth registry's user and password.
+type basicAuth struct {
+	next           http.RoundTripper
+	user, password string
+}
+
+func (b basicAuth) CloseIdleConnections() {
+	if t, ok := b.next.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+func (b basicAuth) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.SetBasicAuth(b.user, b.password)
+	return b.next.RoundTrip(req)
 }
 
 // Host is "127.0.0.1:<port>", the registry part of an image reference.
@@ -158,7 +192,7 @@ func (r *Registry) RemoteOptions() []remote.Option {
 // calls it too.
 func (r *Registry) Close() {
 	r.srv.Close()
-	if t, ok := r.trans.(*http.Transport); ok {
+	if t, ok := r.trans.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
 }
@@ -244,6 +278,17 @@ func (r *Registry) Fetches(repo string) int {
 func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		req := classify(hr)
+		if r.user != "" {
+			user, password, ok := hr.BasicAuth()
+			if !ok || user != r.user || password != r.password {
+				req.Status = http.StatusUnauthorized
+				r.record(req)
+				w.Header().Set("WWW-Authenticate", `Basic realm="ocitest"`)
+				http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+				return
+			}
+			req.User = user
+		}
 		r.mu.Lock()
 		fault := r.fault
 		r.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
@@ -148,5 +150,31 @@ func TestTamperedSignature(t *testing.T) {
 	}
 	if _, err := verifyKey(t, reg, signed.Ref, key); err != nil {
 		t.Fatalf("verify the signed image: %v", err)
+	}
+}
+
+// TestRegistryBasicAuth: a private registry answers 401 with a Basic
+// challenge to an anonymous client, serves one with the user and
+// password, and logs who was served; its own helpers authenticate.
+func TestRegistryBasicAuth(t *testing.T) {
+	reg := ocitest.NewRegistry(t, ocitest.WithBasicAuth("robot", "s3cret"))
+	img := reg.PushImage(t, "private/app", "v1") // the helpers authenticate
+	ref, err := name.ParseReference(img.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var terr *transport.Error
+	if _, err := remote.Head(ref); !errors.As(err, &terr) || terr.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous: %v, want 401", err)
+	}
+	if _, err := remote.Head(ref, remote.WithAuth(&authn.Basic{Username: "robot", Password: "wrong"})); !errors.As(err, &terr) || terr.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong password: %v, want 401", err)
+	}
+	reg.ResetLog()
+	if _, err := remote.Head(ref, remote.WithAuth(&authn.Basic{Username: "robot", Password: "s3cret"})); err != nil {
+		t.Fatalf("with the password: %v", err)
+	}
+	if n := reg.Count(func(r ocitest.Request) bool { return r.Kind == ocitest.KindManifest && r.User == "robot" && r.Status == http.StatusOK }); n != 1 {
+		t.Errorf("%d manifest requests served to robot, want 1: %v", n, reg.Requests())
 	}
 }
