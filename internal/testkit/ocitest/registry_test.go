@@ -174,7 +174,9 @@ func TestRegistryBasicAuth(t *testing.T) {
 	if _, err := remote.Head(ref, remote.WithAuth(&authn.Basic{Username: "robot", Password: "s3cret"})); err != nil {
 		t.Fatalf("with the password: %v", err)
 	}
-	if n := reg.Count(func(r ocitest.Request) bool { return r.Kind == ocitest.KindManifest && r.User == "robot" && r.Status == http.StatusOK }); n != 1 {
+	if n := reg.Count(func(r ocitest.Request) bool {
+		return r.Kind == ocitest.KindManifest && r.User == "robot" && r.Status == http.StatusOK
+	}); n != 1 {
 		t.Errorf("%d manifest requests served to robot, want 1: %v", n, reg.Requests())
 	}
 }
