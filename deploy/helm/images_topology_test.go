@@ -27,6 +27,9 @@ import (
 // TestE2EImageVerificationTopology admits.
 const imageTopologyPods = 100
 
+// privatePassword is the private registry's, in image pull Secrets.
+const privatePassword = "s3cret-of-the-private-registry"
+
 // TestE2EImageVerificationTopology runs the chart's HA webhook (three
 // replicas) and reporter (three replicas, scanning) as processes on a
 // real control plane, with a registry in the test process holding a
@@ -37,6 +40,10 @@ const imageTopologyPods = 100
 //   - the policy is enforced at admission: an unsigned image is denied;
 //   - 100 Pods of the signed image, named by tag, are admitted through
 //     the API server and each pinned to the digest;
+//   - images of a private registry are verified with the image pull
+//     Secrets the chart lets the services read (the chart's RBAC): one of
+//     Verdict's namespace the operator lists, for a ClusterPolicy; a
+//     tenant's own, for its namespaced Policy; the Pod's imagePullSecrets;
 //   - all of that, the scan and 200 webhook calls, reached the registry
 //     for the signed image's signature as often as one verification does:
 //     once, not once per replica, through the key-value bucket the
@@ -54,11 +61,24 @@ func TestE2EImageVerificationTopology(t *testing.T) {
 	sigTag := strings.Replace(signed.Digest, ":", "-", 1) + ".sig"
 	once := oneVerification(t, reg, signed, key, sigTag)
 
-	// The loopback registry is allowed: the HA values block 127.0.0.0/8.
-	env := startChartTopology(t, []string{"webhook", "reporter"}, "--set", "imageRegistries.blocklist={169.254.0.0/16}")
+	// A private registry, and its credentials in image pull Secrets.
+	private := ocitest.NewRegistry(t, ocitest.WithBasicAuth("robot", privatePassword))
+	privateImages := map[string]ocitest.Image{}
+	for _, repo := range []string{"cluster", "tenant", "pulled"} {
+		img := private.PushImage(t, repo+"/app", "v1")
+		private.Sign(t, img.Ref, key)
+		privateImages[repo] = img
+	}
+
+	// The loopback registries are allowed: the HA values block
+	// 127.0.0.0/8. The registry credentials: one Secret of Verdict's
+	// namespace, and tenants' own.
+	env := startChartTopology(t, []string{"webhook", "reporter"}, "--set", "imageRegistries.blocklist={169.254.0.0/16}",
+		"--set", "imageRegistries.credentialSecrets={regcred}", "--set", "imageRegistries.namespaceCredentials=true")
 	ctx, kube, dyn := t.Context(), env.kube, env.dyn
 	t.Logf("topology ready: %v", time.Since(begin).Round(time.Millisecond))
 	pods := kube.CoreV1().Pods(topoNamespace)
+	checkPrivateRegistry(t, env, private, privateImages, key)
 
 	// Before the policy: admitted unverified, for the scan to check.
 	scanned := map[string]*corev1.Pod{}
@@ -92,12 +112,17 @@ func TestE2EImageVerificationTopology(t *testing.T) {
 
 	// 100 Pods of the signed image, by tag, ten clients at once, in one
 	// batch per webhook replica: the API server keeps its connection to
-	// the replica it reached, so between batches the balancer closes it
-	// and the next batch reaches the next replica.
+	// the replica it reached, so before each batch the balancer closes it
+	// and turns to the batch's replica.
 	pinned := signed.Tag + "@" + signed.Digest
 	replicas := len(env.topo.replicas["webhook"])
-	for batch := range replicas {
-		env.topo.lb.closeAll()
+	cachedSeries, verifiedSeries := `verdict_image_verifications_total{cached="true",outcome="pass"}`, `verdict_image_verifications_total{cached="false",outcome="pass"}`
+	before := map[string][2]float64{}
+	for _, r := range env.topo.replicas["webhook"] {
+		before[r.name] = [2]float64{replicaMetric(t, r, cachedSeries), replicaMetric(t, r, verifiedSeries)}
+	}
+	for batch, r := range env.topo.replicas["webhook"] {
+		env.topo.lb.turnTo(r)
 		var wg sync.WaitGroup
 		errs := make(chan error, imageTopologyPods)
 		names := make(chan int, imageTopologyPods)
@@ -132,8 +157,8 @@ func TestE2EImageVerificationTopology(t *testing.T) {
 	// Every replica answered, and took the image from the cache.
 	served := 0
 	for _, r := range env.topo.replicas["webhook"] {
-		cached := replicaMetric(t, r, `verdict_image_verifications_total{cached="true",outcome="pass"}`)
-		verified := replicaMetric(t, r, `verdict_image_verifications_total{cached="false",outcome="pass"}`)
+		cached := replicaMetric(t, r, cachedSeries) - before[r.name][0]
+		verified := replicaMetric(t, r, verifiedSeries) - before[r.name][1]
 		t.Logf("%s: %v image verifications from the cache, %v against the registry", r.name, cached, verified)
 		if cached > 0 {
 			served++
@@ -148,6 +173,97 @@ func TestE2EImageVerificationTopology(t *testing.T) {
 	env.topo.checkAlive()
 	env.topo.checkForbidden()
 	t.Logf("scenario done in %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// checkPrivateRegistry admits Pods of the private registry's signed
+// images, each verified with image pull Secrets read as the chart's RBAC
+// allows: a ClusterPolicy's from Verdict's namespace (imageRegistries.
+// credentialSecrets), a namespaced Policy's from its namespace, and the
+// Pod's imagePullSecrets (imageRegistries.namespaceCredentials); a Pod
+// whose Secret is missing is denied, with no password in the answer.
+func checkPrivateRegistry(t *testing.T, env *chartTopology, reg *ocitest.Registry, images map[string]ocitest.Image, key *ocitest.Key) {
+	t.Helper()
+	ctx := t.Context()
+	cfg := []byte(`{"auths":{"` + reg.Host() + `":{"username":"robot","password":"` + privatePassword + `"}}}`)
+	for _, s := range [][2]string{{namespace, "regcred"}, {topoNamespace, "team-pull"}} {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s[1], Namespace: s[0]}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: cfg}}
+		if _, err := env.kube.CoreV1().Secrets(s[0]).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := json.Marshal(key.PublicKeyPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(repo, secrets string) string {
+		return `{"imageReferences":["` + reg.Host() + `/` + repo + `/*"],` + secrets + `"attestors":[{"entries":[{"keys":{"publicKeys":` + string(k) +
+			`,"rekor":{"ignoreTlog":true},"ctlog":{"ignoreSCT":true}}}]}]}`
+	}
+	policy := func(kind, ns, name string, entries ...string) string {
+		meta := `{"name":"` + name + `"}`
+		if ns != "" {
+			meta = `{"name":"` + name + `","namespace":"` + ns + `"}`
+		}
+		return `{"apiVersion":"verdict.dev/v1","kind":"` + kind + `","metadata":` + meta + `,
+"spec":{"validationFailureAction":"Enforce","background":false,"webhookTimeoutSeconds":15,"rules":[{"name":"signed",
+"match":{"any":[{"resources":{"kinds":["Pod"],"namespaces":["` + topoNamespace + `"]}}]},"verifyImages":[` + strings.Join(entries, ",") + `]}]}}`
+	}
+	createPolicy(t, env.dyn, policycache.ClusterPolicies, "", policy("ClusterPolicy", "", "private-images",
+		entry("cluster", `"imageRegistryCredentials":{"secrets":["regcred"]},`), entry("pulled", "")))
+	createPolicy(t, env.dyn, policycache.Policies, topoNamespace, policy("Policy", topoNamespace, "tenant-images",
+		entry("tenant", `"imageRegistryCredentials":{"secrets":["team-pull"]},`)))
+
+	pods := env.kube.CoreV1().Pods(topoNamespace)
+	pod := func(name string, img ocitest.Image, pullSecrets ...string) *corev1.Pod {
+		p := imageTopoPod(name, img.Tag)
+		for _, s := range pullSecrets {
+			p.Spec.ImagePullSecrets = append(p.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+		}
+		return p
+	}
+	// The policies reach the replicas' caches: until they do, a Pod of
+	// the tenant's image is admitted unverified (and unpinned).
+	topoEventually(t, 60*time.Second, "the private registry's policies enforced", func() error {
+		_, err := pods.Create(ctx, pod("probe-private", images["pulled"]), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return fmt.Errorf("a Pod of the private registry without its pull Secret admitted")
+		}
+		if strings.Contains(err.Error(), privatePassword) {
+			t.Fatalf("the password in a denial: %v", err)
+		}
+		if !strings.Contains(err.Error(), "failed to verify image "+images["pulled"].Tag) {
+			return err
+		}
+		p, err := pods.Create(ctx, pod("probe-tenant", images["tenant"]), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if want := images["tenant"].Tag + "@" + images["tenant"].Digest; p.Spec.Containers[0].Image != want {
+			return fmt.Errorf("the tenant's image admitted as %q, not yet pinned to %s", p.Spec.Containers[0].Image, want)
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		pod *corev1.Pod
+		img ocitest.Image
+	}{
+		{pod("private-cluster", images["cluster"]), images["cluster"]},
+		{pod("private-tenant", images["tenant"]), images["tenant"]},
+		{pod("private-pulled", images["pulled"], "team-pull"), images["pulled"]},
+	} {
+		p, err := pods.Create(ctx, c.pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("Pod %s: %v", c.pod.Name, err)
+			continue
+		}
+		if want := c.img.Tag + "@" + c.img.Digest; p.Spec.Containers[0].Image != want {
+			t.Errorf("Pod %s admitted with image %q, want %q", c.pod.Name, p.Spec.Containers[0].Image, want)
+		}
+	}
+	if n := reg.Count(func(r ocitest.Request) bool { return r.Status == 200 && r.User == "robot" && strings.HasSuffix(r.Ref, ".sig") }); n < 3 {
+		t.Errorf("the private registry served %d signatures to the services, want the three images'", n)
+	}
 }
 
 // oneVerification is how many times one verification of img, in this

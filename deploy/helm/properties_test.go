@@ -569,6 +569,20 @@ func TestRBAC(t *testing.T) {
 			t.Errorf("%s.rbac.readSecrets=true: no read of Secrets", svc)
 		}
 	}
+	// Registry credentials: the listed Secrets of the release namespace,
+	// and with namespaceCredentials a get of any Secret, for the two
+	// services that verify images; nothing for the others.
+	rm := parse(t, render(t, "--set", "imageRegistries.credentialSecrets={regcred,mirror}"))
+	nm := parse(t, render(t, "--set", "imageRegistries.namespaceCredentials=true"))
+	for _, svc := range services {
+		verifies := svc == "webhook" || svc == "reporter"
+		if got := slices.Contains(boundGrants(t, rm, svc), namespace+" /secrets[mirror,regcred]: get"); got != verifies {
+			t.Errorf("%s: imageRegistries.credentialSecrets granted: %v, want %v", svc, got, verifies)
+		}
+		if got := slices.Contains(boundGrants(t, nm, svc), "cluster /secrets: get"); got != verifies {
+			t.Errorf("%s: imageRegistries.namespaceCredentials granted: %v, want %v", svc, got, verifies)
+		}
+	}
 	// Only the webhook may touch webhook configurations, and nobody may
 	// create them (uninstall deletes them for good).
 	for name, r := range m.clusterRoles {
@@ -642,6 +656,7 @@ func bound(subjects []rbacv1.Subject, sa string) bool {
 // services read.
 func TestValuesReachTheFlags(t *testing.T) {
 	m := parse(t, render(t, "-f", haValues, "--set", "log.level=debug", "--set", "generator.log.level=warn",
+		"--set", "imageRegistries.credentialSecrets={regcred,mirror}", "--set", "imageRegistries.namespaceCredentials=true",
 		"--set", "webhook.image.digest=sha256:"+strings.Repeat("ab", 32), "--set", "image.tag=v9",
 		"--set", "reporter.pending.results=100", "--set", "reporter.pending.bytes=1Mi", "--set", "reporter.pending.rechecks=0"))
 	for svc, want := range map[string]map[string]string{
@@ -651,10 +666,12 @@ func TestValuesReachTheFlags(t *testing.T) {
 			"results-max-bytes": "8Gi", "work-max-bytes": "2Gi", "log-level": "debug",
 			"client-ca-file": "/etc/verdict/client-ca/ca.crt", "excluded-namespaces": "cert-manager,monitoring,nats",
 			"registry-blocklist": "10.0.0.0/8,127.0.0.0/8,169.254.0.0/16,metadata.google.internal", "image-verify-max-concurrent": "16",
+			"registry-credential-secrets": "regcred,mirror", "registry-namespace-credentials": "true",
 		},
 		"generator": {"stream-replicas": "3", "log-level": "warn", "nats-credentials": "/etc/verdict/nats/credentials/nats.creds"},
 		"reporter": {"pending-results": "100", "pending-bytes": "1Mi", "pending-rechecks": "0",
-			"registry-blocklist": "10.0.0.0/8,127.0.0.0/8,169.254.0.0/16,metadata.google.internal", "image-verify-max-concurrent": "16"},
+			"registry-blocklist": "10.0.0.0/8,127.0.0.0/8,169.254.0.0/16,metadata.google.internal", "image-verify-max-concurrent": "16",
+			"registry-credential-secrets": "regcred,mirror", "registry-namespace-credentials": "true"},
 		"cleaner": {"identity": "$(POD_NAME)", "log-level": "debug"},
 	} {
 		c := m.deployments[svc].Spec.Template.Spec.Containers[0]

@@ -889,15 +889,20 @@ func (b *topoBalancer) forward(in net.Conn) {
 
 func (b *topoBalancer) url() string { return "https://" + b.addr }
 
-// closeAll closes every connection open through the balancer, as a
-// Service's endpoints changing would: the API server's next webhook call
-// opens a new one, to the next backend in turn. Called with no request in
-// flight, it fails none.
-func (b *topoBalancer) closeAll() {
+// turnTo closes every connection open through the balancer, as a
+// Service's endpoints changing would, and makes r the backend of the
+// next one: the API server's next webhook call opens a new connection,
+// to r. Called with no request in flight, it fails none.
+func (b *topoBalancer) turnTo(r *topoReplica) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for c := range b.conns {
 		_ = c.Close()
+	}
+	for i, be := range b.backends {
+		if be == r {
+			b.next = i
+		}
 	}
 }
 

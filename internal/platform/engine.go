@@ -202,7 +202,7 @@ func NewEngine(kc *Clients, cfg EngineConfig, opts ...EngineOption) (*Engine, er
 		lister = kubeutil.NewLister(kc.Dynamic, kc.Mapper, protect)
 		engOpts = append(engOpts, engine.WithResourceLister(lister))
 	}
-	verifier, err := cfg.Registries.engineOption(cfg.Metrics, cfg.ImageCache)
+	verifier, err := cfg.Registries.engineOption(cfg.Metrics, cfg.ImageCache, cfg.Registries.Credentials(kc.Kube, cfg.Namespace))
 	if err != nil {
 		return nil, err
 	}

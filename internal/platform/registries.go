@@ -47,6 +47,16 @@ type Registries struct {
 	// SharedCacheBytes bounds the JetStream bucket of verifications the
 	// replicas share (bus.BucketImageVerifications).
 	SharedCacheBytes int64
+	// CredentialSecrets are the image pull Secrets of Verdict's namespace
+	// that cluster policies may name in imageRegistryCredentials; no
+	// other Secret of that namespace is read (Credentials).
+	CredentialSecrets []string
+	// NamespaceCredentials lets namespaced Policies use the image pull
+	// Secrets of their namespace, cluster policies those of any
+	// namespace (namespace/name), and verifications the Pod's
+	// imagePullSecrets: it needs the right to read Secrets in every
+	// namespace (the chart's imageRegistries.namespaceCredentials).
+	NamespaceCredentials bool
 }
 
 // SharedCache is the cache of verifications the replicas share, on the
@@ -78,14 +88,22 @@ func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 	fs.DurationVar(&r.CacheTTL, "image-verify-cache-ttl", r.CacheTTL, "how long a successful image verification is kept (for entries with useCache, the default); 0: none kept")
 	fs.IntVar(&r.CacheEntries, "image-verify-cache-entries", r.CacheEntries, "successful image verifications one replica keeps in memory")
 	BytesVar(fs, &r.SharedCacheBytes, "image-verify-shared-cache-bytes", "size of the JetStream bucket of image verifications the replicas share (a quantity: 64Mi)")
+	ListFlag(fs, "registry-credential-secrets", "image pull Secrets of Verdict's namespace that cluster policies may name in imageRegistryCredentials (repeatable, or comma-separated); no other Secret there is read",
+		func() { r.CredentialSecrets = []string{} }, func(s string) error {
+			r.CredentialSecrets = append(r.CredentialSecrets, s)
+			return nil
+		})
+	fs.BoolVar(&r.NamespaceCredentials, "registry-namespace-credentials", r.NamespaceCredentials, "read registry credentials outside Verdict's namespace: a namespaced Policy's imageRegistryCredentials in its namespace, and the Pod's imagePullSecrets (needs the right to get Secrets in every namespace)")
 }
 
 // Verifier builds the image verifier r describes, its passes kept in
 // memory for CacheTTL, in front of shared when not nil (the cache every
 // replica shares, bus.ImageCache), its metrics (verdict_image_*,
 // verdict_registry_request_duration_seconds) registered on reg when not
-// nil. An invalid configuration is an error wrapping ErrInvalidConfig.
-func (r Registries) Verifier(reg prometheus.Registerer, shared imageverify.Cache) (*imageverify.Verifier, error) {
+// nil, reading each request's registry credentials from creds when not
+// nil (Credentials). An invalid configuration is an error wrapping
+// ErrInvalidConfig.
+func (r Registries) Verifier(reg prometheus.Registerer, shared imageverify.Cache, creds imageverify.Credentials) (*imageverify.Verifier, error) {
 	block, err := policyhttp.NewBlocklist(r.Blocklist)
 	if err != nil {
 		return nil, fmt.Errorf("%w: registries: %w", ErrInvalidConfig, err)
@@ -124,6 +142,9 @@ func (r Registries) Verifier(reg prometheus.Registerer, shared imageverify.Cache
 		opts = append(opts, imageverify.WithObserver(m))
 	}
 	opts = append(opts, imageverify.WithRemoteOptions(remote.WithTransport(transport)))
+	if creds != nil {
+		opts = append(opts, imageverify.WithCredentials(creds))
+	}
 	if r.CacheTTL > 0 {
 		var cache imageverify.Cache = imageverify.NewMemoryCache(r.CacheTTL, r.CacheEntries)
 		if shared != nil {
@@ -139,8 +160,8 @@ func (r Registries) Verifier(reg prometheus.Registerer, shared imageverify.Cache
 }
 
 // engineOption is the verifier as an engine option.
-func (r Registries) engineOption(reg prometheus.Registerer, shared imageverify.Cache) (engine.Option, error) {
-	v, err := r.Verifier(reg, shared)
+func (r Registries) engineOption(reg prometheus.Registerer, shared imageverify.Cache, creds imageverify.Credentials) (engine.Option, error) {
+	v, err := r.Verifier(reg, shared, creds)
 	if err != nil {
 		return nil, err
 	}

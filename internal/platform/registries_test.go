@@ -39,7 +39,7 @@ func TestRegistriesBlocklist(t *testing.T) {
 
 	cfg := platform.DefaultRegistries()
 	cfg.CAFile = caFile
-	v, err := cfg.Verifier(nil, nil)
+	v, err := cfg.Verifier(nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestRegistriesBlocklist(t *testing.T) {
 	}
 
 	cfg.Blocklist = []string{"169.254.0.0/16"}
-	if v, err = cfg.Verifier(nil, nil); err != nil {
+	if v, err = cfg.Verifier(nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := v.ResolveDigest(t.Context(), req); err != nil || d != img.Digest {
@@ -64,7 +64,7 @@ func TestRegistriesBlocklist(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.CAFile = empty
-	if _, err := cfg.Verifier(nil, nil); !errors.Is(err, platform.ErrInvalidConfig) {
+	if _, err := cfg.Verifier(nil, nil, nil); !errors.Is(err, platform.ErrInvalidConfig) {
 		t.Errorf("a CA file without a certificate: %v, want ErrInvalidConfig", err)
 	}
 }
@@ -82,7 +82,7 @@ func TestRegistriesMetrics(t *testing.T) {
 	cfg := platform.DefaultRegistries()
 	cfg.Blocklist = []string{}
 	metrics := prometheus.NewRegistry()
-	v, err := cfg.Verifier(metrics, nil)
+	v, err := cfg.Verifier(metrics, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestRegistriesMetrics(t *testing.T) {
 	if n, _ := testkit.MetricValue(t, metrics, "verdict_registry_request_duration_seconds", map[string]string{"code": "error"}); n < 1 {
 		t.Errorf("registry requests without an answer: %v, want the closed registry's", n)
 	}
-	if _, err := cfg.Verifier(metrics, nil); !errors.Is(err, platform.ErrInvalidConfig) {
+	if _, err := cfg.Verifier(metrics, nil, nil); !errors.Is(err, platform.ErrInvalidConfig) {
 		t.Errorf("a second verifier on one metrics registry: %v, want ErrInvalidConfig", err)
 	}
 }

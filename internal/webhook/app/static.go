@@ -17,7 +17,7 @@ import (
 func runFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	reg := platform.NewRegistry()
 	ctx = log.WithContext(ctx)
-	verifier, err := cfg.Registries.Verifier(reg, nil)
+	verifier, err := cfg.Registries.Verifier(reg, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,85 @@ images (the webhook, the reporter): $. */}}
 {{- if not (kindIs "invalid" $r.maxConcurrent) }}
 - --image-verify-max-concurrent={{ $r.maxConcurrent }}
 {{- end }}
+{{- with $r.credentialSecrets }}
+- --registry-credential-secrets={{ join "," . }}
+{{- end }}
+{{- if $r.namespaceCredentials }}
+- --registry-namespace-credentials=true
+{{- end }}
+{{- end -}}
+
+{{/* What a service that verifies images may read of registry
+credentials (imageRegistries): the listed Secrets of the release
+namespace, and with namespaceCredentials Secrets everywhere:
+(dict "root" $ "svc" "webhook"). */}}
+{{- define "verdict.registryCredentialsRBAC" -}}
+{{- $ctx := dict "root" .root "svc" .svc -}}
+{{- $name := printf "%s-registry-credentials" (include "verdict.name" $ctx) -}}
+{{- $sa := include "verdict.name" $ctx -}}
+{{- $r := .root.Values.imageRegistries | default (dict) -}}
+{{- with $r.credentialSecrets }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}
+  namespace: {{ $.root.Release.Namespace }}
+  labels:
+    {{- include "verdict.componentLabels" $ctx | nindent 4 }}
+rules:
+  # imageRegistries.credentialSecrets: the registry credentials cluster
+  # policies may name.
+  - apiGroups: [""]
+    resources: [secrets]
+    resourceNames: {{ toJson . }}
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}
+  namespace: {{ $.root.Release.Namespace }}
+  labels:
+    {{- include "verdict.componentLabels" $ctx | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $sa }}
+    namespace: {{ $.root.Release.Namespace }}
+{{- end }}
+{{- if $r.namespaceCredentials }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "verdict.componentLabels" $ctx | nindent 4 }}
+rules:
+  # imageRegistries.namespaceCredentials: tenants' image pull Secrets.
+  - apiGroups: [""]
+    resources: [secrets]
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "verdict.componentLabels" $ctx | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $sa }}
+    namespace: {{ .root.Release.Namespace }}
+{{- end }}
 {{- end -}}
 
 {{/* The limits of one evaluation (evaluationLimits), the same for every
