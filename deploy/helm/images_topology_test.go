@@ -261,7 +261,9 @@ func checkPrivateRegistry(t *testing.T, env *chartTopology, reg *ocitest.Registr
 			t.Errorf("Pod %s admitted with image %q, want %q", c.pod.Name, p.Spec.Containers[0].Image, want)
 		}
 	}
-	if n := reg.Count(func(r ocitest.Request) bool { return r.Status == 200 && r.User == "robot" && strings.HasSuffix(r.Ref, ".sig") }); n < 3 {
+	if n := reg.Count(func(r ocitest.Request) bool {
+		return r.Status == 200 && r.User == "robot" && strings.HasSuffix(r.Ref, ".sig")
+	}); n < 3 {
 		t.Errorf("the private registry served %d signatures to the services, want the three images'", n)
 	}
 }

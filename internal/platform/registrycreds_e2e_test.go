@@ -45,7 +45,7 @@ func TestE2ERegistryCredentials(t *testing.T) {
 	for _, s := range []struct{ ns, name, pass string }{
 		{"verdict", "regcred", password},
 		{"verdict", "other", password}, // not one the operator lists
-		{"team-a", "regcred", "wrong"},  // the tenant's own, of the same name as Verdict's
+		{"team-a", "regcred", "wrong"}, // the tenant's own, of the same name as Verdict's
 		{"team-a", "pull", password},
 		{"team-b", "regcred", password},
 	} {
