@@ -30,9 +30,11 @@ func (run *ruleRun) validate(rr RuleResponse) RuleResponse {
 		return run.validatePodSecurity(rr, v.PodSecurity)
 	case v.CEL != nil:
 		return run.validateCEL(rr)
-	case v.Assert != nil, v.Manifests != nil:
+	case v.Manifests != nil:
+		return run.validateManifests(rr, v.Manifests)
+	case v.Assert != nil:
 		rr.Status, rr.Unsupported = StatusSkip, true
-		rr.Message = "validate.assert and validate.manifests are not evaluated by this engine yet"
+		rr.Message = "validate.assert is not evaluated by this engine yet"
 		return rr
 	}
 	return run.errorf(rr, "rule %s has no validation", run.rule.Name)

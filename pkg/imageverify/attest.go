@@ -56,11 +56,7 @@ func (v *Verifier) verifyAttestations(ctx context.Context, tg target, iv *policy
 		}
 		for j := range at.Attestors {
 			as := &at.Attestors[j]
-			entries := expandKeys(as.Entries)
-			required := as.RequiredCount()
-			if as.Count == nil || *as.Count == 0 {
-				required = len(entries)
-			}
+			entries, required := as.Expanded()
 			verified := 0
 			var errs []string
 			for k := range entries {

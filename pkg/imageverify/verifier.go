@@ -26,7 +26,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -289,11 +288,7 @@ func (v *Verifier) ResolveDigest(ctx context.Context, req engine.ImageVerifyRequ
 // one entry per key) until its count is reached, and returns the digest
 // the signatures name, or every entry's error joined.
 func (v *Verifier) verifySet(ctx context.Context, tg target, iv *policy.ImageVerification, as *policy.AttestorSet, path string) (string, error) {
-	entries := expandKeys(as.Entries)
-	required := as.RequiredCount()
-	if as.Count == nil || *as.Count == 0 {
-		required = len(entries)
-	}
+	entries, required := as.Expanded()
 	var errs []string
 	verified := 0
 	for i := range entries {
@@ -325,46 +320,6 @@ func (v *Verifier) verifySet(ctx context.Context, tg target, iv *policy.ImageVer
 		}
 	}
 	return "", errors.New(strings.Join(errs, "; "))
-}
-
-// expandKeys splits static-key entries holding several PEM keys into one
-// entry per key, as Kyverno counts them.
-func expandKeys(entries []policy.Attestor) []policy.Attestor {
-	var out []policy.Attestor
-	for _, e := range entries {
-		if e.Keys == nil || e.Keys.PublicKeys == "" {
-			out = append(out, e)
-			continue
-		}
-		keys := splitPEM(e.Keys.PublicKeys)
-		if len(keys) < 2 {
-			out = append(out, e)
-			continue
-		}
-		for _, k := range keys {
-			c := e
-			ka := *e.Keys
-			ka.PublicKeys = k
-			c.Keys = &ka
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// splitPEM returns each PEM block of s re-encoded, or nothing when s has
-// fewer than two.
-func splitPEM(s string) []string {
-	var out []string
-	rest := []byte(s)
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			return out
-		}
-		out = append(out, string(pem.EncodeToMemory(b)))
-	}
 }
 
 // checkOpts are cosign's options for one attestor entry: the registry

@@ -115,6 +115,9 @@ func (ck checker) checkRule(r *Rule, path string, errs *FieldErrors) {
 		if kinds != 1 {
 			errs.add(vp, "exactly one of pattern, anyPattern, deny, foreach, podSecurity, cel, assert or manifests is required, found %d", kinds)
 		}
+		if v.Manifests != nil {
+			v.Manifests.check(vp+".manifests", errs)
+		}
 		if v.Pattern != nil {
 			checkPatternRoot(v.Pattern, vp+".pattern", errs)
 			ck.checkPattern(v.Pattern, vp+".pattern", false, errs)

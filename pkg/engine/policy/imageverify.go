@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"strings"
 )
@@ -122,6 +123,49 @@ func (as *AttestorSet) RequiredCount() int {
 		return len(as.Entries)
 	}
 	return *as.Count
+}
+
+// Expanded is the set with its static-key entries holding several PEM
+// keys split into one entry per key, as Kyverno counts them, and the
+// count its entries must reach: Count, or every entry when it is absent
+// or 0.
+func (as *AttestorSet) Expanded() ([]Attestor, int) {
+	var out []Attestor
+	for _, e := range as.Entries {
+		keys := []string(nil)
+		if e.Keys != nil && e.Keys.PublicKeys != "" {
+			keys = splitPEM(e.Keys.PublicKeys)
+		}
+		if len(keys) < 2 {
+			out = append(out, e)
+			continue
+		}
+		for _, k := range keys {
+			c := e
+			ka := *e.Keys
+			ka.PublicKeys = k
+			c.Keys = &ka
+			out = append(out, c)
+		}
+	}
+	if as.Count == nil || *as.Count == 0 {
+		return out, len(out)
+	}
+	return out, *as.Count
+}
+
+// splitPEM returns each PEM block of s re-encoded.
+func splitPEM(s string) []string {
+	var out []string
+	rest := []byte(s)
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return out
+		}
+		out = append(out, string(pem.EncodeToMemory(b)))
+	}
 }
 
 // Attestor is one authority: exactly one of keys, certificates, keyless

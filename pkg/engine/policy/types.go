@@ -383,8 +383,10 @@ type Validation struct {
 	// CEL validates with CEL expressions, as a ValidatingAdmissionPolicy
 	// does.
 	CEL *CEL `json:"cel,omitempty"`
-	// Manifests holds Kyverno's signed-manifest checks, kept as written.
-	Manifests any `json:"manifests,omitempty"`
+	// Manifests checks that the resource is signed: the YAML manifest
+	// it was made from, signed with sigstore (k8s-manifest-sigstore's
+	// annotations), equal to the resource.
+	Manifests *Manifests `json:"manifests,omitempty"`
 	// Assert holds a Kyverno assertion tree, kept as written.
 	Assert any `json:"assert,omitempty"`
 }
