@@ -47,9 +47,10 @@ type Registries struct {
 	// SharedCacheBytes bounds the JetStream bucket of verifications the
 	// replicas share (bus.BucketImageVerifications).
 	SharedCacheBytes int64
-	// CredentialSecrets are the image pull Secrets of Verdict's namespace
-	// that cluster policies may name in imageRegistryCredentials; no
-	// other Secret of that namespace is read (Credentials).
+	// CredentialSecrets are the Secrets of Verdict's namespace that
+	// cluster policies may name for image verification (pull Secrets in
+	// imageRegistryCredentials, keys in keys.secret); no other Secret of
+	// that namespace is read (Credentials).
 	CredentialSecrets []string
 	// NamespaceCredentials lets namespaced Policies use the image pull
 	// Secrets of their namespace, cluster policies those of any
@@ -88,12 +89,12 @@ func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 	fs.DurationVar(&r.CacheTTL, "image-verify-cache-ttl", r.CacheTTL, "how long a successful image verification is kept (for entries with useCache, the default); 0: none kept")
 	fs.IntVar(&r.CacheEntries, "image-verify-cache-entries", r.CacheEntries, "successful image verifications one replica keeps in memory")
 	BytesVar(fs, &r.SharedCacheBytes, "image-verify-shared-cache-bytes", "size of the JetStream bucket of image verifications the replicas share (a quantity: 64Mi)")
-	ListFlag(fs, "registry-credential-secrets", "image pull Secrets of Verdict's namespace that cluster policies may name in imageRegistryCredentials (repeatable, or comma-separated); no other Secret there is read",
+	ListFlag(fs, "registry-credential-secrets", "Secrets of Verdict's namespace that cluster policies may name for image verification: pull Secrets in imageRegistryCredentials, keys in keys.secret (repeatable, or comma-separated); no other Secret there is read",
 		func() { r.CredentialSecrets = []string{} }, func(s string) error {
 			r.CredentialSecrets = append(r.CredentialSecrets, s)
 			return nil
 		})
-	fs.BoolVar(&r.NamespaceCredentials, "registry-namespace-credentials", r.NamespaceCredentials, "read registry credentials outside Verdict's namespace: a namespaced Policy's imageRegistryCredentials in its namespace, and the Pod's imagePullSecrets (needs the right to get Secrets in every namespace)")
+	fs.BoolVar(&r.NamespaceCredentials, "registry-namespace-credentials", r.NamespaceCredentials, "read registry credentials and keys outside Verdict's namespace: a namespaced Policy's imageRegistryCredentials and keys.secret in its namespace, and the Pod's imagePullSecrets (needs the right to get Secrets in every namespace)")
 }
 
 // Verifier builds the image verifier r describes, its passes kept in

@@ -29,7 +29,9 @@ import (
 //   - the Pod's imagePullSecrets, in the Pod's namespace, with
 //     --registry-namespace-credentials (what the kubelet would pull
 //     with); one that is missing or unreadable is left out, as the
-//     registry then answers.
+//     registry then answers;
+//   - an attestor's keys.secret (its cosign.pub), under the rules of the
+//     entry's Secrets.
 //
 // A keychain gives a registry only the credentials its Secret names it
 // for (imageverify.DockerConfigKeychain), so a Pod naming an image of
@@ -53,7 +55,8 @@ const (
 )
 
 type cachedSecret struct {
-	config  []byte
+	kind    corev1.SecretType
+	data    map[string][]byte
 	expires time.Time
 }
 
@@ -128,41 +131,76 @@ func (c *registryCredentials) locate(req engine.ImageVerifyRequest, s string) (s
 	return ns, name, nil
 }
 
+// PublicKey is the cosign.pub of the Secret namespace/name that an
+// attestor's keys.secret names, read under the rules of
+// imageRegistryCredentials: a namespaced Policy's in its own namespace,
+// Verdict's namespace's only those the operator lists.
+func (c *registryCredentials) PublicKey(ctx context.Context, req engine.ImageVerifyRequest, namespace, name string) (string, error) {
+	ref := name
+	if namespace != "" {
+		ref = namespace + "/" + name
+	}
+	ns, name, err := c.locate(req, ref)
+	if err != nil {
+		return "", err
+	}
+	s, err := c.read(ctx, ns, name)
+	if err != nil {
+		return "", err
+	}
+	key := s.data["cosign.pub"]
+	if len(key) == 0 {
+		return "", fmt.Errorf("keys.secret: Secret %s/%s holds no cosign.pub", ns, name)
+	}
+	return string(key), nil
+}
+
 // secret reads the Docker configuration of the image pull Secret ns/name.
 func (c *registryCredentials) secret(ctx context.Context, ns, name string) ([]byte, error) {
+	s, err := c.read(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	key := ns + "/" + name
+	var cfg []byte
+	switch s.kind {
+	case corev1.SecretTypeDockerConfigJson:
+		cfg = s.data[corev1.DockerConfigJsonKey]
+	case corev1.SecretTypeDockercfg:
+		cfg = s.data[corev1.DockerConfigKey]
+	default:
+		return nil, fmt.Errorf("imageRegistryCredentials: Secret %s is of type %s, not %s", key, s.kind, corev1.SecretTypeDockerConfigJson)
+	}
+	if len(cfg) == 0 {
+		return nil, fmt.Errorf("imageRegistryCredentials: Secret %s holds no Docker configuration", key)
+	}
+	return cfg, nil
+}
+
+// read reads the Secret ns/name, or takes it from the cache.
+func (c *registryCredentials) read(ctx context.Context, ns, name string) (cachedSecret, error) {
 	key := ns + "/" + name
 	now := c.now()
 	c.mu.Lock()
 	if e, ok := c.cache[key]; ok && now.Before(e.expires) {
 		c.mu.Unlock()
-		return e.config, nil
+		return e, nil
 	}
 	c.mu.Unlock()
 	s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("imageRegistryCredentials: Secret %s: %w", key, err)
+		return cachedSecret{}, fmt.Errorf("Secret %s: %w", key, err)
 	}
-	var cfg []byte
-	switch s.Type {
-	case corev1.SecretTypeDockerConfigJson:
-		cfg = s.Data[corev1.DockerConfigJsonKey]
-	case corev1.SecretTypeDockercfg:
-		cfg = s.Data[corev1.DockerConfigKey]
-	default:
-		return nil, fmt.Errorf("imageRegistryCredentials: Secret %s is of type %s, not %s", key, s.Type, corev1.SecretTypeDockerConfigJson)
-	}
-	if len(cfg) == 0 {
-		return nil, fmt.Errorf("imageRegistryCredentials: Secret %s holds no Docker configuration", key)
-	}
+	e := cachedSecret{kind: s.Type, data: s.Data, expires: now.Add(credentialCacheTTL)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.cache) >= credentialCacheEntries {
-		for k, e := range c.cache {
-			if !now.Before(e.expires) || len(c.cache) >= credentialCacheEntries {
+		for k, old := range c.cache {
+			if !now.Before(old.expires) || len(c.cache) >= credentialCacheEntries {
 				delete(c.cache, k)
 			}
 		}
 	}
-	c.cache[key] = cachedSecret{config: cfg, expires: now.Add(credentialCacheTTL)}
-	return cfg, nil
+	c.cache[key] = e
+	return e, nil
 }

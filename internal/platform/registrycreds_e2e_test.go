@@ -24,8 +24,9 @@ import (
 // namespace the operator lists (and no other), a namespaced Policy with
 // those of its own namespace only (never Verdict's, nor another
 // tenant's), the Pod's imagePullSecrets in its namespace; without
-// --registry-namespace-credentials none outside Verdict's namespace. No
-// password appears in any answer.
+// --registry-namespace-credentials none outside Verdict's namespace.
+// Attestors' keys in Secrets (keys.secret) are read under the same
+// rules. No password appears in any answer.
 func TestE2ERegistryCredentials(t *testing.T) {
 	const password = "s3cret-of-the-registry"
 	reg := ocitest.NewRegistry(t, ocitest.WithBasicAuth("robot", password))
@@ -58,11 +59,20 @@ func TestE2ERegistryCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The key, in Secrets too (keys.secret).
+	for _, ns := range []string{"team-a", "verdict"} {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cosign", Namespace: ns}, Data: map[string][]byte{"cosign.pub": []byte(key.PublicKeyPEM())}}
+		if _, err := kc.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	k, err := json.Marshal(key.PublicKeyPEM())
 	if err != nil {
 		t.Fatal(err)
 	}
-	compile := func(eng *engine.Engine, kind, ns string, secrets ...string) *engine.Policy {
+	keyInline := `{"publicKeys":` + string(k)
+	keyIn := func(ns string) string { return `{"secret":{"namespace":"` + ns + `","name":"cosign"}` }
+	compileKey := func(eng *engine.Engine, kind, ns, keys string, secrets ...string) *engine.Policy {
 		t.Helper()
 		creds := ""
 		if len(secrets) > 0 {
@@ -71,8 +81,8 @@ func TestE2ERegistryCredentials(t *testing.T) {
 		}
 		doc := fmt.Sprintf(`{"apiVersion":"kyverno.io/v1","kind":%q,"metadata":{"name":"private","namespace":%q},
 "spec":{"validationFailureAction":"Enforce","rules":[{"name":"signed","match":{"any":[{"resources":{"kinds":["Pod"]}}]},
-"verifyImages":[{"imageReferences":["%s/private/*"],%s"attestors":[{"entries":[{"keys":{"publicKeys":%s,
-"rekor":{"ignoreTlog":true},"ctlog":{"ignoreSCT":true}}}]}]}]}]}}`, kind, ns, reg.Host(), creds, k)
+"verifyImages":[{"imageReferences":["%s/private/*"],%s"attestors":[{"entries":[{"keys":%s,
+"rekor":{"ignoreTlog":true},"ctlog":{"ignoreSCT":true}}}]}]}]}]}}`, kind, ns, reg.Host(), creds, keys)
 		docs, err := policy.Parse([]byte(doc), "test")
 		if err != nil {
 			t.Fatal(err)
@@ -82,6 +92,10 @@ func TestE2ERegistryCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		return p
+	}
+	compile := func(eng *engine.Engine, kind, ns string, secrets ...string) *engine.Policy {
+		t.Helper()
+		return compileKey(eng, kind, ns, keyInline, secrets...)
 	}
 	verify := func(eng *engine.Engine, p *engine.Policy, ns string, pullSecrets ...string) engine.RuleResponse {
 		t.Helper()
@@ -152,4 +166,14 @@ func TestE2ERegistryCredentials(t *testing.T) {
 		want{engine.StatusPass, "verified image signatures"})
 	check("the Pod's imagePullSecrets naming another namespace's Secret", verify(eng, compile(eng, "ClusterPolicy", ""), "team-b", "pull"), unauthorized)
 	check("the Pod's imagePullSecrets in Verdict's namespace", verify(eng, compile(eng, "ClusterPolicy", ""), "verdict", "regcred"), unauthorized)
+
+	// Keys in Secrets, under the same rules.
+	check("namespaced Policy, the key in its namespace", verify(eng, compileKey(eng, "Policy", "team-a", keyIn("team-a"), "pull"), "team-a"),
+		want{engine.StatusPass, "verified image signatures"})
+	check("namespaced Policy, the key in Verdict's namespace", verify(eng, compileKey(eng, "Policy", "team-a", keyIn("verdict"), "pull"), "team-a"),
+		want{engine.StatusError, "may only name Secrets of its namespace"})
+	check("cluster policy, a key Secret of Verdict's namespace the operator does not list", verify(eng, compileKey(eng, "ClusterPolicy", "", keyIn("verdict"), "regcred"), "team-a"),
+		want{engine.StatusError, "is not one of the registry credentials the operator allows"})
+	check("cluster policy, a key Secret of a tenant's namespace", verify(eng, compileKey(eng, "ClusterPolicy", "", keyIn("team-a"), "regcred"), "team-a"),
+		want{engine.StatusPass, "verified image signatures"})
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/sigstore/cosign/v3/pkg/cosign"
@@ -63,8 +62,7 @@ func (v *Verifier) verifyAttestations(ctx context.Context, tg target, iv *policy
 				epath := fmt.Sprintf("%s.attestors[%d].entries[%d]", path, j, k)
 				statements, sub, err := v.attestEntry(ctx, tg, iv, &entries[k], i, typ, check)
 				if err != nil {
-					var netErr *net.OpError
-					if errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || ctx.Err() != nil {
+					if noVerdict(ctx, err) {
 						return nil, fmt.Errorf("%s%s: %w", epath, sub, err)
 					}
 					errs = append(errs, fmt.Sprintf("%s%s: %s", epath, sub, err))

@@ -14,14 +14,18 @@ import (
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
-// Credentials gives the registry credentials of one request, for
-// registries that want them: the Secrets an entry's
-// imageRegistryCredentials names and the Pod's imagePullSecrets, as the
-// caller may read them (the services: internal/platform). The keychain
-// it returns is tried before the verifier's own (WithKeychain). An error
-// is no verdict: the rule is an error, and failurePolicy decides.
+// Credentials gives what one request reads of Secrets, as the caller may
+// read them (the services: internal/platform): the registry credentials
+// of the Secrets an entry's imageRegistryCredentials names and of the
+// Pod's imagePullSecrets, and attestors' public keys held in Secrets. An
+// error is no verdict: the rule is an error, and failurePolicy decides.
 type Credentials interface {
+	// Keychain is tried before the verifier's own (WithKeychain); nil
+	// when the request names no credentials.
 	Keychain(ctx context.Context, req engine.ImageVerifyRequest) (authn.Keychain, error)
+	// PublicKey is the PEM public key (its cosign.pub) of the Secret
+	// namespace/name an attestor's keys.secret (or a k8s:// key) names.
+	PublicKey(ctx context.Context, req engine.ImageVerifyRequest, namespace, name string) (string, error)
 }
 
 // WithCredentials reads each request's registry credentials from c.

@@ -70,11 +70,20 @@ type staticCredentials struct {
 	kc    authn.Keychain
 	err   error
 	calls int
+	keys  map[string]string // by namespace/name
 }
 
 func (c *staticCredentials) Keychain(context.Context, engine.ImageVerifyRequest) (authn.Keychain, error) {
 	c.calls++
 	return c.kc, c.err
+}
+
+func (c *staticCredentials) PublicKey(_ context.Context, _ engine.ImageVerifyRequest, namespace, name string) (string, error) {
+	k, ok := c.keys[namespace+"/"+name]
+	if !ok {
+		return "", errors.New("secret " + namespace + "/" + name + " not found")
+	}
+	return k, nil
 }
 
 // TestVerifyPrivateRegistry: a registry behind a login is verified with
@@ -126,5 +135,42 @@ func TestVerifyPrivateRegistry(t *testing.T) {
 	}
 	if _, err := broken.Verify(t.Context(), request(t, img.Tag, e)); err == nil || !strings.Contains(err.Error(), "failed to read registry credentials: secret team/regcred not found") {
 		t.Errorf("unreadable credentials: %v, want an error", err)
+	}
+}
+
+// TestVerifyKeyFromSecret: an attestor's key read from a Secret
+// (keys.secret, or a k8s:// reference) verifies as the key itself does;
+// a Secret that cannot be read is no verdict (an error), and without
+// Credentials (the CLI) such a key is unsupported.
+func TestVerifyKeyFromSecret(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	key := ocitest.NewKey(t)
+	img := reg.PushImage(t, "team/app", "v1")
+	reg.Sign(t, img.Ref, key)
+	creds := &staticCredentials{keys: map[string]string{"team/cosign": key.PublicKeyPEM()}}
+	v, err := imageverify.New(imageverify.WithRemoteOptions(reg.RemoteOptions()...), imageverify.WithCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := `,"rekor":{"ignoreTlog":true},"ctlog":{"ignoreSCT":true}`
+	for name, keys := range map[string]string{
+		"keys.secret":   `{"secret":{"namespace":"team","name":"cosign"}` + logs + `}`,
+		"k8s reference": `{"publicKeys":"k8s://team/cosign"` + logs + `}`,
+	} {
+		e := entry(t, `{"imageReferences":["*"],"attestors":[{"entries":[{"keys":`+keys+`}]}]}`)
+		if res, err := v.Verify(t.Context(), request(t, img.Tag, e)); err != nil || !res.Verified {
+			t.Errorf("%s: %+v, %v", name, res, err)
+		}
+	}
+	missing := entry(t, `{"imageReferences":["*"],"attestors":[{"entries":[{"keys":{"secret":{"namespace":"team","name":"gone"}`+logs+`}}]}]}`)
+	if _, err := v.Verify(t.Context(), request(t, img.Tag, missing)); err == nil || !strings.Contains(err.Error(), "failed to read the key's Secret: secret team/gone not found") {
+		t.Errorf("a missing Secret: %v, want an error", err)
+	}
+	plain, err := imageverify.New(imageverify.WithRemoteOptions(reg.RemoteOptions()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Verify(t.Context(), request(t, img.Tag, missing)); !errors.Is(err, imageverify.ErrUnsupported) {
+		t.Errorf("without Credentials: %v, want ErrUnsupported", err)
 	}
 }

@@ -71,6 +71,9 @@ type Verifier struct {
 type target struct {
 	ref  name.Reference
 	opts []remote.Option
+	// key reads the public key (cosign.pub) of the Secret namespace/name
+	// for the request; nil without Credentials.
+	key func(namespace, name string) (string, error)
 }
 
 // target makes req's target: image parsed (ok false, with Kyverno's
@@ -100,11 +103,33 @@ func (v *Verifier) target(ctx context.Context, req engine.ImageVerifyRequest) (t
 	if len(kcs) > 0 {
 		opts = append(opts, remote.WithAuthFromKeychain(authn.NewMultiKeychain(kcs...)))
 	}
-	return target{ref: ref, opts: opts}, nil
+	tg := target{ref: ref, opts: opts}
+	if v.creds != nil {
+		tg.key = func(namespace, name string) (string, error) {
+			k, err := v.creds.PublicKey(ctx, req, namespace, name)
+			if err != nil {
+				return "", fmt.Errorf("%w: %w", errKeySecret, err)
+			}
+			return k, nil
+		}
+	}
+	return tg, nil
 }
 
 // errCredentials: the request's registry credentials could not be read.
 var errCredentials = errors.New("failed to read registry credentials")
+
+// errKeySecret: the Secret holding an attestor's key could not be read.
+var errKeySecret = errors.New("failed to read the key's Secret")
+
+// noVerdict reports whether err says that no verdict was reached (a
+// registry unreachable, a Secret unreadable, a check this verifier does
+// not make, the deadline), rather than that the image failed.
+func noVerdict(ctx context.Context, err error) bool {
+	var netErr *net.OpError
+	return errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || errors.Is(err, errCredentials) ||
+		errors.Is(err, errKeySecret) || ctx.Err() != nil
+}
 
 // Option configures New.
 type Option func(*Verifier) error
@@ -236,8 +261,7 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 	for i := range iv.Attestors {
 		d, err := v.verifySet(ctx, tg, iv, &iv.Attestors[i], fmt.Sprintf(".attestors[%d]", i))
 		if err != nil {
-			var netErr *net.OpError
-			if errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || ctx.Err() != nil {
+			if noVerdict(ctx, err) {
 				return engine.ImageVerifyResult{}, fmt.Errorf("failed to verify image %s: %w", image, err)
 			}
 			return engine.ImageVerifyResult{Message: fmt.Sprintf("failed to verify image %s: %s", image, err)}, nil
@@ -308,8 +332,7 @@ func (v *Verifier) verifySet(ctx context.Context, tg target, iv *policy.ImageVer
 			}
 		}
 		if err != nil {
-			var netErr *net.OpError
-			if errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || ctx.Err() != nil {
+			if noVerdict(ctx, err) {
 				return "", err
 			}
 			errs = append(errs, err.Error())
@@ -351,7 +374,7 @@ func (v *Verifier) checkOpts(tg target, iv *policy.ImageVerification, a *policy.
 	}
 	switch {
 	case a.Keys != nil:
-		sub, err = ".keys", keyOptions(co, a)
+		sub, err = ".keys", keyOptions(tg, co, a)
 	case a.Certificates != nil:
 		sub, err = ".certificates", certOptions(co, a)
 	case a.Keyless != nil:
@@ -404,12 +427,29 @@ func signedDigest(sigs []oci.Signature) (string, error) {
 
 var hashes = map[string]crypto.Hash{"": crypto.SHA256, "sha224": crypto.SHA224, "sha256": crypto.SHA256, "sha384": crypto.SHA384, "sha512": crypto.SHA512}
 
-// keyOptions: a public key (PEM), with the entry's transparency-log and
-// SCT settings.
-func keyOptions(co *cosign.CheckOpts, a *policy.Attestor) error {
+// keyOptions: a public key (PEM, or read from a Secret: keys.secret or
+// a k8s://<namespace>/<name> reference), with the entry's
+// transparency-log and SCT settings.
+func keyOptions(tg target, co *cosign.CheckOpts, a *policy.Attestor) error {
 	k := a.Keys
-	if k.PublicKeys == "" {
-		return fmt.Errorf("%w: keys from a Secret or a KMS", ErrUnsupported)
+	pemKey := k.PublicKeys
+	var ns, secret string
+	switch {
+	case k.Secret != nil:
+		ns, secret = k.Secret.Namespace, k.Secret.Name
+	case strings.HasPrefix(pemKey, "k8s://"):
+		ns, secret, _ = strings.Cut(strings.TrimPrefix(pemKey, "k8s://"), "/")
+	case pemKey == "":
+		return fmt.Errorf("%w: keys from a KMS", ErrUnsupported)
+	}
+	if secret != "" {
+		if tg.key == nil {
+			return fmt.Errorf("%w: keys from a Secret (%s/%s) need the cluster", ErrUnsupported, ns, secret)
+		}
+		var err error
+		if pemKey, err = tg.key(ns, secret); err != nil {
+			return err
+		}
 	}
 	alg := k.SignatureAlgorithm
 	if alg == "" {
@@ -419,7 +459,7 @@ func keyOptions(co *cosign.CheckOpts, a *policy.Attestor) error {
 	if !ok {
 		return fmt.Errorf("invalid signature algorithm provided %s", alg)
 	}
-	pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(k.PublicKeys))
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(pemKey))
 	if err != nil {
 		return fmt.Errorf("failed to load public key from PEM: pem to public key: %w", err)
 	}
