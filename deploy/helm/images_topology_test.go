@@ -113,7 +113,7 @@ func TestE2EImageVerificationTopology(t *testing.T) {
 	// 100 Pods of the signed image, by tag, ten clients at once, in one
 	// batch per webhook replica: the API server keeps its connection to
 	// the replica it reached, so before each batch the balancer closes it
-	// and turns to the batch's replica.
+	// and sends the next to the batch's replica.
 	pinned := signed.Tag + "@" + signed.Digest
 	replicas := len(env.topo.replicas["webhook"])
 	cachedSeries, verifiedSeries := `verdict_image_verifications_total{cached="true",outcome="pass"}`, `verdict_image_verifications_total{cached="false",outcome="pass"}`
@@ -122,7 +122,7 @@ func TestE2EImageVerificationTopology(t *testing.T) {
 		before[r.name] = [2]float64{replicaMetric(t, r, cachedSeries), replicaMetric(t, r, verifiedSeries)}
 	}
 	for batch, r := range env.topo.replicas["webhook"] {
-		env.topo.lb.turnTo(r)
+		env.topo.lb.pin(r)
 		var wg sync.WaitGroup
 		errs := make(chan error, imageTopologyPods)
 		names := make(chan int, imageTopologyPods)
@@ -149,6 +149,7 @@ func TestE2EImageVerificationTopology(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	env.topo.lb.pin(nil)
 	t.Logf("%d Pods admitted: %v", imageTopologyPods, time.Since(begin).Round(time.Millisecond))
 
 	if got := reg.ManifestFetches("trusted/app", sigTag); got != once {

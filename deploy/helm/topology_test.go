@@ -818,6 +818,7 @@ type topoBalancer struct {
 	next     int
 	active   map[*topoReplica]int  // connections open to each backend
 	conns    map[net.Conn]struct{} // the client side of every connection open
+	pinned   *topoReplica          // the one backend of new connections (pin), if any
 }
 
 // startTopoNATS waits for the built binaries and starts three
@@ -870,8 +871,11 @@ func (b *topoBalancer) forward(in net.Conn) {
 		delete(b.conns, in)
 		b.mu.Unlock()
 	}()
+	b.mu.Lock()
+	pinned := b.pinned != nil
+	b.mu.Unlock()
 	for _, r := range b.order() {
-		if !probeOK(r.ready) {
+		if !pinned && !probeOK(r.ready) {
 			continue
 		}
 		out, err := net.Dial("tcp", r.serve)
@@ -889,21 +893,18 @@ func (b *topoBalancer) forward(in net.Conn) {
 
 func (b *topoBalancer) url() string { return "https://" + b.addr }
 
-// turnTo closes every connection open through the balancer, as a
-// Service's endpoints changing would, and makes r the backend of the
-// next one: the API server's next webhook call opens a new connection,
-// to r. Called with no request in flight, it fails none.
-func (b *topoBalancer) turnTo(r *topoReplica) {
+// pin closes every connection open through the balancer, as a Service's
+// endpoints changing would, and sends every new one to r (nil: to every
+// ready backend in turn again): the API server's next webhook call opens
+// a new connection, to r, whatever its readiness probe answers at that
+// moment. Called with no request in flight, it fails none.
+func (b *topoBalancer) pin(r *topoReplica) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for c := range b.conns {
 		_ = c.Close()
 	}
-	for i, be := range b.backends {
-		if be == r {
-			b.next = i
-		}
-	}
+	b.pinned = r
 }
 
 func (b *topoBalancer) opened(r *topoReplica, n int) {
@@ -938,6 +939,9 @@ func (b *topoBalancer) add(r *topoReplica) {
 func (b *topoBalancer) order() []*topoReplica {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.pinned != nil {
+		return []*topoReplica{b.pinned}
+	}
 	out := make([]*topoReplica, 0, len(b.backends))
 	for i := range b.backends {
 		out = append(out, b.backends[(b.next+i)%len(b.backends)])
