@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -132,7 +131,7 @@ func (r Registries) Verifier(reg prometheus.Registerer, shared imageverify.Cache
 	if maxConc <= 0 {
 		maxConc = DefaultRegistries().MaxConcurrent
 	}
-	var transport http.RoundTripper = block.Transport(tlsConfig, dial)
+	transport := block.Transport(tlsConfig, dial)
 	opts := []imageverify.Option{imageverify.WithMaxConcurrent(maxConc)}
 	if reg != nil {
 		m, err := newImageMetrics(reg)

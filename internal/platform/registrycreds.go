@@ -189,7 +189,7 @@ func (c *registryCredentials) read(ctx context.Context, ns, name string) (cached
 	c.mu.Unlock()
 	s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return cachedSecret{}, fmt.Errorf("Secret %s: %w", key, err)
+		return cachedSecret{}, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	e := cachedSecret{kind: s.Type, data: s.Data, expires: now.Add(credentialCacheTTL)}
 	c.mu.Lock()

@@ -106,14 +106,12 @@ func (v *Verifier) attestEntry(ctx context.Context, tg target, iv *policy.ImageV
 		return nil, sub, err
 	}
 	var statements []map[string]any
-	var types []string
 	for _, sig := range sigs {
 		st, err := decodeStatement(sig)
 		if err != nil {
 			return nil, sub, err
 		}
 		t, _ := st["type"].(string)
-		types = append(types, t)
 		if t == typ {
 			statements = append(statements, st)
 		}

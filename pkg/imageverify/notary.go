@@ -214,7 +214,7 @@ func (r *notaryRepo) FetchSignatureBlob(_ context.Context, desc ocispec.Descript
 	if err != nil {
 		return nil, ocispec.Descriptor{}, r.seen(err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	var buf bytes.Buffer
 	// The reader checks the digest and size as it reads.
 	if _, err := io.Copy(&buf, io.LimitReader(rc, layer.Size+1)); err != nil {

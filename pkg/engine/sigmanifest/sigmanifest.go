@@ -131,7 +131,7 @@ func gunzip(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }()
 	out, err := io.ReadAll(io.LimitReader(zr, MaxDecodedBytes+1))
 	if err != nil {
 		return nil, err
