@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/cosign/v3/pkg/cosign"
 	"github.com/sigstore/cosign/v3/pkg/oci"
 
@@ -93,27 +96,36 @@ func (v *Verifier) attestEntry(ctx context.Context, tg target, iv *policy.ImageV
 		// Kyverno reads no nested attestor sets in attestations.
 		return nil, "", errors.New("nested attestors are not supported in attestations")
 	}
-	co, sub, err := v.checkOpts(tg, iv, a)
-	if err != nil {
-		return nil, sub, err
-	}
-	co.ClaimVerifier = cosign.IntotoSubjectClaimVerifier
-	sigs, _, err := cosign.VerifyImageAttestations(ctx, tg.ref, co)
-	if err != nil {
-		if strings.Contains(err.Error(), "MANIFEST_UNKNOWN") {
-			return nil, sub, errors.New("not found")
-		}
-		return nil, sub, err
-	}
 	var statements []map[string]any
-	for _, sig := range sigs {
-		st, err := decodeStatement(sig)
+	var sub string
+	if iv.VerificationType() == policy.ImageVerifyNotary {
+		var err error
+		if statements, err = v.notaryStatements(ctx, tg, a, typ); err != nil {
+			return nil, "", err
+		}
+	} else {
+		co, s, err := v.checkOpts(tg, iv, a)
+		sub = s
 		if err != nil {
 			return nil, sub, err
 		}
-		t, _ := st["type"].(string)
-		if t == typ {
-			statements = append(statements, st)
+		co.ClaimVerifier = cosign.IntotoSubjectClaimVerifier
+		sigs, _, err := cosign.VerifyImageAttestations(ctx, tg.ref, co)
+		if err != nil {
+			if strings.Contains(err.Error(), "MANIFEST_UNKNOWN") {
+				return nil, sub, errors.New("not found")
+			}
+			return nil, sub, err
+		}
+		for _, sig := range sigs {
+			st, err := decodeStatement(sig)
+			if err != nil {
+				return nil, sub, err
+			}
+			t, _ := st["type"].(string)
+			if t == typ {
+				statements = append(statements, st)
+			}
 		}
 	}
 	if len(statements) == 0 {
@@ -177,6 +189,113 @@ func decodeStatement(sig oci.Signature) (map[string]any, error) {
 				}
 			}
 		}
+	}
+	return st, nil
+}
+
+// notaryStatements are the image's Notary attestations of type typ: its
+// OCI 1.1 referrers of that artifactType (through the referrers API or
+// the tag schema) whose Notary signature the attestor's certificates
+// verify, each read as Kyverno reads it: the referrer's manifest with its
+// "type" the artifact type and its "predicate" its one layer's JSON. A
+// referrer whose signature does not verify is not an attestation of the
+// attestor (anyone who may push to the repository can add one); none
+// verified is an error saying why.
+func (v *Verifier) notaryStatements(ctx context.Context, tg target, a *policy.Attestor, typ string) ([]map[string]any, error) {
+	repo := &notaryRepo{repo: tg.ref.Context(), opts: tg.opts}
+	desc, err := repo.Resolve(ctx, tg.ref.Identifier())
+	if err != nil {
+		return nil, err
+	}
+	idx, err := remote.Referrers(tg.ref.Context().Digest(desc.Digest.String()), append(tg.opts, remote.WithFilter("artifactType", typ))...)
+	if err != nil {
+		return nil, err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Manifests) > maxNotaryReferrers {
+		return nil, fmt.Errorf("failed to fetch referrers: too many referrers found (%d), max limit is %d", len(m.Manifests), maxNotaryReferrers)
+	}
+	var out []map[string]any
+	var errs []error
+	for _, d := range m.Manifests {
+		if d.ArtifactType != typ {
+			continue
+		}
+		artifact := target{ref: tg.ref.Context().Digest(d.Digest.String()), opts: tg.opts, key: tg.key}
+		if _, err := v.verifyNotary(ctx, artifact, a); err != nil {
+			if noVerdict(ctx, err) {
+				return nil, err
+			}
+			errs = append(errs, fmt.Errorf("referrer %s: %w", d.Digest, err))
+			continue
+		}
+		st, err := referrerStatement(artifact, d)
+		if err != nil {
+			if noVerdict(ctx, err) {
+				return nil, err
+			}
+			errs = append(errs, fmt.Errorf("referrer %s: %w", d.Digest, err))
+			continue
+		}
+		out = append(out, st)
+	}
+	if len(out) == 0 && len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// referrerStatement reads a Notary attestation: the referrer's manifest
+// (one layer, at most maxStatementBytes), with "type" its artifact type
+// and "predicate" its layer's JSON object.
+func referrerStatement(artifact target, d v1.Descriptor) (map[string]any, error) {
+	img, err := remote.Image(artifact.ref, artifact.opts...)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := img.RawManifest()
+	if err != nil {
+		return nil, err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Layers) != 1 {
+		return nil, fmt.Errorf("the attestation has %d layers, want 1", len(m.Layers))
+	}
+	if m.Layers[0].Size > maxStatementBytes {
+		return nil, fmt.Errorf("the attestation's predicate of %d bytes exceeds %d", m.Layers[0].Size, maxStatementBytes)
+	}
+	layer, err := img.LayerByDigest(m.Layers[0].Digest)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := layer.Compressed()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rc.Close() }()
+	body, err := io.ReadAll(io.LimitReader(rc, maxStatementBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	var predicate map[string]any
+	if err := json.Unmarshal(body, &predicate); err != nil || predicate == nil {
+		return nil, errors.New("the attestation's predicate is not a JSON object")
+	}
+	var st map[string]any
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, err
+	}
+	if st["type"] == nil {
+		st["type"] = d.ArtifactType
+	}
+	if st["predicate"] == nil {
+		st["predicate"] = predicate
 	}
 	return st, nil
 }

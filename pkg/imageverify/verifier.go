@@ -11,13 +11,14 @@
 // type, signed by each attestation's attestor sets, whose statements the
 // engine checks against the attestation's conditions
 // (ImageVerifyRequest.CheckStatement); Notary signatures (notation-go,
-// JWS and COSE envelopes as OCI 1.1 referrers) by certificates.
+// JWS and COSE envelopes as OCI 1.1 referrers) by certificates, and Notary
+// attestations (referrers of the attestation's artifact type, each
+// signed with Notary).
 // Transparency-log and SCT checks are done only when the policy switches
 // them off (rekor.ignoreTlog, ctlog.ignoreSCT): a policy that asks for
-// them gets an error until the log clients are built. Notary
-// attestations, sigstore bundles, keys from Secrets and KMS, and registry
-// credentials are the next steps of issue 30 and are answered with an
-// error naming what is missing, never with a pass.
+// them gets an error until the log clients are built. Sigstore bundles
+// and KMS keys are answered with an error naming what is missing, never
+// with a pass.
 package imageverify
 
 import (
@@ -238,8 +239,6 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 		return engine.ImageVerifyResult{}, fmt.Errorf("imageverify: no verification entry")
 	}
 	switch t := iv.VerificationType(); {
-	case t == policy.ImageVerifyNotary && len(iv.Attestations) > 0:
-		return engine.ImageVerifyResult{}, fmt.Errorf("%w: Notary attestations", ErrUnsupported)
 	case t != policy.ImageVerifyCosign && t != policy.ImageVerifyNotary:
 		return engine.ImageVerifyResult{}, fmt.Errorf("%w: type %s", ErrUnsupported, t)
 	}

@@ -154,8 +154,9 @@ func TestVerifyKeyless(t *testing.T) {
 // referrers tag schema) verifies against the CA given as the attestor's
 // certificates and names the image's digest; another CA, an unsigned
 // image and a tag moved to another image fail; a registry that cannot be
-// reached is an error; Notary attestations are not checked yet
-// (unsupported, never a pass).
+// reached is an error. A Notary attestation (an SBOM referrer) signed
+// by the CA verifies, its predicate the referrer's JSON; an unsigned one
+// beside it is not the attestor's; another type or another CA fail.
 func TestVerifyNotary(t *testing.T) {
 	for name, opts := range map[string][]ocitest.RegistryOption{
 		"referrers API":        nil,
@@ -192,9 +193,34 @@ func TestVerifyNotary(t *testing.T) {
 			if res, err := v.Verify(ctx, request(t, img.Tag, notary(ca.RootsPEM()))); err != nil || res.Verified {
 				t.Errorf("tag moved to an unsigned image: %+v, %v; want a failure", res, err)
 			}
-			att := entry(t, `{"type":"Notary","imageReferences":["*"],"attestations":[{"type":"sbom/cyclone-dx","attestors":[{"entries":[{"certificates":{"cert":`+quote(ca.RootsPEM())+`}}]}]}]}`)
-			if _, err := v.Verify(ctx, request(t, img.Ref, att)); !errors.Is(err, imageverify.ErrUnsupported) {
-				t.Errorf("Notary attestations: %v, want ErrUnsupported", err)
+			// Notary attestations: an SBOM attached as a referrer, signed.
+			sbom := reg.PushReferrer(t, img.Ref, "sbom/cyclone-dx", []byte(`{"bomFormat":"CycloneDX","specVersion":"1.5"}`))
+			reg.SignNotary(t, sbom, ca.Issue(t, ocitest.Identity{Email: "dev@example.com"}))
+			reg.PushReferrer(t, img.Ref, "sbom/cyclone-dx", []byte(`{"bomFormat":"forged"}`)) // unsigned: not the attestor's
+			attest := func(typ, certs string) *policy.ImageVerification {
+				return entry(t, `{"type":"Notary","imageReferences":["*"],"attestations":[{"type":"`+typ+`","attestors":[{"entries":[{"certificates":{"cert":`+quote(certs)+`}}]}]}]}`)
+			}
+			req := request(t, img.Ref, attest("sbom/cyclone-dx", ca.RootsPEM()))
+			var checked []any
+			req.CheckStatement = func(_ int, st map[string]any) (bool, string, error) {
+				checked = append(checked, st["predicate"].(map[string]any)["bomFormat"])
+				return true, "", nil
+			}
+			res, err = v.Verify(ctx, req)
+			if err != nil || !res.Verified || res.Message != "verified image attestations for "+img.Ref {
+				t.Fatalf("signed SBOM: %+v, %v", res, err)
+			}
+			if len(checked) != 1 || checked[0] != "CycloneDX" || res.Statements[0][0]["type"] != "sbom/cyclone-dx" {
+				t.Errorf("statements checked %v, returned %v: want the signed SBOM's alone", checked, res.Statements)
+			}
+			for name, e := range map[string]*policy.ImageVerification{
+				"another type": attest("sbom/spdx", ca.RootsPEM()),
+				"another CA":   attest("sbom/cyclone-dx", ocitest.NewCA(t).RootsPEM()),
+			} {
+				res, err := v.Verify(ctx, request(t, img.Ref, e))
+				if err != nil || res.Verified || !strings.HasPrefix(res.Message, "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: .attestations[0].attestors[0].entries[0]: ") {
+					t.Errorf("%s: %+v, %v; want a failure", name, res, err)
+				}
 			}
 			reg.Close()
 			if res, err := v.Verify(ctx, request(t, img.Ref, notary(ca.RootsPEM()))); err == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -124,4 +125,36 @@ func (r *Registry) image(repo, tag string, d v1.Hash) Image {
 		img.Tag = r.Repo(repo) + ":" + tag
 	}
 	return img
+}
+
+// PushReferrer pushes an OCI 1.1 artifact about the image subject (a tag
+// or a digest reference into this registry), as `oras attach` or
+// `notation`'s SBOM workflows do: payload (JSON) its one layer,
+// artifactType its config's media type, which the referrers API reports
+// as its artifactType (and the referrers tag schema lists, WithoutReferrers).
+// It returns the artifact's reference by digest, for SignNotary; it fails
+// t on error.
+func (r *Registry) PushReferrer(t testing.TB, subject, artifactType string, payload []byte) string {
+	t.Helper()
+	ref := r.ref(t, subject)
+	desc, err := remote.Head(ref, r.RemoteOptions()...)
+	if err != nil {
+		t.Fatalf("ocitest: subject %s: %v", subject, err)
+	}
+	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer(payload, types.MediaType("application/json"))})
+	if err != nil {
+		t.Fatalf("ocitest: artifact: %v", err)
+	}
+	img = mutate.MediaType(img, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.MediaType(artifactType))
+	img = mutate.Subject(img, v1.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}).(v1.Image)
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatalf("ocitest: artifact digest: %v", err)
+	}
+	out := ref.Context().Digest(d.String())
+	if err := remote.Write(out, img, r.RemoteOptions()...); err != nil {
+		t.Fatalf("ocitest: push the artifact about %s: %v", subject, err)
+	}
+	return out.String()
 }
