@@ -98,6 +98,14 @@ images (the webhook, the reporter): $. */}}
 {{- with $r.credentialSecrets }}
 - --registry-credential-secrets={{ join "," . }}
 {{- end }}
+{{- if $r.caConfigMapName }}
+- --registry-ca-file=/etc/verdict/registry-ca/{{ $r.caKey }}
+{{- end }}
+{{- with $r.cache }}
+- --image-verify-cache-ttl={{ .ttl }}
+- --image-verify-cache-entries={{ int64 .entries }}
+- --image-verify-shared-cache-bytes={{ .sharedBytes }}
+{{- end }}
 {{- if $r.namespaceCredentials }}
 - --registry-namespace-credentials=true
 {{- end }}
@@ -396,4 +404,26 @@ securityContext:
 {{- if le (int .grace) (int .bound) -}}
 {{- fail (printf "terminationGracePeriodSeconds %d must be longer than %s (%d): the kubelet would kill the service before it drains" (int .grace) .what (int .bound)) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The registries' CA bundle (imageRegistries.caConfigMapName), mounted
+where --registry-ca-file reads it: $. */}}
+{{- define "verdict.registryMounts" -}}
+{{- if (.Values.imageRegistries | default (dict)).caConfigMapName }}
+- name: registry-ca
+  mountPath: /etc/verdict/registry-ca
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "verdict.registryVolumes" -}}
+{{- $r := .Values.imageRegistries | default (dict) -}}
+{{- if $r.caConfigMapName }}
+- name: registry-ca
+  configMap:
+    name: {{ $r.caConfigMapName }}
+    items:
+      - key: {{ $r.caKey }}
+        path: {{ $r.caKey }}
+{{- end }}
 {{- end -}}

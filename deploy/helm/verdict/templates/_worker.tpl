@@ -90,11 +90,19 @@ spec:
             {{- toYaml $v.resources | nindent 12 }}
           securityContext:
             {{- toYaml .root.Values.securityContext | nindent 12 }}
-          {{- with (include "verdict.natsMounts" $ctx | trim) }}
+          {{- $mounts := include "verdict.natsMounts" $ctx }}
+          {{- if eq .svc "reporter" }}
+          {{- $mounts = printf "%s\n%s" $mounts (include "verdict.registryMounts" .root) }}
+          {{- end }}
+          {{- with ($mounts | trim) }}
           volumeMounts:
             {{- . | nindent 12 }}
           {{- end }}
-      {{- with (include "verdict.natsVolumes" $ctx | trim) }}
+      {{- $volumes := include "verdict.natsVolumes" $ctx }}
+      {{- if eq .svc "reporter" }}
+      {{- $volumes = printf "%s\n%s" $volumes (include "verdict.registryVolumes" .root) }}
+      {{- end }}
+      {{- with ($volumes | trim) }}
       volumes:
         {{- . | nindent 8 }}
       {{- end }}
