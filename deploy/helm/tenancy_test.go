@@ -198,16 +198,7 @@ func TestE2ETenancy(t *testing.T) {
 		topo.startDeployment(deployments[svc])
 	}
 	topo.waitReady(90 * time.Second)
-	topoEventually(t, 60*time.Second, "the webhook configurations filled in", func() error {
-		v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "verdict-validating", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if len(v.Webhooks) == 0 {
-			return errors.New("no webhooks yet")
-		}
-		return nil
-	})
+	waitWebhooksRegistered(t, kube)
 	topoEventually(t, 30*time.Second, "the webhook's CA Secret", func() error {
 		_, err := kube.CoreV1().Secrets(namespace).Get(ctx, "verdict-webhook-ca", metav1.GetOptions{})
 		return err

@@ -419,19 +419,25 @@ func startChartTopology(t *testing.T, services []string, extraArgs ...string) *c
 	}
 	topo.waitReady(90 * time.Second)
 	if slices.Contains(services, "webhook") {
-		// The leader registers the webhooks.
-		topoEventually(t, 60*time.Second, "the webhook configurations filled in", func() error {
-			v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "verdict-validating", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if len(v.Webhooks) == 0 {
-				return errors.New("no webhooks yet")
-			}
-			return nil
-		})
+		waitWebhooksRegistered(t, kube)
 	}
 	return &chartTopology{cp: cp, admin: admin, kube: kube, dyn: dyn, topo: topo, urls: urls, nats: nats}
+}
+
+// waitWebhooksRegistered waits until the webhook's leader has filled in
+// the release's webhook configurations.
+func waitWebhooksRegistered(t *testing.T, kube kubernetes.Interface) {
+	t.Helper()
+	topoEventually(t, 60*time.Second, "the webhook configurations filled in", func() error {
+		v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), "verdict-validating", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(v.Webhooks) == 0 {
+			return errors.New("no webhooks yet")
+		}
+		return nil
+	})
 }
 
 // topoBuild is the folder holding the four service binaries, or why they

@@ -81,6 +81,26 @@ func isUntyped(v any) bool {
 	return false
 }
 
+// Number is v as a float64 when it is a number of any Go numeric type
+// decoders give (float64 from JSON, int64 or int from YAML and Go code).
+func Number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	}
+	return 0, false
+}
+
 // Equal reports whether two untyped values are equal (maps by content,
 // numbers by value).
 func Equal(a, b any) bool {

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
 
 // decodePod fills the fields of a Pod that the Pod Security Standards checks
@@ -140,26 +142,12 @@ func (d *decoder) integer(m map[string]any, key string, min, max float64) (int64
 	if !ok || v == nil {
 		return 0, false
 	}
-	f, ok := number(v)
+	f, ok := document.Number(v)
 	if !ok || f != math.Trunc(f) || f < min || f > max {
 		d.fail(key, "integer", v)
 		return 0, false
 	}
 	return int64(f), true
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	}
-	return 0, false
 }
 
 func (d *decoder) strMap(m map[string]any, key string) map[string]string {

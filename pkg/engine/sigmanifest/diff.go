@@ -135,28 +135,10 @@ func ravel(v any) map[string]any {
 
 // sameValue compares two leaves, numbers by value.
 func sameValue(a, b any) bool {
-	fa, aok := number(a)
-	fb, bok := number(b)
+	fa, aok := document.Number(a)
+	fb, bok := document.Number(b)
 	if aok && bok {
 		return fa == fb
 	}
 	return document.Equal(a, b)
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case float32:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	}
-	return 0, false
 }
