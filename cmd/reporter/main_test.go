@@ -35,6 +35,7 @@ func TestFlags(t *testing.T) {
 		"--max-foreach-elements=500", "--max-foreach-depth=2", "--work-budget=20000", "--max-expression-steps=5000", "--memory-budget=8Mi",
 		"--registry-blocklist=10.0.0.0/8", "--registry-blocklist=metadata", "--registry-ca-file=/r/ca.pem", "--registry-dial-timeout=2s",
 		"--image-verify-max-concurrent=4", "--image-verify-cache-ttl=10m", "--image-verify-cache-entries=50", "--image-verify-shared-cache-bytes=1Mi",
+		"--image-verify-max-response-bytes=2Mi", "--registry-credential-secrets=regcred,mirror", "--registry-namespace-credentials",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,8 @@ func TestFlags(t *testing.T) {
 		WriteQPS: 5.5, WriteBurst: 10,
 		Limits: platform.EvaluationLimits{MaxForEachElements: 500, MaxForEachDepth: 2, WorkBudget: 20000, MaxExpressionSteps: 5000, MemoryBudget: 8 << 20},
 		Registries: platform.Registries{Blocklist: []string{"10.0.0.0/8", "metadata"}, CAFile: "/r/ca.pem", DialTimeout: 2 * time.Second,
-			MaxConcurrent: 4, CacheTTL: 10 * time.Minute, CacheEntries: 50, SharedCacheBytes: 1 << 20},
+			MaxConcurrent: 4, CacheTTL: 10 * time.Minute, CacheEntries: 50, SharedCacheBytes: 1 << 20, MaxResponseBytes: 2 << 20,
+			CredentialSecrets: []string{"regcred", "mirror"}, NamespaceCredentials: true},
 		NATS: platform.NATSConfig{
 			Config:         natsconn.Config{URLs: []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"}, Credentials: "/n/creds"},
 			StreamReplicas: 3,

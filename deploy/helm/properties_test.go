@@ -659,6 +659,7 @@ func TestValuesReachTheFlags(t *testing.T) {
 		"--set", "imageRegistries.credentialSecrets={regcred,mirror}", "--set", "imageRegistries.namespaceCredentials=true",
 		"--set", "imageRegistries.caConfigMapName=registry-ca", "--set", "imageRegistries.cache.ttl=30m",
 		"--set", "imageRegistries.cache.entries=500", "--set", "imageRegistries.cache.sharedBytes=128Mi",
+		"--set", "imageRegistries.maxResponseBytes=8Mi",
 		"--set", "webhook.image.digest=sha256:"+strings.Repeat("ab", 32), "--set", "image.tag=v9",
 		"--set", "reporter.pending.results=100", "--set", "reporter.pending.bytes=1Mi", "--set", "reporter.pending.rechecks=0"))
 	for svc, want := range map[string]map[string]string{
@@ -670,14 +671,14 @@ func TestValuesReachTheFlags(t *testing.T) {
 			"registry-blocklist": "10.0.0.0/8,127.0.0.0/8,169.254.0.0/16,metadata.google.internal", "image-verify-max-concurrent": "16",
 			"registry-credential-secrets": "regcred,mirror", "registry-namespace-credentials": "true",
 			"registry-ca-file": "/etc/verdict/registry-ca/ca.crt", "image-verify-cache-ttl": "30m",
-			"image-verify-cache-entries": "500", "image-verify-shared-cache-bytes": "128Mi",
+			"image-verify-cache-entries": "500", "image-verify-shared-cache-bytes": "128Mi", "image-verify-max-response-bytes": "8Mi",
 		},
 		"generator": {"stream-replicas": "3", "log-level": "warn", "nats-credentials": "/etc/verdict/nats/credentials/nats.creds"},
 		"reporter": {"pending-results": "100", "pending-bytes": "1Mi", "pending-rechecks": "0",
 			"registry-blocklist": "10.0.0.0/8,127.0.0.0/8,169.254.0.0/16,metadata.google.internal", "image-verify-max-concurrent": "16",
 			"registry-credential-secrets": "regcred,mirror", "registry-namespace-credentials": "true",
 			"registry-ca-file": "/etc/verdict/registry-ca/ca.crt", "image-verify-cache-ttl": "30m",
-			"image-verify-cache-entries": "500", "image-verify-shared-cache-bytes": "128Mi"},
+			"image-verify-cache-entries": "500", "image-verify-shared-cache-bytes": "128Mi", "image-verify-max-response-bytes": "8Mi"},
 		"cleaner": {"identity": "$(POD_NAME)", "log-level": "debug"},
 	} {
 		c := m.deployments[svc].Spec.Template.Spec.Containers[0]

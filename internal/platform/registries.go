@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/verdict-dev/verdict/internal/bus"
@@ -46,6 +45,9 @@ type Registries struct {
 	// SharedCacheBytes bounds the JetStream bucket of verifications the
 	// replicas share (bus.BucketImageVerifications).
 	SharedCacheBytes int64
+	// MaxResponseBytes bounds what registries may answer one
+	// verification with (0: imageverify.DefaultMaxResponseBytes).
+	MaxResponseBytes int64
 	// CredentialSecrets are the Secrets of Verdict's namespace that
 	// cluster policies may name for image verification (pull Secrets in
 	// imageRegistryCredentials, keys in keys.secret); no other Secret of
@@ -70,7 +72,8 @@ func (r Registries) SharedCache(conn func() *queue.Conn, replicas int) imageveri
 
 // DefaultRegistries are the defaults of the flags.
 func DefaultRegistries() Registries {
-	return Registries{MaxConcurrent: 8, DialTimeout: 5 * time.Second, CacheTTL: time.Hour, CacheEntries: 10000, SharedCacheBytes: 64 << 20}
+	return Registries{MaxConcurrent: 8, DialTimeout: 5 * time.Second, CacheTTL: time.Hour, CacheEntries: 10000, SharedCacheBytes: 64 << 20,
+		MaxResponseBytes: imageverify.DefaultMaxResponseBytes}
 }
 
 // BindRegistryFlags binds --registry-blocklist, --registry-ca-file,
@@ -88,6 +91,7 @@ func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 	fs.DurationVar(&r.CacheTTL, "image-verify-cache-ttl", r.CacheTTL, "how long a successful image verification is kept (for entries with useCache, the default); 0: none kept")
 	fs.IntVar(&r.CacheEntries, "image-verify-cache-entries", r.CacheEntries, "successful image verifications one replica keeps in memory")
 	BytesVar(fs, &r.SharedCacheBytes, "image-verify-shared-cache-bytes", "size of the JetStream bucket of image verifications the replicas share (a quantity: 64Mi)")
+	BytesVar(fs, &r.MaxResponseBytes, "image-verify-max-response-bytes", "bytes the registries may answer one image verification with, signatures and attestations included (a quantity: 32Mi); more is an error")
 	ListFlag(fs, "registry-credential-secrets", "Secrets of Verdict's namespace that cluster policies may name for image verification: pull Secrets in imageRegistryCredentials, keys in keys.secret (repeatable, or comma-separated); no other Secret there is read",
 		func() { r.CredentialSecrets = []string{} }, func(s string) error {
 			r.CredentialSecrets = append(r.CredentialSecrets, s)
@@ -141,7 +145,10 @@ func (r Registries) Verifier(reg prometheus.Registerer, shared imageverify.Cache
 		transport = m.transport(transport)
 		opts = append(opts, imageverify.WithObserver(m))
 	}
-	opts = append(opts, imageverify.WithRemoteOptions(remote.WithTransport(transport)))
+	opts = append(opts, imageverify.WithTransport(transport))
+	if r.MaxResponseBytes > 0 {
+		opts = append(opts, imageverify.WithMaxResponseBytes(r.MaxResponseBytes))
+	}
 	if creds != nil {
 		opts = append(opts, imageverify.WithCredentials(creds))
 	}

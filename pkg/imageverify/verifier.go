@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -65,6 +66,10 @@ type Verifier struct {
 	observer Observer
 	creds    Credentials
 	keychain authn.Keychain
+	// transport, when set (WithTransport), carries every registry call
+	// and counts each verification's response bytes.
+	transport        http.RoundTripper
+	maxResponseBytes int64
 }
 
 // target is the image one request verifies, and the registry options of
@@ -87,7 +92,13 @@ func (v *Verifier) target(ctx context.Context, req engine.ImageVerifyRequest) (t
 	if err != nil {
 		return target{}, err
 	}
+	if v.transport != nil {
+		ctx = withBudget(ctx, v.maxResponseBytes)
+	}
 	opts := append([]remote.Option{remote.WithContext(ctx)}, v.remote...)
+	if v.transport != nil {
+		opts = append(opts, remote.WithTransport(v.transport))
+	}
 	var kcs []authn.Keychain
 	if v.creds != nil {
 		kc, err := v.creds.Keychain(ctx, req)
@@ -129,7 +140,7 @@ var errKeySecret = errors.New("failed to read the key's Secret")
 func noVerdict(ctx context.Context, err error) bool {
 	var netErr *net.OpError
 	return errors.As(err, &netErr) || errors.Is(err, ErrUnsupported) || errors.Is(err, errCredentials) ||
-		errors.Is(err, errKeySecret) || ctx.Err() != nil
+		errors.Is(err, errKeySecret) || errors.Is(err, ErrResponseBudget) || ctx.Err() != nil
 }
 
 // Option configures New.
@@ -159,7 +170,7 @@ func WithMaxConcurrent(n int) Option {
 
 // New makes a verifier.
 func New(opts ...Option) (*Verifier, error) {
-	v := &Verifier{sem: make(chan struct{}, 8), observer: noObserver{}}
+	v := &Verifier{sem: make(chan struct{}, 8), observer: noObserver{}, maxResponseBytes: DefaultMaxResponseBytes}
 	for _, o := range opts {
 		if err := o(v); err != nil {
 			return nil, err

@@ -98,6 +98,9 @@ images (the webhook, the reporter): $. */}}
 {{- with $r.credentialSecrets }}
 - --registry-credential-secrets={{ join "," . }}
 {{- end }}
+{{- with $r.maxResponseBytes }}
+- --image-verify-max-response-bytes={{ . }}
+{{- end }}
 {{- if $r.caConfigMapName }}
 - --registry-ca-file=/etc/verdict/registry-ca/{{ $r.caKey }}
 {{- end }}
