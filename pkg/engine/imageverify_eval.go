@@ -80,6 +80,11 @@ func (run *ruleRun) verifyImages(rr RuleResponse) RuleResponse {
 	if err != nil {
 		return run.errorf(rr, "failed to extract images: %v", err)
 	}
+	// Each image is checked against each entry: charged to the
+	// evaluation's work budget, as a rule's other steps are.
+	if err := run.step(int64(len(images) * max(1, len(r.VerifyImages)))); err != nil {
+		return run.errorf(rr, "%v", err)
+	}
 	entries := make([]*policy.ImageVerification, len(r.VerifyImages))
 	for i := range r.VerifyImages {
 		if entries[i], err = run.imageEntry(&r.VerifyImages[i]); err != nil {

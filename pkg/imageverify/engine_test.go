@@ -291,3 +291,24 @@ func TestEngineVerifiesAttestations(t *testing.T) {
 		t.Errorf("attestation without attestors: %s unsupported=%v %q", rr.Status, rr.Unsupported, rr.Message)
 	}
 }
+
+// TestEngineImageChecksCharged: the images a rule checks are charged to
+// the evaluation's work budget: a Pod of more images than the budget
+// allows is a rule error, never a verification of each.
+func TestEngineImageChecksCharged(t *testing.T) {
+	eng, err := engine.New(engine.WithWorkBudget(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := imagePolicy(t, eng, "Enforce", "", `{"imageReferences":["*"],"mutateDigest":false,"verifyDigest":true,"required":false}`)
+	var images []string
+	for i := range 200 {
+		images = append(images, fmt.Sprintf("registry.example/app%d@sha256:%064d", i, i))
+	}
+	if rr, _ := verifyPod(t, eng, p, pod(images...)); rr.Status != engine.StatusError || !strings.Contains(rr.Message, "work budget") {
+		t.Errorf("200 images on a budget of 100 steps: %s %q, want an error", rr.Status, rr.Message)
+	}
+	if rr, _ := verifyPod(t, eng, p, pod(images[:10]...)); rr.Status != engine.StatusPass {
+		t.Errorf("10 images: %s %q, want a pass", rr.Status, rr.Message)
+	}
+}
