@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/imageverify"
@@ -17,6 +18,9 @@ import (
 // run (useCache).
 func imageVerifier() (engine.Option, error) {
 	v, err := imageverify.New(imageverify.WithKeychain(authn.DefaultKeychain),
+		// The images of a pipeline's input are anyone's: each verification
+		// reads at most imageverify.DefaultMaxResponseBytes.
+		imageverify.WithTransport(remote.DefaultTransport),
 		imageverify.WithCache(imageverify.NewMemoryCache(time.Hour, 10000)))
 	if err != nil {
 		return nil, err
