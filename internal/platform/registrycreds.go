@@ -61,9 +61,11 @@ type cachedSecret struct {
 }
 
 // Credentials reads the registry credentials of requests through kube,
-// Verdict's namespace being namespace; nil when r allows none.
+// Verdict's namespace being namespace (nil without kube). With nothing
+// allowed, a policy naming Secrets gets an error saying which flag would
+// allow them, never an anonymous pull in their place.
 func (r Registries) Credentials(kube kubernetes.Interface, namespace string) imageverify.Credentials {
-	if kube == nil || (len(r.CredentialSecrets) == 0 && !r.NamespaceCredentials) {
+	if kube == nil {
 		return nil
 	}
 	allowed := make(map[string]bool, len(r.CredentialSecrets))

@@ -117,12 +117,12 @@ func TestE2ERegistryCredentials(t *testing.T) {
 		}
 		return rr
 	}
-	newEngine := func(namespaces bool) *engine.Engine {
+	newEngine := func(namespaces bool, allowed ...string) *engine.Engine {
 		t.Helper()
 		r := platform.DefaultRegistries()
 		r.Blocklist = []string{} // the registry is on loopback
 		r.CacheTTL = 0           // each verification reaches the registry
-		r.CredentialSecrets = []string{"regcred"}
+		r.CredentialSecrets = allowed
 		r.NamespaceCredentials = namespaces
 		eng, err := platform.NewEngine(kc, platform.EngineConfig{Namespace: "verdict", Limits: platform.DefaultEvaluationLimits(), Registries: r})
 		if err != nil {
@@ -142,7 +142,14 @@ func TestE2ERegistryCredentials(t *testing.T) {
 	}
 	unauthorized := want{engine.StatusFail, "UNAUTHORIZED"}
 
+	// Nothing allowed: a Secret a policy names is refused, saying why.
 	eng := newEngine(false)
+	check("nothing allowed, a cluster policy's Secret", verify(eng, compile(eng, "ClusterPolicy", "", "regcred"), "team-a"),
+		want{engine.StatusError, "is not one of the registry credentials the operator allows"})
+	check("nothing allowed, a key in a Secret", verify(eng, compileKey(eng, "ClusterPolicy", "", keyIn("verdict"), "regcred"), "team-a"),
+		want{engine.StatusError, "is not one of the registry credentials the operator allows"})
+
+	eng = newEngine(false, "regcred")
 	check("cluster policy, an allowed Secret of Verdict's namespace", verify(eng, compile(eng, "ClusterPolicy", "", "regcred"), "team-a"),
 		want{engine.StatusPass, "verified image signatures"})
 	check("cluster policy, a Secret of Verdict's namespace the operator does not list", verify(eng, compile(eng, "ClusterPolicy", "", "other"), "team-a"),
@@ -151,7 +158,7 @@ func TestE2ERegistryCredentials(t *testing.T) {
 		want{engine.StatusError, "outside Verdict's namespace are off"})
 	check("the Pod's imagePullSecrets, namespace credentials off", verify(eng, compile(eng, "ClusterPolicy", ""), "team-a", "pull"), unauthorized)
 
-	eng = newEngine(true)
+	eng = newEngine(true, "regcred")
 	// The tenant's regcred (a wrong password), not Verdict's of the same name.
 	check("namespaced Policy, a name", verify(eng, compile(eng, "Policy", "team-a", "regcred"), "team-a"), unauthorized)
 	check("namespaced Policy, its own pull Secret", verify(eng, compile(eng, "Policy", "team-a", "pull"), "team-a"),
