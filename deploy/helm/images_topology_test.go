@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/reports/model"
@@ -123,6 +124,7 @@ func TestE2EImageVerificationTopology(t *testing.T) {
 	}
 	for batch, r := range env.topo.replicas["webhook"] {
 		env.topo.lb.pin(r)
+		awaitReconnected(t, pods, imageTopoPod("reconnect", signed.Tag))
 		var wg sync.WaitGroup
 		errs := make(chan error, imageTopologyPods)
 		names := make(chan int, imageTopologyPods)
@@ -339,4 +341,23 @@ func scanResult(ctx context.Context, dyn dynamic.Interface, p *corev1.Pod, want 
 		return nil
 	}
 	return fmt.Errorf("Pod %s: no result of signed-images in %v", p.Name, results)
+}
+
+// awaitReconnected waits until the API server calls the webhook on a new
+// connection after the balancer closed its old ones: a call it makes on a
+// connection before it sees the close fails with a broken pipe or EOF (it
+// retries no POST), so dry runs go first until five in a row are answered.
+func awaitReconnected(t *testing.T, pods typedcorev1.PodInterface, probe *corev1.Pod) {
+	t.Helper()
+	answered := 0
+	topoEventually(t, 30*time.Second, "the API server reconnected to the pinned replica", func() error {
+		for answered < 5 {
+			if _, err := pods.Create(t.Context(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+				answered = 0
+				return err
+			}
+			answered++
+		}
+		return nil
+	})
 }

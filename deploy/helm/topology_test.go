@@ -903,7 +903,8 @@ func (b *topoBalancer) url() string { return "https://" + b.addr }
 // endpoints changing would, and sends every new one to r (nil: to every
 // ready backend in turn again): the API server's next webhook call opens
 // a new connection, to r, whatever its readiness probe answers at that
-// moment. Called with no request in flight, it fails none.
+// moment. A call the API server makes on an old connection before it
+// sees the close fails (awaitReconnected waits that out).
 func (b *topoBalancer) pin(r *topoReplica) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
