@@ -101,11 +101,11 @@ func (r *testResult) patched() string {
 	return r.PatchedResource
 }
 
-// celKind reports whether the result is about a CEL policy kind the
-// engine does not evaluate yet (it evaluates ValidatingPolicy,
-// MutatingPolicy, GeneratingPolicy and DeletingPolicy).
+// celKind reports whether the result is about a policy kind the engine
+// does not evaluate yet (it evaluates ValidatingPolicy, MutatingPolicy,
+// GeneratingPolicy, DeletingPolicy and ImageValidatingPolicy).
 func (r *testResult) celKind() bool {
-	return r.IsImageValidatingPolicy || r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
+	return r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
 }
 
 // readTestFiles reads the Test documents of a test file: one, or

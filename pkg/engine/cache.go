@@ -32,6 +32,9 @@ type evalCache struct {
 	// object at celObj; it keeps the CEL values expressions have read.
 	celIn  *celeval.Prepared
 	celObj uintptr
+	// imageEvidence is what the request's image verifications found, by
+	// image, for required (ivpol.go).
+	imageEvidence map[string]imageEvidence
 }
 
 func (r *Request) scratch() *evalCache {

@@ -81,6 +81,9 @@ func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
 	if p.GPol != nil {
 		return e.compileGPol(p)
 	}
+	if p.IVPol != nil {
+		return e.compileIVPol(p)
+	}
 	if errs := policy.ValidateWith(p, e.checkExpression); len(errs) > 0 {
 		return nil, fmt.Errorf("policy %s: %w", p.Key(), errs.ToAggregate())
 	}

@@ -66,11 +66,14 @@ func (e *Engine) Apply(ctx context.Context, req *Request, set *Set) ([]Response,
 	// Images are verified and pinned to their digests after the
 	// mutations, before the validations see the resource (Kyverno's
 	// mutating webhook verifies images after its mutations).
+	// An ImageValidatingPolicy's digest mutation is the mutating
+	// webhook's (VerifyImages), not Apply's: Kyverno's CLI does not pin
+	// the images of those policies either.
 	for _, p := range set.Policies {
 		if !p.hasType(TypeImageVerify) {
 			continue
 		}
-		resp := e.run(m, &cur, p, set.Exceptions, TypeImageVerify)
+		resp := e.run(m, &cur, p, set.Exceptions, typeImageChecks)
 		if len(resp.Rules) > 0 {
 			out = append(out, resp)
 		}
@@ -127,6 +130,9 @@ func selects(r *Rule, t RuleType) bool {
 	if t == typeGenerateTriggers {
 		return rt == TypeGeneration
 	}
+	if t == typeImageChecks {
+		return rt == TypeImageVerify && !r.ivpolDigests()
+	}
 	return rt == t
 }
 
@@ -147,7 +153,9 @@ func (e *Engine) Check(ctx context.Context, req *Request, p *Policy, exceptions 
 		resp = e.Validate(ctx, req, p, exceptions)
 	}
 	if p.hasType(TypeImageVerify) {
-		img := e.VerifyImages(ctx, req, p, exceptions)
+		// An ImageValidatingPolicy's digest mutation is the mutating
+		// webhook's alone.
+		img := e.run(e.meterFor(ctx, req), req, p, exceptions, typeImageChecks)
 		if len(img.Rules) > 0 {
 			img.Rules = append(resp.Rules[:len(resp.Rules):len(resp.Rules)], img.Rules...)
 			resp = img
@@ -174,6 +182,12 @@ func (e *Engine) Generate(ctx context.Context, req *Request, p *Policy, exceptio
 // result (imageverify_eval.go).
 func (e *Engine) VerifyImages(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
 	return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeImageVerify)
+}
+
+// ivpolDigests reports whether r is an ImageValidatingPolicy's digest
+// mutation.
+func (r *Rule) ivpolDigests() bool {
+	return r.cel != nil && r.cel.ivpol != nil && r.cel.ivpol.digestOnly
 }
 
 // ruleRun carries the state of one rule's evaluation.
@@ -248,8 +262,10 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj
 		}
-		if t == TypeImageVerify && (rr.Status == StatusPass || rr.Status == StatusSkip) && run.obj != nil {
-			// Skipped images are pinned to their digests too.
+		if t == TypeImageVerify && (rr.Status == StatusPass || rr.Status == StatusSkip || r.ivpolDigests()) && run.obj != nil {
+			// Skipped images are pinned to their digests too, and an
+			// ImageValidatingPolicy's images, which it reports no result
+			// for, even beside an image it could not resolve.
 			cur = run.obj
 		}
 		if rr.Status == statusNone {

@@ -67,6 +67,9 @@ var errNoImageVerifier = errors.New("no image verifier")
 // The patched resource is run.obj.
 func (run *ruleRun) verifyImages(rr RuleResponse) RuleResponse {
 	r := run.rule
+	if r.cel != nil && r.cel.ivpol != nil {
+		return run.mutateIVPolDigests(rr)
+	}
 	if run.req.Operation == OpDelete {
 		// Nothing is admitted: there is no image to check.
 		rr.Status = statusNone

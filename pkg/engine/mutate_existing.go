@@ -20,6 +20,9 @@ const (
 	// typeGenerateTriggers selects the generate rules for
 	// GenerateTriggers.
 	typeGenerateTriggers RuleType = "GenerateTriggers"
+	// typeImageChecks selects the verifyImages rules Check runs: all but
+	// the digest mutations of ImageValidatingPolicies.
+	typeImageChecks RuleType = "ImageChecks"
 )
 
 // GenerateTriggers reports which of the policy's generate rules the

@@ -41,6 +41,8 @@ type celRule struct {
 	// params, for a validate.cel rule with paramKind and paramRef, says
 	// which resources it is evaluated with as params.
 	params *celParams
+	// ivpol is set for an ImageValidatingPolicy (ivpol.go).
+	ivpol *ivpolRule
 }
 
 // celCheck is one validation expression with its message.
@@ -117,6 +119,9 @@ func (run *ruleRun) validateCEL(rr RuleResponse) RuleResponse {
 		return run.validateCELParams(rr, cr)
 	}
 	ev := run.celInput().NewEvaluation(run.callCtx(), cr.variables, 0)
+	if cr.ivpol != nil {
+		return run.validateIVPol(rr, cr, ev)
+	}
 	if cr.vpol {
 		return run.validateVPol(rr, cr, ev)
 	}

@@ -29,7 +29,7 @@ type celException struct {
 // or one no exception names, is returned as it is. An exception whose
 // condition does not compile is an error naming it.
 func (e *Engine) WithCELExceptions(p *Policy, excs []*policy.CELException) (*Policy, error) {
-	if p.Raw.VPol == nil && p.Raw.MPol == nil && p.Raw.GPol == nil {
+	if p.Raw.VPol == nil && p.Raw.MPol == nil && p.Raw.GPol == nil && p.Raw.IVPol == nil {
 		return p, nil
 	}
 	var compiled []*celException

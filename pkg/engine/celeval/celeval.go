@@ -339,6 +339,10 @@ type activation struct {
 	// variables is the Evaluation's lazyVars (a test puts the API
 	// server's lazy.MapValue in its place, to compare them).
 	variables ref.Val
+	// images, attestors, attestations and imageFuncs are an
+	// ImageValidatingPolicy's (SetImages).
+	images, attestors, attestations ref.Val
+	imageFuncs                      ImageFunctions
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -370,6 +374,14 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return ctxVal{a.ctx, a.in.context, timeCtxType}, true
 	case VarGenerator:
 		return ctxVal{a.ctx, a.in.context, generatorType}, true
+	case VarImages:
+		return orEmpty(a.images), true
+	case VarAttestors:
+		return orEmpty(a.attestors), true
+	case VarAttestations:
+		return orEmpty(a.attestations), true
+	case varImageFuncs:
+		return imageFuncsVal{ctx: a.ctx, f: a.imageFuncs}, true
 	case VarExceptions:
 		if a.exceptions == nil {
 			return noExceptions, true
@@ -380,3 +392,12 @@ func (a *activation) ResolveName(name string) (any, bool) {
 }
 
 func (a *activation) Parent() interpreter.Activation { return nil }
+
+var emptyMap = adapter.NativeToValue(map[string]any{})
+
+func orEmpty(v ref.Val) ref.Val {
+	if v == nil {
+		return emptyMap
+	}
+	return v
+}

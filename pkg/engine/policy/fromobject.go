@@ -12,6 +12,8 @@ func FromObject(obj map[string]any) (*Policy, error) {
 		return MutatingPolicyFromObject(obj)
 	case KindGeneratingPolicy, KindNamespacedGeneratingPolicy:
 		return GeneratingPolicyFromObject(obj)
+	case KindImageValidatingPolicy, KindNamespacedImageValidatingPolicy:
+		return ImageValidatingPolicyFromObject(obj)
 	}
 	return PolicyFromObject(obj)
 }
@@ -21,7 +23,7 @@ func FromObject(obj map[string]any) (*Policy, error) {
 func IsCELPolicyKind(kind string) bool {
 	switch kind {
 	case KindValidatingPolicy, KindNamespacedValidatingPolicy, KindMutatingPolicy, KindNamespacedMutatingPolicy,
-		KindGeneratingPolicy, KindNamespacedGeneratingPolicy:
+		KindGeneratingPolicy, KindNamespacedGeneratingPolicy, KindImageValidatingPolicy, KindNamespacedImageValidatingPolicy:
 		return true
 	}
 	return false

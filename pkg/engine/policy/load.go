@@ -16,8 +16,6 @@ var ErrUnsupportedKind = errors.New("unsupported policy kind")
 // unsupportedKinds are policy kinds of the Kyverno family that this engine
 // recognises but does not evaluate.
 var unsupportedKinds = map[string]bool{
-	"ImageValidatingPolicy":            true,
-	"NamespacedImageValidatingPolicy":  true,
 	"ValidatingAdmissionPolicy":        true,
 	"MutatingAdmissionPolicy":          true,
 	"ValidatingAdmissionPolicyBinding": true,
@@ -121,6 +119,12 @@ func (d *Documents) add(obj map[string]any, source string) error {
 		d.Policies = append(d.Policies, p)
 	case (kind == KindGeneratingPolicy || kind == KindNamespacedGeneratingPolicy) && strings.HasPrefix(apiVersion, GroupPolicies+"/"):
 		p, err := GeneratingPolicyFromObject(obj)
+		if err != nil {
+			return err
+		}
+		d.Policies = append(d.Policies, p)
+	case (kind == KindImageValidatingPolicy || kind == KindNamespacedImageValidatingPolicy) && strings.HasPrefix(apiVersion, GroupPolicies+"/"):
+		p, err := ImageValidatingPolicyFromObject(obj)
 		if err != nil {
 			return err
 		}

@@ -62,6 +62,9 @@ type Policy struct {
 	MPol *MutatingPolicySpec `json:"-"`
 	// GPol is the spec of a GeneratingPolicy (or its namespaced kind).
 	GPol *GeneratingPolicySpec `json:"-"`
+	// IVPol is the spec of an ImageValidatingPolicy (or its namespaced
+	// kind).
+	IVPol *ImageValidatingPolicySpec `json:"-"`
 }
 
 // Namespaced reports whether the policy is a namespaced kind (Policy,
@@ -69,7 +72,7 @@ type Policy struct {
 // NamespacedGeneratingPolicy).
 func (p *Policy) Namespaced() bool {
 	return p.Kind == KindPolicy || p.Kind == KindNamespacedValidatingPolicy || p.Kind == KindNamespacedMutatingPolicy ||
-		p.Kind == KindNamespacedGeneratingPolicy
+		p.Kind == KindNamespacedGeneratingPolicy || p.Kind == KindNamespacedImageValidatingPolicy
 }
 
 // Key identifies the policy: "name" for a ClusterPolicy, "namespace/name" for a Policy.

@@ -262,8 +262,8 @@ spec:
   exceptions: [{policyName: p, ruleNames: [r]}]
   match: {any: [{resources: {kinds: [Pod]}}]}
 ---
-apiVersion: policies.kyverno.io/v1alpha1
-kind: ImageValidatingPolicy
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
 metadata: {name: g}
 ---
 apiVersion: policies.kyverno.io/v1beta1
