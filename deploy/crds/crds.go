@@ -7,6 +7,7 @@
 // ValidatingPolicy (vpol), NamespacedValidatingPolicy (nvpol),
 // MutatingPolicy (mpol), NamespacedMutatingPolicy (nmpol),
 // GeneratingPolicy (gpol), NamespacedGeneratingPolicy (ngpol),
+// ImageValidatingPolicy (ivpol), NamespacedImageValidatingPolicy (nivpol),
 // DeletingPolicy (dpol), NamespacedDeletingPolicy (ndpol).
 // wgpolicyk8s.io/v1alpha2: PolicyReport (polr), ClusterPolicyReport (cpolr).
 //
@@ -14,6 +15,7 @@
 // validatingpolicies.yaml, namespacedvalidatingpolicies.yaml,
 // mutatingpolicies.yaml, namespacedmutatingpolicies.yaml,
 // generatingpolicies.yaml, namespacedgeneratingpolicies.yaml,
+// imagevalidatingpolicies.yaml, namespacedimagevalidatingpolicies.yaml,
 // deletingpolicies.yaml and namespaceddeletingpolicies.yaml are
 // generated from the types of pkg/engine/policy (`make crds`, see
 // internal/tools/crdgen) and must not be edited; the others are hand-written.

@@ -338,8 +338,8 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		if len(resp.Rules) == 0 {
 			continue
 		}
-		if p.Raw.VPol != nil {
-			denials, warnings := vpolOutcome(p, resp)
+		if actions, ok := celActions(p); ok {
+			denials, warnings := vpolOutcome(p, actions, resp)
 			if len(denials) > 0 {
 				vpolDenials = append(vpolDenials, denials...)
 				deniedBy = append(deniedBy, p.Raw.Key())
@@ -405,13 +405,27 @@ func blockingRules(p *engine.Policy, resp engine.Response) map[string]string {
 	return rules
 }
 
-// vpolOutcome is what a ValidatingPolicy's results do to a request, as
-// Kyverno's handler for them decides: with Deny among its actions, a
-// failure or an error denies it; with Warn, it is a warning; "Policy
-// <name> failed: <message>" (or "error:") either way. Audit only reports.
-func vpolOutcome(p *engine.Policy, resp engine.Response) (denials, warnings []string) {
-	deny := slices.Contains(p.Raw.VPol.ValidationActions, "Deny")
-	warn := slices.Contains(p.Raw.VPol.ValidationActions, "Warn")
+// celActions are the validation actions of a ValidatingPolicy or an
+// ImageValidatingPolicy (Deny when it gives none); ok is false for the
+// other kinds.
+func celActions(p *engine.Policy) (actions []string, ok bool) {
+	switch {
+	case p.Raw.VPol != nil:
+		return p.Raw.VPol.ValidationActions, true
+	case p.Raw.IVPol != nil:
+		return p.Raw.IVPol.Actions(), true
+	}
+	return nil, false
+}
+
+// vpolOutcome is what the results of a ValidatingPolicy or an
+// ImageValidatingPolicy do to a request, as Kyverno's handlers for them
+// decide: with Deny among its actions, a failure or an error denies it;
+// with Warn, it is a warning; "Policy <name> failed: <message>" (or
+// "error:") either way. Audit only reports.
+func vpolOutcome(p *engine.Policy, actions []string, resp engine.Response) (denials, warnings []string) {
+	deny := slices.Contains(actions, "Deny")
+	warn := slices.Contains(actions, "Warn")
 	for _, rr := range resp.Rules {
 		var msg string
 		switch rr.Status {

@@ -38,7 +38,7 @@ func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, erro
 			return denyInvalid(err.Error(), policyCauses(obj)), nil
 		}
 	case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy, policy.KindMutatingPolicy, policy.KindNamespacedMutatingPolicy,
-		policy.KindGeneratingPolicy, policy.KindNamespacedGeneratingPolicy:
+		policy.KindGeneratingPolicy, policy.KindNamespacedGeneratingPolicy, policy.KindImageValidatingPolicy, policy.KindNamespacedImageValidatingPolicy:
 		p, err := policy.FromObject(obj)
 		if err == nil {
 			_, err = s.engine.Compile(p)

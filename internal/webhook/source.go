@@ -119,7 +119,7 @@ func LoadStaticSource(eng *engine.Engine, paths []string, log zerolog.Logger, ad
 				}
 				policies = append(policies, p)
 			case policy.KindValidatingPolicy, policy.KindNamespacedValidatingPolicy, policy.KindMutatingPolicy, policy.KindNamespacedMutatingPolicy,
-				policy.KindGeneratingPolicy, policy.KindNamespacedGeneratingPolicy:
+				policy.KindGeneratingPolicy, policy.KindNamespacedGeneratingPolicy, policy.KindImageValidatingPolicy, policy.KindNamespacedImageValidatingPolicy:
 				p, err := policy.FromObject(obj)
 				if err != nil {
 					invalid = append(invalid, PolicyError{Source: src, Kind: kind, Key: key, Err: err})

@@ -134,7 +134,8 @@ type callerKey struct{}
 
 // CallerNamespace is the namespace of the namespaced policy (Policy,
 // NamespacedValidatingPolicy, NamespacedMutatingPolicy,
-// NamespacedGeneratingPolicy, NamespacedDeletingPolicy, CleanupPolicy)
+// NamespacedGeneratingPolicy, NamespacedImageValidatingPolicy,
+// NamespacedDeletingPolicy, CleanupPolicy)
 // whose evaluation calls a ContextLoader or ResourceLister with ctx, and
 // "" for a cluster-wide policy: a loader may refuse a namespace's
 // policies what it grants the cluster's (the services' HTTP calls).
@@ -150,7 +151,7 @@ func withCaller(ctx context.Context, p *Policy) context.Context {
 	}
 	switch p.Raw.Kind {
 	case policy.KindPolicy, policy.KindNamespacedValidatingPolicy, policy.KindNamespacedMutatingPolicy,
-		policy.KindNamespacedGeneratingPolicy, policy.KindNamespacedDeletingPolicy, policy.KindCleanupPolicy:
+		policy.KindNamespacedGeneratingPolicy, policy.KindNamespacedImageValidatingPolicy, policy.KindNamespacedDeletingPolicy, policy.KindCleanupPolicy:
 		return context.WithValue(ctx, callerKey{}, p.Raw.Metadata.Namespace)
 	}
 	return ctx

@@ -44,18 +44,20 @@ var (
 	PolicyExceptions = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "policyexceptions"}
 	// The CEL policy kinds: watched when the API server serves them (a
 	// cluster whose CRDs predate them runs without).
-	ValidatingPolicies           = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "validatingpolicies"}
-	NamespacedValidatingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedvalidatingpolicies"}
-	MutatingPolicies             = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "mutatingpolicies"}
-	NamespacedMutatingPolicies   = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedmutatingpolicies"}
-	GeneratingPolicies           = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "generatingpolicies"}
-	NamespacedGeneratingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedgeneratingpolicies"}
+	ValidatingPolicies                = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "validatingpolicies"}
+	NamespacedValidatingPolicies      = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedvalidatingpolicies"}
+	MutatingPolicies                  = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "mutatingpolicies"}
+	NamespacedMutatingPolicies        = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedmutatingpolicies"}
+	GeneratingPolicies                = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "generatingpolicies"}
+	NamespacedGeneratingPolicies      = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedgeneratingpolicies"}
+	ImageValidatingPolicies           = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "imagevalidatingpolicies"}
+	NamespacedImageValidatingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedimagevalidatingpolicies"}
 )
 
 // optionalKinds are watched only when served.
 var optionalKinds = []schema.GroupVersionResource{
 	ValidatingPolicies, NamespacedValidatingPolicies, MutatingPolicies, NamespacedMutatingPolicies,
-	GeneratingPolicies, NamespacedGeneratingPolicies,
+	GeneratingPolicies, NamespacedGeneratingPolicies, ImageValidatingPolicies, NamespacedImageValidatingPolicies,
 }
 
 // Problem is a policy or exception left out of the set, and why.
@@ -439,6 +441,10 @@ func ResourceOf(kind string) (schema.GroupVersionResource, bool) {
 		return GeneratingPolicies, true
 	case policy.KindNamespacedGeneratingPolicy:
 		return NamespacedGeneratingPolicies, true
+	case policy.KindImageValidatingPolicy:
+		return ImageValidatingPolicies, true
+	case policy.KindNamespacedImageValidatingPolicy:
+		return NamespacedImageValidatingPolicies, true
 	}
 	return schema.GroupVersionResource{}, false
 }

@@ -176,6 +176,22 @@ var Kinds = []Kind{
 		Columns: mpolColumns,
 	},
 	{
+		File: "imagevalidatingpolicies.yaml", Kind: policy.KindImageValidatingPolicy, ListKind: "ImageValidatingPolicyList",
+		Plural: "imagevalidatingpolicies", Singular: "imagevalidatingpolicy", ShortNames: []string{"ivpol"},
+		Description: "ImageValidatingPolicy verifies the images of the requests it selects (signatures,\n" +
+			"attestations, digests) with CEL, in every namespace (Kyverno's policies.kyverno.io kind, in Verdict's group).",
+		Spec: reflect.TypeOf(policy.ImageValidatingPolicySpec{}), SpecDescription: ivpolSpecDescription,
+		Columns: vpolColumns,
+	},
+	{
+		File: "namespacedimagevalidatingpolicies.yaml", Kind: policy.KindNamespacedImageValidatingPolicy, ListKind: "NamespacedImageValidatingPolicyList",
+		Plural: "namespacedimagevalidatingpolicies", Singular: "namespacedimagevalidatingpolicy", ShortNames: []string{"nivpol"}, Namespaced: true,
+		Description: "NamespacedImageValidatingPolicy verifies the images of the requests it selects\n" +
+			"in its own namespace with CEL.",
+		Spec: reflect.TypeOf(policy.ImageValidatingPolicySpec{}), SpecDescription: ivpolSpecDescription,
+		Columns: vpolColumns,
+	},
+	{
 		File: "deletingpolicies.yaml", Kind: policy.KindDeletingPolicy, ListKind: "DeletingPolicyList",
 		Plural: "deletingpolicies", Singular: "deletingpolicy", ShortNames: []string{"dpol"},
 		Description: "DeletingPolicy deletes, on its schedule, the resources it selects for which\n" +
@@ -200,6 +216,9 @@ var dpolColumns = []Column{
 }
 
 const dpolSpecDescription = "The policy: a schedule, and CEL conditions on the resources matchConstraints select (the policies.kyverno.io schema); the Verdict webhook compiles it with the engine, the cleaner runs it.\n" +
+	"Fields these types do not know are kept (x-kubernetes-preserve-unknown-fields)."
+
+const ivpolSpecDescription = "The policy: CEL validations of the images of the requests matchConstraints select, with their attestors and attestations (the policies.kyverno.io schema); the Verdict webhook compiles it with the engine, pins the images to their digests and verifies them.\n" +
 	"Fields these types do not know are kept (x-kubernetes-preserve-unknown-fields)."
 
 const gpolSpecDescription = "The policy: CEL generation for the requests matchConstraints select (the policies.kyverno.io schema); the Verdict webhook compiles it with the engine, the generator creates what it generates.\n" +

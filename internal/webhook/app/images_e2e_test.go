@@ -113,3 +113,66 @@ func TestE2EVerifyImages(t *testing.T) {
 		t.Errorf("Deployment's image %q, want %q", got, want)
 	}
 }
+
+// TestE2EImageValidatingPolicy: an ImageValidatingPolicy in Verdict's
+// group, through the real kube-apiserver and a registry in the test
+// process. The mutating webhook pins a Pod's image, named by tag, to its
+// digest; the validating webhook then verifies the pinned image's
+// signature with the policy's attestor, admitting the signed image and
+// denying the unsigned one with Kyverno's wording ("Policy <name>
+// failed: <message>"); an image the policy does not select is left as
+// written.
+func TestE2EImageValidatingPolicy(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	reg := ocitest.NewRegistry(t, ocitest.WithTLS(ocitest.NewCA(t)))
+	key := ocitest.NewKey(t)
+	signed := reg.PushImage(t, "trusted/app", "v1")
+	reg.Sign(t, signed.Ref, key)
+	unsigned := reg.PushImage(t, "trusted/unsigned", "v1")
+	other := reg.PushImage(t, "other/tool", "v1")
+	keyJSON, err := json.Marshal(key.PublicKeyPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"apiVersion":"verdict.dev/v1","kind":"ImageValidatingPolicy","metadata":{"name":"signed-images"},
+"spec":{"webhookConfiguration":{"timeoutSeconds":15},
+"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE","UPDATE"],"resources":["pods"]}]},
+"matchImageReferences":[{"glob":"` + reg.Host() + `/trusted/*"}],
+"attestors":[{"name":"ours","cosign":{"key":{"data":` + string(keyJSON) + `},"ctlog":{"insecureIgnoreTlog":true}}}],
+"validations":[{"expression":"images.containers.map(i, verifyImageSignatures(i, [attestors.ours])).all(n, n > 0)","message":"not signed by our key"}]}}`
+	ivpols := policycache.ImageValidatingPolicies
+	if _, err := e.dyn.Resource(ivpols).Create(ctx, testkit.Unstructured(t, doc), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "registry-ca.pem")
+	if err := os.WriteFile(caFile, []byte(reg.RootsPEM()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.startReplica(t, "replica-a", "", func(c *webhookapp.Config) {
+		c.Registries.CAFile = caFile
+		c.Registries.Blocklist = []string{"169.254.0.0/16"}
+	})
+	pods := e.kube.CoreV1().Pods("team")
+	testkit.EventuallyTrue(t, 30*time.Second, "the unsigned image denied", func() bool {
+		_, err = pods.Create(ctx, imagePod("unsigned", unsigned.Tag), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "signed-images")
+	})
+	if want := "Policy signed-images failed: not signed by our key"; !strings.Contains(err.Error(), want) {
+		t.Errorf("denial %q, want %q", err, want)
+	}
+	p, err := pods.Create(ctx, imagePod("signed", signed.Tag), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("signed image refused: %v", err)
+	}
+	if got, want := p.Spec.Containers[0].Image, signed.Tag+"@"+signed.Digest; got != want {
+		t.Errorf("stored image %q, want %q (pinned to its digest)", got, want)
+	}
+	p, err = pods.Create(ctx, imagePod("other", other.Tag), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("an image the policy does not select refused: %v", err)
+	}
+	if got := p.Spec.Containers[0].Image; got != other.Tag {
+		t.Errorf("an image the policy does not select was changed to %q", got)
+	}
+}

@@ -568,7 +568,7 @@ func policyWebhook(o Options) admissionregistrationv1.ValidatingWebhook {
 			Rule: admissionregistrationv1.Rule{
 				APIGroups:   []string{policy.GroupVerdict},
 				APIVersions: []string{"v1"},
-				Resources:   []string{"clusterpolicies", "policies", "policyexceptions", "clustercleanuppolicies", "cleanuppolicies", "validatingpolicies", "namespacedvalidatingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies", "deletingpolicies", "namespaceddeletingpolicies"},
+				Resources:   []string{"clusterpolicies", "policies", "policyexceptions", "clustercleanuppolicies", "cleanuppolicies", "validatingpolicies", "namespacedvalidatingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies", "imagevalidatingpolicies", "namespacedimagevalidatingpolicies", "deletingpolicies", "namespaceddeletingpolicies"},
 				Scope:       &scope,
 			},
 		}},
