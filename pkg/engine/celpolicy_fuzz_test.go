@@ -10,8 +10,9 @@ import (
 )
 
 // FuzzCELPolicy loads arbitrary documents as CEL policies (every kind of
-// policies.kyverno.io the engine evaluates), compiles them and applies
-// what compiles to a Pod and a Deployment: loading and compiling never
+// policies.kyverno.io the engine evaluates; an ImageValidatingPolicy
+// without an image verifier, so that its verifications are errors),
+// compiles them and applies what compiles to a Pod and a Deployment: loading and compiling never
 // panic, and an evaluation never outlives its bounds (the cost limits,
 // and the context it is given).
 func FuzzCELPolicy(f *testing.F) {
@@ -29,6 +30,16 @@ spec:
   schedule: "*/5 * * * *"
   matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], resources: [pods]}]}
   conditions: [{name: old, expression: "object.metadata.name.startsWith('a')"}]
+`, `apiVersion: policies.kyverno.io/v1
+kind: ImageValidatingPolicy
+metadata: {name: iv}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  matchImageReferences: [{glob: "docker.io/*"}, {expression: "imageRef.contains('nginx')"}]
+  images: [{name: extra, expression: "[object.metadata.name]"}]
+  attestors: [{name: k, cosign: {key: {expression: "'pem'"}}}]
+  attestations: [{name: s, intoto: {type: "https://slsa.dev/provenance/v0.2"}}]
+  validations: [{expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.k]) > 0)"}]
 `, `apiVersion: policies.kyverno.io/v1
 kind: ValidatingPolicy
 metadata: {name: loop}
