@@ -124,6 +124,7 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 			return counts, fmt.Errorf("exceptions: %w", err)
 		}
 	}
+	engine.OrderForImageEvidence(set.Policies)
 	deleting, err := mapInOrder(pdocs.DeletingPolicies, eng.CompileCleanup)
 	if err != nil {
 		return counts, err

@@ -474,6 +474,7 @@ func (run *testRun) load() error {
 		run.byName[p.Metadata.Name] = cp
 		run.byName[p.Key()] = cp
 	}
+	engine.OrderForImageEvidence(run.policies)
 	for _, p := range pdocs.DeletingPolicies {
 		cp, err := run.eng.CompileCleanup(p)
 		if err != nil {

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -51,6 +53,8 @@ type ivpolRule struct {
 	payloads bool
 	// digestOnly marks the verifyImages rule (mutateDigest).
 	digestOnly bool
+	// verifies: an expression calls a verification function.
+	verifies bool
 }
 
 // attestorExpr is one expression of an attestor, and where its value
@@ -166,6 +170,12 @@ func newIVPolRules(s *policy.ImageValidatingPolicySpec) ([]*Rule, error) {
 		cr.validations = append(cr.validations, c)
 		iv.payloads = iv.payloads || strings.Contains(v.Expression, "extractPayload") || strings.Contains(v.MessageExpression, "extractPayload")
 	}
+	for _, x := range append(append([]policy.NamedExpression(nil), s.Variables...), s.Images...) {
+		iv.verifies = iv.verifies || callsVerification(x.Expression)
+	}
+	for _, v := range s.Validations {
+		iv.verifies = iv.verifies || callsVerification(v.Expression)
+	}
 	for i, a := range s.AuditAnnotations {
 		compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)
 	}
@@ -200,6 +210,39 @@ func newIVPolRules(s *policy.ImageValidatingPolicySpec) ([]*Rule, error) {
 		})
 	}
 	return rules, nil
+}
+
+// callsVerification reports whether an expression calls a verification
+// function (read from its text: a call the expression never reaches
+// still counts).
+func callsVerification(expr string) bool {
+	return strings.Contains(expr, "verifyImageSignatures") || strings.Contains(expr, "verifyAttestationSignatures")
+}
+
+// OrderForImageEvidence orders policies for the evaluation of one
+// request so that required sees every verification it may: the
+// ImageValidatingPolicies whose expressions verify nothing (the
+// catch-all policies that only require) after every other policy, the
+// order otherwise kept. Kyverno settles required once all the request's
+// policies ran; on one request, in this order, the two agree.
+func OrderForImageEvidence(policies []*Policy) {
+	slices.SortStableFunc(policies, func(a, b *Policy) int {
+		return cmp.Compare(a.onlyRequires(), b.onlyRequires())
+	})
+}
+
+// onlyRequires: 1 for an ImageValidatingPolicy that verifies no image
+// and requires verified images, 0 otherwise.
+func (p *Policy) onlyRequires() int {
+	for _, r := range p.Rules {
+		if c := r.cel; c != nil && c.ivpol != nil && !c.ivpol.digestOnly {
+			if !c.ivpol.verifies && c.ivpol.spec.ValidationConfigurations.RequiresVerification() {
+				return 1
+			}
+			return 0
+		}
+	}
+	return 0
 }
 
 // ivpolAutogen returns the autogen variants of an ImageValidatingPolicy

@@ -193,6 +193,13 @@ spec:
 	if rr := check(t, eng, lenient, &engine.Request{Operation: engine.OpCreate, Object: pod(pinned)}); rr.Status != engine.StatusPass {
 		t.Errorf("required false: %s %q", rr.Status, rr.Message)
 	}
+	// The catch-all goes after the policies that verify, whatever their
+	// names.
+	order := []*engine.Policy{catchAll, lenient, verifier}
+	engine.OrderForImageEvidence(order)
+	if order[0] != lenient || order[1] != verifier || order[2] != catchAll {
+		t.Errorf("order %s, %s, %s; want lenient, verifier, catch-all", order[0].Name(), order[1].Name(), order[2].Name())
+	}
 	// One request, two policies: the verifier's verification is the
 	// catch-all's evidence.
 	for img, want := range map[string]string{

@@ -319,6 +319,7 @@ func (c *Cache) rebuild() {
 		}
 		return pols[i].Raw.Kind < pols[j].Raw.Kind // a ValidatingPolicy may share a name
 	})
+	engine.OrderForImageEvidence(pols)
 	sort.Slice(excs, func(i, j int) bool {
 		return excs[i].Metadata.Namespace+"/"+excs[i].Metadata.Name < excs[j].Metadata.Namespace+"/"+excs[j].Metadata.Name
 	})
