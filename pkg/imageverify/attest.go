@@ -110,9 +110,24 @@ func (v *Verifier) attestEntry(ctx context.Context, tg target, iv *policy.ImageV
 			return nil, sub, err
 		}
 		co.ClaimVerifier = cosign.IntotoSubjectClaimVerifier
-		sigs, _, err := cosign.VerifyImageAttestations(ctx, tg.ref, co)
+		// Cosign v3's bundles first (bundle.go), then the classic tag.
+		bundled, found, bundleErr := bundleStatements(ctx, tg, co, typ)
+		if bundleErr != nil && noVerdict(ctx, bundleErr) {
+			return nil, sub, bundleErr
+		}
+		statements = bundled
+		var sigs []oci.Signature
+		if len(statements) == 0 && iv.VerificationType() == policy.ImageVerifySigstoreBundle {
+			return nil, sub, errors.New("sigstore bundle verification failed: no matching signatures found")
+		}
+		if len(statements) == 0 {
+			sigs, _, err = cosign.VerifyImageAttestations(ctx, tg.ref, co)
+		}
 		if err != nil {
-			if strings.Contains(err.Error(), "MANIFEST_UNKNOWN") {
+			if found && bundleErr != nil {
+				return nil, sub, bundleErr
+			}
+			if found || strings.Contains(err.Error(), "MANIFEST_UNKNOWN") {
 				return nil, sub, errors.New("not found")
 			}
 			return nil, sub, err

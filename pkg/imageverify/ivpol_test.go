@@ -130,6 +130,13 @@ spec:
 			t.Errorf("%s: %s %q, want %s %q", name, rr.Status, rr.Message, tc.status, tc.want)
 		}
 	}
+	// Signed and attested as cosign v3 does by default: Sigstore bundles.
+	v3 := reg.PushImage(t, "trusted/v3", "v1")
+	reg.SignBundle(t, v3.Ref, key)
+	reg.AttestBundle(t, v3.Ref, key, provenance, map[string]any{"builder": map[string]any{"id": "https://builder.example/trusted"}})
+	if rr := check(t, eng, p, &engine.Request{Operation: engine.OpCreate, Object: pod(v3.Tag + "@" + v3.Digest)}); rr.Status != engine.StatusPass {
+		t.Errorf("signed and attested in bundles: %s %q", rr.Status, rr.Message)
+	}
 	// Images matchImageReferences does not select are not checked: no
 	// verification, no digest required, no required failure.
 	if rr := check(t, eng, p, &engine.Request{Operation: engine.OpCreate, Object: pod(other.Tag)}); rr.Status != engine.StatusPass {

@@ -3,11 +3,13 @@
 // checked with sigstore's cosign library against the rule's attestors,
 // fetched from registries with go-containerregistry.
 //
-// What it verifies so far: Cosign signatures (the classic .sig form) by
+// What it verifies so far: Cosign signatures (the classic .sig form, and
+// cosign v3's Sigstore bundles attached as OCI 1.1 referrers: bundle.go) by
 // attestor sets of public keys (publicKeys, one entry per PEM key),
 // certificates (cert, certChain) and keyless identities (roots, issuer,
 // subject and their regular expressions), nested attestor sets, and each
-// set's count; in-toto attestations (the .att form, DSSE envelopes) by
+// set's count; in-toto attestations (the .att form or bundles, DSSE
+// envelopes) by
 // type, signed by each attestation's attestor sets, whose statements the
 // engine checks against the attestation's conditions
 // (ImageVerifyRequest.CheckStatement); Notary signatures (notation-go,
@@ -16,9 +18,8 @@
 // signed with Notary).
 // Transparency-log and SCT checks are done only when the policy switches
 // them off (rekor.ignoreTlog, ctlog.ignoreSCT): a policy that asks for
-// them gets an error until the log clients are built. Sigstore bundles
-// and KMS keys are answered with an error naming what is missing, never
-// with a pass.
+// them gets an error until the log clients are built. KMS keys are
+// answered with an error naming what is missing, never with a pass.
 package imageverify
 
 import (
@@ -250,7 +251,7 @@ func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (e
 		return engine.ImageVerifyResult{}, fmt.Errorf("imageverify: no verification entry")
 	}
 	switch t := iv.VerificationType(); {
-	case t != policy.ImageVerifyCosign && t != policy.ImageVerifyNotary:
+	case t != policy.ImageVerifyCosign && t != policy.ImageVerifyNotary && t != policy.ImageVerifySigstoreBundle:
 		return engine.ImageVerifyResult{}, fmt.Errorf("%w: type %s", ErrUnsupported, t)
 	}
 	image := req.Image.Ref.String()
@@ -408,11 +409,29 @@ func (v *Verifier) verifyEntry(ctx context.Context, tg target, iv *policy.ImageV
 	if err != nil {
 		return "", sub, err
 	}
+	// Cosign v3's bundles first (bundle.go), then the classic tag;
+	// type SigstoreBundle reads bundles only.
+	digest, found, bundleErr := verifyBundleSignatures(ctx, tg, co)
+	if found && bundleErr == nil {
+		return digest, sub, nil
+	}
+	if iv.VerificationType() == policy.ImageVerifySigstoreBundle {
+		if bundleErr != nil && noVerdict(ctx, bundleErr) {
+			return "", sub, bundleErr
+		}
+		return "", sub, errors.New("sigstore bundle verification failed: no matching signatures found")
+	}
+	if bundleErr != nil && noVerdict(ctx, bundleErr) {
+		return "", sub, bundleErr
+	}
 	sigs, _, err := cosign.VerifyImageSignatures(ctx, tg.ref, co)
 	if err != nil {
+		if found {
+			return "", sub, bundleError(bundleErr, err)
+		}
 		return "", sub, err
 	}
-	digest, err := signedDigest(sigs)
+	digest, err = signedDigest(sigs)
 	return digest, sub, err
 }
 
