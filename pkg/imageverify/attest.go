@@ -112,16 +112,22 @@ func (v *Verifier) attestEntry(ctx context.Context, tg target, iv *policy.ImageV
 		co.ClaimVerifier = cosign.IntotoSubjectClaimVerifier
 		// Cosign v3's bundles first (bundle.go), then the classic tag.
 		bundled, found, bundleErr := bundleStatements(ctx, tg, co, typ)
-		if bundleErr != nil && noVerdict(ctx, bundleErr) {
+		if bundleErr != nil && noVerdict(ctx, bundleErr) && !errors.Is(bundleErr, ErrUnsupported) {
 			return nil, sub, bundleErr
 		}
 		statements = bundled
 		var sigs []oci.Signature
 		if len(statements) == 0 && iv.VerificationType() == policy.ImageVerifySigstoreBundle {
+			if errors.Is(bundleErr, ErrUnsupported) {
+				return nil, sub, bundleErr
+			}
 			return nil, sub, errors.New("sigstore bundle verification failed: no matching signatures found")
 		}
 		if len(statements) == 0 {
 			sigs, _, err = cosign.VerifyImageAttestations(ctx, tg.ref, co)
+		}
+		if len(statements) == 0 && err == nil && len(sigs) == 0 && errors.Is(bundleErr, ErrUnsupported) {
+			return nil, sub, bundleErr
 		}
 		if err != nil {
 			if found && bundleErr != nil {

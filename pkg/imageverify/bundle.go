@@ -34,6 +34,15 @@ func bundleStatements(ctx context.Context, tg target, co *cosign.CheckOpts, typ 
 	case len(bundles) == 0:
 		return nil, false, nil
 	}
+	if co.SigVerifier == nil {
+		// Keyless and certificate chains: sigstore-go verifies them
+		// against a trusted root (Fulcio's CAs), which is not built
+		// from a policy's roots yet.
+		return nil, true, fmt.Errorf("%w: keyless and certificate-chain verification of Sigstore bundles", ErrUnsupported)
+	}
+	if !co.IgnoreTlog {
+		return nil, true, fmt.Errorf("%w: transparency log checks of Sigstore bundles; set rekor.ignoreTlog", ErrUnsupported)
+	}
 	bco := *co
 	bco.NewBundleFormat = true
 	bco.ClaimVerifier = cosign.IntotoSubjectClaimVerifier

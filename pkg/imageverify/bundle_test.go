@@ -2,6 +2,7 @@ package imageverify_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/verdict-dev/verdict/internal/testkit/ocitest"
+	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/imageverify"
 )
 
@@ -89,5 +91,39 @@ func TestVerifyBundles(t *testing.T) {
 				t.Errorf("no attestation: %+v, %v", res, err)
 			}
 		})
+	}
+}
+
+// TestVerifyBundlesUnsupported: what the verifier cannot check in a
+// bundle yet (a keyless identity or a certificate chain, the
+// transparency log) is an unsupported error, never a pass and never a
+// crash; the image's classic signature still verifies beside such a
+// bundle.
+func TestVerifyBundlesUnsupported(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	ca := ocitest.NewCA(t)
+	key := ocitest.NewKey(t)
+	img := reg.PushImage(t, "team/app", "v1")
+	reg.SignBundle(t, img.Ref, key)
+	both := reg.PushImage(t, "team/both", "v1")
+	reg.SignBundle(t, both.Ref, key)
+	leaf := ca.Issue(t, ocitest.Identity{Email: "dev@example.com", Issuer: "https://issuer.example"})
+	reg.Sign(t, both.Ref, leaf)
+	v, err := imageverify.New(imageverify.WithRemoteOptions(append(reg.RemoteOptions(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyless := entry(t, `{"imageReferences":["*"],"attestors":[{"entries":[{"keyless":{"roots":`+quote(ca.RootsPEM())+`,
+"subject":"dev@example.com","issuer":"https://issuer.example","rekor":{"ignoreTlog":true},"ctlog":{"ignoreSCT":true}}}]}]}`)
+	_, err = v.Verify(t.Context(), request(t, img.Tag, keyless))
+	if !errors.Is(err, imageverify.ErrUnsupported) || !errors.Is(err, engine.ErrImageVerificationUnsupported) {
+		t.Errorf("keyless on a bundle: %v, want an unsupported error", err)
+	}
+	if res, err := v.Verify(t.Context(), request(t, both.Tag, keyless)); err != nil || !res.Verified {
+		t.Errorf("keyless on a classic signature beside a bundle: %+v, %v", res, err)
+	}
+	tlog := entry(t, strings.Replace(keysEntry(key.PublicKeyPEM()), `"ignoreTlog":true`, `"ignoreTlog":false`, 1))
+	if _, err := v.Verify(t.Context(), request(t, img.Tag, tlog)); !errors.Is(err, imageverify.ErrUnsupported) {
+		t.Errorf("a bundle with the transparency log required: %v, want an unsupported error", err)
 	}
 }

@@ -244,8 +244,15 @@ func (v *Verifier) Verify(ctx context.Context, req engine.ImageVerifyRequest) (r
 	}
 }
 
-// verify verifies req against the registry.
-func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (engine.ImageVerifyResult, error) {
+// verify verifies req against the registry. A panic in the libraries it
+// calls is an error of this verification: it runs in a goroutine of its
+// own (singleflight), where a panic would end the process.
+func (v *Verifier) verify(ctx context.Context, req engine.ImageVerifyRequest) (res engine.ImageVerifyResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = engine.ImageVerifyResult{}, fmt.Errorf("failed to verify image %s: internal error: %v", req.Image.Ref.String(), r)
+		}
+	}()
 	iv := req.Verification
 	if iv == nil {
 		return engine.ImageVerifyResult{}, fmt.Errorf("imageverify: no verification entry")
@@ -421,11 +428,16 @@ func (v *Verifier) verifyEntry(ctx context.Context, tg target, iv *policy.ImageV
 		}
 		return "", sub, errors.New("sigstore bundle verification failed: no matching signatures found")
 	}
-	if bundleErr != nil && noVerdict(ctx, bundleErr) {
+	if bundleErr != nil && noVerdict(ctx, bundleErr) && !errors.Is(bundleErr, ErrUnsupported) {
 		return "", sub, bundleErr
 	}
 	sigs, _, err := cosign.VerifyImageSignatures(ctx, tg.ref, co)
 	if err != nil {
+		if found && errors.Is(bundleErr, ErrUnsupported) {
+			// The classic signatures do not verify; the bundles could
+			// not be checked: unsupported, never a failure or a pass.
+			return "", sub, bundleErr
+		}
 		if found {
 			return "", sub, bundleError(bundleErr, err)
 		}
