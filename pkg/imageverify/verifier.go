@@ -47,6 +47,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
+	sigtuf "github.com/sigstore/sigstore/pkg/tuf"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -508,7 +509,7 @@ func keyOptions(tg target, co *cosign.CheckOpts, a *policy.Attestor) error {
 		return fmt.Errorf("failed to load public key from PEM: %w", err)
 	}
 	// Keys: Kyverno's default is to check the transparency log.
-	return logOptions(co, k.Rekor == nil || !k.Rekor.IgnoreTlog, k.CTLog != nil && !k.CTLog.IgnoreSCT)
+	return logOptions(co, k.Rekor, true, k.CTLog != nil && !k.CTLog.IgnoreSCT)
 }
 
 // certOptions: a certificate, and a chain to check it against.
@@ -543,7 +544,7 @@ func certOptions(co *cosign.CheckOpts, a *policy.Attestor) error {
 		}
 		co.RootCerts = pool
 	}
-	return logOptions(co, c.Rekor != nil && !c.Rekor.IgnoreTlog, c.CTLog != nil && !c.CTLog.IgnoreSCT)
+	return logOptions(co, c.Rekor, false, c.CTLog != nil && !c.CTLog.IgnoreSCT)
 }
 
 // keylessOptions: roots (no public Fulcio roots here: a policy without
@@ -568,15 +569,36 @@ func keylessOptions(co *cosign.CheckOpts, k *policy.KeylessAttestor) error {
 	if len(k.AdditionalExtensions) > 0 {
 		return fmt.Errorf("%w: keyless additionalExtensions", ErrUnsupported)
 	}
-	return logOptions(co, k.Rekor == nil || !k.Rekor.IgnoreTlog, k.CTLog == nil || !k.CTLog.IgnoreSCT)
+	return logOptions(co, k.Rekor, true, k.CTLog == nil || !k.CTLog.IgnoreSCT)
 }
 
-// logOptions sets what is checked of the transparency and CT logs; a
-// check this verifier cannot do yet is an error, never skipped.
-func logOptions(co *cosign.CheckOpts, tlog, sct bool) error {
+// logOptions sets what is checked of the transparency and CT logs (the
+// transparency log unless rekor says to ignore it, where tlog is the
+// attestor's default); a check this verifier cannot do yet is an error,
+// never skipped.
+//
+// The transparency log is checked offline, with the log's public key
+// (rekor.pubkey): each signature must carry its log entry (the bundle
+// cosign stores when it uploads a signature), whose signed entry
+// timestamp the key verifies and whose body must be that signature by
+// that signer. The log itself is never queried, so a signature without
+// its entry fails. The public Rekor's keys come from Sigstore's TUF
+// repository, which is not read yet: without rekor.pubkey, a check of
+// the log is unsupported.
+func logOptions(co *cosign.CheckOpts, rekor *policy.Rekor, tlog, sct bool) error {
+	if rekor != nil {
+		tlog = !rekor.IgnoreTlog
+	}
 	co.IgnoreTlog, co.IgnoreSCT = !tlog, !sct
 	if tlog {
-		return fmt.Errorf("%w: transparency log (Rekor) checks; set rekor.ignoreTlog", ErrUnsupported)
+		if rekor == nil || rekor.RekorPubKey == "" {
+			return fmt.Errorf("%w: transparency log checks against the public Rekor; set rekor.pubkey to your log's key, or rekor.ignoreTlog", ErrUnsupported)
+		}
+		keys := cosign.NewTrustedTransparencyLogPubKeys()
+		if err := keys.AddTransparencyLogPubKey([]byte(rekor.RekorPubKey), sigtuf.Active); err != nil {
+			return fmt.Errorf("failed to load the rekor public key: %w", err)
+		}
+		co.RekorPubKeys, co.Offline = &keys, true
 	}
 	if sct {
 		return fmt.Errorf("%w: certificate transparency (SCT) checks; set ctlog.ignoreSCT", ErrUnsupported)

@@ -32,6 +32,7 @@ type SignOption func(*signConfig)
 type signConfig struct {
 	annotations map[string]any
 	repo        string
+	rekor       *RekorLog
 }
 
 // WithAnnotations adds annotations to the signed payload (cosign sign
@@ -67,8 +68,16 @@ func (r *Registry) Sign(t testing.TB, ref string, s Signer, opts ...SignOption) 
 		t.Fatalf("ocitest: sign: %v", err)
 	}
 	var sopts []static.Option
-	if cert, chain := s.certChain(); cert != nil {
+	cert, chain := s.certChain()
+	if cert != nil {
 		sopts = append(sopts, static.WithCertChain(cert, chain))
+	}
+	if cfg.rekor != nil {
+		public := cert
+		if public == nil {
+			public = []byte(s.(*Key).pem)
+		}
+		sopts = append(sopts, static.WithBundle(cfg.rekor.entry(t, payload, base64.StdEncoding.EncodeToString(raw), public)))
 	}
 	sig, err := static.NewSignature(payload, base64.StdEncoding.EncodeToString(raw), sopts...)
 	if err != nil {
