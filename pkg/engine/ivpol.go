@@ -466,7 +466,7 @@ func (run *ruleRun) ivpolAttestors(iv *ivpolRule, ev *celeval.Evaluation) (map[s
 			for _, x := range exprs {
 				v, err := ev.Eval(x.prog)
 				if err != nil {
-					return nil, fmt.Errorf("failed to evaluate attestor %s: %v", a.Name, celeval.Cause(err))
+					return nil, fmt.Errorf("failed to evaluate attestor %s: %w", a.Name, celeval.Cause(err))
 				}
 				s, ok := v.Value().(string)
 				if !ok {
@@ -547,7 +547,7 @@ func (f *ivpolFuncs) verify(ctx context.Context, image, attestation string, atte
 	}
 	ref, err := imageref.Parse(image, "docker.io", true)
 	if err != nil {
-		return 0, fmt.Errorf("failed to parse image reference %s: %v", image, err)
+		return 0, fmt.Errorf("failed to parse image reference %s: %w", image, err)
 	}
 	count := 0
 	for i, raw := range attestors {
@@ -557,7 +557,7 @@ func (f *ivpolFuncs) verify(ctx context.Context, image, attestation string, atte
 			err = json.Unmarshal(b, &a)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("attestor %d: %v", i, err)
+			return 0, fmt.Errorf("attestor %d: %w", i, err)
 		}
 		entry, err := f.entry(&a, attestation)
 		if err != nil {

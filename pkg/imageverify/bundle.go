@@ -101,5 +101,5 @@ func bundleError(bundleErr, classicErr error) error {
 	if strings.Contains(msg, "no signatures found") || strings.Contains(msg, "MANIFEST_UNKNOWN") || strings.Contains(msg, "not found") {
 		return fmt.Errorf("no matching signatures: %w", bundleErr)
 	}
-	return fmt.Errorf("%w; classic signatures: %v", bundleErr, classicErr)
+	return fmt.Errorf("%w; classic signatures: %w", bundleErr, classicErr)
 }
