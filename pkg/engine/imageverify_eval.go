@@ -145,12 +145,12 @@ func (run *ruleRun) verifyImages(rr RuleResponse) RuleResponse {
 					continue
 				}
 			}
-			op, ok := DigestPatch(img, digest)
+			var ok bool
+			if obj, ok, err = run.pinImage(obj, img, digest); err != nil {
+				return run.errorf(rr, "failed to apply digest patch: %v", err)
+			}
 			if !ok {
 				continue
-			}
-			if obj, err = run.patchImage(obj, op); err != nil {
-				return run.errorf(rr, "failed to apply digest patch: %v", err)
 			}
 			pinned[img.Pointer] = true
 			if c == nil {
@@ -487,6 +487,17 @@ func policySpecVersion(m *policy.ObjectMeta) string {
 func (run *ruleRun) imageSearch(expr string, data any) (any, error) {
 	v, _, err := run.applyJMESPath(data, expr, nil)
 	return v, err
+}
+
+// pinImage pins img of obj to digest (DigestPatch); pinned is false for
+// an image that already names a digest, left as it is.
+func (run *ruleRun) pinImage(obj map[string]any, img Image, digest string) (out map[string]any, pinned bool, err error) {
+	op, ok := DigestPatch(img, digest)
+	if !ok {
+		return obj, false, nil
+	}
+	out, err = run.patchImage(obj, op)
+	return out, err == nil, err
 }
 
 // patchImage applies a mutateDigest patch operation to obj, charged to

@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/verdict-dev/verdict/pkg/engine/celeval"
-	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/imageref"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/engine/wildcard"
@@ -350,7 +349,7 @@ func (run *ruleRun) validateIVPol(rr RuleResponse, cr *celRule, ev *celeval.Eval
 	if len(cr.exceptions) > 0 && run.applyCELExceptions(&rr, cr, ev) {
 		return rr
 	}
-	if skip, failed := run.ivpolMatches(&rr, cr, ev); skip || failed {
+	if skip, failed := run.celMatchConditions(&rr, cr, ev); skip || failed {
 		return rr
 	}
 	ctx := run.callCtx()
@@ -402,7 +401,7 @@ func (run *ruleRun) validateIVPol(rr RuleResponse, cr *celRule, ev *celeval.Eval
 	}
 	funcs := &ivpolFuncs{run: run, iv: iv, payloads: map[[2]string]map[string]any{}}
 	ev.SetImages(selected, attestors, names, funcs)
-	out := run.validateVPol(rr, &celRule{validations: cr.validations}, ev)
+	out := run.celValidations(rr, cr, ev)
 	if out.Status != StatusPass || !iv.spec.ValidationConfigurations.RequiresVerification() {
 		return out
 	}
@@ -421,10 +420,11 @@ func (run *ruleRun) validateIVPol(rr RuleResponse, cr *celRule, ev *celeval.Eval
 	return out
 }
 
-// ivpolMatches evaluates the match conditions as validateVPol does:
-// skip when one is false (or ends in an error under failurePolicy
-// Ignore), failed (rr set) when one ends in an error.
-func (run *ruleRun) ivpolMatches(rr *RuleResponse, cr *celRule, ev *celeval.Evaluation) (skip, failed bool) {
+// celMatchConditions evaluates the match conditions of a CEL policy as
+// Kyverno's engine does: skip when one is false (or ends in an error
+// under failurePolicy Ignore), failed (rr set: an error) when one ends
+// in an error.
+func (run *ruleRun) celMatchConditions(rr *RuleResponse, cr *celRule, ev *celeval.Evaluation) (skip, failed bool) {
 	var matchErrs []string
 	for _, p := range cr.preconditions {
 		ok, err := ev.Bool(p)
@@ -563,16 +563,9 @@ func (f *ivpolFuncs) verify(ctx context.Context, image, attestation string, atte
 		if err != nil {
 			return 0, err
 		}
-		res, err := f.run.e.imageVerifier.Verify(ctx, ImageVerifyRequest{
-			Image:           Image{Field: "ivpol", Name: image, Image: image, Ref: ref},
-			Verification:    entry,
-			Namespace:       document.String(f.run.req.resource(), "metadata", "namespace"),
-			PolicyNamespace: policyNamespace(f.run.policy),
-			Policy:          f.run.policy.Raw.Key(),
-			PolicyVersion:   policySpecVersion(&f.run.policy.Raw.Metadata),
-			Rule:            "ivpol/" + a.Name + "/" + attestation,
-			Index:           0,
-		})
+		req := f.run.imageRequest(0, entry, Image{Field: "ivpol", Name: image, Image: image, Ref: ref})
+		req.Rule = "ivpol/" + a.Name + "/" + attestation
+		res, err := f.run.e.imageVerifier.Verify(ctx, req)
 		if err != nil {
 			return 0, err
 		}
@@ -738,7 +731,7 @@ func (run *ruleRun) mutateIVPolDigests(rr RuleResponse) RuleResponse {
 			return rr
 		}
 	}
-	if skip, failed := run.ivpolMatches(&rr, cr, ev); skip || failed {
+	if skip, failed := run.celMatchConditions(&rr, cr, ev); skip || failed {
 		if skip {
 			rr.Status = statusNone
 		}
@@ -772,20 +765,14 @@ func (run *ruleRun) mutateIVPolDigests(rr RuleResponse) RuleResponse {
 		if c := cr.ivpol.spec.Credentials; c != nil {
 			iv.ImageRegistryCredentials = &policy.ImageRegistryCredentials{AllowInsecureRegistry: c.AllowInsecureRegistry, Providers: c.Providers, Secrets: c.Secrets}
 		}
-		digest, err := run.e.imageVerifier.ResolveDigest(ctx, ImageVerifyRequest{
-			Image: img, Verification: iv, Namespace: document.String(run.req.resource(), "metadata", "namespace"),
-			PolicyNamespace: policyNamespace(run.policy), Policy: run.policy.Raw.Key(),
-			PolicyVersion: policySpecVersion(&run.policy.Raw.Metadata), Rule: "ivpol/mutateDigest",
-		})
+		req := run.imageRequest(0, iv, img)
+		req.Rule = "ivpol/mutateDigest"
+		digest, err := run.e.imageVerifier.ResolveDigest(ctx, req)
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("failed to resolve digest for image %s: %v", img.Image, err))
 			continue
 		}
-		op, ok := DigestPatch(img, digest)
-		if !ok {
-			continue
-		}
-		if obj, err = run.patchImage(obj, op); err != nil {
+		if obj, _, err = run.pinImage(obj, img, digest); err != nil {
 			return run.errorf(rr, "failed to apply digest patch: %v", err)
 		}
 	}

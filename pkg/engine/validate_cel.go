@@ -258,25 +258,15 @@ func (run *ruleRun) validateVPol(rr RuleResponse, cr *celRule, ev *celeval.Evalu
 	if len(cr.exceptions) > 0 && run.applyCELExceptions(&rr, cr, ev) {
 		return rr
 	}
-	var matchErrs []string
-	for _, p := range cr.preconditions {
-		ok, err := ev.Bool(p)
-		switch {
-		case err != nil:
-			matchErrs = append(matchErrs, celeval.Cause(err).Error())
-		case !ok:
-			rr.Status, rr.Message = StatusSkip, "skip"
-			return rr
-		}
-	}
-	if len(matchErrs) > 0 {
-		if cr.ignoreMatchErrors {
-			rr.Status, rr.Message = StatusSkip, "skip"
-			return rr
-		}
-		rr.Name, rr.Status, rr.Message = "evaluation", StatusError, "failed to load context: "+strings.Join(matchErrs, "; ")
+	if skip, failed := run.celMatchConditions(&rr, cr, ev); skip || failed {
 		return rr
 	}
+	return run.celValidations(rr, cr, ev)
+}
+
+// celValidations evaluates a ValidatingPolicy's validations (also an
+// ImageValidatingPolicy's) as validateVPol says.
+func (run *ruleRun) celValidations(rr RuleResponse, cr *celRule, ev *celeval.Evaluation) RuleResponse {
 	for i, c := range cr.validations {
 		ok, err := ev.Bool(c.expr)
 		if err != nil {

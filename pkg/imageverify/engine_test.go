@@ -7,13 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
 	"github.com/verdict-dev/verdict/internal/testkit/ocitest"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
-	"github.com/verdict-dev/verdict/pkg/imageverify"
 )
 
 // imagePolicy is a ClusterPolicy with one verifyImages rule on Pods (and,
@@ -80,14 +77,7 @@ func TestEngineVerifiesImages(t *testing.T) {
 	reg.Sign(t, signed.Ref, key)
 	unsigned := reg.PushImage(t, "trusted/unsigned", "v1")
 	other := reg.PushImage(t, "other/tool", "v1")
-	v, err := imageverify.New(imageverify.WithRemoteOptions(append(reg.RemoteOptions(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.WithImageVerifier(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := registryEngine(t, reg)
 	// The key from the rule's context: variables are substituted in the
 	// entry.
 	keys := `{"imageReferences":["` + reg.Host() + `/trusted/*"],"skipImageReferences":["*/trusted/skipped*"],"attestors":[{"entries":[{"keys":{"publicKeys":"{{ key }}",` +
@@ -198,14 +188,7 @@ func TestEngineVerifiesAttestations(t *testing.T) {
 	const provenance = "https://slsa.dev/provenance/v0.2"
 	reg := ocitest.NewRegistry(t)
 	key, other := ocitest.NewKey(t), ocitest.NewKey(t)
-	v, err := imageverify.New(imageverify.WithRemoteOptions(append(reg.RemoteOptions(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.WithImageVerifier(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := registryEngine(t, reg)
 	attested := func(repo, builder string, signer ocitest.Signer) ocitest.Image {
 		img := reg.PushImage(t, repo, "v1")
 		reg.Sign(t, img.Ref, key)

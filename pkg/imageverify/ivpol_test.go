@@ -30,7 +30,9 @@ func ivpol(t *testing.T, eng *engine.Engine, doc string) *engine.Policy {
 	return p
 }
 
-func ivpolEngine(t *testing.T, reg *ocitest.Registry) *engine.Engine {
+// registryEngine is an engine whose verifier reads reg (one try per
+// request: a failure shows at once).
+func registryEngine(t *testing.T, reg *ocitest.Registry) *engine.Engine {
 	t.Helper()
 	v, err := imageverify.New(imageverify.WithRemoteOptions(append(reg.RemoteOptions(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))...))
 	if err != nil {
@@ -69,7 +71,7 @@ func TestImageValidatingPolicy(t *testing.T) {
 	const provenance = "https://slsa.dev/provenance/v0.2"
 	reg := ocitest.NewRegistry(t)
 	key := ocitest.NewKey(t)
-	eng := ivpolEngine(t, reg)
+	eng := registryEngine(t, reg)
 	signed := reg.PushImage(t, "trusted/app", "v1")
 	reg.Sign(t, signed.Ref, key)
 	reg.Attest(t, signed.Ref, key, provenance, map[string]any{"builder": map[string]any{"id": "https://builder.example/trusted"}})
@@ -161,7 +163,7 @@ spec:
 func TestImageValidatingPolicyRequired(t *testing.T) {
 	reg := ocitest.NewRegistry(t)
 	key := ocitest.NewKey(t)
-	eng := ivpolEngine(t, reg)
+	eng := registryEngine(t, reg)
 	signed := reg.PushImage(t, "trusted/app", "v1")
 	reg.Sign(t, signed.Ref, key)
 	pinned := signed.Tag + "@" + signed.Digest
@@ -230,7 +232,7 @@ spec:
 func TestImageValidatingPolicyNotary(t *testing.T) {
 	reg := ocitest.NewRegistry(t)
 	ca := ocitest.NewCA(t, ocitest.WithIntermediate())
-	eng := ivpolEngine(t, reg)
+	eng := registryEngine(t, reg)
 	img := reg.PushImage(t, "team/app", "v1")
 	reg.SignNotary(t, img.Tag, ca.Issue(t, ocitest.Identity{Email: "dev@example.com"}))
 	reg.PushReferrer(t, img.Ref, "sbom/cyclone-dx", []byte(`{"bomFormat":"forged"}`))

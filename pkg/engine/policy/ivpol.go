@@ -239,35 +239,11 @@ func ImageValidatingPolicyFromObject(obj map[string]any) (*Policy, error) {
 // validateIVPol finds what makes an ImageValidatingPolicy unusable. CEL
 // expressions are compiled (and their errors reported) by the engine.
 func validateIVPol(p *Policy) FieldErrors {
-	var errs FieldErrors
-	if p.Metadata.Name == "" {
-		errs.add("metadata.name", "a policy needs a name")
-	}
-	if p.Kind == KindNamespacedImageValidatingPolicy && p.Metadata.Namespace == "" {
-		errs.add("metadata.namespace", "a %s needs a namespace", p.Kind)
-	}
 	s := p.IVPol
-	if !s.JSONMode() && (s.MatchConstraints == nil || len(s.MatchConstraints.ResourceRules) == 0) {
-		errs.add("spec.matchConstraints.resourceRules", "at least one resource rule is required")
-	}
-	if len(s.Validations) == 0 {
-		errs.add("spec.validations", "at least one validation is required")
-	}
-	for i, a := range s.ValidationActions {
-		switch a {
-		case "Deny", "Audit", "Warn":
-		default:
-			errs.add(fmt.Sprintf("spec.validationActions[%d]", i), "%q is not Deny, Audit or Warn", a)
-		}
-	}
-	switch s.FailurePolicy {
-	case "", "Fail", "Ignore":
-	default:
-		errs.add("spec.failurePolicy", "%q is not Fail or Ignore", s.FailurePolicy)
-	}
-	if e := s.Evaluation; e != nil && e.Mode != "" && !strings.EqualFold(e.Mode, "Kubernetes") && !s.JSONMode() {
-		errs.add("spec.evaluation.mode", "mode %s is not Kubernetes or JSON", e.Mode)
-	}
+	errs := validateValidating(p, KindNamespacedImageValidatingPolicy, validatingFields{
+		json: s.JSONMode(), match: s.MatchConstraints, validations: len(s.Validations),
+		actions: s.ValidationActions, failurePolicy: s.FailurePolicy, evaluation: s.Evaluation,
+	})
 	for i, m := range s.MatchImageReferences {
 		if (m.Glob == "") == (m.Expression == "") {
 			errs.add(fmt.Sprintf("spec.matchImageReferences[%d]", i), "exactly one of glob and expression is required")

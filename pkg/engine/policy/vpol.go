@@ -158,33 +158,55 @@ func (p *Policy) setCELSpec(admission, background *Toggle, failurePolicy string,
 // validateVPol finds what makes a ValidatingPolicy unusable. CEL
 // expressions are compiled (and their errors reported) by the engine.
 func validateVPol(p *Policy) FieldErrors {
+	s := p.VPol
+	return validateValidating(p, KindNamespacedValidatingPolicy, validatingFields{
+		json: s.JSONMode(), match: s.MatchConstraints, validations: len(s.Validations),
+		actions: s.ValidationActions, failurePolicy: s.FailurePolicy, evaluation: s.Evaluation,
+	})
+}
+
+// validatingFields are what the validating CEL kinds (ValidatingPolicy,
+// ImageValidatingPolicy) share and validateValidating checks.
+type validatingFields struct {
+	json          bool
+	match         *MatchConstraints
+	validations   int
+	actions       []string
+	failurePolicy string
+	evaluation    *EvaluationConfiguration
+}
+
+// validateValidating checks the fields a validating CEL policy cannot do
+// without: a name (and a namespace for namespacedKind), resource rules
+// unless it checks JSON payloads, a validation, known actions, failure
+// policy and evaluation mode.
+func validateValidating(p *Policy, namespacedKind string, f validatingFields) FieldErrors {
 	var errs FieldErrors
 	if p.Metadata.Name == "" {
 		errs.add("metadata.name", "a policy needs a name")
 	}
-	if p.Kind == KindNamespacedValidatingPolicy && p.Metadata.Namespace == "" {
+	if p.Kind == namespacedKind && p.Metadata.Namespace == "" {
 		errs.add("metadata.namespace", "a %s needs a namespace", p.Kind)
 	}
-	s := p.VPol
-	if !s.JSONMode() && (s.MatchConstraints == nil || len(s.MatchConstraints.ResourceRules) == 0) {
+	if !f.json && (f.match == nil || len(f.match.ResourceRules) == 0) {
 		errs.add("spec.matchConstraints.resourceRules", "at least one resource rule is required")
 	}
-	if len(s.Validations) == 0 {
+	if f.validations == 0 {
 		errs.add("spec.validations", "at least one validation is required")
 	}
-	for i, a := range s.ValidationActions {
+	for i, a := range f.actions {
 		switch a {
 		case "Deny", "Audit", "Warn":
 		default:
 			errs.add(fmt.Sprintf("spec.validationActions[%d]", i), "%q is not Deny, Audit or Warn", a)
 		}
 	}
-	switch s.FailurePolicy {
+	switch f.failurePolicy {
 	case "", "Fail", "Ignore":
 	default:
-		errs.add("spec.failurePolicy", "%q is not Fail or Ignore", s.FailurePolicy)
+		errs.add("spec.failurePolicy", "%q is not Fail or Ignore", f.failurePolicy)
 	}
-	if e := s.Evaluation; e != nil && e.Mode != "" && !strings.EqualFold(e.Mode, "Kubernetes") && !s.JSONMode() {
+	if e := f.evaluation; e != nil && e.Mode != "" && !strings.EqualFold(e.Mode, "Kubernetes") && !f.json {
 		errs.add("spec.evaluation.mode", "mode %s is not supported yet (Kubernetes and JSON are)", e.Mode)
 	}
 	return errs
