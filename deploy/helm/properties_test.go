@@ -665,7 +665,7 @@ func TestValuesReachTheFlags(t *testing.T) {
 		"--set", "imageRegistries.credentialSecrets={regcred,mirror}", "--set", "imageRegistries.namespaceCredentials=true",
 		"--set", "imageRegistries.caConfigMapName=registry-ca", "--set", "imageRegistries.cache.ttl=30m",
 		"--set", "imageRegistries.cache.entries=500", "--set", "imageRegistries.cache.sharedBytes=128Mi",
-		"--set", "imageRegistries.maxResponseBytes=8Mi",
+		"--set", "imageRegistries.maxResponseBytes=8Mi", "--set", "imageRegistries.sigstoreTrustedRoot.configMapName=sigstore-root",
 		"--set", "webhook.image.digest=sha256:"+strings.Repeat("ab", 32), "--set", "image.tag=v9",
 		"--set", "reporter.pending.results=100", "--set", "reporter.pending.bytes=1Mi", "--set", "reporter.pending.rechecks=0"))
 	for svc, want := range map[string]map[string]string{
@@ -678,13 +678,15 @@ func TestValuesReachTheFlags(t *testing.T) {
 			"registry-credential-secrets": "regcred,mirror", "registry-namespace-credentials": "true",
 			"registry-ca-file": "/etc/verdict/registry-ca/ca.crt", "image-verify-cache-ttl": "30m",
 			"image-verify-cache-entries": "500", "image-verify-shared-cache-bytes": "128Mi", "image-verify-max-response-bytes": "8Mi",
+			"sigstore-trusted-root": "/etc/verdict/sigstore/trusted_root.json",
 		},
 		"generator": {"stream-replicas": "3", "log-level": "warn", "nats-credentials": "/etc/verdict/nats/credentials/nats.creds"},
 		"reporter": {"pending-results": "100", "pending-bytes": "1Mi", "pending-rechecks": "0",
 			"registry-blocklist": "10.0.0.0/8,127.0.0.0/8,169.254.0.0/16,metadata.google.internal", "image-verify-max-concurrent": "16",
 			"registry-credential-secrets": "regcred,mirror", "registry-namespace-credentials": "true",
 			"registry-ca-file": "/etc/verdict/registry-ca/ca.crt", "image-verify-cache-ttl": "30m",
-			"image-verify-cache-entries": "500", "image-verify-shared-cache-bytes": "128Mi", "image-verify-max-response-bytes": "8Mi"},
+			"image-verify-cache-entries": "500", "image-verify-shared-cache-bytes": "128Mi", "image-verify-max-response-bytes": "8Mi",
+			"sigstore-trusted-root": "/etc/verdict/sigstore/trusted_root.json"},
 		"cleaner": {"identity": "$(POD_NAME)", "log-level": "debug"},
 	} {
 		c := m.deployments[svc].Spec.Template.Spec.Containers[0]
@@ -694,24 +696,30 @@ func TestValuesReachTheFlags(t *testing.T) {
 			}
 		}
 	}
-	// The registries' CA bundle is mounted where --registry-ca-file reads
-	// it, in the two services that verify images.
+	// The registries' CA bundle and the Sigstore trusted root are mounted
+	// where --registry-ca-file and --sigstore-trusted-root read them, in
+	// the two services that verify images.
 	for _, svc := range []string{"webhook", "reporter"} {
 		spec := m.deployments[svc].Spec.Template.Spec
-		mounted := false
-		for _, vm := range spec.Containers[0].VolumeMounts {
-			if vm.Name == "registry-ca" && vm.MountPath == "/etc/verdict/registry-ca" {
-				mounted = true
+		for _, vol := range []struct{ name, path, configMap string }{
+			{"registry-ca", "/etc/verdict/registry-ca", "registry-ca"},
+			{"sigstore-trusted-root", "/etc/verdict/sigstore", "sigstore-root"},
+		} {
+			mounted := false
+			for _, vm := range spec.Containers[0].VolumeMounts {
+				if vm.Name == vol.name && vm.MountPath == vol.path {
+					mounted = true
+				}
 			}
-		}
-		sourced := false
-		for _, v := range spec.Volumes {
-			if v.Name == "registry-ca" && v.ConfigMap != nil && v.ConfigMap.Name == "registry-ca" {
-				sourced = true
+			sourced := false
+			for _, v := range spec.Volumes {
+				if v.Name == vol.name && v.ConfigMap != nil && v.ConfigMap.Name == vol.configMap {
+					sourced = true
+				}
 			}
-		}
-		if !mounted || !sourced {
-			t.Errorf("%s: the registry CA mounted %v, from its ConfigMap %v", svc, mounted, sourced)
+			if !mounted || !sourced {
+				t.Errorf("%s: %s mounted %v, from its ConfigMap %v", svc, vol.name, mounted, sourced)
+			}
 		}
 	}
 	if img := m.deployments["webhook"].Spec.Template.Spec.Containers[0].Image; img != fmt.Sprintf("ghcr.io/verdict-dev/verdict-webhook:v9@sha256:%s", strings.Repeat("ab", 32)) {

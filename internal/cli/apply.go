@@ -44,6 +44,9 @@ type ApplyOptions struct {
 	// MaxDocumentBytes limits each resource document read; 0 is
 	// DefaultMaxDocumentBytes.
 	MaxDocumentBytes int64
+	// SigstoreTrustedRoot is a Sigstore trusted root file for image
+	// verification (imageVerifier).
+	SigstoreTrustedRoot string
 }
 
 // Validate reports every problem of the options, wrapped in
@@ -107,7 +110,7 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 	if err != nil {
 		return counts, fmt.Errorf("policies: %w", err)
 	}
-	verifier, err := imageVerifier()
+	verifier, err := imageVerifier(opts.SigstoreTrustedRoot)
 	if err != nil {
 		return counts, err
 	}

@@ -104,6 +104,7 @@ Exit codes:
 	f.StringVarP(&opts.Output, "output", "o", "table", "output format: table, json or report")
 	f.BoolVar(&opts.Detailed, "detailed", false, "list every result in the table, not only failures")
 	f.StringVar(&opts.Operation, "operation", "CREATE", "admission operation: CREATE, UPDATE or DELETE")
+	f.StringVar(&opts.SigstoreTrustedRoot, "sigstore-trusted-root", "", trustedRootUsage)
 	f.Int64Var(&opts.MaxDocumentBytes, "max-document-bytes", DefaultMaxDocumentBytes, "largest resource document read; a larger one is an error")
 	return cmd
 }
@@ -130,6 +131,7 @@ func newTest(ctx context.Context, stdout io.Writer) *cobra.Command {
 	f.StringVarP(&opts.FileName, "file-name", "f", "kyverno-test.yaml", "name of the test files")
 	f.BoolVar(&opts.JSON, "json", false, "write the results as JSON")
 	f.BoolVar(&opts.FailOnly, "fail-only", false, "with --json, list only failed assertions")
+	f.StringVar(&opts.SigstoreTrustedRoot, "sigstore-trusted-root", "", trustedRootUsage)
 	f.BoolVar(&opts.AllowPathsOutsideSuite, "allow-paths-outside-suite", false, "let test files read files outside the directory they were found below (absolute paths, ../ beyond it, symbolic links leading out)")
 	return cmd
 }

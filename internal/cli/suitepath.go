@@ -45,6 +45,9 @@ type suiteRoot struct {
 	given string
 	// allowOutside lifts the check (--allow-paths-outside-suite).
 	allowOutside bool
+	// trustedRoot is the run's Sigstore trusted root file
+	// (--sigstore-trusted-root), for the suite's image verifications.
+	trustedRoot string
 }
 
 // suitePath resolves p, named by field of the test file t, relative to the

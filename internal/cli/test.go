@@ -30,6 +30,9 @@ type TestOptions struct {
 	// through a symbolic link); off, such a path is an error
 	// (ErrPathOutsideSuite).
 	AllowPathsOutsideSuite bool
+	// SigstoreTrustedRoot is a Sigstore trusted root file for image
+	// verification (imageVerifier).
+	SigstoreTrustedRoot string
 }
 
 // assertion is the verdict on one resource named in one result entry.
@@ -125,7 +128,7 @@ func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSum
 	}
 	sum := &TestSummary{}
 	for _, f := range files {
-		as, err := runTestFile(ctx, f.path, &suiteRoot{dir: f.root, given: f.given, allowOutside: opts.AllowPathsOutsideSuite})
+		as, err := runTestFile(ctx, f.path, &suiteRoot{dir: f.root, given: f.given, allowOutside: opts.AllowPathsOutsideSuite, trustedRoot: opts.SigstoreTrustedRoot})
 		if cerr := ctx.Err(); cerr != nil {
 			// Interrupted: the engine cut the evaluations short, and what
 			// it says is not the policies' verdict.
@@ -445,7 +448,11 @@ func (run *testRun) load() error {
 			loader.objects = append(loader.objects, defaultNamespace(o))
 		}
 	}
-	verifier, err := imageVerifier()
+	var trustedRoot string
+	if t.root != nil {
+		trustedRoot = t.root.trustedRoot
+	}
+	verifier, err := imageVerifier(trustedRoot)
 	if err != nil {
 		return err
 	}

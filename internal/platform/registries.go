@@ -32,6 +32,10 @@ type Registries struct {
 	// CAFile is a PEM bundle of roots trusted besides the system's (a
 	// registry with a private CA).
 	CAFile string
+	// SigstoreTrustedRoot is a Sigstore trusted root (trusted_root.json)
+	// for the checks that need the public instance's keys: keyless
+	// without roots, the transparency log without rekor.pubkey, SCTs.
+	SigstoreTrustedRoot string
 	// MaxConcurrent bounds the image verifications under way at once.
 	MaxConcurrent int
 	// DialTimeout bounds a connection and its TLS handshake; the request's
@@ -77,6 +81,7 @@ func DefaultRegistries() Registries {
 }
 
 // BindRegistryFlags binds --registry-blocklist, --registry-ca-file,
+// --sigstore-trusted-root,
 // --registry-dial-timeout, --image-verify-max-concurrent and the cache's
 // flags; the values in r are the defaults.
 func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
@@ -86,6 +91,7 @@ func BindRegistryFlags(fs *flag.FlagSet, r *Registries) {
 			return nil
 		})
 	fs.StringVar(&r.CAFile, "registry-ca-file", r.CAFile, "PEM bundle of CA certificates trusted for image registries, besides the system's")
+	fs.StringVar(&r.SigstoreTrustedRoot, "sigstore-trusted-root", r.SigstoreTrustedRoot, "Sigstore trusted root (trusted_root.json, as a TUF client writes it) whose Fulcio CAs, Rekor logs and CT logs verify keyless signatures without roots, transparency log entries without rekor.pubkey and SCTs, offline; without it those checks are unsupported")
 	fs.IntVar(&r.MaxConcurrent, "image-verify-max-concurrent", r.MaxConcurrent, "image verifications (registry pulls of manifests and signatures) under way at once")
 	fs.DurationVar(&r.DialTimeout, "registry-dial-timeout", r.DialTimeout, "upper bound of a connection to a registry and its TLS handshake")
 	fs.DurationVar(&r.CacheTTL, "image-verify-cache-ttl", r.CacheTTL, "how long a successful image verification is kept (for entries with useCache, the default); 0: none kept")
@@ -137,6 +143,13 @@ func (r Registries) Verifier(reg prometheus.Registerer, shared imageverify.Cache
 	}
 	transport := block.Transport(tlsConfig, dial)
 	opts := []imageverify.Option{imageverify.WithMaxConcurrent(maxConc)}
+	if r.SigstoreTrustedRoot != "" {
+		tm, err := imageverify.LoadTrustedRoot(r.SigstoreTrustedRoot)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --sigstore-trusted-root: %w", ErrInvalidConfig, err)
+		}
+		opts = append(opts, imageverify.WithTrustedRoot(tm))
+	}
 	if reg != nil {
 		m, err := newImageMetrics(reg)
 		if err != nil {

@@ -137,3 +137,44 @@ func TestRegistriesMetrics(t *testing.T) {
 		t.Errorf("a second verifier on one metrics registry: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestRegistriesTrustedRoot: --sigstore-trusted-root gives the verifier
+// the operator's trusted root: a keyless policy without roots verifies
+// against its CA and log; a file that is not a trusted root is a
+// configuration error naming the flag, not a verifier without it.
+func TestRegistriesTrustedRoot(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	ca, log := ocitest.NewCA(t), ocitest.NewRekorLog(t)
+	img := reg.PushImage(t, "team/app", "v1")
+	reg.Sign(t, img.Ref, ca.Issue(t, ocitest.Identity{Email: "dev@example.com", Issuer: "https://issuer.example"}), ocitest.InRekor(log))
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "trusted_root.json"), filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(good, ocitest.TrustedRoot(t, ca, log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(`{"mediaType":"text/plain"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := platform.DefaultRegistries()
+	r.Blocklist = []string{}
+	r.SigstoreTrustedRoot = bad
+	if _, err := r.Verifier(nil, nil, nil); !errors.Is(err, platform.ErrInvalidConfig) {
+		t.Errorf("a file that is not a trusted root: %v, want ErrInvalidConfig", err)
+	}
+	r.SigstoreTrustedRoot = good
+	v, err := r.Verifier(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := imageref.Parse(img.Tag, "docker.io", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv := &policy.ImageVerification{ImageReferences: []string{"*"}, Attestors: []policy.AttestorSet{{Entries: []policy.Attestor{{
+		Keyless: &policy.KeylessAttestor{Subject: "dev@example.com", Issuer: "https://issuer.example", CTLog: &policy.CTLog{IgnoreSCT: true}},
+	}}}}}
+	res, err := v.Verify(t.Context(), engine.ImageVerifyRequest{Image: engine.Image{Image: img.Tag, Ref: ref}, Verification: iv, Policy: "p", Rule: "r"})
+	if err != nil || !res.Verified {
+		t.Errorf("keyless without roots, the trusted root's CA and log: %+v, %v", res, err)
+	}
+}

@@ -3,6 +3,7 @@ package imageverify_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -59,5 +60,68 @@ func TestVerifyTransparencyLog(t *testing.T) {
 	}
 	if _, err := v.Verify(t.Context(), request(t, logged.Tag, entry(t, withLog(`{"url":"https://rekor.sigstore.dev"}`)))); !errors.Is(err, imageverify.ErrUnsupported) {
 		t.Errorf("the public Rekor: %v, want an unsupported error", err)
+	}
+}
+
+// TestVerifyTrustedRoot: with the operator's Sigstore trusted root, the
+// checks that need the public instance's keys are made offline: a
+// keyless signature without roots chains to the root's Fulcio CA, and
+// its log entry verifies with the root's Rekor log (the policy's
+// defaults: transparency log on); a signature without an entry fails,
+// and a policy's own roots are never widened to the trusted root's CA.
+// Without a trusted root, the same policy is unsupported.
+func TestVerifyTrustedRoot(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	fulcio, other := ocitest.NewCA(t, ocitest.WithIntermediate()), ocitest.NewCA(t)
+	log := ocitest.NewRekorLog(t)
+	id := ocitest.Identity{Email: "dev@example.com", Issuer: "https://issuer.example"}
+	logged := reg.PushImage(t, "team/logged", "v1")
+	reg.Sign(t, logged.Ref, fulcio.Issue(t, id), ocitest.InRekor(log))
+	unlogged := reg.PushImage(t, "team/unlogged", "v1")
+	reg.Sign(t, unlogged.Ref, fulcio.Issue(t, id))
+	key := ocitest.NewKey(t)
+	keyed := reg.PushImage(t, "team/keyed", "v1")
+	reg.Sign(t, keyed.Ref, key, ocitest.InRekor(log))
+
+	path := t.TempDir() + "/trusted_root.json"
+	if err := os.WriteFile(path, ocitest.TrustedRoot(t, fulcio, log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tm, err := imageverify.LoadTrustedRoot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(reg.RemoteOptions(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))
+	v, err := imageverify.New(imageverify.WithRemoteOptions(opts...), imageverify.WithTrustedRoot(tm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	keyless := func(extra string) string {
+		return `{"imageReferences":["*"],"attestors":[{"entries":[{"keyless":{"subject":"dev@example.com","issuer":"https://issuer.example",` + extra + `"ctlog":{"ignoreSCT":true}}}]}]}`
+	}
+	if res, err := v.Verify(t.Context(), request(t, logged.Tag, entry(t, keyless("")))); err != nil || !res.Verified || res.Digest != logged.Digest {
+		t.Fatalf("keyless, logged, the trusted root's CA and log: %+v, %v", res, err)
+	}
+	if res, err := v.Verify(t.Context(), request(t, unlogged.Tag, entry(t, keyless("")))); err != nil || res.Verified {
+		t.Errorf("keyless without a log entry: %+v, %v; want a failure", res, err)
+	}
+	if res, err := v.Verify(t.Context(), request(t, logged.Tag, entry(t, keyless(`"roots":`+q(other.RootsPEM())+`,`)))); err != nil || res.Verified {
+		t.Errorf("the policy's own roots, another CA: %+v, %v; want a failure", res, err)
+	}
+	if res, err := v.Verify(t.Context(), request(t, logged.Tag, entry(t, keyless(`"roots":`+q(fulcio.RootsPEM())+`,`)))); err != nil || !res.Verified {
+		t.Errorf("the policy's own roots, the signer's CA, the trusted root's log: %+v, %v", res, err)
+	}
+	byKey := `{"imageReferences":["*"],"attestors":[{"entries":[{"keys":{"publicKeys":` + q(key.PublicKeyPEM()) + `}}]}]}`
+	if res, err := v.Verify(t.Context(), request(t, keyed.Tag, entry(t, byKey))); err != nil || !res.Verified {
+		t.Errorf("a key, the log by default: %+v, %v", res, err)
+	}
+
+	bare, err := imageverify.New(imageverify.WithRemoteOptions(opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bare.Verify(t.Context(), request(t, logged.Tag, entry(t, keyless("")))); !errors.Is(err, imageverify.ErrUnsupported) {
+		t.Errorf("without a trusted root: %v, want an unsupported error", err)
 	}
 }

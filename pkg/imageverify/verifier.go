@@ -44,6 +44,7 @@ import (
 	"github.com/sigstore/cosign/v3/pkg/cosign"
 	"github.com/sigstore/cosign/v3/pkg/oci"
 	ociremote "github.com/sigstore/cosign/v3/pkg/oci/remote"
+	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
@@ -72,6 +73,8 @@ type Verifier struct {
 	// and counts each verification's response bytes.
 	transport        http.RoundTripper
 	maxResponseBytes int64
+	// trusted is the operator's Sigstore trusted root (WithTrustedRoot).
+	trusted root.TrustedMaterial
 }
 
 // target is the image one request verifies, and the registry options of
@@ -82,6 +85,8 @@ type target struct {
 	// key reads the public key (cosign.pub) of the Secret namespace/name
 	// for the request; nil without Credentials.
 	key func(namespace, name string) (string, error)
+	// trusted is the verifier's trusted root, nil without one.
+	trusted root.TrustedMaterial
 }
 
 // target makes req's target: image parsed (ok false, with Kyverno's
@@ -117,7 +122,7 @@ func (v *Verifier) target(ctx context.Context, req engine.ImageVerifyRequest) (t
 	if len(kcs) > 0 {
 		opts = append(opts, remote.WithAuthFromKeychain(authn.NewMultiKeychain(kcs...)))
 	}
-	tg := target{ref: ref, opts: opts}
+	tg := target{ref: ref, opts: opts, trusted: v.trusted}
 	if v.creds != nil {
 		tg.key = func(namespace, name string) (string, error) {
 			k, err := v.creds.PublicKey(ctx, req, namespace, name)
@@ -395,9 +400,9 @@ func (v *Verifier) checkOpts(tg target, iv *policy.ImageVerification, a *policy.
 	case a.Keys != nil:
 		sub, err = ".keys", keyOptions(tg, co, a)
 	case a.Certificates != nil:
-		sub, err = ".certificates", certOptions(co, a)
+		sub, err = ".certificates", certOptions(tg, co, a)
 	case a.Keyless != nil:
-		sub, err = ".keyless", keylessOptions(co, a.Keyless)
+		sub, err = ".keyless", keylessOptions(tg, co, a.Keyless)
 	default:
 		return nil, "", errors.New("keys, certificates, keyless, or a nested attestor is required")
 	}
@@ -509,11 +514,11 @@ func keyOptions(tg target, co *cosign.CheckOpts, a *policy.Attestor) error {
 		return fmt.Errorf("failed to load public key from PEM: %w", err)
 	}
 	// Keys: Kyverno's default is to check the transparency log.
-	return logOptions(co, k.Rekor, true, k.CTLog != nil && !k.CTLog.IgnoreSCT)
+	return logOptions(tg, co, k.Rekor, true, k.CTLog != nil && !k.CTLog.IgnoreSCT)
 }
 
 // certOptions: a certificate, and a chain to check it against.
-func certOptions(co *cosign.CheckOpts, a *policy.Attestor) error {
+func certOptions(tg target, co *cosign.CheckOpts, a *policy.Attestor) error {
 	c := a.Certificates
 	if c.Certificate != "" {
 		cert, err := loadCert(c.Certificate)
@@ -544,20 +549,24 @@ func certOptions(co *cosign.CheckOpts, a *policy.Attestor) error {
 		}
 		co.RootCerts = pool
 	}
-	return logOptions(co, c.Rekor, false, c.CTLog != nil && !c.CTLog.IgnoreSCT)
+	return logOptions(tg, co, c.Rekor, false, c.CTLog != nil && !c.CTLog.IgnoreSCT)
 }
 
-// keylessOptions: roots (no public Fulcio roots here: a policy without
-// roots is not supported yet), and the identity.
-func keylessOptions(co *cosign.CheckOpts, k *policy.KeylessAttestor) error {
-	if k.Roots == "" {
-		return fmt.Errorf("%w: keyless without roots (the public Sigstore roots)", ErrUnsupported)
+// keylessOptions: roots (without them, the Fulcio CAs of the operator's
+// trusted root; with neither, unsupported), and the identity.
+func keylessOptions(tg target, co *cosign.CheckOpts, k *policy.KeylessAttestor) error {
+	switch {
+	case k.Roots != "":
+		pool, err := certPool(k.Roots)
+		if err != nil {
+			return fmt.Errorf("failed to load Root certificates: %w", err)
+		}
+		co.RootCerts = pool
+	case tg.trusted != nil:
+		co.TrustedMaterial = tg.trusted
+	default:
+		return fmt.Errorf("%w: keyless without roots needs the public Sigstore roots: give the verifier a trusted root (--sigstore-trusted-root) or the policy roots", ErrUnsupported)
 	}
-	pool, err := certPool(k.Roots)
-	if err != nil {
-		return fmt.Errorf("failed to load Root certificates: %w", err)
-	}
-	co.RootCerts = pool
 	if k.Subject != "" || k.Issuer != "" || k.SubjectRegExp != "" || k.IssuerRegExp != "" {
 		for _, re := range []string{k.SubjectRegExp, k.IssuerRegExp} {
 			if _, err := regexp.Compile(re); err != nil {
@@ -569,41 +578,79 @@ func keylessOptions(co *cosign.CheckOpts, k *policy.KeylessAttestor) error {
 	if len(k.AdditionalExtensions) > 0 {
 		return fmt.Errorf("%w: keyless additionalExtensions", ErrUnsupported)
 	}
-	return logOptions(co, k.Rekor, true, k.CTLog == nil || !k.CTLog.IgnoreSCT)
+	return logOptions(tg, co, k.Rekor, true, k.CTLog == nil || !k.CTLog.IgnoreSCT)
 }
 
 // logOptions sets what is checked of the transparency and CT logs (the
 // transparency log unless rekor says to ignore it, where tlog is the
-// attestor's default); a check this verifier cannot do yet is an error,
-// never skipped.
+// attestor's default; SCTs where sct); a check this verifier cannot do
+// is an error, never skipped. roots are a keyless attestor's own.
 //
-// The transparency log is checked offline, with the log's public key
-// (rekor.pubkey): each signature must carry its log entry (the bundle
-// cosign stores when it uploads a signature), whose signed entry
-// timestamp the key verifies and whose body must be that signature by
-// that signer. The log itself is never queried, so a signature without
-// its entry fails. The public Rekor's keys come from Sigstore's TUF
-// repository, which is not read yet: without rekor.pubkey, a check of
-// the log is unsupported.
-func logOptions(co *cosign.CheckOpts, rekor *policy.Rekor, tlog, sct bool) error {
+// The transparency log is checked offline: each signature must carry
+// its log entry (the bundle cosign stores when it uploads a signature),
+// whose signed entry timestamp the log's key verifies and whose body
+// must be that signature by that signer. The log is never queried, so a
+// signature without its entry fails. The log's key is the policy's
+// (rekor.pubkey), else the logs of the operator's trusted root
+// (trustedroot.go); with neither, the check is unsupported. SCTs are
+// checked with the trusted root's CT logs, and are unsupported without
+// one.
+func logOptions(tg target, co *cosign.CheckOpts, rekor *policy.Rekor, tlog, sct bool) error {
 	if rekor != nil {
 		tlog = !rekor.IgnoreTlog
 	}
 	co.IgnoreTlog, co.IgnoreSCT = !tlog, !sct
-	if tlog {
-		if rekor == nil || rekor.RekorPubKey == "" {
-			return fmt.Errorf("%w: transparency log checks against the public Rekor; set rekor.pubkey to your log's key, or rekor.ignoreTlog", ErrUnsupported)
+	ownLog := tlog && rekor != nil && rekor.RekorPubKey != ""
+	if (tlog && !ownLog || sct) && tg.trusted == nil {
+		if sct {
+			return fmt.Errorf("%w: certificate transparency (SCT) checks need the CT logs' keys: give the verifier a trusted root (--sigstore-trusted-root), or set ctlog.ignoreSCT", ErrUnsupported)
 		}
+		return fmt.Errorf("%w: transparency log checks against the public Rekor need its keys: give the verifier a trusted root (--sigstore-trusted-root), set rekor.pubkey to your log's key, or rekor.ignoreTlog", ErrUnsupported)
+	}
+	if co.TrustedMaterial != nil {
+		// Keyless without roots: the trusted root, with the policy's
+		// own log in place of the root's.
+		tm := overlay{TrustedMaterial: co.TrustedMaterial}
+		if ownLog {
+			logs, err := logOf(rekor.RekorPubKey)
+			if err != nil {
+				return err
+			}
+			tm.logs = logs
+		}
+		co.TrustedMaterial, co.Offline = tm, tlog
+		return nil
+	}
+	// Keys, certificates, keyless with roots: cosign's key sets, the
+	// policy's log or the trusted root's logs.
+	if tlog {
 		keys := cosign.NewTrustedTransparencyLogPubKeys()
-		if err := keys.AddTransparencyLogPubKey([]byte(rekor.RekorPubKey), sigtuf.Active); err != nil {
-			return fmt.Errorf("failed to load the rekor public key: %w", err)
+		if ownLog {
+			if err := keys.AddTransparencyLogPubKey([]byte(rekor.RekorPubKey), sigtuf.Active); err != nil {
+				return fmt.Errorf("failed to load the rekor public key: %w", err)
+			}
+		} else {
+			addLogKeys(&keys, tg.trusted.RekorLogs())
 		}
 		co.RekorPubKeys, co.Offline = &keys, true
 	}
 	if sct {
-		return fmt.Errorf("%w: certificate transparency (SCT) checks; set ctlog.ignoreSCT", ErrUnsupported)
+		keys := cosign.NewTrustedTransparencyLogPubKeys()
+		addLogKeys(&keys, tg.trusted.CTLogs())
+		co.CTLogPubKeys = &keys
 	}
 	return nil
+}
+
+// addLogKeys adds the keys of logs to a cosign key set, by log ID.
+func addLogKeys(keys *cosign.TrustedTransparencyLogPubKeys, logs map[string]*root.TransparencyLog) {
+	for id, l := range logs {
+		status := sigtuf.Active
+		if !l.ValidityPeriodEnd.IsZero() && time.Now().After(l.ValidityPeriodEnd) {
+			status = sigtuf.Expired
+		}
+		keys.Keys[id] = cosign.TransparencyLogPubKey{PubKey: l.PublicKey, Status: status}
+	}
 }
 
 // maxChain bounds a certificate chain (leaf, intermediates, root).

@@ -1,6 +1,7 @@
 package ocitest
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
 	cbundle "github.com/sigstore/cosign/v3/pkg/cosign/bundle"
+	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
@@ -98,4 +100,35 @@ func (l *RekorLog) entry(t testing.TB, payload []byte, b64Sig string, publicPEM 
 		t.Fatalf("ocitest: rekor SET: %v", err)
 	}
 	return &cbundle.RekorBundle{SignedEntryTimestamp: set, Payload: p}
+}
+
+// TrustedRoot is a Sigstore trusted root (trusted_root.json, as
+// Sigstore's TUF repository serves it) that names ca as the Fulcio
+// certificate authority and log as the transparency log: what an
+// air-gapped cluster is given in place of the public instance's. It
+// fails t on error.
+func TrustedRoot(t testing.TB, ca *CA, log *RekorLog) []byte {
+	t.Helper()
+	var intermediates []*x509.Certificate
+	if ca.intermediate != nil {
+		intermediates = append(intermediates, ca.intermediate)
+	}
+	start := ca.root.NotBefore
+	fulcio := &root.FulcioCertificateAuthority{Root: ca.root, Intermediates: intermediates, ValidityPeriodStart: start, URI: "https://fulcio.ocitest.example"}
+	id, err := hex.DecodeString(log.id)
+	if err != nil {
+		t.Fatalf("ocitest: log id: %v", err)
+	}
+	tlog := &root.TransparencyLog{BaseURL: "https://rekor.ocitest.example", ID: id, ValidityPeriodStart: start,
+		HashFunc: crypto.SHA256, PublicKey: log.key.Public(), SignatureHashFunc: crypto.SHA256}
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, []root.CertificateAuthority{fulcio}, nil, nil,
+		map[string]*root.TransparencyLog{log.id: tlog})
+	if err != nil {
+		t.Fatalf("ocitest: trusted root: %v", err)
+	}
+	raw, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatalf("ocitest: trusted root: %v", err)
+	}
+	return raw
 }

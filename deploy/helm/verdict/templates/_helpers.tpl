@@ -104,6 +104,9 @@ images (the webhook, the reporter): $. */}}
 {{- if $r.caConfigMapName }}
 - --registry-ca-file=/etc/verdict/registry-ca/{{ $r.caKey }}
 {{- end }}
+{{- with $r.sigstoreTrustedRoot }}{{ if .configMapName }}
+- --sigstore-trusted-root=/etc/verdict/sigstore/{{ .key }}
+{{- end }}{{ end }}
 {{- with $r.cache }}
 - --image-verify-cache-ttl={{ .ttl }}
 - --image-verify-cache-entries={{ int64 .entries }}
@@ -409,12 +412,19 @@ securityContext:
 {{- end -}}
 {{- end -}}
 
-{{/* The registries' CA bundle (imageRegistries.caConfigMapName), mounted
-where --registry-ca-file reads it: $. */}}
+{{/* The registries' CA bundle (imageRegistries.caConfigMapName) and the
+Sigstore trusted root (imageRegistries.sigstoreTrustedRoot), mounted
+where --registry-ca-file and --sigstore-trusted-root read them: $. */}}
 {{- define "verdict.registryMounts" -}}
-{{- if (.Values.imageRegistries | default (dict)).caConfigMapName }}
+{{- $r := .Values.imageRegistries | default (dict) -}}
+{{- if $r.caConfigMapName }}
 - name: registry-ca
   mountPath: /etc/verdict/registry-ca
+  readOnly: true
+{{- end }}
+{{- if ($r.sigstoreTrustedRoot | default (dict)).configMapName }}
+- name: sigstore-trusted-root
+  mountPath: /etc/verdict/sigstore
   readOnly: true
 {{- end }}
 {{- end -}}
@@ -429,4 +439,12 @@ where --registry-ca-file reads it: $. */}}
       - key: {{ $r.caKey }}
         path: {{ $r.caKey }}
 {{- end }}
+{{- with $r.sigstoreTrustedRoot }}{{ if .configMapName }}
+- name: sigstore-trusted-root
+  configMap:
+    name: {{ .configMapName }}
+    items:
+      - key: {{ .key }}
+        path: {{ .key }}
+{{- end }}{{ end }}
 {{- end -}}
