@@ -106,7 +106,7 @@ func env() (*cel.Env, error) {
 				cel.Variable(VarNamespaceObject, cel.DynType),
 				cel.Variable(VarVariables, cel.DynType),
 				cel.Variable(VarExceptions, cel.DynType),
-			}, kyvernoEnv()...),
+			}, append(kyvernoEnv(), libsEnv()...)...),
 		})
 		if err != nil {
 			envErr = fmt.Errorf("celeval: building the CEL environment: %w", err)
@@ -382,6 +382,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return orEmpty(a.attestations), true
 	case varImageFuncs:
 		return imageFuncsVal{ctx: a.ctx, f: a.imageFuncs}, true
+	case VarJSON:
+		return libVal{jsonType}, true
+	case VarYAML:
+		return libVal{yamlType}, true
 	case VarExceptions:
 		if a.exceptions == nil {
 			return noExceptions, true

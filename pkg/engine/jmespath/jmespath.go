@@ -7,6 +7,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmespath-community/go-jmespath/pkg/functions"
@@ -440,4 +441,27 @@ func (c wrappingCaller) CallFunction(name string, args []any) (any, error) {
 		return nil, errTooLong(name)
 	}
 	return v, nil
+}
+
+// callable are the custom functions Call runs, by name.
+var callable = sync.OnceValue(func() map[string]functions.FunctionEntry {
+	m := map[string]functions.FunctionEntry{}
+	for _, e := range customFunctions(defaultOptions()) {
+		m[e.Name] = e
+	}
+	return m
+})
+
+// Call runs the custom function name on JSON values (strings, float64
+// numbers, bool, nil, []any, map[string]any) outside a search, with its
+// own bounds: for the CEL libraries whose functions share its semantics
+// (random, x509_decode, ...), so that each behaviour has one
+// implementation. Arguments are not type-checked beyond what the
+// function checks itself.
+func Call(name string, args ...any) (any, error) {
+	e, ok := callable()[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: no function %s", ErrInvalidExpression, name)
+	}
+	return e.Handler(args)
 }
