@@ -106,7 +106,7 @@ func env() (*cel.Env, error) {
 				cel.Variable(VarNamespaceObject, cel.DynType),
 				cel.Variable(VarVariables, cel.DynType),
 				cel.Variable(VarExceptions, cel.DynType),
-			}, append(kyvernoEnv(), libsEnv()...)...),
+			}, append(append(kyvernoEnv(), libsEnv()...), resourceEnv()...)...),
 		})
 		if err != nil {
 			envErr = fmt.Errorf("celeval: building the CEL environment: %w", err)

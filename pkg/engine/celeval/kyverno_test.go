@@ -82,10 +82,11 @@ func TestKyvernoFunctions(t *testing.T) {
 		"metadata": map[string]any{"name": "web", "namespace": "prod", "labels": map[string]any{"app": "web"}},
 		"spec":     map[string]any{"scaleTargetRef": map[string]any{"name": "web"}}}
 	fc := &fakeContext{
-		http:      map[string]any{"GET https://example.com/config": map[string]any{"allowed": true}, "POST https://example.com/check": map[string]any{"ok": 1.0}},
-		globals:   map[string]any{"deployments": []any{map[string]any{"replicas": 2.0}}, "deployments.count": 1.0},
-		resources: map[string][]map[string]any{"autoscaling/v2 horizontalpodautoscalers": {hpa}},
-		images:    map[string]any{"nginx:1.25": map[string]any{"config": map[string]any{"created": "2024-01-01T00:00:00Z"}}},
+		http:    map[string]any{"GET https://example.com/config": map[string]any{"allowed": true}, "POST https://example.com/check": map[string]any{"ok": 1.0}},
+		globals: map[string]any{"deployments": []any{map[string]any{"replicas": 2.0}}, "deployments.count": 1.0},
+		resources: map[string][]map[string]any{"autoscaling/v2 horizontalpodautoscalers": {hpa},
+			"networking.k8s.io/v1 networkpolicies": {{"metadata": map[string]any{"name": "deny", "namespace": "prod"}}}},
+		images: map[string]any{"nginx:1.25": map[string]any{"config": map[string]any{"created": "2024-01-01T00:00:00Z"}}},
 	}
 	in := Input{Context: fc}
 	for _, expr := range []string{
@@ -105,6 +106,15 @@ func TestKyvernoFunctions(t *testing.T) {
 		`parseImageReference("registry.example.com:5000/team/app@sha256:` + strings.Repeat("b", 64) + `").containsDigest()`,
 		`isImage("nginx:1") && !isImage("UPPER CASE")`,
 		`time.now() == timestamp("2026-01-02T03:04:05Z")`,
+		// GVRs, and the namespaced policies' forms (namespace '': the
+		// Context's confinement decides whose it is).
+		`resource.Get(resource.ToGVR("autoscaling/v2", "HorizontalPodAutoscaler"), "prod", "web").metadata.name == "web"`,
+		`resource.List(resource.toGVR("autoscaling/v2", "HorizontalPodAutoscaler"), "prod", {"app": "web"}).items.size() == 1`,
+		`resource.List(resource.ToGVR("autoscaling/v2", "HorizontalPodAutoscaler")).items.size() == 1`,
+		`resource.Get("autoscaling/v2", "horizontalpodautoscalers", "web").metadata.namespace == "prod"`,
+		`dyn(resource.get(resource.ToGVR("autoscaling/v2", "HorizontalPodAutoscaler"), "web")) != null`,
+		`resource.List("autoscaling/v2", "horizontalpodautoscalers", {"app": "web"}).items.size() == 1`,
+		`resource.List(resource.ToGVR("networking.k8s.io/v1", "NetworkPolicy"), "prod").items.size() == 1`,
 	} {
 		ok, err := NewEvaluation(context.Background(), in, nil, 0).Bool(mustCompile(t, expr, Bool))
 		if err != nil || !ok {
