@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine/celeval"
@@ -107,6 +108,43 @@ func (c celContext) GetResource(ctx context.Context, apiVersion, resource, names
 		return nil, celeval.ErrNotFound
 	}
 	return obj, err
+}
+
+// PostResource is a POST apiCall to the resource's path (namespace ''
+// being a namespaced policy's own): the loader's rules hold (only
+// reviews; a namespaced policy only a LocalSubjectAccessReview of its own
+// namespace).
+func (c celContext) PostResource(ctx context.Context, apiVersion, resource, namespace string, data map[string]any) (map[string]any, error) {
+	if namespace == "" {
+		// A namespaced policy's '' is its own namespace, as for reads.
+		namespace = CallerNamespace(ctx)
+	}
+	path := "/apis/" + apiVersion
+	if !strings.Contains(apiVersion, "/") {
+		path = "/api/" + apiVersion
+	}
+	if namespace != "" {
+		path += "/namespaces/" + namespace
+	}
+	path += "/" + resource
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	call := &policy.APICall{Method: "POST", URLPath: path}
+	for _, k := range keys {
+		call.Data = append(call.Data, policy.RequestData{Key: k, Value: data[k]})
+	}
+	out, err := c.e.loader.APICall(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := out.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("POST %s: the answer is not an object", path)
+	}
+	return m, nil
 }
 
 func (c celContext) ListResources(ctx context.Context, apiVersion, resource, namespace string, labels map[string]string) ([]map[string]any, error) {

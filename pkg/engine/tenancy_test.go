@@ -240,6 +240,30 @@ func TestNamespacedPolicyReadsOnlyItsNamespace(t *testing.T) {
 `),
 			refused: "ClusterRole is cluster-scoped",
 		},
+		"CEL resource.Post creating an object": {
+			policy: kindPolicy("ClusterPolicy", `    validate:
+      cel:
+        expressions:
+        - expression: "resource.Post('v1', 'resourcequotas', object.metadata.labels.victim, {'spec': {'hard': {'pods': '0'}}}).status == null"
+`),
+			refused: "may POST only a review",
+		},
+		"CEL resource.Post of a review": {
+			policy: kindPolicy("ClusterPolicy", `    validate:
+      cel:
+        expressions:
+        - expression: "dyn(resource.Post('authorization.k8s.io/v1', 'subjectaccessreviews', {'spec': {'user': 'someone'}})) != null"
+`),
+			reached: []string{"apiCall POST /apis/authorization.k8s.io/v1/subjectaccessreviews"},
+		},
+		"CEL resource.Post of a review by a namespaced policy": {
+			policy: kindPolicy("Policy", `    validate:
+      cel:
+        expressions:
+        - expression: "dyn(resource.post('authorization.k8s.io/v1', 'subjectaccessreviews', {'spec': {'user': 'someone'}})) != null"
+`),
+			refused: "may POST only a LocalSubjectAccessReview",
+		},
 		"CEL resource.List without a namespace lists its own": {
 			policy: kindPolicy("Policy", `    validate:
       cel:

@@ -48,6 +48,9 @@ type Context interface {
 	GlobalReference(ctx context.Context, name, projection string) (any, error)
 	GetResource(ctx context.Context, apiVersion, resource, namespace, name string) (map[string]any, error)
 	ListResources(ctx context.Context, apiVersion, resource, namespace string, labels map[string]string) ([]map[string]any, error)
+	// PostResource creates data as a resource and returns the API
+	// server's answer (a review: what Verdict's sources allow).
+	PostResource(ctx context.Context, apiVersion, resource, namespace string, data map[string]any) (map[string]any, error)
 	ImageData(ctx context.Context, reference string) (any, error)
 	// Now is the time of the evaluation (time.now()).
 	Now() time.Time

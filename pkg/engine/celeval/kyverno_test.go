@@ -68,6 +68,12 @@ func (f *fakeContext) ListResources(_ context.Context, apiVersion, resource, nam
 	return out, nil
 }
 
+func (f *fakeContext) PostResource(_ context.Context, apiVersion, resource, namespace string, data map[string]any) (map[string]any, error) {
+	f.calls = append(f.calls, fmt.Sprintf("POST %s %s %s %v", apiVersion, resource, namespace, data))
+	out := map[string]any{"status": map[string]any{"allowed": data["spec"] != nil}}
+	return out, nil
+}
+
 func (f *fakeContext) Now() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 func (f *fakeContext) ImageData(_ context.Context, reference string) (any, error) {

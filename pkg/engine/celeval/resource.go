@@ -16,6 +16,10 @@ import (
 // extensions/cel/libs/resource) beside resource.Get and resource.List
 // by apiVersion, resource and namespace (kyverno.go):
 //
+//	resource.Post(apiVersion, resource, namespace, data)  the answer
+//	resource.Post(apiVersion, resource, data)        (a review: the
+//	                                                 Context allows no
+//	                                                 other)
 //	resource.ToGVR(apiVersion, kind)                 a GVR value
 //	resource.Get(gvr, namespace, name)
 //	resource.List(gvr, namespace[, labels])
@@ -70,7 +74,16 @@ func resourceEnv() []cel.EnvOption {
 	var opts []cel.EnvOption
 	for _, c := range []struct{ get, list, toGVR, suffix string }{{"Get", "List", "ToGVR", "pascal"}, {"get", "list", "toGVR", "camel"}} {
 		s := c.suffix
+		post := "Post"
+		if s == "camel" {
+			post = "post"
+		}
 		opts = append(opts,
+			cel.Function(post,
+				cel.MemberOverload("resource_post_string_string_string_map_"+s, []*cel.Type{resourceType, str, str, str, anyMap}, anyMap,
+					cel.FunctionBinding(func(a ...ref.Val) ref.Val { return postResource(a[0], a[1], a[2], a[3], a[4]) })),
+				cel.MemberOverload("resource_post_string_string_map_"+s, []*cel.Type{resourceType, str, str, anyMap}, anyMap,
+					cel.FunctionBinding(func(a ...ref.Val) ref.Val { return postResource(a[0], a[1], a[2], types.String(""), a[3]) }))),
 			cel.Function(c.toGVR, cel.MemberOverload("resource_to_gvr_"+s, []*cel.Type{resourceType, str, str}, gvrType,
 				cel.FunctionBinding(func(a ...ref.Val) ref.Val {
 					apiVersion, bad := stringArg(a[1])
@@ -135,4 +148,28 @@ func byGVR(v ref.Val, f func(apiVersion, resource ref.Val) ref.Val) ref.Val {
 		return types.NewErr("failed to map kind to resource: no resource")
 	}
 	return f(types.String(g.apiVersion), types.String(g.resource))
+}
+
+// postResource is resource.Post.
+func postResource(cv, apiVersionV, resourceV, nsV, dataV ref.Val) ref.Val {
+	c, bad := contextOf(cv)
+	if bad != nil {
+		return bad
+	}
+	var s [3]string
+	for i, v := range []ref.Val{apiVersionV, resourceV, nsV} {
+		if s[i], bad = stringArg(v); bad != nil {
+			return bad
+		}
+	}
+	data, err := JSONOf(dataV)
+	if err != nil {
+		return types.WrapErr(err)
+	}
+	m, _ := data.(map[string]any)
+	out, err := c.c.PostResource(c.ctx, s[0], s[1], s[2], m)
+	if err != nil {
+		return types.NewErr("failed to create resource: %v", err)
+	}
+	return adapter.NativeToValue(out)
 }
