@@ -110,7 +110,7 @@ func (c celContext) GetResource(ctx context.Context, apiVersion, resource, names
 	return obj, err
 }
 
-// PostResource is a POST apiCall to the resource's path (namespace ''
+// PostResource is a POST apiCall to the resource's path (namespace ”
 // being a namespaced policy's own): the loader's rules hold (only
 // reviews; a namespaced policy only a LocalSubjectAccessReview of its own
 // namespace).
