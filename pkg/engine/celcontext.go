@@ -110,8 +110,8 @@ func (c celContext) GetResource(ctx context.Context, apiVersion, resource, names
 	return obj, err
 }
 
-// PostResource is a POST apiCall to the resource's path (namespace ”
-// being a namespaced policy's own): the loader's rules hold (only
+// PostResource is a POST apiCall to the resource's path (an empty
+// namespace being a namespaced policy's own): the loader's rules hold (only
 // reviews; a namespaced policy only a LocalSubjectAccessReview of its own
 // namespace).
 func (c celContext) PostResource(ctx context.Context, apiVersion, resource, namespace string, data map[string]any) (map[string]any, error) {
