@@ -41,7 +41,7 @@ func (c celContext) HTTP(ctx context.Context, method, url string, body any, head
 	if r, ok := c.e.loader.inner.(HTTPResponder); ok {
 		return r.HTTP(ctx, method, url, body, headers)
 	}
-	call := &policy.APICall{Method: method, Service: &policy.ServiceCall{URL: url}}
+	call := &policy.APICall{Method: method, Service: &policy.ServiceCall{URL: url, CABundle: celeval.CABundle(ctx)}}
 	keys := make([]string, 0, len(headers))
 	for k := range headers {
 		keys = append(keys, k)

@@ -37,7 +37,11 @@ func (s *recordingSource) APICall(_ context.Context, c *policy.APICall) (any, er
 	if method == "" {
 		method = "GET"
 	}
-	s.record("apiCall " + method + " " + c.URLPath)
+	if c.Service != nil {
+		s.record("service " + method + " " + c.Service.URL + " caBundle=" + c.Service.CABundle)
+	} else {
+		s.record("apiCall " + method + " " + c.URLPath)
+	}
 	return map[string]any{"data": map[string]any{"secret": "from " + c.URLPath}}, nil
 }
 
@@ -343,5 +347,26 @@ func TestNamespacedPolicyClonesOnlyItsNamespace(t *testing.T) {
 				t.Fatalf("the source saw %q", got)
 			}
 		})
+	}
+}
+
+// TestCELHTTPClient: http.Client(caBundle) makes the calls of its
+// result trust that bundle (the service call carries it to the loader,
+// which dials with it); http's own calls carry none.
+func TestCELHTTPClient(t *testing.T) {
+	src := &recordingSource{}
+	eng := newEngine(t, engine.WithContextLoader(src), engine.WithResourceLister(src))
+	p := compile(t, eng, kindPolicy("ClusterPolicy", `    validate:
+      cel:
+        expressions:
+        - expression: "dyn(http.Client('PEM-BUNDLE').Get('https://svc.example/a')) != null && dyn(http.get('https://svc.example/b')) != null"
+`))
+	rr := statuses(t, eng, p, &engine.Request{Operation: engine.OpCreate, Object: obj(t, tenantConfigMap)})["r"]
+	if rr.Status == engine.StatusError {
+		t.Fatalf("%s %q", rr.Status, rr.Message)
+	}
+	want := []string{"service GET https://svc.example/a caBundle=PEM-BUNDLE", "service GET https://svc.example/b caBundle="}
+	if got := src.reached(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the loader saw %q, want %q", got, want)
 	}
 }

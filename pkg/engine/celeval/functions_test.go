@@ -15,10 +15,7 @@ import (
 // each with why: TestKyvernoFunctionList fails for any other missing one,
 // and for one listed here that has been declared since (keep the list
 // true).
-var pendingFunctions = map[string]string{
-	"member:http Client 2": "http.Client(caBundle): calls with a CA of the expression's (issue 31)",
-	"member:http client 2": "http.Client(caBundle): calls with a CA of the expression's (issue 31)",
-}
+var pendingFunctions = map[string]string{}
 
 // TestKyvernoFunctionList: every function Kyverno 1.19 declares
 // (testdata/kyverno-functions.txt, with the commits it was read from)

@@ -21,7 +21,8 @@ import (
 // and Verdict's own implementation:
 //
 //	http.Get(url), http.Get(url, headers), http.Post(url, body),
-//	http.Post(url, body, headers)
+//	http.Post(url, body, headers), http.Client(caBundle).Get(...) (the
+//	calls trusting caBundle: CABundle)
 //	globalContext.Get(name), globalContext.Get(name, projection)
 //	resource.Get(apiVersion, resource, namespace, name)   null when missing
 //	resource.List(apiVersion, resource, namespace)         a List object
@@ -129,6 +130,11 @@ func kyvernoEnv() []cel.EnvOption {
 				cel.FunctionBinding(func(a ...ref.Val) ref.Val { return httpCall(a[0], "POST", a[1], a[2], nil) })),
 			cel.MemberOverload("http_post_string_any_headers_"+s, []*cel.Type{httpType, cel.StringType, cel.DynType, strMap}, cel.DynType,
 				cel.FunctionBinding(func(a ...ref.Val) ref.Val { return httpCall(a[0], "POST", a[1], a[2], a[3]) })),
+		}
+	})...)
+	opts = append(opts, both("Client", func(s string) []cel.FunctionOpt {
+		return []cel.FunctionOpt{
+			cel.MemberOverload("http_client_string_"+s, []*cel.Type{httpType, cel.StringType}, httpType, cel.BinaryBinding(httpClient)),
 		}
 	})...)
 	opts = append(opts, both("List", func(s string) []cel.FunctionOpt {
@@ -285,6 +291,32 @@ func httpCall(cv ref.Val, method string, urlV, bodyV, headersV ref.Val) ref.Val 
 		return types.NewErr("http %s %s: %v", method, url, err)
 	}
 	return adapter.NativeToValue(out)
+}
+
+// caBundleKey marks the context of http.Client(caBundle)'s calls.
+type caBundleKey struct{}
+
+// CABundle is the PEM bundle an expression's http.Client(caBundle) gave
+// for the call made with ctx ("" for http's own calls): a Context
+// trusts it for that call's TLS.
+func CABundle(ctx context.Context) string {
+	s, _ := ctx.Value(caBundleKey{}).(string)
+	return s
+}
+
+// httpClient is http.Client(caBundle): the http library whose calls
+// trust caBundle.
+func httpClient(cv, caV ref.Val) ref.Val {
+	c, ok := cv.(ctxVal)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(cv)
+	}
+	ca, bad := stringArg(caV)
+	if bad != nil {
+		return bad
+	}
+	c.ctx = context.WithValue(c.ctx, caBundleKey{}, ca)
+	return c
 }
 
 func globalRef(cv, nameV, projV ref.Val) ref.Val {
