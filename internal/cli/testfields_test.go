@@ -362,3 +362,62 @@ results:
 		t.Fatalf("exit %d, want both documents judged (one pass, one wrong expectation):\n%s", code, out)
 	}
 }
+
+// A CEL policy that did not apply to a resource: the reference CLI keeps
+// the empty response of a ValidatingPolicy whose matchConstraints select
+// by labels (or are otherwise more than one plain resource rule) and
+// counts the resource as excluded, a pass; the empty response of a
+// policy of one plain resource rule is dropped, and the assertion fails.
+func TestCELPolicyExcludedResource(t *testing.T) {
+	vpol := func(name, selector string) string {
+		return `apiVersion: policies.kyverno.io/v1beta1
+kind: ValidatingPolicy
+metadata: {name: ` + name + `}
+spec:
+  matchConstraints:
+` + selector + `    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}
+  validations:
+  - expression: "false"
+`
+	}
+	dir := writeFiles(t, map[string]string{
+		"policy.yaml": vpol("by-label", "    objectSelector: {matchLabels: {prod: nginx}}\n") + "---\n" + vpol("plain", ""),
+		"deploy.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default, labels: {app: web}}
+spec: {template: {spec: {containers: [{name: c, image: nginx}]}}}
+`,
+		"kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: t}
+policies: [policy.yaml]
+resources: [deploy.yaml]
+results:
+- {isValidatingPolicy: true, policy: by-label, kind: Deployment, resources: [web], result: pass}
+- {isValidatingPolicy: true, policy: plain, kind: Deployment, resources: [web], result: fail}
+`,
+	})
+	code, out, _ := run(t, "test", dir)
+	if code != ExitOK || !strings.Contains(out, "2 passed, 0 failed") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	// The plain policy applied (and failed); by-label did not apply and
+	// passes as excluded. Now a resource the plain one does not select.
+	dir = writeFiles(t, map[string]string{
+		"policy.yaml": vpol("plain", ""),
+		"cm.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, namespace: default}\n",
+		"kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: t}
+policies: [policy.yaml]
+resources: [cm.yaml]
+results:
+- {isValidatingPolicy: true, policy: plain, kind: ConfigMap, resources: [cm], result: pass}
+`,
+	})
+	code, out, _ = run(t, "test", dir)
+	if code != ExitFailed || !strings.Contains(out, "want pass, but no rule of the policy applied") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}

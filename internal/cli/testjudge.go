@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
 
@@ -152,7 +153,7 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 		// reference CLI, count that as an exclusion (a skip) when the
 		// policy itself was evaluated on the resource; otherwise only an
 		// expected skip holds.
-		if r.expected() == string(engine.StatusSkip) || policyApplied {
+		if r.expected() == string(engine.StatusSkip) || policyApplied || (resourceFound && keepsEmptyResponse(p)) {
 			return "passed", "skip", "", "rule not applied to the resource (excluded)"
 		}
 		return "failed", "", fmt.Sprintf("want %s, but no rule of the policy applied to the resource", r.expected()), ""
@@ -442,4 +443,33 @@ func short(v any) string {
 		s = s[:77] + "..."
 	}
 	return s
+}
+
+// keepsEmptyResponse reports whether the reference CLI keeps a CEL
+// policy's response on a resource it did not apply to, which its test
+// command then counts as an exclusion (a pass): always for an
+// ImageValidatingPolicy; for a ValidatingPolicy or a MutatingPolicy
+// unless its matchConstraints are one resource rule without names,
+// selectors or excludes (kyverno 111e07b, cmd/cli processor's
+// hasSelector).
+func keepsEmptyResponse(p *engine.Policy) bool {
+	var mc *policy.MatchConstraints
+	switch {
+	case p.Raw.IVPol != nil:
+		return true
+	case p.Raw.VPol != nil:
+		mc = p.Raw.VPol.MatchConstraints
+	case p.Raw.MPol != nil:
+		mc = p.Raw.MPol.MatchConstraints
+	default:
+		return false
+	}
+	if mc == nil {
+		return true
+	}
+	selects := func(s *policy.LabelSelector) bool {
+		return s != nil && (len(s.MatchLabels) > 0 || len(s.MatchExpressions) > 0)
+	}
+	return selects(mc.NamespaceSelector) || selects(mc.ObjectSelector) || len(mc.ExcludeResourceRules) > 0 ||
+		len(mc.ResourceRules) != 1 || len(mc.ResourceRules[0].ResourceNames) > 0
 }
