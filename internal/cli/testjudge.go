@@ -12,8 +12,8 @@ import (
 	"sort"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
 func (run *testRun) judge(r *testResult) []assertion {
