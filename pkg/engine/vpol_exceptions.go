@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine/celeval"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -21,6 +22,10 @@ type celException struct {
 	images        []string
 	allowedValues []string
 	reportPass    bool
+	// expiresAt, when not zero, is when it stops applying: checked at
+	// each evaluation, so that an exception compiled into a policy
+	// before it expired stops exempting on time.
+	expiresAt time.Time
 }
 
 // WithCELExceptions returns p with the PolicyExceptions of excs that
@@ -69,6 +74,9 @@ func (e *Engine) WithCELExceptions(p *Policy, excs []*policy.CELException) (*Pol
 // error names the exception and the condition's path.
 func compileCELException(ex *policy.CELException) (*celException, error) {
 	ce := &celException{key: ex.Key(), namespace: ex.Metadata.Namespace, clusterWide: ex.ClusterWide, images: ex.Spec.Images, allowedValues: ex.Spec.AllowedValues, reportPass: ex.Spec.ReportResult == "pass"}
+	if t := ex.Spec.ExpiresAt; t != nil {
+		ce.expiresAt = *t
+	}
 	var errs []error
 	for i, c := range ex.Spec.MatchConditions {
 		prog, err := celeval.Compile(c.Expression, celeval.Bool)
@@ -101,9 +109,13 @@ func (run *ruleRun) applyCELExceptions(rr *RuleResponse, cr *celRule, ev *celeva
 	var whole []*celException
 	var images, values []string
 	resNS := document.String(run.req.resource(), "metadata", "namespace")
+	now := run.e.now()
 	for _, ex := range cr.exceptions {
 		if !exceptionReaches(ex.clusterWide, ex.namespace, run.req, resNS) {
 			continue
+		}
+		if !ex.expiresAt.IsZero() && !now.Before(ex.expiresAt) {
+			continue // expired: the policy applies again
 		}
 		matched := true
 		for _, c := range ex.conditions {

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -262,6 +263,59 @@ spec:
 	bad.Spec.MatchConditions = []policy.MatchCondition{{Name: "x", Expression: "object.("}}
 	if _, err := eng.WithCELExceptions(p, []*policy.CELException{&bad}); err == nil || !strings.Contains(err.Error(), "spec.matchConditions[0].expression") {
 		t.Fatalf("uncompilable exception: %v", err)
+	}
+}
+
+// A CEL PolicyException with expiresAt exempts until then, and not from
+// that moment on, though it was compiled into the policy before: the
+// engine's clock decides at each evaluation (Kyverno 1.19).
+func TestCELExceptionExpires(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	clock := now
+	eng := newEngine(t, engine.WithClock(func() time.Time { return clock }))
+	docs, err := policy.Parse([]byte(`apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata: {name: no-latest}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations:
+  - expression: "object.spec.containers.all(c, !c.image.endsWith(':latest'))"
+    message: latest
+---
+apiVersion: policies.kyverno.io/v1beta1
+kind: PolicyException
+metadata: {name: until-noon-tomorrow, namespace: sandbox}
+spec:
+  policyRefs: [{name: no-latest, kind: ValidatingPolicy}]
+  expiresAt: "2026-11-28T12:00:00Z"
+  matchConditions: [{name: ns, expression: "object.metadata.namespace == 'sandbox'"}]
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := eng.Compile(docs.Policies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = eng.WithCELExceptions(p, docs.CELExceptions); err != nil {
+		t.Fatal(err)
+	}
+	req := func() *engine.Request {
+		return &engine.Request{Object: obj(t, `{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: sandbox}, spec: {containers: [{name: c, image: "nginx:latest"}]}}`)}
+	}
+	for _, tc := range []struct {
+		at     time.Time
+		status engine.Status
+	}{
+		{now, engine.StatusSkip},
+		{now.Add(24*time.Hour - time.Second), engine.StatusSkip},
+		{now.Add(24 * time.Hour), engine.StatusFail},
+		{now.Add(48 * time.Hour), engine.StatusFail},
+	} {
+		clock = tc.at
+		if rr, _ := vpolResult(t, eng, p, req()); rr.Status != tc.status {
+			t.Errorf("at %s: %s %q, want %s", tc.at, rr.Status, rr.Message, tc.status)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The CEL policy kinds of policies.kyverno.io (v1alpha1, v1beta1 and v1
@@ -239,6 +240,9 @@ type CELExceptionSpec struct {
 	AllowedValues []string `json:"allowedValues,omitempty"`
 	// ReportResult is skip (the default) or pass.
 	ReportResult string `json:"reportResult,omitempty"`
+	// ExpiresAt, when set (RFC 3339), is when it stops applying: from
+	// then on the policies it names apply again (Kyverno 1.19).
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
 // PolicyRef names a policy by name and kind.
