@@ -383,9 +383,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case varImageFuncs:
 		return imageFuncsVal{ctx: a.ctx, f: a.imageFuncs}, true
 	case VarJSON:
-		return libVal{jsonType}, true
+		// The json and yaml libraries read no Context.
+		return ctxVal{t: jsonType}, true
 	case VarYAML:
-		return libVal{yamlType}, true
+		return ctxVal{t: yamlType}, true
 	case VarExceptions:
 		if a.exceptions == nil {
 			return noExceptions, true

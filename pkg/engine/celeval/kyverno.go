@@ -235,6 +235,19 @@ func stringArg(v ref.Val) (string, ref.Val) {
 	return s, nil
 }
 
+// stringArgs converts string arguments, all or none.
+func stringArgs(vals ...ref.Val) ([]string, ref.Val) {
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		s, bad := stringArg(v)
+		if bad != nil {
+			return nil, bad
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
 // stringMapArg converts a map(string, string) argument (nil: none).
 func stringMapArg(v ref.Val) (map[string]string, ref.Val) {
 	if v == nil {
@@ -344,11 +357,9 @@ func getResource(a ...ref.Val) ref.Val {
 	if bad != nil {
 		return bad
 	}
-	var s [4]string
-	for i := range s {
-		if s[i], bad = stringArg(a[i+1]); bad != nil {
-			return bad
-		}
+	s, bad := stringArgs(a[1:5]...)
+	if bad != nil {
+		return bad
 	}
 	obj, err := c.c.GetResource(c.ctx, s[0], s[1], s[2], s[3])
 	if errors.Is(err, ErrNotFound) {
@@ -365,11 +376,9 @@ func listResources(cv, apiVersionV, resourceV, nsV, labelsV ref.Val) ref.Val {
 	if bad != nil {
 		return bad
 	}
-	var s [3]string
-	for i, v := range []ref.Val{apiVersionV, resourceV, nsV} {
-		if s[i], bad = stringArg(v); bad != nil {
-			return bad
-		}
+	s, bad := stringArgs(apiVersionV, resourceV, nsV)
+	if bad != nil {
+		return bad
 	}
 	labels, bad := stringMapArg(labelsV)
 	if bad != nil {

@@ -8,12 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"math"
-	"reflect"
 	"strings"
 	"time"
 
@@ -63,22 +61,6 @@ const (
 // maxDecompressedBytes bounds what gzip.decompress gives: a small input
 // must not expand into a replica's memory.
 const maxDecompressedBytes = 4 << 20
-
-// libVal is the value of the json and yaml variables.
-type libVal struct{ t *types.Type }
-
-func (v libVal) ConvertToNative(reflect.Type) (any, error) {
-	return nil, errors.New("a library has no native value")
-}
-func (v libVal) ConvertToType(t ref.Type) ref.Val {
-	if t == types.TypeType {
-		return v.t
-	}
-	return types.NewErr("type conversion error from %s to %s", v.t.TypeName(), t.TypeName())
-}
-func (v libVal) Equal(other ref.Val) ref.Val { return types.Bool(other == ref.Val(v)) }
-func (v libVal) Type() ref.Type              { return v.t }
-func (v libVal) Value() any                  { return nil }
 
 // libsEnv declares the libraries.
 func libsEnv() []cel.EnvOption {

@@ -156,11 +156,9 @@ func postResource(cv, apiVersionV, resourceV, nsV, dataV ref.Val) ref.Val {
 	if bad != nil {
 		return bad
 	}
-	var s [3]string
-	for i, v := range []ref.Val{apiVersionV, resourceV, nsV} {
-		if s[i], bad = stringArg(v); bad != nil {
-			return bad
-		}
+	s, bad := stringArgs(apiVersionV, resourceV, nsV)
+	if bad != nil {
+		return bad
 	}
 	data, err := JSONOf(dataV)
 	if err != nil {
