@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -115,6 +116,67 @@ spec:
 	for _, want := range []string{"spec.validationActions[0]", "spec.matchImageReferences[0]", "spec.attestors[0]: ", "attestor \"a\" is declared twice", "spec.attestors[1].cosign.key", "spec.attestations[0]"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}
+
+// recordingVerifier records the requests of the verification functions
+// and verifies every image.
+type recordingVerifier struct{ reqs []ImageVerifyRequest }
+
+func (v *recordingVerifier) Verify(_ context.Context, req ImageVerifyRequest) (ImageVerifyResult, error) {
+	v.reqs = append(v.reqs, req)
+	return ImageVerifyResult{Verified: true}, nil
+}
+
+func (v *recordingVerifier) ResolveDigest(context.Context, ImageVerifyRequest) (string, error) {
+	return "sha256:" + strings.Repeat("a", 64), nil
+}
+
+// TestIVPolTenantCredentials: a NamespacedImageValidatingPolicy's
+// verifications carry its namespace as the policy's, so that the
+// credentials it names (credentials.secrets) are read in its own
+// namespace only (the Credentials of internal/platform confine them so,
+// as for a namespaced Policy); a cluster policy's carry none.
+func TestIVPolTenantCredentials(t *testing.T) {
+	v := &recordingVerifier{}
+	e, err := New(WithImageVerifier(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func(kind, ns string) string {
+		return `apiVersion: policies.kyverno.io/v1beta1
+kind: ` + kind + `
+metadata: {name: signed, namespace: ` + ns + `}
+spec:
+  validationConfigurations: {verifyDigest: false}
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  credentials: {secrets: [regcred]}
+  attestors: [{name: k, cosign: {key: {data: PEM}, ctlog: {insecureIgnoreTlog: true}}}]
+  validations:
+  - expression: "images.containers.all(i, verifyImageSignatures(i, [attestors.k]) > 0)"
+`
+	}
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p", "namespace": "team-a"},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "registry.example/app:v1"}}}}
+	for kind, want := range map[string]string{"NamespacedImageValidatingPolicy": "team-a", "ImageValidatingPolicy": ""} {
+		v.reqs = nil
+		p, err := compileIVPolDoc(t, e, doc(kind, want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := e.Check(t.Context(), &Request{Operation: OpCreate, Object: pod}, p, nil)
+		if len(resp.Rules) != 1 || resp.Rules[0].Status != StatusPass {
+			t.Fatalf("%s: %+v", kind, resp.Rules)
+		}
+		if len(v.reqs) != 1 {
+			t.Fatalf("%s: %d verifications", kind, len(v.reqs))
+		}
+		r := v.reqs[0]
+		if r.PolicyNamespace != want || r.Namespace != "team-a" || r.Verification.ImageRegistryCredentials == nil ||
+			strings.Join(r.Verification.ImageRegistryCredentials.Secrets, ",") != "regcred" {
+			t.Errorf("%s: policy namespace %q, namespace %q, credentials %+v", kind, r.PolicyNamespace, r.Namespace, r.Verification.ImageRegistryCredentials)
 		}
 	}
 }
