@@ -136,6 +136,10 @@ type accum struct {
 	// namespaces a namespaced policies' webhook selects; none for the
 	// cluster policies' webhooks.
 	namespaces []string
+	// reinvoke: a MutatingPolicy of the webhook asks to be reinvoked
+	// when a later mutation changes the object (reinvocationPolicy
+	// IfNeeded).
+	reinvoke bool
 }
 
 func newAccum(scope admissionregistrationv1.ScopeType) *accum {
@@ -178,7 +182,8 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 		fail := p.Raw.Spec.FailurePolicy != "Ignore"
 		for _, rule := range p.Rules {
 			for _, mutate := range webhooksOf(rule) {
-				if err := addPolicyRule(hooks, tenants, webhookKey{mutate: mutate, fail: fail}, ns, timeout, rule, r); err != nil {
+				reinvoke := mutate && p.Raw.MPol != nil && p.Raw.MPol.ReinvocationPolicy == "IfNeeded"
+				if err := addPolicyRule(hooks, tenants, webhookKey{mutate: mutate, fail: fail}, ns, timeout, reinvoke, rule, r); err != nil {
 					return nil, nil, fmt.Errorf("policy %s rule %s: %w", p.Raw.Key(), rule.Name, err)
 				}
 			}
@@ -243,7 +248,7 @@ func webhooksOf(rule *engine.Rule) []bool {
 
 // addPolicyRule adds a rule of a policy (of namespace ns, "" for the
 // cluster's webhooks) to the webhook k.
-func addPolicyRule(hooks map[webhookKey]*accum, tenants map[tenantKey]*accum, k webhookKey, ns string, timeout *int32, rule *engine.Rule, r Resolver) error {
+func addPolicyRule(hooks map[webhookKey]*accum, tenants map[tenantKey]*accum, k webhookKey, ns string, timeout *int32, reinvoke bool, rule *engine.Rule, r Resolver) error {
 	var a *accum
 	if ns == "" {
 		a = hooks[k]
@@ -262,6 +267,7 @@ func addPolicyRule(hooks map[webhookKey]*accum, tenants map[tenantKey]*accum, k 
 	if t := timeout; t != nil && *t > a.timeout {
 		a.timeout = *t
 	}
+	a.reinvoke = a.reinvoke || reinvoke
 	if rr, ok := rule.ResourceRules(); ok {
 		addResourceRules(a, rr)
 		return nil
@@ -517,13 +523,22 @@ var (
 	sideEffectsOnDryRun = admissionregistrationv1.SideEffectClassNoneOnDryRun
 	matchEquivalent     = admissionregistrationv1.Equivalent
 	reinvokeNever       = admissionregistrationv1.NeverReinvocationPolicy
+	reinvokeIfNeeded    = admissionregistrationv1.IfNeededReinvocationPolicy
 )
 
 // The admission webhooks publish results and work, except on dry runs:
 // NoneOnDryRun. Every field the API server would default is set, so that a written
 // configuration reads back equal and updates happen only on real change.
 // path is the endpoint of the policies the webhook is registered for.
+// A webhook is reinvoked when a later mutation changed the object only
+// if one of its MutatingPolicies asks for it (reinvocationPolicy
+// IfNeeded); the reinvocation then runs every mutation of the webhook
+// again, as Kyverno's webhooks (all IfNeeded) do.
 func mutatingWebhook(name, path string, a *accum, fail bool, o Options) admissionregistrationv1.MutatingWebhook {
+	reinvoke := &reinvokeNever
+	if a.reinvoke {
+		reinvoke = &reinvokeIfNeeded
+	}
 	return admissionregistrationv1.MutatingWebhook{
 		Name:                    name + ".verdict.dev",
 		ClientConfig:            clientConfig(path, o),
@@ -536,7 +551,7 @@ func mutatingWebhook(name, path string, a *accum, fail bool, o Options) admissio
 		SideEffects:             &sideEffectsOnDryRun,
 		TimeoutSeconds:          a.timeoutOr(o.DefaultTimeoutSeconds),
 		AdmissionReviewVersions: []string{"v1"},
-		ReinvocationPolicy:      &reinvokeNever,
+		ReinvocationPolicy:      reinvoke,
 	}
 }
 

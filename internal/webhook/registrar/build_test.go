@@ -343,6 +343,50 @@ spec:
 	}
 }
 
+// A MutatingPolicy with reinvocationPolicy IfNeeded makes its webhook
+// reinvoked when a later mutation changes the object; others stay Never,
+// and a tenant's asking never makes another namespace's webhook
+// reinvoked.
+func TestBuildReinvocation(t *testing.T) {
+	mpol := func(kind, ns, name, failurePolicy, reinvocation string) string {
+		return `apiVersion: policies.kyverno.io/v1
+kind: ` + kind + `
+metadata: {name: ` + name + `, namespace: ` + ns + `}
+spec:
+  failurePolicy: ` + failurePolicy + `
+  reinvocationPolicy: ` + reinvocation + `
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration: {expression: "Object{metadata: Object.metadata{labels: {'a': 'b'}}}"}
+`
+	}
+	pols := compileAll(t,
+		mpol("MutatingPolicy", "", "again", "Fail", "IfNeeded"),
+		mpol("MutatingPolicy", "", "once", "Ignore", "Never"),
+		mpol("NamespacedMutatingPolicy", "team-a", "again", "Fail", "IfNeeded"),
+		mpol("NamespacedMutatingPolicy", "team-b", "once", "Fail", "Never"),
+	)
+	mut, _, err := Build(pols, table, Options{URL: "https://127.0.0.1:9443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range mut.Webhooks {
+		got[w.Name] = string(*w.ReinvocationPolicy)
+	}
+	want := map[string]string{
+		"mutate-fail.verdict.dev":           "IfNeeded",
+		"mutate-ignore.verdict.dev":         "Never",
+		"mutate-fail.team-a.ns.verdict.dev": "IfNeeded",
+		"mutate-fail.team-b.ns.verdict.dev": "Never",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reinvocation policies %v, want %v", got, want)
+	}
+}
+
 // tenantPolicy is a namespaced Policy in ns on kinds, with a failure
 // policy and a webhook timeout.
 func tenantPolicy(ns, name, kinds, failurePolicy string, timeout int) string {

@@ -34,6 +34,9 @@ type tenantGroup struct {
 type coarseKey struct {
 	fail    bool
 	timeout int32
+	// reinvoke: a tenant's MutatingPolicy asks for reinvocation, which
+	// would run the others' mutations twice: never shared.
+	reinvoke bool
 }
 
 // tenantWebhooks groups the namespaced policies' needs of one webhook
@@ -59,11 +62,11 @@ func tenantWebhooks(tenants map[tenantKey]*accum, mutate bool, o Options) []tena
 		if k.mutate != mutate || len(a.ops) == 0 {
 			continue
 		}
-		pk := preciseKey{coarseKey: coarseKey{fail: k.fail, timeout: tenantTimeout(a.timeout, o)}, rules: fingerprint(a)}
+		pk := preciseKey{coarseKey: coarseKey{fail: k.fail, timeout: tenantTimeout(a.timeout, o), reinvoke: a.reinvoke}, rules: fingerprint(a)}
 		g := groups[pk]
 		if g == nil {
 			g = newAccum(a.scope)
-			g.timeout = pk.timeout
+			g.timeout, g.reinvoke = pk.timeout, pk.reinvoke
 			groups[pk] = g
 		}
 		g.merge(a)
@@ -87,7 +90,7 @@ func tenantWebhooks(tenants map[tenantKey]*accum, mutate bool, o Options) []tena
 			continue
 		}
 		merged := newAccum(groups[members[0]].scope)
-		merged.timeout = c.timeout
+		merged.timeout, merged.reinvoke = c.timeout, c.reinvoke
 		for _, pk := range members {
 			merged.merge(groups[pk])
 			merged.namespaces = append(merged.namespaces, groups[pk].namespaces...)
@@ -107,12 +110,13 @@ func tenantWebhooks(tenants map[tenantKey]*accum, mutate bool, o Options) []tena
 		out = append(out, tenantGroup{name: fmt.Sprintf("%s-%s.%s.ns", kind, suffix(pk.fail), g.namespaces[0]), fail: pk.fail, accum: g})
 	}
 	slices.SortFunc(out, func(a, b tenantGroup) int {
-		return cmp.Or(compareClass(coarseKey{a.fail, a.accum.timeout}, coarseKey{b.fail, b.accum.timeout}), strings.Compare(a.name, b.name))
+		return cmp.Or(compareClass(coarseKey{a.fail, a.accum.timeout, a.accum.reinvoke}, coarseKey{b.fail, b.accum.timeout, b.accum.reinvoke}), strings.Compare(a.name, b.name))
 	})
 	return out
 }
 
-// compareClass orders Fail before Ignore, then by timeout.
+// compareClass orders Fail before Ignore, then by timeout, then Never
+// before IfNeeded.
 func compareClass(a, b coarseKey) int {
 	if a.fail != b.fail {
 		if a.fail {
@@ -120,7 +124,16 @@ func compareClass(a, b coarseKey) int {
 		}
 		return 1
 	}
-	return cmp.Compare(a.timeout, b.timeout)
+	if a.timeout != b.timeout {
+		return cmp.Compare(a.timeout, b.timeout)
+	}
+	switch {
+	case a.reinvoke == b.reinvoke:
+		return 0
+	case b.reinvoke:
+		return -1
+	}
+	return 1
 }
 
 // tenantTimeout is a namespaced policies' webhook timeout: theirs, or the

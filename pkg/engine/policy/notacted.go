@@ -14,8 +14,5 @@ func NotActedOn(p *Policy) []string {
 			out = append(out, p.Kind+" "+p.Metadata.Name+": spec.evaluation.generateExisting is not acted on yet: resources that exist when the policy is created do not trigger it")
 		}
 	}
-	if s := p.MPol; s != nil && s.ReinvocationPolicy == "IfNeeded" {
-		out = append(out, p.Kind+" "+p.Metadata.Name+": spec.reinvocationPolicy IfNeeded is not acted on yet: the policy mutates once per request")
-	}
 	return out
 }
