@@ -26,8 +26,10 @@ import (
 // webhook publishes it (admission, category Best Practices, severity
 // medium, evaluated now).
 type Evaluation struct {
-	Ref     bus.ResourceRef
-	Policy  string
+	Ref    bus.ResourceRef
+	Policy string
+	// Kind is a CEL policy's kind ("" for a ClusterPolicy or Policy).
+	Kind    string
 	Version string // the policy's resourceVersion: a new evaluation
 	Request string // the admission request: a new message id
 	Scored  bool
@@ -38,7 +40,7 @@ type Evaluation struct {
 func (v Evaluation) Event() bus.ResultEvent {
 	return bus.ResultEvent{
 		Resource:   v.Ref,
-		Policy:     bus.PolicyRef{Key: v.Policy, UID: "uid-" + strings.ReplaceAll(v.Policy, "/", "-"), ResourceVersion: v.Version},
+		Policy:     bus.PolicyRef{Key: v.Policy, Kind: v.Kind, UID: "uid-" + v.Kind + strings.ReplaceAll(v.Policy, "/", "-"), ResourceVersion: v.Version},
 		Rules:      v.Rules,
 		Category:   "Best Practices",
 		Severity:   "medium",
