@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -360,7 +361,10 @@ func (run *ruleRun) validateIVPol(rr RuleResponse, cr *celRule, ev *celeval.Eval
 	}
 	selected := make(map[string][]string, len(lists))
 	var images []string
-	for list, imgs := range lists {
+	// In the lists' order by name: the first image a check fails names
+	// the same image at every evaluation.
+	for _, list := range slices.Sorted(maps.Keys(lists)) {
+		imgs := lists[list]
 		selected[list] = []string{}
 		for _, img := range imgs {
 			ok, err := iv.selectsImage(ctx, img)
