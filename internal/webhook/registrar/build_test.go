@@ -139,15 +139,26 @@ kind: MutatingPolicy
 metadata: {name: everything-mutated}
 spec:
   failurePolicy: Ignore
+  reinvocationPolicy: IfNeeded
   matchConstraints: {resourceRules: [{apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], resources: ["*/*"]}]}
   mutations: [{patchType: JSONPatch, jsonPatch: {expression: "[]"}}]
+`
+	// An ImageValidatingPolicy on every resource (its digest mutation
+	// makes the mutating Fail webhook).
+	everythingIVPol := `
+apiVersion: policies.kyverno.io/v1
+kind: ImageValidatingPolicy
+metadata: {name: everything-images}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], resources: ["*"]}]}
+  validations: [{expression: "true"}]
 `
 	filter := admissionfilter.New([]string{"verdict", "nats"}, []admissionfilter.Resource{{Group: "example.com", Resource: "widgets"}})
 	// The same, whichever paths the webhooks point at (LegacyPaths: a
 	// rolling upgrade from an earlier release).
 	for _, legacy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("legacy paths %v", legacy), func(t *testing.T) {
-			checkExcludes(t, compileAll(t, everything, everythingVPol, everythingMPol), Options{URL: "https://x", Filter: filter, LegacyPaths: legacy})
+			checkExcludes(t, compileAll(t, everything, everythingVPol, everythingMPol, everythingIVPol), Options{URL: "https://x", Filter: filter, LegacyPaths: legacy})
 		})
 	}
 }
