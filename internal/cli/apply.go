@@ -247,11 +247,12 @@ func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(docs.Policies)+len(docs.DeletingPolicies)+len(docs.Exceptions)+len(docs.CELExceptions)+len(docs.Unsupported) == 0 {
-			return nil, fmt.Errorf("%w in %s: it holds no ClusterPolicy, Policy, CEL policy (ValidatingPolicy, MutatingPolicy, GeneratingPolicy, DeletingPolicy) or PolicyException", ErrNoPolicies, p)
+		if len(docs.Policies)+len(docs.DeletingPolicies)+len(docs.Exceptions)+len(docs.CELExceptions)+len(docs.Bindings) == 0 {
+			return nil, fmt.Errorf("%w in %s: it holds no ClusterPolicy, Policy, CEL policy (ValidatingPolicy, MutatingPolicy, GeneratingPolicy, DeletingPolicy, ImageValidatingPolicy), Kubernetes admission policy or PolicyException", ErrNoPolicies, p)
 		}
 		all.Merge(docs)
 	}
+	all.Bind()
 	if len(all.Policies)+len(all.DeletingPolicies) == 0 {
 		return nil, fmt.Errorf("%w to apply in %s: no ClusterPolicy or Policy the engine evaluates", ErrNoPolicies, strings.Join(paths, ", "))
 	}

@@ -83,6 +83,7 @@ func loadDocuments(paths []string, stdin io.Reader) (*policy.Documents, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no YAML or JSON files found in %s", strings.Join(paths, ", "))
 	}
+	all.Bind()
 	return all, nil
 }
 

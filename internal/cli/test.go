@@ -181,7 +181,6 @@ type testRun struct {
 	eng        *engine.Engine
 	policies   []*engine.Policy
 	byName     map[string]*engine.Policy
-	unsup      map[string]bool
 	exceptions []*policy.Exception
 	// celExceptions are the PolicyExceptions of policies.kyverno.io,
 	// compiled into the CEL policies they name once all are read.
@@ -231,20 +230,15 @@ func runTestFile(ctx context.Context, path string, root *suiteRoot) ([]assertion
 }
 
 func runTest(ctx context.Context, path string, t *testFile) ([]assertion, error) {
-	run := &testRun{t: t, byName: map[string]*engine.Policy{}, unsup: map[string]bool{}}
+	run := &testRun{t: t, byName: map[string]*engine.Policy{}}
 	loadErr := run.load()
 	if loadErr != nil {
-		// Every assertion fails with the load error, except those about
-		// policy kinds we do not evaluate.
+		// Every assertion fails with the load error.
 		var out []assertion
 		for _, r := range t.Results {
 			for _, name := range r.resourceNames() {
 				a := assertion{Test: path, Policy: r.Policy, Rule: r.Rule, Resource: name, Expected: r.expected()}
-				if r.celKind() {
-					a.Outcome = "unsupported"
-				} else {
-					a.Outcome, a.Reason = "failed", "test could not be loaded: "+loadErr.Error()
-				}
+				a.Outcome, a.Reason = "failed", "test could not be loaded: "+loadErr.Error()
 				out = append(out, a)
 			}
 		}
@@ -393,6 +387,19 @@ func (run *testRun) load() error {
 			return fmt.Errorf("context: %w", err)
 		}
 	}
+	paramFiles, err := t.suitePaths("paramResources", t.ParamResources)
+	if err != nil {
+		return err
+	}
+	if len(paramFiles) > 0 {
+		pdocs, err := loadDocuments(paramFiles, nil)
+		if err != nil {
+			return fmt.Errorf("paramResources: %w", err)
+		}
+		for _, o := range pdocs.Others {
+			loader.objects = append(loader.objects, defaultNamespace(o))
+		}
+	}
 	clusterFiles, err := t.suitePaths("clusterResources", t.ClusterResources)
 	if err != nil {
 		return err
@@ -468,9 +475,6 @@ func (run *testRun) load() error {
 	pdocs, err := loadDocuments(policyPaths, nil)
 	if err != nil {
 		return fmt.Errorf("policies: %w", err)
-	}
-	for _, u := range pdocs.Unsupported {
-		run.unsup[u.Name] = true
 	}
 	for _, p := range pdocs.Policies {
 		cp, err := run.eng.Compile(p)

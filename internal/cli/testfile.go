@@ -43,6 +43,10 @@ type testFile struct {
 	// reference CLI's fake cluster, which context entries and CEL's
 	// resource.Get and resource.List read.
 	ClusterResources []string `json:"clusterResources"`
+	// ParamResources are files of the params objects of Kubernetes
+	// admission policies (a binding's paramRef); namespaced ones without
+	// a namespace are in default.
+	ParamResources []string `json:"paramResources"`
 }
 
 // testResult is one expected outcome.
@@ -99,13 +103,6 @@ func (r *testResult) patched() string {
 		return r.PatchedResources
 	}
 	return r.PatchedResource
-}
-
-// celKind reports whether the result is about a policy kind the engine
-// does not evaluate yet (it evaluates ValidatingPolicy, MutatingPolicy,
-// GeneratingPolicy, DeletingPolicy and ImageValidatingPolicy).
-func (r *testResult) celKind() bool {
-	return r.IsValidatingAdmissionPolicy || r.IsMutatingAdmissionPolicy
 }
 
 // readTestFiles reads the Test documents of a test file: one, or

@@ -26,11 +26,6 @@ func (run *testRun) judge(r *testResult) []assertion {
 			out = append(out, a)
 			continue
 		}
-		if r.celKind() || (p == nil && run.unsup[r.Policy]) {
-			a.Outcome = "unsupported"
-			out = append(out, a)
-			continue
-		}
 		if p == nil {
 			a.Outcome, a.Reason = "failed", "policy not found in the test's policies"
 			out = append(out, a)
@@ -66,8 +61,10 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 			for _, rr := range resp.Rules {
 				// A GeneratingPolicy's result is about its one rule
 				// (named after it, or "exception"), whatever the test
-				// names, as the reference CLI reads it.
-				if !ruleNameMatches(r.Rule, rr.Name) && p.Raw.GPol == nil {
+				// names, as the reference CLI reads it; so is a
+				// Kubernetes admission policy's when the test names no
+				// rule.
+				if !ruleNameMatches(r.Rule, rr.Name) && p.Raw.GPol == nil && (p.Raw.Native == nil || r.Rule != "") {
 					continue
 				}
 				if rr.Type == engine.TypeMutation && rr.Background {

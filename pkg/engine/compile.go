@@ -68,6 +68,9 @@ type Rule struct {
 	// celMatch, for the rules of a ValidatingPolicy, is its compiled
 	// matchConstraints, which select instead of match and exclude.
 	celMatch *celMatch
+	// native is set on the one rule of a ValidatingAdmissionPolicy or a
+	// MutatingAdmissionPolicy (native.go).
+	native *nativeRule
 }
 
 // Compile checks a policy and prepares it for evaluation.
@@ -83,6 +86,9 @@ func (e *Engine) Compile(p *policy.Policy) (*Policy, error) {
 	}
 	if p.IVPol != nil {
 		return e.compileIVPol(p)
+	}
+	if p.Native != nil {
+		return e.compileNative(p)
 	}
 	if errs := policy.ValidateWith(p, e.checkExpression); len(errs) > 0 {
 		return nil, fmt.Errorf("policy %s: %w", p.Key(), errs.ToAggregate())

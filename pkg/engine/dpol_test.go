@@ -283,7 +283,7 @@ spec:
 		t.Fatalf("error %v; want the resource rules named", err)
 	}
 	docs, err := policy.Parse([]byte(payloads), "test")
-	if err != nil || len(docs.DeletingPolicies) != 1 || len(docs.Unsupported) != 0 {
+	if err != nil || len(docs.DeletingPolicies) != 1 {
 		t.Fatalf("files: %+v, %v; want the policy read", docs, err)
 	}
 	eng := newEngine(t)

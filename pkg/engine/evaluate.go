@@ -292,6 +292,10 @@ func (r *Rule) selects(in *matchInput, req *Request, m *meter) (bool, error) {
 	if r.celMatch != nil {
 		return r.celMatch.matches(in, req, m)
 	}
+	if r.native != nil {
+		// The API server's matcher decides, in evaluateNative.
+		return !req.JSON, nil
+	}
 	if req.JSON {
 		return false, nil
 	}
@@ -351,6 +355,9 @@ func (run *ruleRun) evaluate(base *evalContext, exceptions []*policy.Exception, 
 			rr.Message = fmt.Sprintf("internal error evaluating rule %s: %v\n%s", r.Name, rec, debug.Stack())
 		}
 	}()
+	if r.native != nil {
+		return run.evaluateNative(rr, in)
+	}
 	if rr.Type == TypeValidation || rr.Type == TypeImageVerify {
 		action, err := run.failureAction(in)
 		if err != nil {

@@ -13,15 +13,6 @@ import (
 // evaluate (for example CEL policies).
 var ErrUnsupportedKind = errors.New("unsupported policy kind")
 
-// unsupportedKinds are policy kinds of the Kyverno family that this engine
-// recognises but does not evaluate.
-var unsupportedKinds = map[string]bool{
-	"ValidatingAdmissionPolicy":        true,
-	"MutatingAdmissionPolicy":          true,
-	"ValidatingAdmissionPolicyBinding": true,
-	"MutatingAdmissionPolicyBinding":   true,
-}
-
 // Documents is what a set of YAML files holds, sorted by kind.
 type Documents struct {
 	Policies   []*Policy
@@ -34,16 +25,11 @@ type Documents struct {
 	// payloads only, as Kyverno's CLI evaluates it). ClusterCleanupPolicies
 	// and CleanupPolicies are not read here: they stay among Others.
 	DeletingPolicies []*CleanupPolicy
-	// Unsupported are policy documents of kinds the engine cannot
-	// evaluate, by name.
-	Unsupported []Unsupported
+	// Bindings are the ValidatingAdmissionPolicyBindings and
+	// MutatingAdmissionPolicyBindings; Bind gives them to their policies.
+	Bindings []*NativeBinding
 	// Others are every other object (resources).
 	Others []map[string]any
-}
-
-// Unsupported names a policy the engine recognised but cannot evaluate.
-type Unsupported struct {
-	Kind, Name, Source string
 }
 
 // IsPolicyGroup reports whether apiVersion belongs to Kyverno's or
@@ -76,7 +62,7 @@ func (d *Documents) Merge(o *Documents) {
 	d.Exceptions = append(d.Exceptions, o.Exceptions...)
 	d.CELExceptions = append(d.CELExceptions, o.CELExceptions...)
 	d.DeletingPolicies = append(d.DeletingPolicies, o.DeletingPolicies...)
-	d.Unsupported = append(d.Unsupported, o.Unsupported...)
+	d.Bindings = append(d.Bindings, o.Bindings...)
 	d.Others = append(d.Others, o.Others...)
 }
 
@@ -153,8 +139,18 @@ func (d *Documents) add(obj map[string]any, source string) error {
 		// (ExceptionFromObject) decide for themselves.
 		e.ClusterWide = true
 		d.Exceptions = append(d.Exceptions, e)
-	case unsupportedKinds[kind]:
-		d.Unsupported = append(d.Unsupported, Unsupported{Kind: kind, Name: document.String(obj, "metadata", "name"), Source: source})
+	case (kind == KindValidatingAdmissionPolicy || kind == KindMutatingAdmissionPolicy) && strings.HasPrefix(apiVersion, GroupAdmissionRegistration+"/"):
+		p, err := NativePolicyFromObject(obj)
+		if err != nil {
+			return err
+		}
+		d.Policies = append(d.Policies, p)
+	case (kind == KindValidatingAdmissionPolicyBinding || kind == KindMutatingAdmissionPolicyBinding) && strings.HasPrefix(apiVersion, GroupAdmissionRegistration+"/"):
+		b, err := NativeBindingFromObject(obj)
+		if err != nil {
+			return err
+		}
+		d.Bindings = append(d.Bindings, b)
 	default:
 		d.Others = append(d.Others, obj)
 	}

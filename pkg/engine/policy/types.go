@@ -65,6 +65,9 @@ type Policy struct {
 	// IVPol is the spec of an ImageValidatingPolicy (or its namespaced
 	// kind).
 	IVPol *ImageValidatingPolicySpec `json:"-"`
+	// Native is a Kubernetes ValidatingAdmissionPolicy or
+	// MutatingAdmissionPolicy with its bindings (native.go).
+	Native *NativePolicy `json:"-"`
 }
 
 // Namespaced reports whether the policy is a namespaced kind (Policy,

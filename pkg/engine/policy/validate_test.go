@@ -265,6 +265,14 @@ spec:
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: g}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: g-binding}
+spec: {policyName: g, validationActions: [Audit]}
 ---
 apiVersion: policies.kyverno.io/v1beta1
 kind: DeletingPolicy
@@ -287,14 +295,18 @@ metadata: {name: x}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(docs.Policies) != 2 || len(docs.Exceptions) != 1 || len(docs.Unsupported) != 1 || len(docs.Others) != 1 || len(docs.DeletingPolicies) != 1 {
-		t.Fatalf("got %d policies, %d exceptions, %d unsupported, %d others, %d deleting policies",
-			len(docs.Policies), len(docs.Exceptions), len(docs.Unsupported), len(docs.Others), len(docs.DeletingPolicies))
+	if len(docs.Policies) != 3 || len(docs.Exceptions) != 1 || len(docs.Bindings) != 1 || len(docs.Others) != 1 || len(docs.DeletingPolicies) != 1 {
+		t.Fatalf("got %d policies, %d exceptions, %d bindings, %d others, %d deleting policies",
+			len(docs.Policies), len(docs.Exceptions), len(docs.Bindings), len(docs.Others), len(docs.DeletingPolicies))
+	}
+	docs.Bind()
+	if g := docs.Policies[1]; g.Native == nil || g.Native.VAP == nil || len(g.Native.VAPBindings) != 1 || g.Native.VAPBindings[0].Name != "g-binding" {
+		t.Fatalf("ValidatingAdmissionPolicy: %+v", g)
 	}
 	if docs.Policies[0].APIVersion != "verdict.dev/v1" {
 		t.Fatalf("apiVersion %s", docs.Policies[0].APIVersion)
 	}
-	if v := docs.Policies[1]; v.Kind != KindValidatingPolicy || v.VPol == nil || len(v.VPol.Validations) != 1 {
+	if v := docs.Policies[2]; v.Kind != KindValidatingPolicy || v.VPol == nil || len(v.VPol.Validations) != 1 {
 		t.Fatalf("ValidatingPolicy: %+v", v)
 	}
 }
