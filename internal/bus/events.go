@@ -62,9 +62,10 @@ type ResourceRef struct {
 type PolicyRef struct {
 	// Key is "name" for a ClusterPolicy, "namespace/name" for a Policy.
 	Key string `json:"key"`
-	// Kind is set for the CEL kinds (GeneratingPolicy, ...), which may
-	// share a name with a ClusterPolicy; empty is ClusterPolicy or Policy,
-	// as Key says.
+	// Kind is set for the CEL kinds (GeneratingPolicy, ...) and the
+	// Kubernetes admission policies (ValidatingAdmissionPolicy, ...),
+	// which may share a name with a ClusterPolicy; empty is ClusterPolicy
+	// or Policy, as Key says.
 	Kind            string `json:"kind,omitempty"`
 	UID             string `json:"uid,omitempty"`
 	ResourceVersion string `json:"resourceVersion,omitempty"`

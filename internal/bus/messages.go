@@ -63,7 +63,7 @@ func (a *RuleArena) NewResult(res ResourceRef, p *engine.Policy, resp engine.Res
 // PolicyRefOf names a compiled policy at its version.
 func PolicyRefOf(p *engine.Policy) PolicyRef {
 	ref := PolicyRef{Key: p.Raw.Key(), UID: p.Raw.Metadata.UID, ResourceVersion: p.Raw.Metadata.ResourceVersion}
-	if policy.IsCELPolicyKind(p.Raw.Kind) {
+	if policy.IsCELPolicyKind(p.Raw.Kind) || p.Raw.Native != nil {
 		ref.Kind = p.Raw.Kind
 	}
 	return ref
@@ -195,6 +195,19 @@ type ScanItem struct {
 	// interval, deleted).
 	Reason    string    `json:"reason,omitempty"`
 	Timestamp time.Time `json:"timestamp"`
+	// Bindings is, for a Kubernetes admission policy, the version of its
+	// bindings (policy.NativePolicy.BindingsVersion): a binding changed
+	// changes what the policy selects, at the same policy version.
+	Bindings string `json:"bindings,omitempty"`
+}
+
+// BindingsOf is the version of p's bindings for a ScanItem: empty but
+// for a Kubernetes admission policy.
+func BindingsOf(p *engine.Policy) string {
+	if p.Raw.Native == nil {
+		return ""
+	}
+	return p.Raw.Native.BindingsVersion()
 }
 
 // ScanMessage is the queue message of a scan item; id distinguishes

@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzCELPolicy loads arbitrary documents as CEL policies (every kind of
-// policies.kyverno.io the engine evaluates; an ImageValidatingPolicy
+// policies.kyverno.io the engine evaluates, and the Kubernetes admission
+// policies with their bindings; an ImageValidatingPolicy
 // without an image verifier, so that its verifications are errors),
 // compiles them and applies what compiles to a Pod and a Deployment: loading and compiling never
 // panic, and an evaluation never outlives its bounds (the cost limits,
@@ -46,7 +47,12 @@ metadata: {name: loop}
 spec:
   matchConstraints: {resourceRules: [{apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], resources: ["*"]}]}
   validations: [{expression: "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, a+b+c+d > 0))))"}]
-`} {
+`, replicasVAP + `---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: b}
+spec: {policyName: max-replicas, validationActions: [Deny], paramRef: {name: limits}, matchResources: {namespaceSelector: {matchLabels: {a: b}}}}
+`, labelMAP} {
 		f.Add([]byte(seed))
 	}
 	eng, err := engine.New()
@@ -60,9 +66,10 @@ spec:
 		if err != nil {
 			return
 		}
+		docs.Bind()
 		var set engine.Set
 		for _, p := range docs.Policies {
-			if !policy.IsCELPolicyKind(p.Kind) {
+			if !policy.IsCELPolicyKind(p.Kind) && p.Native == nil {
 				continue
 			}
 			cp, err := eng.Compile(p)

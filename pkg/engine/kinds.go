@@ -44,6 +44,9 @@ func (r *Rule) SelectsKind(group, version, kind string) KindMatch {
 	if r.celMatch != nil {
 		return r.celMatch.selectsKind(group, version, kind)
 	}
+	if r.native != nil {
+		return r.native.selectsKind(group, version, kind)
+	}
 	if r.match == nil {
 		return KindNotSelected
 	}

@@ -17,6 +17,7 @@ package engine
 // select and denies, as the Kyverno CLI evaluates it.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -272,6 +273,28 @@ func failurePolicyOf(fp *admissionregistrationv1.FailurePolicyType) admissionreg
 	return *fp
 }
 
+// selectsKind says whether the policy's matchConstraints select the
+// kind (its plural guessed from the kind, as a background scan names
+// kinds) by name or only through "*". The bindings can only narrow it.
+func (nr *nativeRule) selectsKind(group, version, kind string) KindMatch {
+	resource := guessResource(gvk{group: group, version: version, kind: kind})
+	best := KindNotSelected
+	for _, r := range nr.constraints.ResourceRules {
+		if !listHas(r.APIGroups, group) || !listHas(r.APIVersions, version) {
+			continue
+		}
+		for _, want := range r.Resources {
+			switch want {
+			case resource:
+				return KindNamed
+			case "*", "*/*":
+				best = KindByWildcard
+			}
+		}
+	}
+	return best
+}
+
 // nativeCall is one evaluation of a native policy on a request.
 type nativeCall struct {
 	run     *ruleRun
@@ -340,6 +363,8 @@ func (run *ruleRun) newNativeCall(in *matchInput) *nativeCall {
 // evaluateNative evaluates a native policy on the request.
 func (run *ruleRun) evaluateNative(rr RuleResponse, in *matchInput) RuleResponse {
 	nr := run.rule.native
+	// The meter's ctx (bounded: meterFor), marked with the caller.
+	ctx := run.callCtx()
 	c := run.newNativeCall(in)
 	defAccessor := nativeDefinition{nr}
 	ok, matchedGVR, matchedGVK, err := c.matcher.DefinitionMatches(c.attrs, c.objects, defAccessor)
@@ -371,7 +396,7 @@ func (run *ruleRun) evaluateNative(rr RuleResponse, in *matchInput) RuleResponse
 				continue
 			}
 		}
-		params, err := run.nativeParams(nr, b, c.attrs.GetNamespace())
+		params, err := run.nativeParams(ctx, nr, b, c.attrs.GetNamespace())
 		if err != nil {
 			return run.nativeConfigError(rr, b, err)
 		}
@@ -379,7 +404,7 @@ func (run *ruleRun) evaluateNative(rr RuleResponse, in *matchInput) RuleResponse
 			continue // no params, parameterNotFoundAction Allow: not evaluated
 		}
 		if nr.validator != nil {
-			res, done := run.validateNative(rr, c, b, va, matchedGVR, params)
+			res, done := run.validateNative(ctx, rr, c, b, va, matchedGVR, params)
 			if done {
 				return res
 			}
@@ -391,7 +416,7 @@ func (run *ruleRun) evaluateNative(rr RuleResponse, in *matchInput) RuleResponse
 			}
 			continue
 		}
-		res, done := run.mutateNative(rr, c, b, va, matchedGVR, params)
+		res, done := run.mutateNative(ctx, rr, c, b, va, matchedGVR, params)
 		if done {
 			return res
 		}
@@ -422,11 +447,11 @@ func (run *ruleRun) nativeConfigError(rr RuleResponse, b *nativeBinding, err err
 
 // validateNative runs a ValidatingAdmissionPolicy's validator once per
 // params object. done is set when the result is final (an error).
-func (run *ruleRun) validateNative(rr RuleResponse, c *nativeCall, b *nativeBinding, va *admission.VersionedAttributes, gvr schema.GroupVersionResource, params []runtime.Object) (RuleResponse, bool) {
+func (run *ruleRun) validateNative(ctx context.Context, rr RuleResponse, c *nativeCall, b *nativeBinding, va *admission.VersionedAttributes, gvr schema.GroupVersionResource, params []runtime.Object) (RuleResponse, bool) {
 	rr.Enforce = b.deny
 	evaluated := false
 	for _, p := range params {
-		res := run.rule.native.validator.Validate(run.callCtx(), gvr, va, p, c.namespace, celconfig.RuntimeCELCostBudget, nil)
+		res := run.rule.native.validator.Validate(ctx, gvr, va, p, c.namespace, celconfig.RuntimeCELCostBudget, nil)
 		if len(res.Decisions) == 0 {
 			continue
 		}
@@ -454,9 +479,8 @@ func (run *ruleRun) validateNative(rr RuleResponse, c *nativeCall, b *nativeBind
 // does; run.obj is the result. In a background evaluation (no
 // operation) a mutation that would change the resource is a failure:
 // the resource was not mutated when it was admitted.
-func (run *ruleRun) mutateNative(rr RuleResponse, c *nativeCall, b *nativeBinding, va *admission.VersionedAttributes, gvr schema.GroupVersionResource, params []runtime.Object) (RuleResponse, bool) {
+func (run *ruleRun) mutateNative(ctx context.Context, rr RuleResponse, c *nativeCall, b *nativeBinding, va *admission.VersionedAttributes, gvr schema.GroupVersionResource, params []runtime.Object) (RuleResponse, bool) {
 	nr := run.rule.native
-	ctx := run.callCtx()
 	patchedAny := false
 	for _, p := range params {
 		if nr.matchConditions != nil {
@@ -519,12 +543,11 @@ func (run *ruleRun) mutateNative(rr RuleResponse, c *nativeCall, b *nativeBindin
 // paramRef's namespace or the request's for a namespaced kind; no params
 // found is an error under parameterNotFoundAction Deny and no evaluation
 // otherwise.
-func (run *ruleRun) nativeParams(nr *nativeRule, b *nativeBinding, namespace string) ([]runtime.Object, error) {
+func (run *ruleRun) nativeParams(ctx context.Context, nr *nativeRule, b *nativeBinding, namespace string) ([]runtime.Object, error) {
 	ref := b.paramRef
 	if nr.paramKind == nil || ref == nil {
 		return []runtime.Object{nil}, nil
 	}
-	ctx := run.callCtx()
 	apiVersion, kind := nr.paramKind.APIVersion, nr.paramKind.Kind
 	sr, ok := run.e.reader.inner.(ScopeResolver)
 	if !ok {

@@ -21,7 +21,7 @@ func ivpol(t *testing.T, eng *engine.Engine, doc string) *engine.Policy {
 		t.Fatalf("policy: %v", err)
 	}
 	if len(docs.Policies) != 1 {
-		t.Fatalf("%d policies, want 1 (unsupported: %v)", len(docs.Policies), docs.Unsupported)
+		t.Fatalf("%d policies, want 1", len(docs.Policies))
 	}
 	p, err := eng.Compile(docs.Policies[0])
 	if err != nil {

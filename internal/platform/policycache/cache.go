@@ -103,6 +103,8 @@ type Cache struct {
 	// exceptions says which PolicyExceptions count and how far they
 	// reach (WithExceptions).
 	exceptions ExceptionConfig
+	// native is set by WithNativePolicies.
+	native bool
 }
 
 type compiledEntry struct {
@@ -139,6 +141,11 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 	c.addOptional = func() {
 		for _, gvr := range servedOptional(kube, log) {
 			watch(gvr)
+		}
+		if c.native {
+			for _, gvr := range servedNative(kube, log) {
+				watch(gvr)
+			}
 		}
 	}
 	kf := informers.NewSharedInformerFactory(kube, 10*time.Minute)
@@ -233,6 +240,7 @@ func (c *Cache) rebuild() {
 	var celExcs []*policy.CELException
 	var problems []Problem
 	seen := map[string]bool{}
+	bindings, bindingVersions := c.nativeBindings()
 	for _, inf := range c.informers {
 		for _, obj := range inf.GetStore().List() {
 			u, ok := obj.(*unstructured.Unstructured)
@@ -240,6 +248,9 @@ func (c *Cache) rebuild() {
 				continue
 			}
 			kind := u.GetKind()
+			if isNativeBinding(kind) {
+				continue // read with its policy (nativeBindings)
+			}
 			key := u.GetName()
 			if ns := u.GetNamespace(); ns != "" {
 				key = ns + "/" + key
@@ -279,10 +290,21 @@ func (c *Cache) rebuild() {
 				excs = append(excs, e)
 				continue
 			}
+			rv := u.GetResourceVersion()
+			native := kind == policy.KindValidatingAdmissionPolicy || kind == policy.KindMutatingAdmissionPolicy
+			if native {
+				rv += ";" + bindingVersions[id]
+			}
 			entry, ok := c.compiled[id]
-			if !ok || entry.rv != u.GetResourceVersion() {
-				entry = compiledEntry{rv: u.GetResourceVersion()}
-				p, err := policyFromObject(u.Object)
+			if !ok || entry.rv != rv {
+				entry = compiledEntry{rv: rv}
+				var p *policy.Policy
+				var err error
+				if native {
+					p, err = nativePolicy(u.Object, bindings[id])
+				} else {
+					p, err = policyFromObject(u.Object)
+				}
 				if err == nil {
 					entry.pol, err = c.eng.Compile(p)
 				}
@@ -446,6 +468,10 @@ func ResourceOf(kind string) (schema.GroupVersionResource, bool) {
 		return ImageValidatingPolicies, true
 	case policy.KindNamespacedImageValidatingPolicy:
 		return NamespacedImageValidatingPolicies, true
+	case policy.KindValidatingAdmissionPolicy:
+		return ValidatingAdmissionPolicies, true
+	case policy.KindMutatingAdmissionPolicy:
+		return schema.GroupVersionResource{Group: policy.GroupAdmissionRegistration, Version: mutatingAdmissionPolicyVersions[0], Resource: resourceMAP}, true
 	}
 	return schema.GroupVersionResource{}, false
 }

@@ -489,7 +489,7 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, se
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	pc := policycache.New(eng.Engine, d.dyn, kube, log).WithExceptions(cfg.Exceptions)
+	pc := policycache.New(eng.Engine, d.dyn, kube, log).WithExceptions(cfg.Exceptions).WithNativePolicies()
 	if err := pc.Start(ctx); err != nil {
 		return nil, fmt.Errorf("policy cache: %w", err)
 	}

@@ -59,6 +59,11 @@ const (
 	// PropertyStatus keeps a rule status the report schema does not allow;
 	// the result is then an error.
 	PropertyStatus = "status"
+	// PropertyPolicyKind names the policy's kind when it is not a
+	// ClusterPolicy or a Policy (ValidatingPolicy,
+	// ValidatingAdmissionPolicy, ...): two policies of one name are told
+	// apart.
+	PropertyPolicyKind = "policyKind"
 )
 
 // Values of PropertyProcess, as Kyverno names them.
@@ -296,6 +301,9 @@ func resultEntry(ev bus.ResultEvent, rule bus.RuleResult) (map[string]any, strin
 	}
 	if rule.Exception != "" {
 		props[PropertyException] = rule.Exception
+	}
+	if ev.Policy.Kind != "" {
+		props[PropertyPolicyKind] = ev.Policy.Kind
 	}
 	e := map[string]any{
 		"policy":     ev.Policy.Key,

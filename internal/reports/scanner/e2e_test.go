@@ -42,12 +42,23 @@ func startScanner(e *reportertest.Env, opts ...scanner.Option) *scanReplica {
 // narrower identity: reportertest.Env.As).
 func startScannerWith(e *reportertest.Env, dyn dynamic.Interface, opts ...scanner.Option) *scanReplica {
 	e.T.Helper()
+	return startScannerCache(e, dyn, false, opts...)
+}
+
+// startScannerCache is startScannerWith, its policy cache watching the
+// Kubernetes admission policies too when native is set (as the
+// reporter's does).
+func startScannerCache(e *reportertest.Env, dyn dynamic.Interface, native bool, opts ...scanner.Option) *scanReplica {
+	e.T.Helper()
 	eng, err := engine.New()
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(e.T.Context()))
 	pc := policycache.New(eng, e.Dyn, e.Kube, zerolog.Nop())
+	if native {
+		pc.WithNativePolicies()
+	}
 	if err := pc.Start(ctx); err != nil {
 		cancel()
 		e.T.Fatal(err)

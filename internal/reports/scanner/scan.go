@@ -29,7 +29,7 @@ var errKindForbidden = errors.New("the reporter may not list the kind")
 // the reporter may not list is skipped and said so (scanKindForbidden,
 // verdict_scanner_skipped_total{reason="forbidden"}).
 func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item bus.ScanItem) queue.Outcome {
-	p, set, out, ok := s.lookup(ctx, m, item.Policy)
+	p, set, out, ok := s.lookup(ctx, m, item.Policy, item.Bindings)
 	if !ok {
 		return out
 	}

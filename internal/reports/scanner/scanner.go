@@ -170,13 +170,16 @@ func (s *Scanner) Run(ctx context.Context) error {
 type policyVersion struct {
 	ref  bus.PolicyRef
 	scan bool // background on, and validate or verifyImages rules
+	// bindings is a Kubernetes admission policy's bindings' version
+	// (bus.BindingsOf).
+	bindings string
 }
 
 func versions(set *engine.Set) map[string]policyVersion {
 	out := make(map[string]policyVersion, len(set.Policies))
 	for _, p := range set.Policies {
 		ref := bus.PolicyRefOf(p)
-		out[ref.ResultKey()] = policyVersion{ref: ref, scan: scanned(p)}
+		out[ref.ResultKey()] = policyVersion{ref: ref, scan: scanned(p), bindings: bus.BindingsOf(p)}
 	}
 	return out
 }
@@ -228,7 +231,7 @@ func (s *Scanner) publishChanges(ctx context.Context, prev, cur map[string]polic
 		case !had:
 			reason = ReasonCreated
 		}
-		s.publish(ctx, bus.ScanItem{Action: bus.ScanPolicy, Policy: v.ref, Reason: reason, Timestamp: now}, v.ref.UID, v.ref.ResourceVersion)
+		s.publish(ctx, bus.ScanItem{Action: bus.ScanPolicy, Policy: v.ref, Reason: reason, Timestamp: now, Bindings: v.bindings}, v.ref.UID, v.ref.ResourceVersion, v.bindings)
 	}
 	for key, old := range prev {
 		if _, ok := cur[key]; !ok {
@@ -372,7 +375,7 @@ func (s *Scanner) fanOut(ctx context.Context, m *queue.Msg) queue.Outcome {
 			continue
 		}
 		ref := bus.PolicyRefOf(p)
-		msg, err := bus.ScanMessage(bus.ScanItem{Action: bus.ScanPolicy, Policy: ref, Reason: ReasonInterval, Timestamp: now},
+		msg, err := bus.ScanMessage(bus.ScanItem{Action: bus.ScanPolicy, Policy: ref, Reason: ReasonInterval, Timestamp: now, Bindings: bus.BindingsOf(p)},
 			ref.UID, ref.ResourceVersion, "tick", tick)
 		if err != nil {
 			return queue.Poison(err.Error())
@@ -385,9 +388,11 @@ func (s *Scanner) fanOut(ctx context.Context, m *queue.Msg) queue.Outcome {
 	return queue.Done()
 }
 
-// lookup finds the policy an item names in the local set. It asks for a
-// later delivery while the local cache may be behind the item.
-func (s *Scanner) lookup(ctx context.Context, m *queue.Msg, ref bus.PolicyRef) (*engine.Policy, *engine.Set, queue.Outcome, bool) {
+// lookup finds the policy an item names in the local set, at the item's
+// version and, for a Kubernetes admission policy, its bindings' version.
+// It asks for a later delivery while the local cache may be behind the
+// item.
+func (s *Scanner) lookup(ctx context.Context, m *queue.Msg, ref bus.PolicyRef, bindings string) (*engine.Policy, *engine.Set, queue.Outcome, bool) {
 	set, err := s.policies.Set(ctx)
 	if err != nil {
 		return nil, nil, s.retry(ctx, "policiesUnavailable", err), false
@@ -400,7 +405,7 @@ func (s *Scanner) lookup(ctx context.Context, m *queue.Msg, ref bus.PolicyRef) (
 		}
 	}
 	switch {
-	case p != nil && p.Raw.Metadata.UID == ref.UID && p.Raw.Metadata.ResourceVersion == ref.ResourceVersion:
+	case p != nil && p.Raw.Metadata.UID == ref.UID && p.Raw.Metadata.ResourceVersion == ref.ResourceVersion && bus.BindingsOf(p) == bindings:
 		return p, set, queue.Done(), true
 	case p != nil && p.Raw.Metadata.UID == ref.UID && newer(p.Raw.Metadata.ResourceVersion, ref.ResourceVersion):
 		// This replica already has a later version, which has its own

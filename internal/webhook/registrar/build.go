@@ -161,7 +161,9 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 	tenants := map[tenantKey]*accum{}
 	excluded := o.Filter.Namespaces()
 	for _, p := range policies {
-		if !p.Raw.Spec.AdmissionEnabled() {
+		if !p.Raw.Spec.AdmissionEnabled() || p.Raw.Native != nil {
+			// A Kubernetes admission policy is the API server's to
+			// enforce; Verdict only reports on it.
 			continue
 		}
 		ns := ""

@@ -49,6 +49,23 @@ type NativePolicy struct {
 	MAPBindings []admissionregistrationv1.MutatingAdmissionPolicyBinding
 }
 
+// BindingsVersion names the bindings at their versions ("name@rv,...",
+// in the order of their names; "none" without any): it changes whenever
+// a binding is added, changed or deleted.
+func (np *NativePolicy) BindingsVersion() string {
+	var parts []string
+	for i := range np.VAPBindings {
+		parts = append(parts, np.VAPBindings[i].Name+"@"+np.VAPBindings[i].ResourceVersion)
+	}
+	for i := range np.MAPBindings {
+		parts = append(parts, np.MAPBindings[i].Name+"@"+np.MAPBindings[i].ResourceVersion)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
 // NativeBinding is a ValidatingAdmissionPolicyBinding or a
 // MutatingAdmissionPolicyBinding (one is set).
 type NativeBinding struct {
