@@ -68,7 +68,7 @@ func TestOutputGolden(t *testing.T) {
 		},
 		"test, with paths outside the suite allowed": {
 			args: []string{"test", "testdata/test", "--allow-paths-outside-suite"}, code: ExitFailed,
-			stdout: "test.txt",
+			stdout: "test-outside-allowed.txt",
 		},
 		"test, a path outside the suite": {
 			args: []string{"test", "testdata/test"}, code: ExitFailed,
