@@ -1,12 +1,23 @@
 package engine
 
 // Kubernetes' own admission policies, ValidatingAdmissionPolicy and
-// MutatingAdmissionPolicy with their bindings, evaluated with the API
-// server's admission library (k8s.io/apiserver/pkg/admission/plugin):
-// its CEL environment and cost limits, its matching of matchConstraints
-// and matchResources, its validator and its patchers. In a cluster the
-// API server enforces these policies; Verdict evaluates them for
-// `verdict apply` / `verdict test` and background scans, as Kyverno does.
+// MutatingAdmissionPolicy with their bindings. In a cluster the API
+// server enforces them; Verdict evaluates them for `verdict apply` /
+// `verdict test` and background scans, as Kyverno does.
+//
+// Their expressions are compiled and evaluated by the API server's own
+// CEL admission library (k8s.io/apiserver/pkg/admission/plugin/cel: the
+// composited compiler in the API server's base environment, its
+// variables, cost budget and condition and mutation evaluators;
+// plugin/webhook/matchconditions for matchConditions), and their rules
+// matched by its rule matcher (plugin/webhook/predicates/rules). What
+// ties them together follows the API server's dispatchers and validator
+// step by step (matchConstraints, then each binding's matchResources and
+// params, matchConditions, validations with their messages, mutations in
+// order); it is written here because the API server's packages for it
+// bring a Kubernetes client, which the CLI does not link. The patches a
+// mutation gives are applied by pkg/engine/patch, as a MutatingPolicy's
+// are (RFC 6902; structured merge with the built-in kinds' schema).
 //
 // A native policy compiles into an engine Policy with one rule named
 // after the policy. The rule's outcome over the policy's bindings is the
@@ -21,7 +32,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/google/cel-go/cel"
+	celtypes "github.com/google/cel-go/common/types"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,21 +44,18 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
+	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
-	corelisters "k8s.io/client-go/listers/core/v1"
 
+	"github.com/verdict-dev/verdict/pkg/engine/celeval"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
+	"github.com/verdict-dev/verdict/pkg/engine/patch"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
@@ -57,7 +68,6 @@ const (
 
 // nativeRule is a compiled native policy.
 type nativeRule struct {
-	np            *policy.NativePolicy
 	kind          string
 	paramKind     *admissionregistrationv1.ParamKind
 	failurePolicy admissionregistrationv1.FailurePolicyType
@@ -65,11 +75,21 @@ type nativeRule struct {
 	// the API server defaults.
 	constraints *admissionregistrationv1.MatchResources
 	bindings    []nativeBinding
-	// validator is a ValidatingAdmissionPolicy's; matchConditions and
-	// patchers a MutatingAdmissionPolicy's.
-	validator       validating.Validator
+	// matchConditions is nil without any.
 	matchConditions matchconditions.Matcher
-	patchers        []patch.Patcher
+	// A ValidatingAdmissionPolicy's validations, their compiled
+	// expressions and messageExpressions.
+	validations      []admissionregistrationv1.Validation
+	validationFilter plugincel.ConditionEvaluator
+	messageFilter    plugincel.ConditionEvaluator
+	// A MutatingAdmissionPolicy's mutations.
+	mutations []nativeMutation
+}
+
+// nativeMutation is one compiled mutation.
+type nativeMutation struct {
+	jsonPatch bool // JSONPatch; ApplyConfiguration otherwise
+	eval      plugincel.MutatingEvaluator
 }
 
 // nativeBinding is one binding of a native policy.
@@ -82,6 +102,33 @@ type nativeBinding struct {
 	deny bool
 }
 
+// nativeExpr is an expression as the API server's compiler reads it,
+// with the types it must evaluate to; nativeVar a variable.
+type nativeExpr struct {
+	expr    string
+	returns []*cel.Type
+}
+
+func (e *nativeExpr) GetExpression() string    { return e.expr }
+func (e *nativeExpr) ReturnTypes() []*cel.Type { return e.returns }
+
+type nativeVar struct {
+	nativeExpr
+	name string
+}
+
+func (v *nativeVar) GetName() string { return v.name }
+
+// The types the API server's admission expressions must evaluate to.
+var (
+	nativeBool     = []*cel.Type{cel.BoolType}
+	nativeString   = []*cel.Type{cel.StringType}
+	nativeAudit    = []*cel.Type{cel.StringType, cel.NullType}
+	nativeAny      = []*cel.Type{cel.AnyType, cel.DynType}
+	nativePatch    = []*cel.Type{cel.ListType(celtypes.NewObjectType("JSONPatch"))}
+	nativeApplyCfg = []*cel.Type{celtypes.NewObjectType("Object")}
+)
+
 // nativeEnv is the API server's CEL environment for admission policies.
 func nativeEnv() *environment.EnvSet {
 	return environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
@@ -93,7 +140,7 @@ func nativeEnv() *environment.EnvSet {
 // matches.
 func (e *Engine) compileNative(p *policy.Policy) (*Policy, error) {
 	np := p.Native
-	nr := &nativeRule{np: np, kind: p.Kind}
+	nr := &nativeRule{kind: p.Kind}
 	var errs []error
 	if np.VAP != nil {
 		spec := &np.VAP.Spec
@@ -133,46 +180,67 @@ func (e *Engine) compileNative(p *policy.Policy) (*Policy, error) {
 	return cp, nil
 }
 
+// nativeCompiler is the API server's compiler with a policy's variables
+// and matchConditions compiled, as its plugins compile a policy.
+func (nr *nativeRule) nativeCompiler(name, purpose string, paramKind *admissionregistrationv1.ParamKind, vars []admissionregistrationv1.Variable,
+	conds []admissionregistrationv1.MatchCondition, fp *admissionregistrationv1.FailurePolicyType,
+) (*plugincel.CompositedCompiler, plugincel.OptionalVariableDeclarations, []error) {
+	// The API server declares the authorizer; Verdict has none to give,
+	// so an expression that calls it fails when evaluated.
+	decl := plugincel.OptionalVariableDeclarations{HasParams: paramKind != nil, HasAuthorizer: true}
+	compiler, err := plugincel.NewCompositedCompiler(nativeEnv())
+	if err != nil {
+		return nil, decl, []error{err}
+	}
+	var errs []error
+	for i, v := range vars {
+		res := compiler.CompileAndStoreVariable(&nativeVar{nativeExpr: nativeExpr{v.Expression, nativeAny}, name: v.Name}, decl, environment.StoredExpressions)
+		if res.Error != nil {
+			errs = append(errs, fmt.Errorf("spec.variables[%d] (%s): %s", i, v.Name, res.Error.Detail))
+		}
+	}
+	if len(conds) > 0 {
+		accessors := make([]plugincel.ExpressionAccessor, len(conds))
+		for i := range conds {
+			accessors[i] = (*matchconditions.MatchCondition)(&conds[i])
+		}
+		c := compiler.CompileCondition(accessors, decl, environment.StoredExpressions)
+		errs = append(errs, prefixed("spec.matchConditions", c.CompilationErrors())...)
+		nr.matchConditions = matchconditions.NewMatcher(c, fp, "policy", purpose, name)
+	}
+	return compiler, decl, errs
+}
+
 // compileVAP compiles a ValidatingAdmissionPolicy as the API server's
 // ValidatingAdmissionPolicy plugin does.
 func (nr *nativeRule) compileVAP(vap *admissionregistrationv1.ValidatingAdmissionPolicy) []error {
 	spec := &vap.Spec
-	hasParams := spec.ParamKind != nil
-	// The API server declares the authorizer; Verdict has none to give, so
-	// an expression that calls it fails when evaluated.
-	vars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true}
-	msgVars := plugincel.OptionalVariableDeclarations{HasParams: hasParams}
-	compiler, err := plugincel.NewCompositedCompiler(nativeEnv())
-	if err != nil {
-		return []error{err}
+	compiler, decl, errs := nr.nativeCompiler(vap.Name, "validate", spec.ParamKind, spec.Variables, spec.MatchConditions, spec.FailurePolicy)
+	if compiler == nil {
+		return errs
 	}
-	var errs []error
-	errs = append(errs, compileNativeVariables(compiler, spec.Variables, vars)...)
-	var matcher matchconditions.Matcher
-	if len(spec.MatchConditions) > 0 {
-		conds := compiler.CompileCondition(matchConditionAccessors(spec.MatchConditions), vars, environment.StoredExpressions)
-		errs = append(errs, prefixed("spec.matchConditions", conds.CompilationErrors())...)
-		matcher = matchconditions.NewMatcher(conds, spec.FailurePolicy, "policy", "validate", vap.Name)
-	}
+	msgDecl := plugincel.OptionalVariableDeclarations{HasParams: spec.ParamKind != nil}
 	validations := make([]plugincel.ExpressionAccessor, len(spec.Validations))
 	messages := make([]plugincel.ExpressionAccessor, len(spec.Validations))
 	for i, v := range spec.Validations {
-		validations[i] = &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason}
+		validations[i] = &nativeExpr{v.Expression, nativeBool}
 		if v.MessageExpression != "" {
-			messages[i] = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
+			messages[i] = &nativeExpr{v.MessageExpression, nativeString}
 		}
 	}
 	annotations := make([]plugincel.ExpressionAccessor, len(spec.AuditAnnotations))
 	for i, a := range spec.AuditAnnotations {
-		annotations[i] = &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression}
+		annotations[i] = &nativeExpr{a.ValueExpression, nativeAudit}
 	}
-	vf := compiler.CompileCondition(validations, vars, environment.StoredExpressions)
-	af := compiler.CompileCondition(annotations, vars, environment.StoredExpressions)
-	mf := compiler.CompileCondition(messages, msgVars, environment.StoredExpressions)
-	errs = append(errs, prefixed("spec.validations", vf.CompilationErrors())...)
+	nr.validations = spec.Validations
+	nr.validationFilter = compiler.CompileCondition(validations, decl, environment.StoredExpressions)
+	nr.messageFilter = compiler.CompileCondition(messages, msgDecl, environment.StoredExpressions)
+	// Audit annotations only annotate the API server's audit events:
+	// compiled for their errors, not evaluated.
+	af := compiler.CompileCondition(annotations, decl, environment.StoredExpressions)
+	errs = append(errs, prefixed("spec.validations", nr.validationFilter.CompilationErrors())...)
+	errs = append(errs, prefixed("spec.validations messageExpression", nr.messageFilter.CompilationErrors())...)
 	errs = append(errs, prefixed("spec.auditAnnotations", af.CompilationErrors())...)
-	errs = append(errs, prefixed("spec.validations messageExpression", mf.CompilationErrors())...)
-	nr.validator = validating.NewValidator(vf, matcher, af, mf, spec.FailurePolicy, nil)
 	return errs
 }
 
@@ -180,52 +248,23 @@ func (nr *nativeRule) compileVAP(vap *admissionregistrationv1.ValidatingAdmissio
 // MutatingAdmissionPolicy plugin does.
 func (nr *nativeRule) compileMAP(m *admissionregistrationv1.MutatingAdmissionPolicy) []error {
 	spec := &m.Spec
-	vars := plugincel.OptionalVariableDeclarations{HasParams: spec.ParamKind != nil, HasAuthorizer: true}
-	compiler, err := plugincel.NewCompositedCompiler(nativeEnv())
-	if err != nil {
-		return []error{err}
+	compiler, decl, errs := nr.nativeCompiler(m.Name, "validate", spec.ParamKind, spec.Variables, spec.MatchConditions, spec.FailurePolicy)
+	if compiler == nil {
+		return errs
 	}
-	var errs []error
-	errs = append(errs, compileNativeVariables(compiler, spec.Variables, vars)...)
-	if len(spec.MatchConditions) > 0 {
-		conds := compiler.CompileCondition(matchConditionAccessors(spec.MatchConditions), vars, environment.StoredExpressions)
-		errs = append(errs, prefixed("spec.matchConditions", conds.CompilationErrors())...)
-		nr.matchConditions = matchconditions.NewMatcher(conds, spec.FailurePolicy, "policy", "mutate", m.Name)
-	}
-	patchVars := vars
-	patchVars.HasPatchTypes = true
+	patchDecl := decl
+	patchDecl.HasPatchTypes = true
 	for i, mu := range spec.Mutations {
-		var ev plugincel.MutatingEvaluator
-		switch mu.PatchType {
-		case admissionregistrationv1.PatchTypeJSONPatch:
-			ev = compiler.CompileMutatingEvaluator(&patch.JSONPatchCondition{Expression: mu.JSONPatch.Expression}, patchVars, environment.StoredExpressions)
-			nr.patchers = append(nr.patchers, patch.NewJSONPatcher(ev))
-		default:
-			ev = compiler.CompileMutatingEvaluator(&patch.ApplyConfigurationCondition{Expression: mu.ApplyConfiguration.Expression}, patchVars, environment.StoredExpressions)
-			nr.patchers = append(nr.patchers, patch.NewApplyConfigurationPatcher(ev))
+		nm := nativeMutation{jsonPatch: mu.PatchType == admissionregistrationv1.PatchTypeJSONPatch}
+		if nm.jsonPatch {
+			nm.eval = compiler.CompileMutatingEvaluator(&nativeExpr{mu.JSONPatch.Expression, nativePatch}, patchDecl, environment.StoredExpressions)
+		} else {
+			nm.eval = compiler.CompileMutatingEvaluator(&nativeExpr{mu.ApplyConfiguration.Expression, nativeApplyCfg}, patchDecl, environment.StoredExpressions)
 		}
-		errs = append(errs, prefixed(fmt.Sprintf("spec.mutations[%d]", i), ev.CompilationErrors())...)
+		errs = append(errs, prefixed(fmt.Sprintf("spec.mutations[%d]", i), nm.eval.CompilationErrors())...)
+		nr.mutations = append(nr.mutations, nm)
 	}
 	return errs
-}
-
-func compileNativeVariables(c *plugincel.CompositedCompiler, vars []admissionregistrationv1.Variable, decl plugincel.OptionalVariableDeclarations) []error {
-	var errs []error
-	for i, v := range vars {
-		res := c.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, decl, environment.StoredExpressions)
-		if res.Error != nil {
-			errs = append(errs, fmt.Errorf("spec.variables[%d] (%s): %s", i, v.Name, res.Error.Detail))
-		}
-	}
-	return errs
-}
-
-func matchConditionAccessors(conds []admissionregistrationv1.MatchCondition) []plugincel.ExpressionAccessor {
-	out := make([]plugincel.ExpressionAccessor, len(conds))
-	for i := range conds {
-		out[i] = (*matchconditions.MatchCondition)(&conds[i])
-	}
-	return out
 }
 
 func prefixed(where string, errs []error) []error {
@@ -246,10 +285,10 @@ func defaultedMatch(mr *admissionregistrationv1.MatchResources) *admissionregist
 		return nil
 	}
 	out := mr.DeepCopy()
-	for _, rules := range [][]admissionregistrationv1.NamedRuleWithOperations{out.ResourceRules, out.ExcludeResourceRules} {
-		for i := range rules {
-			if len(rules[i].Operations) == 0 {
-				rules[i].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
+	for _, rs := range [][]admissionregistrationv1.NamedRuleWithOperations{out.ResourceRules, out.ExcludeResourceRules} {
+		for i := range rs {
+			if len(rs[i].Operations) == 0 {
+				rs[i].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
 			}
 		}
 	}
@@ -297,18 +336,19 @@ func (nr *nativeRule) selectsKind(group, version, kind string) KindMatch {
 
 // nativeCall is one evaluation of a native policy on a request.
 type nativeCall struct {
-	run     *ruleRun
-	attrs   admission.Attributes
-	objects admission.ObjectInterfaces
-	matcher generic.PolicyMatcher
+	attrs admission.Attributes
+	va    *admission.VersionedAttributes
+	gvr   schema.GroupVersionResource
 	// namespace is the request's Namespace (nil for a cluster-scoped
-	// resource and for a Namespace itself).
+	// resource and for a Namespace itself); nsLabels its labels.
 	namespace *corev1.Namespace
+	nsLabels  map[string]string
 }
 
 // newNativeCall builds the admission attributes of run's request as the
-// API server would have them.
-func (run *ruleRun) newNativeCall(in *matchInput) *nativeCall {
+// API server would have them: the objects in its form (integral numbers
+// are integers).
+func (run *ruleRun) newNativeCall(in *matchInput) (*nativeCall, error) {
 	req := run.req
 	obj := run.obj
 	g := in.gvk
@@ -317,19 +357,19 @@ func (run *ruleRun) newNativeCall(in *matchInput) *nativeCall {
 	if resource == "" {
 		resource = guessResource(g)
 	}
-	gvr := schema.GroupVersionResource{Group: g.group, Version: g.version, Resource: resource}
+	c := &nativeCall{gvr: schema.GroupVersionResource{Group: g.group, Version: g.version, Resource: resource}, nsLabels: in.nsLabels}
 	op := admission.Create
 	if req.Operation != "" {
 		op = admission.Operation(req.Operation)
 	}
 	var object, old runtime.Object
 	if obj != nil && op != admission.Delete {
-		object = &unstructured.Unstructured{Object: obj}
+		object = apiObject(obj)
 	}
 	if req.OldObject != nil {
-		old = &unstructured.Unstructured{Object: req.OldObject}
+		old = apiObject(req.OldObject)
 	} else if op == admission.Delete && obj != nil {
-		old = &unstructured.Unstructured{Object: obj}
+		old = apiObject(obj)
 	}
 	ns := in.namespace
 	if req.Namespace != "" {
@@ -341,8 +381,7 @@ func (run *ruleRun) newNativeCall(in *matchInput) *nativeCall {
 	}
 	u := req.UserInfo
 	info := &user.DefaultInfo{Name: u.Username, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
-	c := &nativeCall{run: run, objects: admission.NewObjectInterfacesFromScheme(runtime.NewScheme())}
-	c.attrs = admission.NewAttributesRecord(object, old, gvk, ns, name, gvr, req.SubResource, op, nil, req.DryRun, info)
+	c.attrs = admission.NewAttributesRecord(object, old, gvk, ns, name, c.gvr, req.SubResource, op, nil, req.DryRun, info)
 	nsName := ns
 	if gvk.Group == "" && gvk.Version == "v1" && gvk.Kind == "Namespace" {
 		nsName = ""
@@ -356,8 +395,76 @@ func (run *ruleRun) newNativeCall(in *matchInput) *nativeCall {
 			}
 		}
 	}
-	c.matcher = generic.NewPolicyMatcher(matching.NewMatcher(requestNamespaces{c: c, labels: in.nsLabels}, nil))
-	return c
+	va, err := admission.NewVersionedAttributes(c.attrs, gvk, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.va = va
+	return c, nil
+}
+
+// matches applies matchConstraints or a binding's matchResources as the
+// API server's policy matcher does: the namespace selector (cluster-scoped
+// resources other than Namespaces are never left out by it; a Namespace
+// created or updated is matched on its own labels), the object selector
+// (the object's labels or the old object's), the exclude rules, then the
+// resource rules (no rules: every resource) with their resourceNames.
+func (c *nativeCall) matches(mr *admissionregistrationv1.MatchResources) (bool, error) {
+	if mr == nil {
+		return true, nil
+	}
+	nsSel, err := metav1.LabelSelectorAsSelector(mr.NamespaceSelector)
+	if err != nil {
+		return false, err
+	}
+	if !c.namespaceMatches(nsSel) {
+		return false, nil
+	}
+	objSel, err := metav1.LabelSelectorAsSelector(mr.ObjectSelector)
+	if err != nil {
+		return false, err
+	}
+	if !objSel.Empty() && !labelsMatch(c.attrs.GetObject(), objSel) && !labelsMatch(c.attrs.GetOldObject(), objSel) {
+		return false, nil
+	}
+	if c.rulesMatch(mr.ExcludeResourceRules) {
+		return false, nil
+	}
+	return len(mr.ResourceRules) == 0 || c.rulesMatch(mr.ResourceRules), nil
+}
+
+func (c *nativeCall) namespaceMatches(sel labels.Selector) bool {
+	a := c.attrs
+	if a.GetNamespace() == "" && a.GetResource().Resource != "namespaces" {
+		return true
+	}
+	if sel.Empty() {
+		return true
+	}
+	nsLabels := c.nsLabels
+	if a.GetResource().Resource == "namespaces" && a.GetSubresource() == "" && (a.GetOperation() == admission.Create || a.GetOperation() == admission.Update) {
+		if u, ok := a.GetObject().(*unstructured.Unstructured); ok {
+			nsLabels = u.GetLabels()
+		}
+	}
+	return sel.Matches(labels.Set(nsLabels))
+}
+
+func labelsMatch(obj runtime.Object, sel labels.Selector) bool {
+	u, ok := obj.(*unstructured.Unstructured)
+	return ok && sel.Matches(labels.Set(u.GetLabels()))
+}
+
+func (c *nativeCall) rulesMatch(rs []admissionregistrationv1.NamedRuleWithOperations) bool {
+	for _, r := range rs {
+		if !(&rules.Matcher{Rule: r.RuleWithOperations, Attr: c.attrs}).Matches() {
+			continue
+		}
+		if len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, c.attrs.GetName()) {
+			return true
+		}
+	}
+	return false
 }
 
 // evaluateNative evaluates a native policy on the request.
@@ -365,11 +472,13 @@ func (run *ruleRun) evaluateNative(rr RuleResponse, in *matchInput) RuleResponse
 	nr := run.rule.native
 	// The meter's ctx (bounded: meterFor), marked with the caller.
 	ctx := run.callCtx()
-	c := run.newNativeCall(in)
-	defAccessor := nativeDefinition{nr}
-	ok, matchedGVR, matchedGVK, err := c.matcher.DefinitionMatches(c.attrs, c.objects, defAccessor)
+	c, err := run.newNativeCall(in)
 	if err != nil {
-		return run.errorf(rr, "failed to match %s: %v", nr.kind, err)
+		return run.errorf(rr, "failed to convert object version: %v", err)
+	}
+	ok, err := c.matches(nr.constraints)
+	if err != nil {
+		return run.nativeConfigError(rr, nil, err)
 	}
 	if !ok {
 		return RuleResponse{}
@@ -379,22 +488,16 @@ func (run *ruleRun) evaluateNative(rr RuleResponse, in *matchInput) RuleResponse
 		// The Kyverno CLI's reading of a policy without bindings.
 		bindings = []nativeBinding{{deny: true}}
 	}
-	va, err := admission.NewVersionedAttributes(c.attrs, matchedGVK, c.objects)
-	if err != nil {
-		return run.errorf(rr, "failed to convert object version: %v", err)
-	}
 	applied := false
 	var out RuleResponse
 	for i := range bindings {
 		b := &bindings[i]
-		if b.match != nil {
-			ok, err := c.matcher.BindingMatches(c.attrs, c.objects, nativeBindingAccessor{b})
-			if err != nil {
-				return run.nativeConfigError(rr, b, err)
-			}
-			if !ok {
-				continue
-			}
+		ok, err := c.matches(b.match)
+		if err != nil {
+			return run.nativeConfigError(rr, b, err)
+		}
+		if !ok {
+			continue
 		}
 		params, err := run.nativeParams(ctx, nr, b, c.attrs.GetNamespace())
 		if err != nil {
@@ -403,26 +506,21 @@ func (run *ruleRun) evaluateNative(rr RuleResponse, in *matchInput) RuleResponse
 		if len(params) == 0 {
 			continue // no params, parameterNotFoundAction Allow: not evaluated
 		}
-		if nr.validator != nil {
-			res, done := run.validateNative(ctx, rr, c, b, va, matchedGVR, params)
-			if done {
-				return res
-			}
-			if res.Status != statusNone {
-				applied = true
-				if out.Status != StatusFail {
-					out = res
-				}
-			}
-			continue
+		var res RuleResponse
+		var done bool
+		if nr.mutations == nil {
+			res, done = run.validateNative(ctx, rr, c, b, params)
+		} else {
+			res, done = run.mutateNative(ctx, rr, c, params)
 		}
-		res, done := run.mutateNative(ctx, rr, c, b, va, matchedGVR, params)
 		if done {
 			return res
 		}
 		if res.Status != statusNone {
 			applied = true
-			out = res
+			if out.Status != StatusFail {
+				out = res
+			}
 		}
 	}
 	if !applied {
@@ -431,37 +529,92 @@ func (run *ruleRun) evaluateNative(rr RuleResponse, in *matchInput) RuleResponse
 	return out
 }
 
-// nativeConfigError is a binding that cannot be applied (its params
-// cannot be read, a selector does not parse): the API server denies
-// under failurePolicy Fail and ignores the policy under Ignore.
+// nativeConfigError is a policy or binding that cannot be applied (its
+// params cannot be read, a selector does not parse): the API server
+// denies under failurePolicy Fail and ignores the policy under Ignore.
 func (run *ruleRun) nativeConfigError(rr RuleResponse, b *nativeBinding, err error) RuleResponse {
 	if run.rule.native.failurePolicy == admissionregistrationv1.Ignore {
 		rr.Status, rr.Message = StatusSkip, fmt.Sprintf("failurePolicy Ignore: %v", err)
 		return rr
 	}
-	if b.name != "" {
+	if b != nil && b.name != "" {
 		return run.errorf(rr, "failed to configure binding %s: %v", b.name, err)
 	}
 	return run.errorf(rr, "failed to configure policy: %v", err)
 }
 
-// validateNative runs a ValidatingAdmissionPolicy's validator once per
-// params object. done is set when the result is final (an error).
-func (run *ruleRun) validateNative(ctx context.Context, rr RuleResponse, c *nativeCall, b *nativeBinding, va *admission.VersionedAttributes, gvr schema.GroupVersionResource, params []runtime.Object) (RuleResponse, bool) {
+// nativeError is an evaluation error: a rule error under failurePolicy
+// Fail; under Ignore the API server admits, a pass.
+func (run *ruleRun) nativeError(rr RuleResponse, msg string) (RuleResponse, bool) {
+	if run.rule.native.failurePolicy == admissionregistrationv1.Ignore {
+		rr.Status, rr.Message = StatusPass, ""
+		return rr, false
+	}
+	return run.errorf(rr, "%s", msg), true
+}
+
+// matchConditionsHold evaluates the policy's matchConditions for one
+// params object: ok false leaves the resource out; a result with done
+// set is final.
+func (run *ruleRun) matchConditionsHold(ctx context.Context, rr RuleResponse, c *nativeCall, p runtime.Object) (ok bool, res RuleResponse, done bool) {
+	mc := run.rule.native.matchConditions
+	if mc == nil {
+		return true, rr, false
+	}
+	// The matcher applies the failure policy: under Ignore an error is
+	// no match.
+	m := mc.Match(ctx, c.va, p, nil)
+	if m.Error != nil {
+		return false, run.errorf(rr, "%v", m.Error), true
+	}
+	return m.Matches, rr, false
+}
+
+// validateNative validates the request once per params object as the
+// API server's validator does: matchConditions, then the validations in
+// order, each failure's message from its messageExpression (a non-empty
+// single line within the size limit), its message, or the expression.
+// done is set when the result is final (an error).
+func (run *ruleRun) validateNative(ctx context.Context, rr RuleResponse, c *nativeCall, b *nativeBinding, params []runtime.Object) (RuleResponse, bool) {
+	nr := run.rule.native
 	rr.Enforce = b.deny
 	evaluated := false
+	request := plugincel.CreateAdmissionRequest(c.attrs, metav1.GroupVersionResource(c.gvr), metav1.GroupVersionKind(c.va.VersionedKind))
+	ns := plugincel.CreateNamespaceObject(c.namespace)
 	for _, p := range params {
-		res := run.rule.native.validator.Validate(ctx, gvr, va, p, c.namespace, celconfig.RuntimeCELCostBudget, nil)
-		if len(res.Decisions) == 0 {
+		ok, res, done := run.matchConditionsHold(ctx, rr, c, p)
+		if done {
+			return res, true
+		}
+		if !ok {
 			continue
 		}
 		evaluated = true
-		for _, d := range res.Decisions {
+		vars := plugincel.OptionalVariableBindings{VersionedParams: p}
+		results, remaining, err := nr.validationFilter.ForInput(ctx, c.va, request, vars, ns, celconfig.RuntimeCELCostBudget)
+		if err != nil {
+			if res, done := run.nativeError(rr, err.Error()); done || res.Status != StatusPass {
+				return res, done
+			}
+			continue
+		}
+		messages, _, msgErr := nr.messageFilter.ForInput(ctx, c.va, request, vars, ns, remaining)
+		for i, r := range results {
 			switch {
-			case d.Evaluation == validating.EvalError && d.Action == validating.ActionDeny:
-				return run.errorf(rr, "%s", d.Message), true
-			case d.Action == validating.ActionDeny:
-				rr.Status, rr.Message = StatusFail, d.Message
+			case r.Error != nil:
+				if res, done := run.nativeError(rr, r.Error.Error()); done {
+					return res, true
+				}
+			case errors.Is(msgErr, apiservercel.ErrInternal) || errors.Is(msgErr, apiservercel.ErrOutOfBudget):
+				if res, done := run.nativeError(rr, fmt.Sprintf("failed messageExpression: %s", msgErr)); done {
+					return res, true
+				}
+			case r.EvalResult != celtypes.True:
+				var m *plugincel.EvaluationResult
+				if i < len(messages) {
+					m = &messages[i]
+				}
+				rr.Status, rr.Message = StatusFail, nativeFailureMessage(nr.validations[i], m)
 				return rr, false
 			}
 		}
@@ -474,68 +627,142 @@ func (run *ruleRun) validateNative(ctx context.Context, rr RuleResponse, c *nati
 	return rr, false
 }
 
-// mutateNative runs a MutatingAdmissionPolicy's patchers once per params
-// object, each on the result of the one before, as the API server
+// nativeFailureMessage is the API server's message of a failed
+// validation.
+func nativeFailureMessage(v admissionregistrationv1.Validation, m *plugincel.EvaluationResult) string {
+	var msg string
+	if m != nil && m.Error == nil && m.EvalResult != nil {
+		if s, ok := m.EvalResult.Value().(string); ok {
+			s = strings.TrimSpace(s)
+			if len(s) <= celconfig.MaxEvaluatedMessageExpressionSizeBytes && !strings.Contains(s, "\n") {
+				msg = s
+			}
+		}
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(v.Message)
+	}
+	if msg == "" {
+		msg = "failed expression: " + strings.TrimSpace(v.Expression)
+	}
+	return msg
+}
+
+// mutateNative applies a MutatingAdmissionPolicy's mutations once per
+// params object, each on the result of the one before, as the API server
 // does; run.obj is the result. In a background evaluation (no
 // operation) a mutation that would change the resource is a failure:
 // the resource was not mutated when it was admitted.
-func (run *ruleRun) mutateNative(ctx context.Context, rr RuleResponse, c *nativeCall, b *nativeBinding, va *admission.VersionedAttributes, gvr schema.GroupVersionResource, params []runtime.Object) (RuleResponse, bool) {
+func (run *ruleRun) mutateNative(ctx context.Context, rr RuleResponse, c *nativeCall, params []runtime.Object) (RuleResponse, bool) {
 	nr := run.rule.native
-	patchedAny := false
+	request := plugincel.CreateAdmissionRequest(c.attrs, metav1.GroupVersionResource(c.gvr), metav1.GroupVersionKind(c.va.VersionedKind))
+	ns := plugincel.CreateNamespaceObject(c.namespace)
+	obj := run.obj
+	applied := false
 	for _, p := range params {
-		if nr.matchConditions != nil {
-			m := nr.matchConditions.Match(ctx, va, p, nil)
-			if m.Error != nil {
-				if nr.failurePolicy == admissionregistrationv1.Ignore {
-					continue
-				}
-				return run.errorf(rr, "%v", m.Error), true
-			}
-			if !m.Matches {
-				continue
-			}
+		ok, res, done := run.matchConditionsHold(ctx, rr, c, p)
+		if done {
+			return res, true
 		}
-		for _, pt := range nr.patchers {
-			obj, err := pt.Patch(ctx, patch.Request{
-				MatchedResource:     gvr,
-				VersionedAttributes: va,
-				ObjectInterfaces:    c.objects,
-				OptionalVariables:   plugincel.OptionalVariableBindings{VersionedParams: p},
-				Namespace:           c.namespace,
-				TypeConverter:       managedfields.NewDeducedTypeConverter(),
-			}, celconfig.RuntimeCELCostBudget)
+		if !ok {
+			continue
+		}
+		applied = true
+		for i, m := range nr.mutations {
+			out, _, err := m.eval.ForInput(ctx, c.va, request, plugincel.OptionalVariableBindings{VersionedParams: p}, ns, celconfig.RuntimeCELCostBudget)
+			if err == nil {
+				err = out.Error
+			}
+			var next map[string]any
+			if err == nil {
+				next, err = applyNativeMutation(obj, m, out)
+			}
 			if err != nil {
 				if nr.failurePolicy == admissionregistrationv1.Ignore {
 					break
 				}
-				return run.errorf(rr, "%v", err), true
+				return run.errorf(rr, "spec.mutations[%d]: %v", i, err), true
 			}
-			va.Dirty = true
-			va.VersionedObject = obj
-			patchedAny = true
+			obj = next
+			c.va.VersionedObject = apiObject(obj)
+			c.va.Dirty = true
 		}
 	}
-	if !patchedAny {
+	if !applied {
 		rr.Status, rr.Message = StatusSkip, nativeMatchConditionsSkip
 		return rr, false
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(va.VersionedObject)
-	if err != nil {
-		return run.errorf(rr, "failed to convert the patched object: %v", err), true
-	}
-	// The engine's untyped form: numbers are float64.
-	n, err := document.Normalize(u)
-	if err != nil {
-		return run.errorf(rr, "failed to convert the patched object: %v", err), true
-	}
-	patched, _ := n.(map[string]any)
-	if run.req.Operation == "" && !document.Equal(patched, run.obj) {
+	if run.req.Operation == "" && !document.Equal(obj, run.obj) {
 		rr.Status, rr.Message = StatusFail, nativeMutationNotApplied
 		return rr, false
 	}
-	run.obj = patched
+	run.obj = obj
 	rr.Status, rr.Message = StatusPass, nativeMutationApplied
 	return rr, false
+}
+
+// applyNativeMutation applies the patch a mutation evaluated to; obj is
+// not changed.
+func applyNativeMutation(obj map[string]any, m nativeMutation, out plugincel.EvaluationResult) (map[string]any, error) {
+	var res patch.Result
+	if m.jsonPatch {
+		ops, err := celeval.JSONPatchOperations(out.EvalResult)
+		if err != nil {
+			return nil, err
+		}
+		pops := make([]patch.Operation, len(ops))
+		for i, o := range ops {
+			pops[i] = patch.Operation(o)
+		}
+		if res, err = patch.ApplyOperations(obj, pops); err != nil {
+			return nil, fmt.Errorf("JSON Patch: %w", err)
+		}
+	} else {
+		cfg, err := celeval.ApplyConfigurationOf(out.EvalResult)
+		if err != nil {
+			return nil, err
+		}
+		if res, err = patch.ApplyConfiguration(obj, cfg, false); err != nil {
+			return nil, fmt.Errorf("error applying patch: %w", err)
+		}
+	}
+	if !res.Changed {
+		return obj, nil
+	}
+	return res.Object, nil
+}
+
+// apiObject is obj as the API server decodes it (an unstructured object
+// whose integral numbers are int64), for the API server's CEL library;
+// obj is not changed.
+func apiObject(obj map[string]any) *unstructured.Unstructured {
+	m, _ := apiValue(obj).(map[string]any)
+	return &unstructured.Unstructured{Object: m}
+}
+
+func apiValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = apiValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = apiValue(e)
+		}
+		return out
+	case float64:
+		if t == float64(int64(t)) {
+			return int64(t)
+		}
+		return t
+	case int:
+		return int64(t)
+	}
+	return v
 }
 
 // nativeParams collects a binding's params as the API server does: none
@@ -601,57 +828,7 @@ func (run *ruleRun) nativeParams(ctx context.Context, nr *nativeRule, b *nativeB
 	}
 	out := make([]runtime.Object, len(found))
 	for i, o := range found {
-		out[i] = &unstructured.Unstructured{Object: o}
+		out[i] = apiObject(o)
 	}
 	return out, nil
 }
-
-// nativeDefinition and nativeBindingAccessor give the API server's
-// matcher what it reads of a policy and a binding.
-type nativeDefinition struct{ nr *nativeRule }
-
-func (d nativeDefinition) GetNamespace() string                             { return "" }
-func (d nativeDefinition) GetName() string                                  { return "" }
-func (d nativeDefinition) GetParamKind() *admissionregistrationv1.ParamKind { return d.nr.paramKind }
-func (d nativeDefinition) GetMatchConstraints() *admissionregistrationv1.MatchResources {
-	return d.nr.constraints
-}
-func (d nativeDefinition) GetFailurePolicy() *admissionregistrationv1.FailurePolicyType {
-	fp := d.nr.failurePolicy
-	return &fp
-}
-
-type nativeBindingAccessor struct{ b *nativeBinding }
-
-func (a nativeBindingAccessor) GetNamespace() string { return "" }
-func (a nativeBindingAccessor) GetName() string      { return a.b.name }
-func (a nativeBindingAccessor) GetPolicyName() types.NamespacedName {
-	return types.NamespacedName{}
-}
-func (a nativeBindingAccessor) GetMatchResources() *admissionregistrationv1.MatchResources {
-	return a.b.match
-}
-func (a nativeBindingAccessor) GetParamRef() *admissionregistrationv1.ParamRef { return a.b.paramRef }
-
-// requestNamespaces serves the API server's namespace matcher the
-// request's namespace: its labels are the request's namespace labels.
-type requestNamespaces struct {
-	c      *nativeCall
-	labels map[string]string
-}
-
-func (l requestNamespaces) List(sel labels.Selector) ([]*corev1.Namespace, error) {
-	if l.c.namespace == nil || !sel.Matches(labels.Set(l.c.namespace.Labels)) {
-		return nil, nil
-	}
-	return []*corev1.Namespace{l.c.namespace}, nil
-}
-
-func (l requestNamespaces) Get(name string) (*corev1.Namespace, error) {
-	if l.c.namespace != nil && l.c.namespace.Name == name {
-		return l.c.namespace, nil
-	}
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l.labels}}, nil
-}
-
-var _ corelisters.NamespaceLister = requestNamespaces{}

@@ -75,6 +75,14 @@ func (ev *Evaluation) JSONPatch(p *Program) ([]PatchOperation, error) {
 	if err != nil {
 		return nil, err
 	}
+	return JSONPatchOperations(val)
+}
+
+// JSONPatchOperations converts the value of a JSONPatch expression (a
+// list of JSONPatch values) into RFC 6902 operations, in the API
+// server's terms; a MutatingAdmissionPolicy's, which the API server's
+// own CEL library evaluates, converts here too.
+func JSONPatchOperations(val ref.Val) ([]PatchOperation, error) {
 	list, ok := val.(traits.Lister)
 	if !ok {
 		return nil, fmt.Errorf("type mismatch: JSONPatchType.expression should evaluate to array")
@@ -111,6 +119,13 @@ func (ev *Evaluation) ApplyConfiguration(p *Program) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ApplyConfigurationOf(val)
+}
+
+// ApplyConfigurationOf converts the value of an ApplyConfiguration
+// expression (an Object whose type names follow its field path) into
+// the apply configuration it builds, as JSON values.
+func ApplyConfigurationOf(val ref.Val) (map[string]any, error) {
 	obj, ok := val.(*dynamic.ObjectVal)
 	if !ok {
 		return nil, fmt.Errorf("unsupported return type from ApplyConfiguration expression: %v", val.Type())
