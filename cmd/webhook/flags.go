@@ -77,6 +77,7 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	})
 	fs.StringVar(&cfg.WebhookURL, "webhook-url", cfg.WebhookURL, "reach the webhook at this URL instead of the Service (local control plane)")
 	fs.BoolVar(&cfg.Register, "register-webhooks", cfg.Register, "keep the webhook configurations current (leader only)")
+	fs.BoolVar(&cfg.GenerateAdmissionPolicies, "generate-admission-policies", cfg.GenerateAdmissionPolicies, "have the API server enforce the ValidatingPolicies that ask for it (autogen.validatingAdmissionPolicy) as ValidatingAdmissionPolicies (leader only)")
 	fs.BoolVar(&cfg.RenewCerts, "renew-certificates", cfg.RenewCerts, "issue and renew the serving certificate (leader only); turn off with cert-manager")
 	fs.StringVar(&cfg.CASecret, "ca-secret", cfg.CASecret, "Secret holding the CA and the CA bundle")
 	fs.StringVar(&cfg.TLSSecret, "tls-secret", cfg.TLSSecret, "Secret holding the serving certificate")

@@ -56,7 +56,7 @@ func TestManifests(t *testing.T) {
 		"policyexceptions.verdict.dev":                  {"verdict.dev", "v1", "PolicyException", "polex", "Namespaced", false, []string{"Age"}},
 		"clustercleanuppolicies.verdict.dev":            {"verdict.dev", "v1", "ClusterCleanupPolicy", "ccleanpol", "Cluster", true, nil},
 		"cleanuppolicies.verdict.dev":                   {"verdict.dev", "v1", "CleanupPolicy", "cleanpol", "Namespaced", true, nil},
-		"validatingpolicies.verdict.dev":                {"verdict.dev", "v1", "ValidatingPolicy", "vpol", "Cluster", false, []string{"AGE", "ACTIONS"}},
+		"validatingpolicies.verdict.dev":                {"verdict.dev", "v1", "ValidatingPolicy", "vpol", "Cluster", true, []string{"AGE", "ACTIONS"}},
 		"namespacedvalidatingpolicies.verdict.dev":      {"verdict.dev", "v1", "NamespacedValidatingPolicy", "nvpol", "Namespaced", false, []string{"AGE", "ACTIONS"}},
 		"mutatingpolicies.verdict.dev":                  {"verdict.dev", "v1", "MutatingPolicy", "mpol", "Cluster", false, []string{"AGE"}},
 		"namespacedmutatingpolicies.verdict.dev":        {"verdict.dev", "v1", "NamespacedMutatingPolicy", "nmpol", "Namespaced", false, []string{"AGE"}},

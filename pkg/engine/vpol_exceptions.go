@@ -162,3 +162,20 @@ func (run *ruleRun) applyCELExceptions(rr *RuleResponse, cr *celRule, ev *celeva
 	}
 	return false
 }
+
+// HasCELExceptions reports whether CEL PolicyExceptions were given to
+// the policy (WithCELExceptions).
+func (p *Policy) HasCELExceptions() bool {
+	for _, r := range p.Rules {
+		if r.cel != nil && len(r.cel.exceptions) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// HasAutogen reports whether the policy has autogen rules (for Pod
+// controllers).
+func (p *Policy) HasAutogen() bool {
+	return slices.ContainsFunc(p.Rules, func(r *Rule) bool { return r.Autogen })
+}

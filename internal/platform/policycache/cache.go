@@ -248,8 +248,12 @@ func (c *Cache) rebuild() {
 				continue
 			}
 			kind := u.GetKind()
-			if isNativeBinding(kind) {
-				continue // read with its policy (nativeBindings)
+			if isNativeBinding(kind) || u.GetLabels()[policy.LabelGeneratedFrom] != "" {
+				// A binding is read with its policy (nativeBindings); a
+				// ValidatingAdmissionPolicy generated from a
+				// ValidatingPolicy is that policy, which is evaluated
+				// itself.
+				continue
 			}
 			key := u.GetName()
 			if ns := u.GetNamespace(); ns != "" {

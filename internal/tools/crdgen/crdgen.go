@@ -133,7 +133,7 @@ var Kinds = []Kind{
 		Description: "ValidatingPolicy validates the requests it selects with CEL expressions, in\n" +
 			"every namespace (Kyverno's policies.kyverno.io kind, in Verdict's group).",
 		Spec: reflect.TypeOf(policy.ValidatingPolicySpec{}), SpecDescription: vpolSpecDescription,
-		Columns: vpolColumns,
+		Status: reflect.TypeOf(policy.ValidatingPolicyStatus{}), Columns: vpolColumns,
 	},
 	{
 		File: "namespacedvalidatingpolicies.yaml", Kind: policy.KindNamespacedValidatingPolicy, ListKind: "NamespacedValidatingPolicyList",

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -29,9 +30,11 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
 	"github.com/verdict-dev/verdict/internal/webhook"
+	"github.com/verdict-dev/verdict/internal/webhook/nativegen"
 	"github.com/verdict-dev/verdict/internal/webhook/policystatus"
 	"github.com/verdict-dev/verdict/internal/webhook/registrar"
 	"github.com/verdict-dev/verdict/internal/webhook/roles"
+	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -102,6 +105,10 @@ type Config struct {
 
 	// Register runs the webhook registrar on the leader.
 	Register bool
+	// GenerateAdmissionPolicies has the leader generate a
+	// ValidatingAdmissionPolicy for each ValidatingPolicy that asks for
+	// one and can be one (internal/webhook/nativegen); off by default.
+	GenerateAdmissionPolicies bool
 	// RenewCerts runs the certificate renewer on the leader; turn it off
 	// when cert-manager provides TLSSecret (and its CA).
 	RenewCerts bool
@@ -295,7 +302,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		leaderDone := make(chan struct{})
 		go func() {
 			defer close(leaderDone)
-			runLeader(lctx, kube, dyn, cfg, filter, pc, log)
+			runLeader(lctx, kube, dyn, cfg, filter, pc, eng.Engine, log)
 		}()
 		defer func() {
 			stop()
@@ -325,8 +332,16 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 
 // runLeader campaigns for the Lease and, while leading, keeps the
 // certificates and the webhook configurations current.
-func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, cfg Config, filter admissionfilter.Filter, pc *policycache.Cache, log zerolog.Logger) {
+func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, cfg Config, filter admissionfilter.Filter, pc *policycache.Cache, eng *engine.Engine, log zerolog.Logger) {
 	opts := registrar.Options{URL: cfg.WebhookURL, Filter: filter, GuardTTL: true}
+	var gen *nativegen.Generator
+	if cfg.GenerateAdmissionPolicies {
+		gen = nativegen.New(dyn, eng, pc, filter, log)
+		opts.Generated = gen.Generated
+	}
+	// reconcileAgain asks the registrar for another round (set while
+	// leading).
+	var reconcileAgain atomic.Pointer[func()]
 	dns := []string{}
 	if cfg.WebhookURL == "" {
 		port := cfg.ServicePort
@@ -342,6 +357,18 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 		WithAfterReconcile(func(ctx context.Context, err error) {
 			if err := statuses.Sync(ctx, err); err != nil && ctx.Err() == nil {
 				log.Warn().Err(err).Msg("policy status not written")
+			}
+			if gen == nil {
+				return
+			}
+			// The policies the API server now enforces leave the webhooks
+			// (and those it no longer does come back) on the next round.
+			changed, err := gen.Sync(ctx)
+			if err != nil && ctx.Err() == nil {
+				log.Warn().Err(err).Msg("admission policies not all generated")
+			}
+			if f := reconcileAgain.Load(); changed && f != nil {
+				(*f)()
 			}
 		})
 	var renewer *certs.Renewer
@@ -373,6 +400,8 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 			default:
 			}
 		}
+		reconcileAgain.Store(&signal)
+		defer reconcileAgain.Store(nil)
 		// Every goroutine started here ends with the term, before the
 		// Lease is released.
 		var wg sync.WaitGroup

@@ -91,6 +91,11 @@ type Options struct {
 	// replica does not serve would be answered 404, and every write a
 	// webhook failing closed receives would be refused.
 	LegacyPaths bool
+	// Generated, when set, names the policies the API server enforces
+	// as ValidatingAdmissionPolicies Verdict generated for them
+	// (internal/webhook/nativegen): no webhook of Verdict's is
+	// registered for them.
+	Generated func(p *engine.Policy) bool
 }
 
 func (o *Options) defaults() {
@@ -161,9 +166,9 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 	tenants := map[tenantKey]*accum{}
 	excluded := o.Filter.Namespaces()
 	for _, p := range policies {
-		if !p.Raw.Spec.AdmissionEnabled() || p.Raw.Native != nil {
-			// A Kubernetes admission policy is the API server's to
-			// enforce; Verdict only reports on it.
+		if !p.Raw.Spec.AdmissionEnabled() || p.Raw.Native != nil || (o.Generated != nil && o.Generated(p)) {
+			// A Kubernetes admission policy, or one generated from a
+			// ValidatingPolicy, is the API server's to enforce.
 			continue
 		}
 		ns := ""
@@ -478,6 +483,13 @@ func clientConfig(path string, o Options) admissionregistrationv1.WebhookClientC
 		cc.URL = &u
 	}
 	return cc
+}
+
+// ExcludedNamespaces is the namespace selector of every webhook: it
+// skips the filter's namespaces. A policy Verdict generates for the API
+// server carries it too.
+func ExcludedNamespaces(f admissionfilter.Filter) *metav1.LabelSelector {
+	return namespaceSelector(Options{Filter: f}, nil)
 }
 
 // namespaceSelector skips the excluded namespaces and, for a namespaced

@@ -27,6 +27,11 @@ const (
 	KindMutatingAdmissionPolicyBinding   = "MutatingAdmissionPolicyBinding"
 )
 
+// LabelGeneratedFrom, on a ValidatingAdmissionPolicy and its binding,
+// names the ValidatingPolicy Verdict generated them from (the policy's
+// enforcement in the API server, not a policy of its own).
+const LabelGeneratedFrom = "verdict.dev/generated-from"
+
 // IsNativeKind reports whether kind is one of the Kubernetes-native
 // admission policy kinds or their bindings.
 func IsNativeKind(kind string) bool {
@@ -322,4 +327,59 @@ func checkBinding(kind, name, policyName string, ref *admissionregistrationv1.Pa
 
 func nativeMeta(name string, labels, annotations map[string]string, uid, rv string, gen int64) *ObjectMeta {
 	return &ObjectMeta{Name: name, Labels: labels, Annotations: annotations, UID: uid, ResourceVersion: rv, Generation: gen}
+}
+
+// AdmissionPolicyOf is the ValidatingAdmissionPolicy and binding that
+// enforce a ValidatingPolicy in the API server: its matchConstraints,
+// matchConditions, variables, validations, audit annotations and
+// failurePolicy as they are (a ValidatingPolicy has their fields), named
+// after the policy, the binding with the policy's validationActions
+// (Deny by default). A policy the API server cannot enforce as it is
+// written is an error saying why: JSON mode, params, no
+// matchConstraints. Whether its expressions compile in the API server's
+// environment is the engine's to say (Engine.Compile of the result).
+func AdmissionPolicyOf(p *Policy) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	s := p.VPol
+	switch {
+	case s == nil || p.Kind != KindValidatingPolicy:
+		return nil, nil, fmt.Errorf("%s %s: only a ValidatingPolicy becomes a ValidatingAdmissionPolicy", p.Kind, p.Key())
+	case s.JSONMode():
+		return nil, nil, errors.New("it validates JSON payloads (evaluation mode JSON), which the API server never sees")
+	case s.ParamKind != nil || s.ParamRef != nil:
+		return nil, nil, errors.New("it has params")
+	case s.MatchConstraints == nil || len(s.MatchConstraints.ResourceRules) == 0:
+		return nil, nil, errors.New("it has no matchConstraints.resourceRules")
+	}
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	vap.APIVersion, vap.Kind = GroupAdmissionRegistration+"/v1", KindValidatingAdmissionPolicy
+	vap.Name = p.Metadata.Name
+	spec := map[string]any{
+		"matchConstraints": s.MatchConstraints,
+		"matchConditions":  s.MatchConditions,
+		"variables":        s.Variables,
+		"validations":      s.Validations,
+		"auditAnnotations": s.AuditAnnotations,
+	}
+	if s.FailurePolicy != "" {
+		spec["failurePolicy"] = s.FailurePolicy
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(b, &vap.Spec); err != nil {
+		return nil, nil, err
+	}
+	actions := s.ValidationActions
+	if len(actions) == 0 {
+		actions = []string{string(admissionregistrationv1.Deny)}
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	binding.APIVersion, binding.Kind = GroupAdmissionRegistration+"/v1", KindValidatingAdmissionPolicyBinding
+	binding.Name = p.Metadata.Name
+	binding.Spec.PolicyName = vap.Name
+	for _, a := range actions {
+		binding.Spec.ValidationActions = append(binding.Spec.ValidationActions, admissionregistrationv1.ValidationAction(a))
+	}
+	return vap, binding, nil
 }

@@ -49,3 +49,15 @@ type AutogenStatus struct {
 	// Rules are the autogen rules, as the engine evaluates them.
 	Rules []Rule `json:"rules,omitempty"`
 }
+
+// ValidatingPolicyStatus is the status of a ValidatingPolicy: whether a
+// ValidatingAdmissionPolicy enforces it in the API server (Kyverno's
+// status.generated), and the condition saying why or why not.
+type ValidatingPolicyStatus struct {
+	// Generated is true while a ValidatingAdmissionPolicy Verdict
+	// generated enforces the policy's current version.
+	Generated bool `json:"generated"`
+	// Conditions holds the ValidatingAdmissionPolicyGenerated condition
+	// of a policy that asks for one (autogen.validatingAdmissionPolicy).
+	Conditions []StatusCondition `json:"conditions,omitempty"`
+}

@@ -79,6 +79,10 @@ type ResourceRule struct {
 // AutogenConfiguration is a CEL policy's autogen setting.
 type AutogenConfiguration struct {
 	PodControllers *PodControllers `json:"podControllers,omitempty"`
+	// ValidatingAdmissionPolicy asks for the policy to be enforced by the
+	// API server as a ValidatingAdmissionPolicy where it can be (off by
+	// default; the cluster's operator enables the generation too).
+	ValidatingAdmissionPolicy *Toggle `json:"validatingAdmissionPolicy,omitempty"`
 }
 
 // PodControllers lists the controllers autogen covers (deployments,
@@ -101,6 +105,14 @@ type Toggle struct {
 }
 
 func (t *Toggle) on() bool { return t == nil || t.Enabled == nil || *t.Enabled }
+
+// GeneratesAdmissionPolicy reports whether the policy asks to be
+// enforced by the API server as a ValidatingAdmissionPolicy
+// (autogen.validatingAdmissionPolicy.enabled, false by default).
+func (s *ValidatingPolicySpec) GeneratesAdmissionPolicy() bool {
+	a := s.Autogen
+	return a != nil && a.ValidatingAdmissionPolicy != nil && a.ValidatingAdmissionPolicy.Enabled != nil && *a.ValidatingAdmissionPolicy.Enabled
+}
 
 // JSONMode reports whether the policy validates JSON payloads (evaluation
 // mode JSON: object is the payload, there is no request) rather than
