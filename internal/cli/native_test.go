@@ -55,3 +55,54 @@ func TestNativePoliciesSuite(t *testing.T) {
 		t.Fatalf("turned around: passed %d, failed %d; want 7 failed\n%s", sum.Passed, sum.Failed, out.String())
 	}
 }
+
+// A result that names no resource is about every resource of the test,
+// as the reference CLI reads it: each is an assertion, and one the
+// policy treats otherwise fails.
+func TestResultWithoutResources(t *testing.T) {
+	write := func(dir, name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(secondLabel string) (*TestSummary, string) {
+		dir := t.TempDir()
+		write(dir, "policy.yaml", `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: require-app}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations: [{expression: "'app' in object.metadata.?labels.orValue({})"}]
+`)
+		write(dir, "resources.yaml", `apiVersion: v1
+kind: ConfigMap
+metadata: {name: one, labels: {app: a}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: two, labels: {`+secondLabel+`: b}}
+`)
+		write(dir, "kyverno-test.yaml", `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: all}
+policies: [policy.yaml]
+resources: [resources.yaml]
+results:
+- {isValidatingAdmissionPolicy: true, policy: require-app, kind: ConfigMap, result: pass}
+`)
+		var out strings.Builder
+		sum, err := RunTests(t.Context(), TestOptions{Dirs: []string{dir}}, &out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		return sum, out.String()
+	}
+	if sum, out := run("app"); sum.Passed != 2 || sum.Failed != 0 {
+		t.Fatalf("passed %d, failed %d; want both resources passed\n%s", sum.Passed, sum.Failed, out)
+	}
+	if sum, out := run("other"); sum.Passed != 1 || sum.Failed != 1 || !strings.Contains(out, "resource default/two: want pass, got fail") {
+		t.Fatalf("passed %d, failed %d; want the unlabelled resource failed\n%s", sum.Passed, sum.Failed, out)
+	}
+}

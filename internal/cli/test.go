@@ -665,7 +665,24 @@ func (run *testRun) isPayload(obj map[string]any) bool {
 // test of JSON payloads, every payload when it names none (as the
 // reference CLI checks every response then).
 func (run *testRun) refs(r *testResult) []string {
-	if names := r.resourceNames(); len(names) > 0 || len(run.payloads) == 0 {
+	names := r.resourceNames()
+	if len(names) > 0 {
+		return names
+	}
+	if len(run.payloads) == 0 {
+		// A result that names no resource is about every resource of the
+		// test, as the reference CLI checks it.
+		seen := map[string]bool{}
+		for _, obj := range run.resources {
+			ref := document.String(obj, "metadata", "name")
+			if ns := document.String(obj, "metadata", "namespace"); ns != "" {
+				ref = ns + "/" + ref
+			}
+			if ref != "" && !seen[ref] {
+				seen[ref] = true
+				names = append(names, ref)
+			}
+		}
 		return names
 	}
 	out := make([]string, 0, len(run.payloads))

@@ -150,7 +150,7 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 		// reference CLI, count that as an exclusion (a skip) when the
 		// policy itself was evaluated on the resource; otherwise only an
 		// expected skip holds.
-		if r.expected() == string(engine.StatusSkip) || policyApplied || (resourceFound && keepsEmptyResponse(p)) {
+		if r.expected() == string(engine.StatusSkip) || policyApplied || (resourceFound && keepsEmptyResponse(p)) || len(r.resourceNames()) == 0 {
 			return "passed", "skip", "", "rule not applied to the resource (excluded)"
 		}
 		return "failed", "", fmt.Sprintf("want %s, but no rule of the policy applied to the resource", r.expected()), ""
