@@ -318,7 +318,11 @@ func (run *testRun) load() error {
 		run.exceptions = append(run.exceptions, rdocs.Exceptions...)
 		run.celExceptions = append(run.celExceptions, rdocs.CELExceptions...)
 	}
-	for i, f := range t.JSONPayloads {
+	payloads := t.JSONPayloads
+	if t.JSONPayload != "" {
+		payloads = append(payloads[:len(payloads):len(payloads)], t.JSONPayload)
+	}
+	for i, f := range payloads {
 		path, err := t.suitePath(fmt.Sprintf("jsonPayloads[%d]", i), f)
 		if err != nil {
 			return err

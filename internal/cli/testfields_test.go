@@ -421,3 +421,71 @@ results:
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
 }
+
+// The result fields of Kyverno 1.19's test files: resourceSpecs select
+// resources by namespace and name; generatedResources pass when each
+// generated resource equals one of their documents, and fail when one
+// equals none.
+func TestResultSpecsAndGeneratedResources(t *testing.T) {
+	policy := `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: team-label
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: team label required
+      pattern: {metadata: {labels: {team: "?*"}}}
+  - name: quota
+    match: {any: [{resources: {kinds: [Namespace]}}]}
+    generate:
+      apiVersion: v1
+      kind: ConfigMap
+      name: defaults
+      namespace: "{{ request.object.metadata.name }}"
+      data: {data: {team: "{{ request.object.metadata.name }}"}}
+`
+	resources := `apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop, labels: {team: a}}
+spec: {containers: [{name: c, image: nginx}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: lab}
+spec: {containers: [{name: c, image: nginx}]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+`
+	test := func(generated string) string {
+		return `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: t}
+policies: [policy.yaml]
+resources: [resources.yaml]
+results:
+- {policy: p, rule: team-label, kind: Pod, resourceSpecs: [{version: v1, kind: Pod, namespace: shop, name: web}], result: pass}
+- {policy: p, rule: team-label, kind: Pod, resourceSpecs: [{version: v1, kind: Pod, namespace: lab, name: web}], result: fail}
+- {policy: p, rule: quota, kind: Namespace, resources: [team-a], result: pass, generatedResources: [` + generated + `]}
+`
+	}
+	files := map[string]string{
+		"policy.yaml":    policy,
+		"resources.yaml": resources,
+		"other.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team-a}\n",
+		"defaults.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: defaults, namespace: team-a}\ndata: {team: team-a}\n",
+	}
+	files["kyverno-test.yaml"] = test("other.yaml, defaults.yaml")
+	code, out, _ := run(t, "test", writeFiles(t, files))
+	if code != ExitOK || !strings.HasSuffix(out, "3 passed, 0 failed\n") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	files["kyverno-test.yaml"] = test("other.yaml")
+	code, out, _ = run(t, "test", writeFiles(t, files))
+	if code != ExitFailed || !strings.Contains(out, "generated resources differ: ConfigMap defaults matches none of [other.yaml]") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}

@@ -39,6 +39,8 @@ type testFile struct {
 	// which ValidatingPolicies in JSON evaluation mode validate; a result
 	// names one by its file name.
 	JSONPayloads []string `json:"jsonPayloads"`
+	// JSONPayload is one more such file (the reference's older field).
+	JSONPayload string `json:"jsonPayload"`
 	// ClusterResources are files of kind ClusterResource: objects of the
 	// reference CLI's fake cluster, which context entries and CEL's
 	// resource.Get and resource.List read.
@@ -57,6 +59,13 @@ type testResult struct {
 	Namespace           string   `json:"namespace"`
 	Resources           []string `json:"resources"`
 	Resource            string   `json:"resource"`
+	// ResourceSpecs name resources by namespace and name (group, version
+	// and kind are read but, as in the reference CLI, only the namespace
+	// and name select).
+	ResourceSpecs []resourceSpec `json:"resourceSpecs"`
+	// GeneratedResources are files of the resources a generate rule may
+	// create: each one it creates must equal one of them.
+	GeneratedResources []string `json:"generatedResources"`
 	Result              string   `json:"result"`
 	Status              string   `json:"status"`
 	PatchedResource     string   `json:"patchedResource"`
@@ -89,13 +98,28 @@ func (r *testResult) expected() string {
 }
 
 func (r *testResult) resourceNames() []string {
-	if len(r.Resources) > 0 {
-		return r.Resources
+	out := r.Resources
+	if len(out) == 0 && r.Resource != "" {
+		out = []string{r.Resource}
 	}
-	if r.Resource != "" {
-		return []string{r.Resource}
+	for _, s := range r.ResourceSpecs {
+		ref := s.Name
+		if s.Namespace != "" {
+			ref = s.Namespace + "/" + s.Name
+		}
+		out = append(out[:len(out):len(out)], ref)
 	}
-	return nil
+	return out
+}
+
+// resourceSpec is one entry of a result's resourceSpecs.
+type resourceSpec struct {
+	Group       string `json:"group"`
+	Version     string `json:"version"`
+	Kind        string `json:"kind"`
+	Namespace   string `json:"namespace"`
+	Subresource string `json:"subresource"`
+	Name        string `json:"name"`
 }
 
 func (r *testResult) patched() string {

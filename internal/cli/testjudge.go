@@ -125,9 +125,14 @@ func (run *testRun) judgeResource(r *testResult, p *engine.Policy, ref string, r
 				if got != r.expected() {
 					return "failed", got, fmt.Sprintf("want %s, got %s (%s)", r.expected(), got, rr.Message), rr.Message
 				}
-				if gr := r.GeneratedResource; gr != "" {
+				if gr := r.GeneratedResource; gr != "" && len(r.GeneratedResources) == 0 {
 					if why := compareGenerated(run.t.joined(gr), rr.Generated); why != "" {
 						return "failed", got, "generated resource differs: " + why, rr.Message
+					}
+				}
+				if len(r.GeneratedResources) > 0 {
+					if why := run.compareGeneratedSet(r.GeneratedResources, rr.Generated); why != "" {
+						return "failed", got, "generated resources differ: " + why, rr.Message
 					}
 				}
 				actual, message = got, rr.Message
@@ -331,6 +336,42 @@ func compareGenerated(path string, generated []map[string]any) string {
 		return "nothing generated"
 	}
 	return why
+}
+
+// compareGeneratedSet says why what a rule generated is not what the
+// files hold: each generated resource must equal one document of them,
+// as the reference CLI judges generatedResources; "" when all do.
+func (run *testRun) compareGeneratedSet(files []string, generated []map[string]any) string {
+	var want []any
+	for _, f := range files {
+		path := run.t.joined(f)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err.Error()
+		}
+		docs, err := document.DecodeAll(data)
+		if err != nil {
+			return fmt.Sprintf("%s: %v", path, err)
+		}
+		for _, d := range docs {
+			want = append(want, tidy(d.Object))
+		}
+	}
+	if len(generated) == 0 {
+		return "nothing generated"
+	}
+	for _, g := range generated {
+		var why string
+		for _, w := range want {
+			if why = diff(w, tidy(g), ""); why == "" {
+				break
+			}
+		}
+		if why != "" {
+			return fmt.Sprintf("%s %s matches none of %v (last difference: %s)", document.String(g, "kind"), document.String(g, "metadata", "name"), files, why)
+		}
+	}
+	return ""
 }
 
 func sameObject(a, b map[string]any) bool {
