@@ -53,19 +53,19 @@ type testFile struct {
 
 // testResult is one expected outcome.
 type testResult struct {
-	Policy              string   `json:"policy"`
-	Rule                string   `json:"rule"`
-	Kind                string   `json:"kind"`
-	Namespace           string   `json:"namespace"`
-	Resources           []string `json:"resources"`
-	Resource            string   `json:"resource"`
+	Policy    string   `json:"policy"`
+	Rule      string   `json:"rule"`
+	Kind      string   `json:"kind"`
+	Namespace string   `json:"namespace"`
+	Resources []string `json:"resources"`
+	Resource  string   `json:"resource"`
 	// ResourceSpecs name resources by namespace and name (group, version
 	// and kind are read but, as in the reference CLI, only the namespace
 	// and name select).
 	ResourceSpecs []resourceSpec `json:"resourceSpecs"`
 	// GeneratedResources are files of the resources a generate rule may
 	// create: each one it creates must equal one of them.
-	GeneratedResources []string `json:"generatedResources"`
+	GeneratedResources  []string `json:"generatedResources"`
 	Result              string   `json:"result"`
 	Status              string   `json:"status"`
 	PatchedResource     string   `json:"patchedResource"`
