@@ -148,6 +148,11 @@ func (e *Engine) Validate(ctx context.Context, req *Request, p *Policy, exceptio
 // background scan's; Response.Rules holds the validate rules' responses,
 // then the verifyImages rules'.
 func (e *Engine) Check(ctx context.Context, req *Request, p *Policy, exceptions []*policy.Exception) Response {
+	if p.checksMutation() {
+		// A MutatingAdmissionPolicy: whether the resource holds its
+		// mutation (in a background evaluation, fail when it does not).
+		return e.run(e.meterFor(ctx, req), req, p, exceptions, TypeMutation)
+	}
 	var resp Response
 	if p.hasType(TypeValidation) {
 		resp = e.Validate(ctx, req, p, exceptions)

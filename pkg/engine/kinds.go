@@ -93,12 +93,24 @@ func (c *matcher) filters() []filter {
 func (p *Policy) HasRules(t RuleType) bool { return p.hasType(t) }
 
 // HasChecks reports whether the policy has rules Check runs (validate or
-// verifyImages).
-func (p *Policy) HasChecks() bool { return p.hasType(TypeValidation) || p.hasType(TypeImageVerify) }
+// verifyImages, or a MutatingAdmissionPolicy's mutation).
+func (p *Policy) HasChecks() bool {
+	return p.hasType(TypeValidation) || p.hasType(TypeImageVerify) || p.checksMutation()
+}
+
+// checksMutation reports whether Check runs the policy's mutation: a
+// MutatingAdmissionPolicy's, which reports say is applied or not, as
+// Kyverno's do (the API server applies it; Verdict only reports).
+func (p *Policy) checksMutation() bool {
+	return p.Raw.Native != nil && p.Raw.Native.MAP != nil
+}
 
 // ChecksKind is SelectsKind for the rules Check runs: the closest
 // selection of the kind by the policy's validate or verifyImages rules.
 func (p *Policy) ChecksKind(group, version, kind string) KindMatch {
+	if p.checksMutation() {
+		return p.SelectsKind(TypeMutation, group, version, kind)
+	}
 	m := p.SelectsKind(TypeValidation, group, version, kind)
 	if m == KindNamed {
 		return m

@@ -302,6 +302,13 @@ func TestMutatingAdmissionPolicy(t *testing.T) {
 	if rr := got["defaults"]; rr.Status != engine.StatusPass {
 		t.Fatalf("background result on the mutated resource %+v; want pass", rr)
 	}
+	// Check, a background scan's evaluation, reports the same.
+	if rr := eng.Check(t.Context(), &engine.Request{Object: deployment(t, "team-a", 1, "")}, p, nil).Rules; len(rr) != 1 || rr[0].Status != engine.StatusFail || rr[0].Message != "mutation is not applied" {
+		t.Fatalf("Check: %+v; want the mutation reported not applied", rr)
+	}
+	if !p.HasChecks() || p.ChecksKind("apps", "v1", "Deployment") != engine.KindNamed || p.ChecksKind("", "v1", "Pod") != engine.KindNotSelected {
+		t.Fatal("a MutatingAdmissionPolicy is scanned on the kinds its matchConstraints name")
+	}
 	// No params in the namespace: the binding does not apply.
 	if got := statuses(t, eng, p, &engine.Request{Operation: "CREATE", Object: deployment(t, "team-b", 1, "")}); len(got) != 0 {
 		t.Fatalf("results %+v without params; want none", got)
