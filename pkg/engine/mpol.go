@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/google/cel-go/common/types/ref"
+
 	"github.com/verdict-dev/verdict/pkg/engine/celeval"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/patch"
@@ -159,27 +161,13 @@ func (run *ruleRun) mutateCEL(rr RuleResponse) RuleResponse {
 // is), and returns the result; obj is not changed.
 func applyCELMutations(ev *celeval.Evaluation, cr *celRule, obj map[string]any) (map[string]any, error) {
 	for _, m := range cr.mutations {
-		var res patch.Result
-		if m.jsonPatch {
-			ops, err := ev.JSONPatch(m.prog)
-			if err != nil {
-				return nil, err
-			}
-			pops := make([]patch.Operation, len(ops))
-			for i, o := range ops {
-				pops[i] = patch.Operation(o)
-			}
-			if res, err = patch.ApplyOperations(obj, pops); err != nil {
-				return nil, fmt.Errorf("JSON Patch: %w", err)
-			}
-		} else {
-			cfg, err := ev.ApplyConfiguration(m.prog)
-			if err != nil {
-				return nil, err
-			}
-			if res, err = patch.ApplyConfiguration(obj, cfg, cr.replaceAtomic); err != nil {
-				return nil, fmt.Errorf("error applying patch: %w", err)
-			}
+		val, err := ev.Eval(m.prog)
+		if err != nil {
+			return nil, err
+		}
+		res, err := applyCELPatch(obj, val, m.jsonPatch, cr.replaceAtomic)
+		if err != nil {
+			return nil, err
 		}
 		if res.Changed {
 			obj = res.Object
@@ -187,6 +175,38 @@ func applyCELMutations(ev *celeval.Evaluation, cr *celRule, obj map[string]any) 
 		}
 	}
 	return obj, nil
+}
+
+// applyCELPatch applies to obj the patch a mutation's expression
+// evaluated to, as the API server applies it: a list of JSONPatch
+// values as RFC 6902 operations, an Object as an apply configuration
+// (structured merge). It is the one application of a MutatingPolicy's
+// and a MutatingAdmissionPolicy's mutations; obj is not changed.
+func applyCELPatch(obj map[string]any, val ref.Val, jsonPatch, replaceAtomic bool) (patch.Result, error) {
+	if jsonPatch {
+		ops, err := celeval.JSONPatchOperations(val)
+		if err != nil {
+			return patch.Result{}, err
+		}
+		pops := make([]patch.Operation, len(ops))
+		for i, o := range ops {
+			pops[i] = patch.Operation(o)
+		}
+		res, err := patch.ApplyOperations(obj, pops)
+		if err != nil {
+			return patch.Result{}, fmt.Errorf("JSON Patch: %w", err)
+		}
+		return res, nil
+	}
+	cfg, err := celeval.ApplyConfigurationOf(val)
+	if err != nil {
+		return patch.Result{}, err
+	}
+	res, err := patch.ApplyConfiguration(obj, cfg, replaceAtomic)
+	if err != nil {
+		return patch.Result{}, fmt.Errorf("error applying patch: %w", err)
+	}
+	return res, nil
 }
 
 // Kyverno's autogen of a MutatingPolicy rewrites, in match conditions and

@@ -53,9 +53,7 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 
-	"github.com/verdict-dev/verdict/pkg/engine/celeval"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
-	"github.com/verdict-dev/verdict/pkg/engine/patch"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
@@ -72,8 +70,10 @@ type nativeRule struct {
 	paramKind     *admissionregistrationv1.ParamKind
 	failurePolicy admissionregistrationv1.FailurePolicyType
 	// constraints is the policy's matchConstraints, with the selectors
-	// the API server defaults.
+	// the API server defaults; kinds its resource rules, for the kinds a
+	// scan lists.
 	constraints *admissionregistrationv1.MatchResources
+	kinds       celMatch
 	bindings    []nativeBinding
 	// matchConditions is nil without any.
 	matchConditions matchconditions.Matcher
@@ -164,6 +164,9 @@ func (e *Engine) compileNative(p *policy.Policy) (*Policy, error) {
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Key(), errors.Join(errs...))
+	}
+	for _, rr := range nr.constraints.ResourceRules {
+		nr.kinds.rules = append(nr.kinds.rules, policy.ResourceRule{APIGroups: rr.APIGroups, APIVersions: rr.APIVersions, Resources: rr.Resources})
 	}
 	r := &Rule{Rule: policy.Rule{Name: p.Metadata.Name}, native: nr}
 	if np.VAP != nil {
@@ -313,25 +316,10 @@ func failurePolicyOf(fp *admissionregistrationv1.FailurePolicyType) admissionreg
 }
 
 // selectsKind says whether the policy's matchConstraints select the
-// kind (its plural guessed from the kind, as a background scan names
-// kinds) by name or only through "*". The bindings can only narrow it.
+// kind by name or only through "*", as a ValidatingPolicy's do (their
+// resource rules are the same). The bindings can only narrow it.
 func (nr *nativeRule) selectsKind(group, version, kind string) KindMatch {
-	resource := guessResource(gvk{group: group, version: version, kind: kind})
-	best := KindNotSelected
-	for _, r := range nr.constraints.ResourceRules {
-		if !listHas(r.APIGroups, group) || !listHas(r.APIVersions, version) {
-			continue
-		}
-		for _, want := range r.Resources {
-			switch want {
-			case resource:
-				return KindNamed
-			case "*", "*/*":
-				best = KindByWildcard
-			}
-		}
-	}
-	return best
+	return nr.kinds.selectsKind(group, version, kind)
 }
 
 // nativeCall is one evaluation of a native policy on a request.
@@ -704,27 +692,9 @@ func (run *ruleRun) mutateNative(ctx context.Context, rr RuleResponse, c *native
 // applyNativeMutation applies the patch a mutation evaluated to; obj is
 // not changed.
 func applyNativeMutation(obj map[string]any, m nativeMutation, out plugincel.EvaluationResult) (map[string]any, error) {
-	var res patch.Result
-	if m.jsonPatch {
-		ops, err := celeval.JSONPatchOperations(out.EvalResult)
-		if err != nil {
-			return nil, err
-		}
-		pops := make([]patch.Operation, len(ops))
-		for i, o := range ops {
-			pops[i] = patch.Operation(o)
-		}
-		if res, err = patch.ApplyOperations(obj, pops); err != nil {
-			return nil, fmt.Errorf("JSON Patch: %w", err)
-		}
-	} else {
-		cfg, err := celeval.ApplyConfigurationOf(out.EvalResult)
-		if err != nil {
-			return nil, err
-		}
-		if res, err = patch.ApplyConfiguration(obj, cfg, false); err != nil {
-			return nil, fmt.Errorf("error applying patch: %w", err)
-		}
+	res, err := applyCELPatch(obj, out.EvalResult, m.jsonPatch, false)
+	if err != nil {
+		return nil, err
 	}
 	if !res.Changed {
 		return obj, nil

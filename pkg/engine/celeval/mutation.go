@@ -67,17 +67,6 @@ type PatchOperation struct {
 	HasValue       bool
 }
 
-// JSONPatch evaluates a JSONPatch program into RFC 6902 operations, in
-// the API server's terms: the expression must give a list of JSONPatch
-// values, each value must convert to JSON.
-func (ev *Evaluation) JSONPatch(p *Program) ([]PatchOperation, error) {
-	val, err := ev.Eval(p)
-	if err != nil {
-		return nil, err
-	}
-	return JSONPatchOperations(val)
-}
-
 // JSONPatchOperations converts the value of a JSONPatch expression (a
 // list of JSONPatch values) into RFC 6902 operations, in the API
 // server's terms; a MutatingAdmissionPolicy's, which the API server's
@@ -108,18 +97,6 @@ func JSONPatchOperations(val ref.Val) ([]PatchOperation, error) {
 		ops = append(ops, o)
 	}
 	return ops, nil
-}
-
-// ApplyConfiguration evaluates an ApplyConfiguration program into the
-// apply configuration it builds (JSON values), in the API server's
-// terms: the expression must give an Object whose type names follow its
-// field path.
-func (ev *Evaluation) ApplyConfiguration(p *Program) (map[string]any, error) {
-	val, err := ev.Eval(p)
-	if err != nil {
-		return nil, err
-	}
-	return ApplyConfigurationOf(val)
 }
 
 // ApplyConfigurationOf converts the value of an ApplyConfiguration
