@@ -579,6 +579,26 @@ func TestRBAC(t *testing.T) {
 			t.Errorf("%s.rbac.readSecrets=true: no read of Secrets", svc)
 		}
 	}
+	// webhook.generateAdmissionPolicies: the webhook alone may write
+	// ValidatingAdmissionPolicies and their bindings, and the status of
+	// ValidatingPolicies; by default nobody may.
+	gm := parse(t, render(t, "--set", "webhook.generateAdmissionPolicies=true"))
+	generation := []string{
+		"cluster admissionregistration.k8s.io/validatingadmissionpolicies: create,delete,get,list,update",
+		"cluster admissionregistration.k8s.io/validatingadmissionpolicybindings: create,delete,get,list,update",
+		"cluster verdict.dev/validatingpolicies: get",
+		"cluster verdict.dev/validatingpolicies/status: update",
+	}
+	for _, svc := range services {
+		for _, g := range generation {
+			if got := slices.Contains(boundGrants(t, gm, svc), g); got != (svc == "webhook") {
+				t.Errorf("%s with generateAdmissionPolicies: %q granted %v", svc, g, got)
+			}
+			if slices.Contains(boundGrants(t, m, svc), g) {
+				t.Errorf("%s: %q granted by default", svc, g)
+			}
+		}
+	}
 	// Registry credentials: the listed Secrets of the release namespace,
 	// and with namespaceCredentials a get of any Secret, for the two
 	// services that verify images; nothing for the others.
