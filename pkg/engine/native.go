@@ -645,8 +645,15 @@ func (run *ruleRun) mutateNative(ctx context.Context, rr RuleResponse, c *native
 	nr := run.rule.native
 	request := plugincel.CreateAdmissionRequest(c.attrs, metav1.GroupVersionResource(c.gvr), metav1.GroupVersionKind(c.va.VersionedKind))
 	ns := plugincel.CreateNamespaceObject(c.namespace)
-	obj := run.obj
-	applied := false
+	// The patches work on the engine's untyped form (numbers float64):
+	// an object read from the API (int64 numbers) is converted first, so
+	// that a patch that changes nothing says so.
+	n, err := document.Normalize(run.obj)
+	if err != nil {
+		return run.errorf(rr, "%v", err), true
+	}
+	obj, _ := n.(map[string]any)
+	applied, changed := false, false
 	for _, p := range params {
 		ok, res, done := run.matchConditionsHold(ctx, rr, c, p)
 		if done {
@@ -662,8 +669,9 @@ func (run *ruleRun) mutateNative(ctx context.Context, rr RuleResponse, c *native
 				err = out.Error
 			}
 			var next map[string]any
+			var ch bool
 			if err == nil {
-				next, err = applyNativeMutation(obj, m, out)
+				next, ch, err = applyNativeMutation(obj, m, out)
 			}
 			if err != nil {
 				if nr.failurePolicy == admissionregistrationv1.Ignore {
@@ -671,16 +679,22 @@ func (run *ruleRun) mutateNative(ctx context.Context, rr RuleResponse, c *native
 				}
 				return run.errorf(rr, "spec.mutations[%d]: %v", i, err), true
 			}
-			obj = next
-			c.va.VersionedObject = apiObject(obj)
-			c.va.Dirty = true
+			if ch {
+				obj, changed = next, true
+				c.va.VersionedObject = apiObject(obj)
+				c.va.Dirty = true
+			}
 		}
 	}
 	if !applied {
 		rr.Status, rr.Message = StatusSkip, nativeMatchConditionsSkip
 		return rr, false
 	}
-	if run.req.Operation == "" && !document.Equal(obj, run.obj) {
+	// Whether a mutation changed the resource is the patch's to say
+	// (patch.Result.Changed), not a comparison of the objects, whose
+	// numbers may be typed differently (the API's int64, JSON's
+	// float64).
+	if run.req.Operation == "" && changed {
 		rr.Status, rr.Message = StatusFail, nativeMutationNotApplied
 		return rr, false
 	}
@@ -691,15 +705,15 @@ func (run *ruleRun) mutateNative(ctx context.Context, rr RuleResponse, c *native
 
 // applyNativeMutation applies the patch a mutation evaluated to; obj is
 // not changed.
-func applyNativeMutation(obj map[string]any, m nativeMutation, out plugincel.EvaluationResult) (map[string]any, error) {
+func applyNativeMutation(obj map[string]any, m nativeMutation, out plugincel.EvaluationResult) (map[string]any, bool, error) {
 	res, err := applyCELPatch(obj, out.EvalResult, m.jsonPatch, false)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !res.Changed {
-		return obj, nil
+		return obj, false, nil
 	}
-	return res.Object, nil
+	return res.Object, true, nil
 }
 
 // apiObject is obj as the API server decodes it (an unstructured object

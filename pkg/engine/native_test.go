@@ -302,6 +302,13 @@ func TestMutatingAdmissionPolicy(t *testing.T) {
 	if rr := got["defaults"]; rr.Status != engine.StatusPass {
 		t.Fatalf("background result on the mutated resource %+v; want pass", rr)
 	}
+	// An object read from the API has int64 numbers: holding the
+	// mutation, it passes all the same.
+	fromAPI := document.DeepCopyMap(patched)
+	fromAPI["spec"].(map[string]any)["replicas"] = int64(3)
+	if rr := eng.Check(t.Context(), &engine.Request{Object: fromAPI}, p, nil).Rules; len(rr) != 1 || rr[0].Status != engine.StatusPass {
+		t.Fatalf("Check of the mutated resource as the API gives it: %+v; want pass", rr)
+	}
 	// Check, a background scan's evaluation, reports the same.
 	if rr := eng.Check(t.Context(), &engine.Request{Object: deployment(t, "team-a", 1, "")}, p, nil).Rules; len(rr) != 1 || rr[0].Status != engine.StatusFail || rr[0].Message != "mutation is not applied" {
 		t.Fatalf("Check: %+v; want the mutation reported not applied", rr)

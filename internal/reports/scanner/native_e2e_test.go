@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -147,6 +148,99 @@ spec:
 			if ev.Retracted == "" {
 				return fmt.Errorf("result of %s not retracted: %+v", uid, ev)
 			}
+		}
+		return nil
+	})
+}
+
+// TestE2ENativeMutatingPolicyScan: a MutatingAdmissionPolicy (v1, which
+// the API server of 1.36 serves) and its binding: the API server applies
+// the mutation to what is created after it, and the scan reports each
+// Pod of the namespace: a Pod created before lacks the mutation ("mutation
+// is not applied", fail), one created after holds it (pass).
+func TestE2ENativeMutatingPolicyScan(t *testing.T) {
+	e := reportertest.NewEnv(t)
+	ctx := t.Context()
+	ns := e.Namespace("native-map-").Name
+	nsObj, err := e.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels["verdict-scan"] = ns
+	if _, err := e.Kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := createPod(e, ns, "before", nil)
+	name := "label-scanned-" + ns
+	gvr, _ := policycache.ResourceOf(policy.KindMutatingAdmissionPolicy)
+	bgvr := gvr
+	bgvr.Resource = "mutatingadmissionpolicybindings"
+	for _, c := range []struct {
+		res  string
+		yaml string
+	}{
+		{gvr.Resource, fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: %s}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{metadata: Object.metadata{labels: {'scanned': 'yes'}}}"
+`, name)},
+		{bgvr.Resource, fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  matchResources:
+    namespaceSelector: {matchLabels: {verdict-scan: %[2]s}}
+`, name, ns)},
+	} {
+		v, err := document.Decode([]byte(c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := gvr
+		r.Resource = c.res
+		o, err := e.Dyn.Resource(r).Create(ctx, &unstructured.Unstructured{Object: v.(map[string]any)}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Dyn.Resource(r).Delete(context.WithoutCancel(ctx), o.GetName(), metav1.DeleteOptions{}) })
+	}
+	// The API server applies the policy once its informers have it.
+	var after *corev1.Pod
+	testkit.Eventually(t, 30*time.Second, "the API server mutates a new Pod", func() error {
+		p := createPod(e, ns, fmt.Sprintf("after-%d", time.Now().UnixNano()), nil)
+		if p.Labels["scanned"] == "yes" {
+			after = p
+			return nil
+		}
+		if err := e.Kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		return testkit.ErrNotYet
+	})
+
+	e.StartProjector(e.Connect())
+	startScannerCache(e, e.Dyn, true, scanner.WithInterval(2*time.Second))
+	key := bus.PolicyRef{Key: name, Kind: policy.KindMutatingAdmissionPolicy}.ResultKey()
+	testkit.Eventually(t, 45*time.Second, "a result per Pod", func() error {
+		got := policyResults(e, key)
+		for uid, want := range map[string]engine.Status{string(before.UID): engine.StatusFail, string(after.UID): engine.StatusPass} {
+			ev, ok := got[uid]
+			if !ok || len(ev.Rules) != 1 || ev.Rules[0].Status != want || ev.Rules[0].Type != engine.TypeMutation {
+				return fmt.Errorf("result of %s: %+v; want %s", uid, ev, want)
+			}
+		}
+		if m := got[string(before.UID)].Rules[0].Message; m != "mutation is not applied" {
+			return fmt.Errorf("message %q", m)
 		}
 		return nil
 	})
