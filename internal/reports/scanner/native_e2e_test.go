@@ -217,7 +217,13 @@ spec:
 	// The API server applies the policy once its informers have it.
 	var after *corev1.Pod
 	testkit.Eventually(t, 30*time.Second, "the API server mutates a new Pod", func() error {
-		p := createPod(e, ns, fmt.Sprintf("after-%d", time.Now().UnixNano()), nil)
+		p, err := e.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("after-%d", time.Now().UnixNano())},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
 		if p.Labels["scanned"] == "yes" {
 			after = p
 			return nil
