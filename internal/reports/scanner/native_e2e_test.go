@@ -32,15 +32,7 @@ import (
 func TestE2ENativePolicyScan(t *testing.T) {
 	e := reportertest.NewEnv(t)
 	ctx := t.Context()
-	ns := e.Namespace("native-").Name
-	nsObj, err := e.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Labels["verdict-scan"] = ns
-	if _, err := e.Kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := scanNamespace(e, "native-")
 	other := e.Namespace("native-other-").Name
 	labelled := createPod(e, ns, "labelled", map[string]string{"app": "web"})
 	bare := createPod(e, ns, "bare", nil)
@@ -161,15 +153,7 @@ spec:
 func TestE2ENativeMutatingPolicyScan(t *testing.T) {
 	e := reportertest.NewEnv(t)
 	ctx := t.Context()
-	ns := e.Namespace("native-map-").Name
-	nsObj, err := e.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Labels["verdict-scan"] = ns
-	if _, err := e.Kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := scanNamespace(e, "native-map-")
 	before := createPod(e, ns, "before", nil)
 	name := "label-scanned-" + ns
 	gvr, _ := policycache.ResourceOf(policy.KindMutatingAdmissionPolicy)
@@ -250,4 +234,19 @@ spec:
 		}
 		return nil
 	})
+}
+
+// scanNamespace is a new namespace labelled verdict-scan=<its name>, for
+// a binding to select.
+func scanNamespace(e *reportertest.Env, prefix string) string {
+	e.T.Helper()
+	ns := e.Namespace(prefix)
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels["verdict-scan"] = ns.Name
+	if _, err := e.Kube.CoreV1().Namespaces().Update(e.T.Context(), ns, metav1.UpdateOptions{}); err != nil {
+		e.T.Fatal(err)
+	}
+	return ns.Name
 }
