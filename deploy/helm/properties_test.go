@@ -521,6 +521,9 @@ func TestRBAC(t *testing.T) {
 			"cluster verdict.dev/namespacedgeneratingpolicies: get,list,watch",
 			"cluster verdict.dev/imagevalidatingpolicies: get,list,watch",
 			"cluster verdict.dev/namespacedimagevalidatingpolicies: get,list,watch",
+			// The kinds a synchronized GeneratingPolicy generated.
+			"cluster verdict.dev/generatingpolicies/status: update",
+			"cluster verdict.dev/namespacedgeneratingpolicies/status: update",
 			"cluster /namespaces: get,list,watch",
 			"cluster /configmaps: get",
 			"cluster /events: create",

@@ -61,10 +61,13 @@ func (a *RuleArena) NewResult(res ResourceRef, p *engine.Policy, resp engine.Res
 }
 
 // PolicyRefOf names a compiled policy at its version.
-func PolicyRefOf(p *engine.Policy) PolicyRef {
-	ref := PolicyRef{Key: p.Raw.Key(), UID: p.Raw.Metadata.UID, ResourceVersion: p.Raw.Metadata.ResourceVersion}
-	if policy.IsCELPolicyKind(p.Raw.Kind) || p.Raw.Native != nil {
-		ref.Kind = p.Raw.Kind
+func PolicyRefOf(p *engine.Policy) PolicyRef { return RawPolicyRef(p.Raw) }
+
+// RawPolicyRef is PolicyRefOf for a policy as stored (not compiled).
+func RawPolicyRef(p *policy.Policy) PolicyRef {
+	ref := PolicyRef{Key: p.Key(), UID: p.Metadata.UID, ResourceVersion: p.Metadata.ResourceVersion}
+	if policy.IsCELPolicyKind(p.Kind) || p.Native != nil {
+		ref.Kind = p.Kind
 	}
 	return ref
 }

@@ -270,6 +270,13 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg, read **unstructured.
 		}
 	}
 	switch {
+	case rr == nil && syncsCEL(rule) && rule.SelectsOperation(req.Operation):
+		// A synchronized GeneratingPolicy no longer triggered by the
+		// trigger as it is now (its labels or its match conditions
+		// changed, or the policy did): what it made for the trigger goes,
+		// as in Kyverno. (An operation the policy does not select says
+		// nothing about the trigger.)
+		return g.deleteDownstream(ctx, pol.Raw, rule.Generation.DownstreamKinds(), policySelector(pol.Raw, rule.Name, string(trigger.GetUID())), nil)
 	case rr == nil:
 		return queue.Skip(ReasonRuleNotTriggered, "the rule does not match the trigger as it is now")
 	case rr.Status == engine.StatusError && rr.Refused:
@@ -296,9 +303,23 @@ func (g *Generator) work(ctx context.Context, m *queue.Msg, read **unstructured.
 		}
 		writes = append(writes, w)
 	}
+	if syncsCEL(rule) {
+		if res, ok := g.recordKinds(ctx, pol.Raw, writes); !ok {
+			return res
+		}
+	}
 	for _, w := range writes {
 		if res, ok := g.apply(ctx, w); !ok {
 			return res
+		}
+	}
+	if syncsCEL(rule) {
+		stale, res, ok := g.deleteStale(ctx, pol, rule, string(trigger.GetUID()), writes)
+		if !ok {
+			return res
+		}
+		if stale > 0 {
+			return queue.Done().For(ReasonApplied).Detailed(fmt.Sprintf("%d objects applied, %d no longer generated deleted", len(writes), stale))
 		}
 	}
 	return queue.Done().For(ReasonApplied)
@@ -331,7 +352,16 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item bus.WorkItem
 	// reference (the name has the item's uid, at the item's version or a
 	// later one; a CREATE is published before the object is stored, so
 	// one not found yet is asked about again within the grace period).
+	// An UPDATE is published before the API server stores it: the
+	// trigger still at the item's version is the object before the
+	// update, so it is read from the API, and asked about again within
+	// the grace period (after it, the update was refused or changed
+	// nothing, and the object as stored is the one to evaluate).
+	updating := item.Operation == engine.OpUpdate && (item.Cause == "" || item.Cause == bus.CauseAdmission) && ref.ResourceVersion != ""
 	obj, err := g.cachedTrigger(ref)
+	if obj != nil && updating && obj.GetResourceVersion() == ref.ResourceVersion {
+		obj = nil
+	}
 	if obj == nil {
 		obj, err = g.resource(mapping, ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	}
@@ -351,6 +381,8 @@ func (g *Generator) trigger(ctx context.Context, m *queue.Msg, item bus.WorkItem
 		return nil, queue.Skip(ReasonTriggerFuture, "the item claims a trigger version the object has not reached"), false
 	case obj.GetDeletionTimestamp() != nil:
 		return nil, queue.Skip(ReasonTriggerDeleting, "the trigger is being deleted"), false
+	case updating && obj.GetResourceVersion() == ref.ResourceVersion && time.Since(m.Published) < g.check.Grace():
+		return nil, queue.RetryAfter(g.pendingDelay(m)).For(ReasonTriggerPending).Because(errors.New("the trigger's update is not stored yet")), false
 	}
 	return obj, queue.Outcome{}, true
 }

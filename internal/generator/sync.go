@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -27,9 +29,11 @@ import (
 const listPage = 500
 
 // downstreamSelector selects what rule of the policy (policyNamespace
-// empty for a ClusterPolicy) generated, for one trigger when triggerUID is
-// set.
-func downstreamSelector(policyNamespace, policyName, rule, triggerUID string) string {
+// empty for a cluster-wide kind) generated, for one trigger when
+// triggerUID is set. A GeneratingPolicy's downstream carries its kind
+// (LabelPolicyKind); a ClusterPolicy's or Policy's carries none, so two
+// policies of one name never select each other's.
+func downstreamSelector(kind, policyNamespace, policyName, rule, triggerUID string) string {
 	set := labels.Set{
 		LabelManagedBy:       ManagedByValue,
 		LabelPolicyName:      labelValue(policyName),
@@ -39,7 +43,22 @@ func downstreamSelector(policyNamespace, policyName, rule, triggerUID string) st
 	if triggerUID != "" {
 		set[LabelTriggerUID] = labelValue(triggerUID)
 	}
-	return labels.SelectorFromSet(set).String()
+	sel := labels.SelectorFromSet(set)
+	op, values := selection.DoesNotExist, []string(nil)
+	if policy.IsCELPolicyKind(kind) {
+		op, values = selection.Equals, []string{kind}
+	}
+	req, err := labels.NewRequirement(LabelPolicyKind, op, values)
+	if err != nil {
+		// A CEL kind is a valid label value: never reached.
+		return sel.String()
+	}
+	return sel.Add(*req).String()
+}
+
+// policySelector is downstreamSelector for a policy's rule.
+func policySelector(p *policy.Policy, rule, triggerUID string) string {
+	return downstreamSelector(p.Kind, p.Metadata.Namespace, p.Metadata.Name, rule, triggerUID)
 }
 
 // triggerOf reads the trigger a generated object's labels name (ok is
@@ -93,8 +112,7 @@ func (g *Generator) triggerDeleted(ctx context.Context, m *queue.Msg, item bus.W
 	if rule == nil || rule.Generation == nil || !rule.Generation.Synchronize {
 		return queue.Skip(ReasonNotSynchronized, fmt.Sprintf("policy %s has no synchronized generate rule %s", item.Policy.Key, item.Rule))
 	}
-	sel := downstreamSelector(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, rule.Name, ref.UID)
-	return g.deleteDownstream(ctx, pol.Raw, rule.Generation.DownstreamKinds(), sel)
+	return g.deleteDownstream(ctx, pol.Raw, rule.Generation.DownstreamKinds(), policySelector(pol.Raw, rule.Name, ref.UID), nil)
 }
 
 // policyDeleted works a WorkPolicyDeleted item: once the policy is gone,
@@ -125,23 +143,39 @@ func (g *Generator) policyDeleted(ctx context.Context, item bus.WorkItem) queue.
 	if !namespaced {
 		ns, pname = "", item.Policy.Key
 	}
-	owner := &policy.Policy{Metadata: policy.ObjectMeta{Name: pname, Namespace: ns}}
-	if namespaced {
-		owner.Kind = policy.KindPolicy
+	owner := &policy.Policy{Kind: item.Policy.Kind, Metadata: policy.ObjectMeta{Name: pname, Namespace: ns}}
+	if owner.Kind == "" {
+		owner.Kind = policy.KindClusterPolicy
+		if namespaced {
+			owner.Kind = policy.KindPolicy
+		}
 	}
-	return g.deleteDownstream(ctx, owner, kinds, downstreamSelector(ns, pname, item.Rule, ""))
+	if owner.Namespaced() != namespaced {
+		return queue.Poison(fmt.Sprintf("policy key %q does not fit kind %s", item.Policy.Key, owner.Kind)).For(ReasonInvalidItem)
+	}
+	return g.deleteDownstream(ctx, owner, kinds, policySelector(owner, item.Rule, ""), nil)
 }
 
 // deleteDownstream deletes, kind by kind, the objects the selector
-// selects (in the namespace of a namespaced Policy, everywhere
-// otherwise), each with a uid precondition so that an object replaced
-// meanwhile stays; one already gone counts as deleted.
-func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, kinds []policy.KindRef, selector string) queue.Outcome {
+// selects (in the namespace of a namespaced policy, everywhere
+// otherwise) but those keep holds, each with a uid precondition so that
+// an object replaced meanwhile stays; one already gone counts as deleted.
+func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, kinds []policy.KindRef, selector string, keep map[objectKey]bool) queue.Outcome {
+	deleted, res, ok := g.deleteSelected(ctx, pol, kinds, selector, keep)
+	if !ok {
+		return res
+	}
+	return queue.Done().For(ReasonDeleted).Detailed(fmt.Sprintf("%d downstream objects deleted", deleted))
+}
+
+// deleteSelected is deleteDownstream's work: how many objects it deleted,
+// or the outcome that ends the item (ok false).
+func (g *Generator) deleteSelected(ctx context.Context, pol *policy.Policy, kinds []policy.KindRef, selector string, keep map[objectKey]bool) (int, queue.Outcome, bool) {
 	deleted := 0
 	for _, k := range kinds {
 		gv, err := schema.ParseGroupVersion(k.APIVersion)
 		if err != nil {
-			return queue.Poison(fmt.Sprintf("downstream kind %s %s: %v", k.APIVersion, k.Kind, err)).For(ReasonInvalidItem)
+			return deleted, queue.Poison(fmt.Sprintf("downstream kind %s %s: %v", k.APIVersion, k.Kind, err)).For(ReasonInvalidItem), false
 		}
 		mapping, err := g.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: k.Kind}, gv.Version)
 		if meta.IsNoMatchError(err) {
@@ -149,7 +183,7 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 			continue
 		}
 		if err != nil {
-			return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("downstream kind %s: %w", k.Kind, err))
+			return deleted, queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("downstream kind %s: %w", k.Kind, err)), false
 		}
 		ns := ""
 		if pol.Namespaced() {
@@ -160,10 +194,13 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 		for {
 			list, err := ri.List(ctx, opts)
 			if err != nil {
-				return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("list downstream %s: %w", k.Kind, err))
+				return deleted, queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("list downstream %s: %w", k.Kind, err)), false
 			}
 			for i := range list.Items {
 				o := &list.Items[i]
+				if keep[keyOf(mapping.GroupVersionKind.GroupKind(), o.GetNamespace(), o.GetName())] {
+					continue
+				}
 				err := g.resource(mapping, o.GetNamespace()).Delete(ctx, o.GetName(), uidPrecondition(o.GetUID()))
 				switch {
 				case err == nil, apierrors.IsNotFound(err):
@@ -172,9 +209,9 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 				case apierrors.IsConflict(err):
 					// Replaced by another object of that name: not ours to delete.
 				case Permanent(err):
-					return queue.Poison(fmt.Sprintf("delete %s %s: %v", k.Kind, path(o.GetNamespace(), o.GetName()), err)).For(ReasonRefused)
+					return deleted, queue.Poison(fmt.Sprintf("delete %s %s: %v", k.Kind, path(o.GetNamespace(), o.GetName()), err)).For(ReasonRefused), false
 				default:
-					return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("delete %s %s: %w", k.Kind, path(o.GetNamespace(), o.GetName()), err))
+					return deleted, queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("delete %s %s: %w", k.Kind, path(o.GetNamespace(), o.GetName()), err)), false
 				}
 			}
 			if opts.Continue = list.GetContinue(); opts.Continue == "" {
@@ -182,7 +219,7 @@ func (g *Generator) deleteDownstream(ctx context.Context, pol *policy.Policy, ki
 			}
 		}
 	}
-	return queue.Done().For(ReasonDeleted).Detailed(fmt.Sprintf("%d downstream objects deleted", deleted))
+	return deleted, queue.Outcome{}, true
 }
 
 // policyClient is the client of the policy a key names ("name" for a
@@ -274,7 +311,7 @@ func (g *Generator) policyChanged(ctx context.Context, item bus.WorkItem) queue.
 // generated for.
 func (g *Generator) fanOutDownstream(ctx context.Context, pol *engine.Policy, rule *engine.Rule, publish func(bus.WorkItem) error) (queue.Outcome, bool) {
 	seen := map[string]bool{}
-	sel := downstreamSelector(pol.Raw.Metadata.Namespace, pol.Raw.Metadata.Name, rule.Name, "")
+	sel := policySelector(pol.Raw, rule.Name, "")
 	for _, k := range rule.Generation.DownstreamKinds() {
 		gv, err := schema.ParseGroupVersion(k.APIVersion)
 		if err != nil {
@@ -410,4 +447,100 @@ func (g *Generator) existingRequest(ctx context.Context, obj *unstructured.Unstr
 // uid.
 func uidPrecondition(uid types.UID) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
+// objectKey names one object: its group, kind, namespace and name.
+type objectKey struct {
+	gk              schema.GroupKind
+	namespace, name string
+}
+
+func keyOf(gk schema.GroupKind, namespace, name string) objectKey {
+	return objectKey{gk: gk, namespace: namespace, name: name}
+}
+
+// syncsCEL reports whether rule is a synchronized GeneratingPolicy's: what
+// it generates is known once evaluated, so its kinds are recorded in the
+// policy's status, and what it no longer generates for a trigger goes.
+func syncsCEL(rule *engine.Rule) bool {
+	return rule.Generation != nil && rule.Generation.FromCEL && rule.Generation.Synchronize
+}
+
+// recordKinds adds the kinds of writes to the policy's status
+// (status.downstreamKinds) where it lacks them, before any of them is
+// written: the kinds recorded are where the watcher looks for drift and
+// where the generator looks when the trigger or the policy goes, so an
+// object is never written where nobody would look. The status is read
+// and updated in the API (a conflict is retried); a policy replaced
+// meanwhile ends the item.
+func (g *Generator) recordKinds(ctx context.Context, pol *policy.Policy, writes []write) (queue.Outcome, bool) {
+	var have []policy.KindRef
+	if pol.GPolStatus != nil {
+		have = pol.GPolStatus.DownstreamKinds
+	}
+	missing := func(have []policy.KindRef) []policy.KindRef {
+		var out []policy.KindRef
+		for _, w := range writes {
+			k := policy.KindRef{APIVersion: w.obj.GetAPIVersion(), Kind: w.obj.GetKind()}
+			if !slices.Contains(have, k) && !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	if len(missing(have)) == 0 {
+		return queue.Outcome{}, true
+	}
+	ri, name, err := g.policyClient(pol.Kind, pol.Key())
+	if err != nil {
+		return queue.Poison(err.Error()).For(ReasonInvalidItem), false
+	}
+	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return queue.Skip(ReasonPolicyGone, fmt.Sprintf("policy %s is gone", pol.Key())), false
+	case err != nil:
+		return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("read policy %s: %w", pol.Key(), err)), false
+	case string(obj.GetUID()) != pol.Metadata.UID:
+		return queue.Skip(ReasonPolicyReplaced, fmt.Sprintf("policy %s was deleted and created again", pol.Key())), false
+	}
+	stored, err := policy.FromObject(obj.Object)
+	if err != nil {
+		return queue.Poison(fmt.Sprintf("policy %s: %v", pol.Key(), err)).For(ReasonPolicyInvalid), false
+	}
+	if stored.GPolStatus != nil {
+		have = stored.GPolStatus.DownstreamKinds
+	} else {
+		have = nil
+	}
+	add := missing(have)
+	if len(add) == 0 {
+		return queue.Outcome{}, true
+	}
+	kinds := make([]any, 0, len(have)+len(add))
+	for _, k := range append(slices.Clone(have), add...) {
+		kinds = append(kinds, map[string]any{"apiVersion": k.APIVersion, "kind": k.Kind})
+	}
+	if err := unstructured.SetNestedSlice(obj.Object, kinds, "status", "downstreamKinds"); err != nil {
+		return queue.Poison(fmt.Sprintf("policy %s: status: %v", pol.Key(), err)).For(ReasonPolicyInvalid), false
+	}
+	if _, err := ri.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if Permanent(err) {
+			return queue.Poison(fmt.Sprintf("record the downstream kinds of policy %s: %v", pol.Key(), err)).For(ReasonRefused), false
+		}
+		return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("record the downstream kinds of policy %s: %w", pol.Key(), err)), false
+	}
+	return queue.Outcome{}, true
+}
+
+// deleteStale deletes what a synchronized GeneratingPolicy generated for
+// the trigger before and did not generate now (written): a trigger
+// changed, or the policy, so that an object is named otherwise or no
+// longer made.
+func (g *Generator) deleteStale(ctx context.Context, pol *engine.Policy, rule *engine.Rule, triggerUID string, written []write) (int, queue.Outcome, bool) {
+	keep := make(map[objectKey]bool, len(written))
+	for _, w := range written {
+		keep[keyOf(w.mapping.GroupVersionKind.GroupKind(), w.obj.GetNamespace(), w.obj.GetName())] = true
+	}
+	return g.deleteSelected(ctx, pol.Raw, rule.Generation.DownstreamKinds(), policySelector(pol.Raw, rule.Name, triggerUID), keep)
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
 func withManagers(entries ...metav1.ManagedFieldsEntry) *unstructured.Unstructured {
@@ -63,7 +65,7 @@ func TestTriggerOfLabels(t *testing.T) {
 }
 
 func TestDownstreamSelector(t *testing.T) {
-	sel, err := labels.Parse(downstreamSelector("team", "p", "r", "u-1"))
+	sel, err := labels.Parse(downstreamSelector(policy.KindPolicy, "team", "p", "r", "u-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +83,19 @@ func TestDownstreamSelector(t *testing.T) {
 			t.Errorf("%s: %s selects %v", name, sel, other)
 		}
 	}
-	all, _ := labels.Parse(downstreamSelector("", "p", "r", ""))
+	all, _ := labels.Parse(downstreamSelector(policy.KindClusterPolicy, "", "p", "r", ""))
 	if !all.Matches(labels.Set(Labels("", "p", "r", Trigger{Name: "a", UID: "1"}))) || !all.Matches(labels.Set(Labels("", "p", "r", Trigger{Name: "b", UID: "2"}))) {
 		t.Fatal("the rule's selector misses one of its triggers")
+	}
+
+	// A GeneratingPolicy and a ClusterPolicy of one name (and rule name)
+	// never select each other's downstream.
+	gpolLabels := labels.Set(Labels("", "p", "p", Trigger{Name: "a", UID: "1"}))
+	gpolLabels[LabelPolicyKind] = policy.KindGeneratingPolicy
+	cpolLabels := labels.Set(Labels("", "p", "p", Trigger{Name: "a", UID: "1"}))
+	gsel, _ := labels.Parse(downstreamSelector(policy.KindGeneratingPolicy, "", "p", "p", ""))
+	csel, _ := labels.Parse(downstreamSelector(policy.KindClusterPolicy, "", "p", "p", ""))
+	if !gsel.Matches(gpolLabels) || gsel.Matches(cpolLabels) || !csel.Matches(cpolLabels) || csel.Matches(gpolLabels) {
+		t.Fatalf("kinds not kept apart: %s / %s", gsel, csel)
 	}
 }

@@ -91,7 +91,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 // policyEvent handles a policy created (old nil) or updated.
 func (w *Watcher) policyEvent(oldObj, newObj any) {
-	p, u := w.parse(newObj)
+	p, _ := w.parse(newObj)
 	if p == nil {
 		return
 	}
@@ -102,9 +102,10 @@ func (w *Watcher) policyEvent(oldObj, newObj any) {
 			return // status or metadata only
 		}
 	}
-	ref := bus.PolicyRef{Key: p.Key(), UID: p.Metadata.UID, ResourceVersion: u.GetResourceVersion()}
-	for i := range p.Spec.Rules {
-		r := &p.Spec.Rules[i]
+	ref := bus.RawPolicyRef(p)
+	rules := p.BackgroundRules()
+	for i := range rules {
+		r := &rules[i]
 		var kind queue.WorkKind
 		switch {
 		case r.Generation != nil && ((old != nil && r.Generation.Synchronize && r.Generation.GeneratesData()) || p.GenerateExisting(r)):
@@ -118,8 +119,9 @@ func (w *Watcher) policyEvent(oldObj, newObj any) {
 	}
 	if old != nil && old.Metadata.UID == p.Metadata.UID {
 		// Synchronized rules the change removed take their downstream along.
-		for i := range old.Spec.Rules {
-			r := &old.Spec.Rules[i]
+		oldRules := old.BackgroundRules()
+		for i := range oldRules {
+			r := &oldRules[i]
 			if now := p.Rule(r.Name); now == nil || now.Generation == nil || !now.Generation.Synchronize {
 				w.queueDeleted(old, r)
 			}
@@ -136,8 +138,9 @@ func (w *Watcher) policyGone(obj any) {
 	if p == nil {
 		return
 	}
-	for i := range p.Spec.Rules {
-		w.queueDeleted(p, &p.Spec.Rules[i])
+	rules := p.BackgroundRules()
+	for i := range rules {
+		w.queueDeleted(p, &rules[i])
 	}
 }
 
@@ -154,7 +157,7 @@ func (w *Watcher) queueDeleted(p *policy.Policy, r *policy.Rule) {
 		kinds = append(kinds, bus.ResourceRef{APIVersion: k.APIVersion, Kind: k.Kind})
 	}
 	w.queue(WatchPolicyDeleted, bus.WorkItem{
-		Kind: bus.WorkGenerate, Policy: bus.PolicyRef{Key: p.Key(), UID: p.Metadata.UID, ResourceVersion: p.Metadata.ResourceVersion},
+		Kind: bus.WorkGenerate, Policy: bus.RawPolicyRef(p),
 		Rule: r.Name, Action: bus.WorkPolicyDeleted, Cause: bus.CausePolicy, Targets: kinds,
 	})
 }
@@ -166,7 +169,7 @@ func (w *Watcher) parse(obj any) (*policy.Policy, *unstructured.Unstructured) {
 	if !ok {
 		return nil, nil
 	}
-	p, err := policy.PolicyFromObject(u.Object)
+	p, err := policy.FromObject(u.Object)
 	if err != nil {
 		w.log.Warn().Err(err).Str(logkey.Policy, u.GetNamespace()+"/"+u.GetName()).Msg("policyNotParsed")
 		return nil, nil
@@ -178,8 +181,9 @@ func (w *Watcher) parse(obj any) (*policy.Policy, *unstructured.Unstructured) {
 // watchDownstream starts a watch (by label) on each kind a synchronized
 // rule of p generates, if none runs yet.
 func (w *Watcher) watchDownstream(p *policy.Policy) {
-	for i := range p.Spec.Rules {
-		g := p.Spec.Rules[i].Generation
+	rules := p.BackgroundRules()
+	for i := range rules {
+		g := rules[i].Generation
 		if g == nil || !g.Synchronize {
 			continue
 		}

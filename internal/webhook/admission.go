@@ -462,8 +462,17 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 		}
 		if p.HasRules(engine.TypeGeneration) && ev.req.Operation == engine.OpDelete {
 			// A deleted trigger generates nothing more; what a
-			// synchronized rule made for it goes with it.
-			resp := s.engine.GenerateTriggers(ctx, ev.req, p, ev.set.Exceptions)
+			// synchronized rule made for it goes with it. A
+			// GeneratingPolicy that does not select deletes is asked
+			// whether the object, as it was stored, was its trigger.
+			req := ev.req
+			if p.Raw.GPol != nil && !p.Rules[0].SelectsOperation(engine.OpDelete) {
+				req = ev.req.Before()
+			}
+			var resp engine.Response
+			if req != nil {
+				resp = s.engine.GenerateTriggers(ctx, req, p, ev.set.Exceptions)
+			}
 			for _, rr := range resp.Rules {
 				if r := p.Rule(rr.Name); rr.Background && r != nil && r.Generation.Synchronize {
 					it := workItem(ev, p, rr, evt.WorkGenerate)
@@ -476,12 +485,27 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 			// webhook only asks whether the request triggers it (its
 			// exceptions and match conditions), the generator generates.
 			resp := s.engine.GenerateTriggers(ctx, ev.req, p, ev.set.Exceptions)
+			triggered := false
 			for _, rr := range resp.Rules {
 				switch {
 				case rr.Background:
 					items = append(items, workItem(ev, p, rr, evt.WorkGenerate))
+					triggered = true
 				case rr.Status == engine.StatusError:
 					v.warnings = append(v.warnings, ruleWarning(p, rr))
+				}
+			}
+			if r := p.Rules[0]; !triggered && ev.req.Operation == engine.OpUpdate && r.Generation.Synchronize && r.SelectsOperation(engine.OpUpdate) {
+				// A trigger changed so that it no longer triggers a
+				// synchronized GeneratingPolicy: if it did before, the
+				// generator evaluates it again and deletes what the
+				// policy made for it.
+				if before := ev.req.Before(); before != nil {
+					for _, rr := range s.engine.GenerateTriggers(ctx, before, p, ev.set.Exceptions).Rules {
+						if rr.Background {
+							items = append(items, workItem(ev, p, rr, evt.WorkGenerate))
+						}
+					}
 				}
 			}
 		} else if p.HasRules(engine.TypeGeneration) {

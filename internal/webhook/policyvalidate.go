@@ -47,7 +47,7 @@ func (s *Server) validatePolicy(ctx context.Context, rv *review) (decision, erro
 			logFrom(ctx).Info().Err(err).Str(logkey.Kind, kind).Msg("invalid CEL policy rejected")
 			return denyInvalid(err.Error(), nil), nil
 		}
-		return allow(policy.NotActedOn(p)), nil
+		return allow(nil), nil
 	case policy.KindClusterCleanupPolicy, policy.KindCleanupPolicy, policy.KindDeletingPolicy, policy.KindNamespacedDeletingPolicy:
 		p, err := policy.CleanupPolicyFromObject(obj)
 		if err == nil {

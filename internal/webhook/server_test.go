@@ -209,7 +209,7 @@ spec:
 			}
 		})
 	}
-	t.Run("settings not acted on are warned of", func(t *testing.T) {
+	t.Run("a synchronized GeneratingPolicy is admitted without warnings", func(t *testing.T) {
 		o := obj(t, `apiVersion: verdict.dev/v1
 kind: GeneratingPolicy
 metadata: {name: sync}
@@ -221,8 +221,7 @@ spec:
   - expression: "generator.Apply(object.metadata.name, [])"
 `)
 		resp := h.admit(PathValidatePolicy, reviewOf(t, admissionv1.Create, o))
-		if !resp.Allowed || len(resp.Warnings) != 2 || !strings.Contains(resp.Warnings[0], "spec.evaluation.synchronize is not acted on yet") ||
-			!strings.Contains(resp.Warnings[1], "spec.evaluation.generateExisting is not acted on yet") {
+		if !resp.Allowed || len(resp.Warnings) != 0 {
 			t.Fatalf("allowed %v, warnings %q", resp.Allowed, resp.Warnings)
 		}
 	})

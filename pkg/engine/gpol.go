@@ -48,15 +48,7 @@ func (e *Engine) compileGPol(p *policy.Policy) (*Policy, error) {
 // namespace, or without for a namespaced policy).
 func newGPolRule(p *policy.Policy) (*Rule, error) {
 	s := p.GPol
-	g := &policy.Generation{Synchronize: s.Synchronize()}
-	if ev := s.Evaluation; ev != nil {
-		g.OrphanDownstreamOnPolicyDelete = ev.OrphanDownstreamOnPolicyDelete != nil && ev.OrphanDownstreamOnPolicyDelete.Enabled != nil && *ev.OrphanDownstreamOnPolicyDelete.Enabled
-		if t := ev.GenerateExisting; t != nil && t.Enabled != nil {
-			on := *t.Enabled
-			g.GenerateExisting = &on
-		}
-	}
-	r := &Rule{Rule: policy.Rule{Name: p.Metadata.Name, Generation: g}}
+	r := &Rule{Rule: policy.Rule{Name: p.Metadata.Name, Generation: p.GenerationOf()}}
 	cr := &celRule{}
 	namespaced := p.Namespaced()
 	if namespaced {

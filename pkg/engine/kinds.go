@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/verdict-dev/verdict/pkg/engine/policy"
+import (
+	"strings"
+
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
+)
 
 // KindMatch is how a policy's rules select one kind of resource.
 type KindMatch int
@@ -76,6 +80,25 @@ func (r *Rule) ResourceRules() (rules []policy.ResourceRule, ok bool) {
 		return nil, false
 	}
 	return r.celMatch.rules, true
+}
+
+// SelectsOperation reports whether the rule selects requests of op: a
+// rule with resource rules (ResourceRules) when one of them names op or
+// "*", a rule of the classic kinds always (its match block says nothing
+// of operations unless it names them, which the engine checks).
+func (r *Rule) SelectsOperation(op string) bool {
+	rules, ok := r.ResourceRules()
+	if !ok {
+		return true
+	}
+	for _, rr := range rules {
+		for _, o := range rr.Operations {
+			if o == "*" || strings.EqualFold(o, op) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // filters lists every filter of the block.

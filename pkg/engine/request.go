@@ -140,3 +140,22 @@ func objectGVK(obj map[string]any) gvk {
 	}
 	return gvk{group: g, version: v, kind: document.String(obj, "kind")}
 }
+
+// Before is the request that stored the old object: a CREATE of it, with
+// this request's namespace, requester and labels, sharing its work
+// budget; nil when there is no old object. The webhook asks it whether a
+// trigger that is deleted, or changed so that it no longer triggers a
+// synchronized GeneratingPolicy, triggered it before.
+func (r *Request) Before() *Request {
+	if r.OldObject == nil {
+		return nil
+	}
+	b := *r
+	b.Operation, b.Object, b.OldObject = OpCreate, r.OldObject, nil
+	b.cache = &evalCache{budget: r.scratch().budget}
+	if b.cache.budget == nil {
+		r.cache.budget = &budget{}
+		b.cache.budget = r.cache.budget
+	}
+	return &b
+}

@@ -105,6 +105,12 @@ type Cache struct {
 	exceptions ExceptionConfig
 	// native is set by WithNativePolicies.
 	native bool
+
+	// hmu guards informers and byResource while Start adds the optional
+	// kinds, and onChange: the OnPolicyChange handlers, added to a
+	// background kind's watch when it starts.
+	hmu      sync.Mutex
+	onChange []cache.ResourceEventHandler
 }
 
 type compiledEntry struct {
@@ -131,10 +137,17 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 			UpdateFunc: func(any, any) { c.markDirty() },
 			DeleteFunc: func(any) { c.markDirty() },
 		})
+		c.hmu.Lock()
+		defer c.hmu.Unlock()
 		c.informers = append(c.informers, inf)
 		c.byResource[gvr.Resource] = inf
+		if backgroundKinds[gvr] {
+			for _, h := range c.onChange {
+				_, _ = inf.AddEventHandler(h)
+			}
+		}
 	}
-	// In this order: Policy and OnPolicyChange index c.informers.
+	// In this order: Policy indexes c.informers.
 	for _, gvr := range []schema.GroupVersionResource{ClusterPolicies, Policies, PolicyExceptions} {
 		watch(gvr)
 	}
@@ -480,13 +493,26 @@ func ResourceOf(kind string) (schema.GroupVersionResource, bool) {
 	return schema.GroupVersionResource{}, false
 }
 
-// OnPolicyChange registers h on the watches of ClusterPolicies and
-// Policies (before or after Start: a handler added later first sees every
-// stored policy as added).
+// backgroundKinds are the policy kinds whose rules act in the
+// background (generate, mutate-existing): OnPolicyChange's.
+var backgroundKinds = map[schema.GroupVersionResource]bool{
+	ClusterPolicies: true, Policies: true, GeneratingPolicies: true, NamespacedGeneratingPolicies: true,
+}
+
+// OnPolicyChange registers h on the watches of the kinds whose rules act
+// in the background: ClusterPolicies, Policies and the GeneratingPolicy
+// kinds the API server serves (before or after Start, whose discovery
+// adds the optional kinds: a handler added later first sees every stored
+// policy as added).
 func (c *Cache) OnPolicyChange(h cache.ResourceEventHandler) error {
-	for _, inf := range c.informers[:2] {
-		if _, err := inf.AddEventHandler(h); err != nil {
-			return err
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.onChange = append(c.onChange, h)
+	for gvr := range backgroundKinds {
+		if inf := c.byResource[gvr.Resource]; inf != nil {
+			if _, err := inf.AddEventHandler(h); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -165,7 +165,7 @@ var Kinds = []Kind{
 		Description: "GeneratingPolicy creates resources, built with CEL, for the requests it selects\n" +
 			"(Kyverno's policies.kyverno.io kind, in Verdict's group).",
 		Spec: reflect.TypeOf(policy.GeneratingPolicySpec{}), SpecDescription: gpolSpecDescription,
-		Columns: mpolColumns,
+		Status: reflect.TypeOf(policy.GeneratingPolicyStatus{}), Columns: mpolColumns,
 	},
 	{
 		File: "namespacedgeneratingpolicies.yaml", Kind: policy.KindNamespacedGeneratingPolicy, ListKind: "NamespacedGeneratingPolicyList",
@@ -173,7 +173,7 @@ var Kinds = []Kind{
 		Description: "NamespacedGeneratingPolicy creates resources in its own namespace, built with\n" +
 			"CEL, for the requests it selects there.",
 		Spec: reflect.TypeOf(policy.GeneratingPolicySpec{}), SpecDescription: gpolSpecDescription,
-		Columns: mpolColumns,
+		Status: reflect.TypeOf(policy.GeneratingPolicyStatus{}), Columns: mpolColumns,
 	},
 	{
 		File: "imagevalidatingpolicies.yaml", Kind: policy.KindImageValidatingPolicy, ListKind: "ImageValidatingPolicyList",

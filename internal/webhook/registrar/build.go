@@ -276,7 +276,7 @@ func addPolicyRule(hooks map[webhookKey]*accum, tenants map[tenantKey]*accum, k 
 	}
 	a.reinvoke = a.reinvoke || reinvoke
 	if rr, ok := rule.ResourceRules(); ok {
-		addResourceRules(a, rr)
+		addResourceRules(a, rr, syncDeletes(rule))
 		return nil
 	}
 	ops := admissionOps
@@ -393,16 +393,27 @@ func addRule(a *accum, m *policy.MatchResources, defaultOps []string, r Resolver
 // engine on what the webhook receives). Unlike a kind selector on Pods,
 // "pods" does not take in pods/ephemeralcontainers: a ValidatingPolicy
 // selects subresources by name, as the API server's policies do.
-func addResourceRules(a *accum, rules []policy.ResourceRule) {
+func addResourceRules(a *accum, rules []policy.ResourceRule, extra []string) {
 	for _, rr := range rules {
+		ops := append(slices.Clip(rr.Operations), extra...)
 		for _, g := range rr.APIGroups {
 			for _, v := range rr.APIVersions {
 				for _, res := range rr.Resources {
-					a.add(ruleKey{group: g, version: v, resource: res}, rr.Operations)
+					a.add(ruleKey{group: g, version: v, resource: res}, ops)
 				}
 			}
 		}
 	}
+}
+
+// syncDeletes are the operations a synchronized GeneratingPolicy needs
+// beyond those it selects: the deletes of its triggers, whose downstream
+// goes with them.
+func syncDeletes(rule *engine.Rule) []string {
+	if rule.Generation == nil || !rule.Generation.Synchronize || rule.SelectsOperation("DELETE") {
+		return nil
+	}
+	return []string{"DELETE"}
 }
 
 // add records that the webhook receives ops on a resource.

@@ -671,3 +671,45 @@ func TestBuildLegacyPaths(t *testing.T) {
 		t.Errorf("the shared webhook's timeout is %d s, want the cluster policy's 15 (the tenant's 30 capped at %d)", *shared.TimeoutSeconds, MaxNamespacedTimeoutSeconds)
 	}
 }
+
+// A GeneratingPolicy registers the resources and operations of its
+// matchConstraints on the validating webhook; a synchronized one also
+// receives their deletes (a deleted trigger takes its downstream along),
+// which a policy without synchronize does not.
+func TestBuildGeneratingPolicy(t *testing.T) {
+	gpol := func(name string, sync bool) string {
+		return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata: {name: %s}
+spec:
+  evaluation: {synchronize: {enabled: %t}}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [%s]
+  generate: [{expression: "generator.Apply(object.metadata.name, [])"}]
+`, name, sync, map[bool]string{true: "namespaces", false: "configmaps"}[sync])
+	}
+	_, val, err := Build(compileAll(t, gpol("synced", true), gpol("plain", false)), table, Options{URL: "https://127.0.0.1:9443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range val.Webhooks {
+		if w.Name == "policy.verdict.dev" {
+			continue
+		}
+		for _, r := range w.Rules {
+			got = append(got, fmt.Sprintf("%v %v %v %v", r.APIGroups, r.APIVersions, r.Resources, r.Operations))
+		}
+	}
+	want := []string{
+		"[] [v1] [configmaps] [CREATE UPDATE]",
+		"[] [v1] [namespaces] [CREATE DELETE UPDATE]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

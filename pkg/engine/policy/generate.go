@@ -4,8 +4,8 @@ import "strings"
 
 // KindRef is a kind with its apiVersion ("v1", "group/version").
 type KindRef struct {
-	APIVersion string
-	Kind       string
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
 }
 
 // SplitKindRef reads "Kind", "v1/Kind" or "group/version/Kind" (a
@@ -20,7 +20,8 @@ func SplitKindRef(s string) (apiVersion, kind string) {
 
 // DownstreamKinds are the kinds a generate rule writes: its own kind, each
 // foreach entry's, and the kinds its cloneLists copy (a bare kind is a core
-// kind, apiVersion v1). Each kind is listed once, in the rule's order.
+// kind, apiVersion v1); for a GeneratingPolicy, the kinds its status
+// records. Each kind is listed once, in the rule's order.
 func (g *Generation) DownstreamKinds() []KindRef {
 	var out []KindRef
 	add := func(apiVersion, kind string, list *CloneList) {
@@ -42,6 +43,11 @@ func (g *Generation) DownstreamKinds() []KindRef {
 	for i := range g.ForEach {
 		add(g.ForEach[i].APIVersion, g.ForEach[i].Kind, g.ForEach[i].CloneList)
 	}
+	for _, k := range g.Recorded {
+		if k.APIVersion != "" && k.Kind != "" {
+			out = appendKind(out, k)
+		}
+	}
 	return out
 }
 
@@ -57,7 +63,7 @@ func appendKind(list []KindRef, k KindRef) []KindRef {
 // GeneratesData reports whether the generate rule writes data of its own
 // (not clones), so a change of the policy changes what it writes.
 func (g *Generation) GeneratesData() bool {
-	if g.Data != nil {
+	if g.Data != nil || g.FromCEL {
 		return true
 	}
 	for i := range g.ForEach {
@@ -98,8 +104,35 @@ func (p *Policy) MutateExistingOnPolicyUpdate(r *Rule) bool {
 	return p.Spec.MutateExistingOnPolicyUpdate
 }
 
-// Rule is the policy's rule named name, or nil.
+// BackgroundRules are the rules the background acts on (generate and
+// mutate-existing): a ClusterPolicy's or Policy's rules, or the one
+// generate rule a GeneratingPolicy acts as, named after it (as Kyverno
+// reports it and the engine compiles it).
+func (p *Policy) BackgroundRules() []Rule {
+	if p.GPol != nil {
+		return []Rule{{Name: p.Metadata.Name, Generation: p.gpolGeneration()}}
+	}
+	return p.Spec.Rules
+}
+
+// GenerationOf is the generate rule a GeneratingPolicy acts as
+// (BackgroundRules), for the engine to compile; nil for other kinds.
+func (p *Policy) GenerationOf() *Generation {
+	if p.GPol == nil {
+		return nil
+	}
+	return p.gpolGeneration()
+}
+
+// Rule is the policy's rule named name, or nil (BackgroundRules for a
+// GeneratingPolicy).
 func (p *Policy) Rule(name string) *Rule {
+	if p.GPol != nil {
+		if name != p.Metadata.Name {
+			return nil
+		}
+		return &p.BackgroundRules()[0]
+	}
 	for i := range p.Spec.Rules {
 		if p.Spec.Rules[i].Name == name {
 			return &p.Spec.Rules[i]

@@ -61,3 +61,52 @@ func TestGenerateExistingAndMutateExistingSettings(t *testing.T) {
 		})
 	}
 }
+
+// A GeneratingPolicy acts in the background as one generate rule named
+// after it, with its evaluation's settings; the kinds its status records
+// are its downstream kinds, and a policy without a status has none.
+func TestGeneratingPolicyBackgroundRule(t *testing.T) {
+	obj := map[string]any{
+		"apiVersion": "verdict.dev/v1", "kind": KindGeneratingPolicy,
+		"metadata": map[string]any{"name": "team-settings"},
+		"spec": map[string]any{
+			"evaluation": map[string]any{
+				"synchronize":                    map[string]any{"enabled": true},
+				"generateExisting":               map[string]any{"enabled": true},
+				"orphanDownstreamOnPolicyDelete": map[string]any{"enabled": true},
+			},
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+				"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "operations": []any{"CREATE"}, "resources": []any{"namespaces"},
+			}}},
+			"generate": []any{map[string]any{"expression": "generator.Apply(object.metadata.name, [])"}},
+		},
+		"status": map[string]any{"downstreamKinds": []any{
+			map[string]any{"apiVersion": "v1", "kind": "ConfigMap"},
+			map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy"},
+		}},
+	}
+	p, err := FromObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := p.BackgroundRules()
+	if len(rules) != 1 || rules[0].Name != "team-settings" || p.Rule("team-settings") == nil || p.Rule("other") != nil {
+		t.Fatalf("rules %+v", rules)
+	}
+	g := rules[0].Generation
+	if !g.Synchronize || !g.OrphanDownstreamOnPolicyDelete || !p.GenerateExisting(&rules[0]) || !g.GeneratesData() {
+		t.Fatalf("generation %+v", g)
+	}
+	want := []KindRef{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}}
+	if got := g.DownstreamKinds(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("DownstreamKinds = %v, want %v", got, want)
+	}
+	delete(obj, "status")
+	p, err = FromObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.BackgroundRules()[0].Generation.DownstreamKinds(); len(got) != 0 {
+		t.Fatalf("a policy without a status has downstream kinds %v", got)
+	}
+}

@@ -67,20 +67,53 @@ func (s *GeneratingPolicySpec) Synchronize() bool {
 	return s.Evaluation != nil && s.Evaluation.Synchronize.enabled()
 }
 
+// GeneratingPolicyStatus is what the generator records on a
+// GeneratingPolicy through its status subresource.
+type GeneratingPolicyStatus struct {
+	// DownstreamKinds lists every kind the policy has generated while
+	// synchronized, each recorded before its first object is written:
+	// what a CEL generate entry makes is known only once it is evaluated,
+	// and these are the kinds the generator watches for drift and looks
+	// through when a trigger or the policy goes. Only the generator
+	// writes it.
+	DownstreamKinds []KindRef `json:"downstreamKinds,omitempty"`
+}
+
+// Generation is the generate rule a GeneratingPolicy acts as in the
+// background: synchronize, generateExisting and
+// orphanDownstreamOnPolicyDelete from its evaluation, and the kinds its
+// status records (Generation.Recorded).
+func (p *Policy) gpolGeneration() *Generation {
+	s := p.GPol
+	g := &Generation{Synchronize: s.Synchronize(), FromCEL: true}
+	if ev := s.Evaluation; ev != nil {
+		g.OrphanDownstreamOnPolicyDelete = ev.OrphanDownstreamOnPolicyDelete.enabled()
+		if t := ev.GenerateExisting; t != nil && t.Enabled != nil {
+			on := *t.Enabled
+			g.GenerateExisting = &on
+		}
+	}
+	if p.GPolStatus != nil {
+		g.Recorded = p.GPolStatus.DownstreamKinds
+	}
+	return g
+}
+
 // GeneratingPolicyFromObject converts an untyped GeneratingPolicy or
 // NamespacedGeneratingPolicy into a Policy whose GPol holds its spec; its
 // Spec carries admission and useServerSideApply.
 func GeneratingPolicyFromObject(obj map[string]any) (*Policy, error) {
 	var doc struct {
-		APIVersion string               `json:"apiVersion"`
-		Kind       string               `json:"kind"`
-		Metadata   ObjectMeta           `json:"metadata"`
-		Spec       GeneratingPolicySpec `json:"spec"`
+		APIVersion string                  `json:"apiVersion"`
+		Kind       string                  `json:"kind"`
+		Metadata   ObjectMeta              `json:"metadata"`
+		Spec       GeneratingPolicySpec    `json:"spec"`
+		Status     *GeneratingPolicyStatus `json:"status"`
 	}
 	if err := fromUntyped(obj, &doc); err != nil {
 		return nil, err
 	}
-	p := &Policy{APIVersion: doc.APIVersion, Kind: doc.Kind, Metadata: doc.Metadata, GPol: &doc.Spec}
+	p := &Policy{APIVersion: doc.APIVersion, Kind: doc.Kind, Metadata: doc.Metadata, GPol: &doc.Spec, GPolStatus: doc.Status}
 	if errs := validateGPol(p); len(errs) > 0 {
 		return nil, fmt.Errorf("%s %s: %w", p.Kind, p.Metadata.Name, errs.ToAggregate())
 	}

@@ -62,6 +62,8 @@ type Policy struct {
 	MPol *MutatingPolicySpec `json:"-"`
 	// GPol is the spec of a GeneratingPolicy (or its namespaced kind).
 	GPol *GeneratingPolicySpec `json:"-"`
+	// GPolStatus is a GeneratingPolicy's status, as stored.
+	GPolStatus *GeneratingPolicyStatus `json:"-"`
 	// IVPol is the spec of an ImageValidatingPolicy (or its namespaced
 	// kind).
 	IVPol *ImageValidatingPolicySpec `json:"-"`
@@ -545,6 +547,14 @@ type Generation struct {
 	Clone                          *CloneFrom        `json:"clone,omitempty"`
 	CloneList                      *CloneList        `json:"cloneList,omitempty"`
 	ForEach                        []ForEachGenerate `json:"foreach,omitempty"`
+
+	// FromCEL marks the rule a GeneratingPolicy acts as: what it writes
+	// is known once evaluated, and every kind of it counts as data (the
+	// policy's changes reach what it generated).
+	FromCEL bool `json:"-"`
+	// Recorded are the kinds a GeneratingPolicy's status records it
+	// generated (GeneratingPolicyStatus.DownstreamKinds).
+	Recorded []KindRef `json:"-"`
 }
 
 // CloneFrom names one resource to clone.
