@@ -141,9 +141,31 @@ func (d *fastDecoder) rule(r *RuleResult) bool {
 			return jsonread.Once(&seen, 3) && d.StringInto(&r.Message)
 		case "exception":
 			return jsonread.Once(&seen, 4) && d.StringInto(&r.Exception)
+		case "properties":
+			return jsonread.Once(&seen, 5) && d.properties(&r.Properties)
 		}
 		return false
 	})
+}
+
+// properties reads an object of strings, or null.
+func (d *fastDecoder) properties(out *map[string]string) bool {
+	if d.Null() {
+		*out = nil
+		return true
+	}
+	props := map[string]string{}
+	ok := d.Object(func(k []byte) bool {
+		key := string(k)
+		if _, dup := props[key]; dup {
+			return false // encoding/json's rule for a key given twice
+		}
+		v, ok := d.Str()
+		props[key] = v
+		return ok
+	})
+	*out = props
+	return ok
 }
 
 // time reads a time as time.Time's UnmarshalJSON does.

@@ -14,7 +14,7 @@ func sampleEvent() ResultEvent {
 	return ResultEvent{
 		Resource:   ResourceRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "team", Name: "web", UID: "6f1c0e4a-3b2d", ResourceVersion: "4711"},
 		Policy:     PolicyRef{Key: "team/require-labels", Kind: "", UID: "pu-1", ResourceVersion: "12"},
-		Rules:      []RuleResult{{Name: "check", Type: engine.TypeValidation, Status: engine.StatusFail, Message: "label <team> & \"owner\" required: ü ✓", Exception: "ns/exc"}, {Name: "second", Status: engine.StatusPass}},
+		Rules:      []RuleResult{{Name: "check", Type: engine.TypeValidation, Status: engine.StatusFail, Message: "label <team> & \"owner\" required: ü ✓", Exception: "ns/exc"}, {Name: "second", Status: engine.StatusPass, Properties: map[string]string{"owner": "team-a", "reason": "ü ✓"}}},
 		Category:   "Best Practices",
 		Severity:   "medium",
 		Scored:     true,
@@ -61,6 +61,7 @@ func FuzzDecodeResultEvent(f *testing.F) {
 	f.Add([]byte(` null `))
 	f.Add([]byte(`{"scored":"yes"}`))
 	f.Add([]byte(`{"timestamp":"2026-13-01T00:00:00Z"}`))
+	f.Add([]byte(`{"rules":[{"name":"a","properties":{"k":"v","k":"w"}},{"properties":null},{"properties":{}},{"properties":{"n":1}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var want ResultEvent
 		werr := json.Unmarshal(data, &want)

@@ -2,6 +2,8 @@ package bus
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,6 +31,9 @@ func resultEventSize(ev ResultEvent) int {
 		len(p.Key) + len(p.Kind) + len(p.UID) + len(p.ResourceVersion) + len(ev.Category) + len(ev.Severity) + len(ev.RequestUID) + len(ev.Retracted)
 	for _, rr := range ev.Rules {
 		size += 64 + len(rr.Name) + len(rr.Type) + len(rr.Status) + len(rr.Message) + len(rr.Exception)
+		for k, v := range rr.Properties {
+			size += 8 + len(k) + len(v)
+		}
 	}
 	return size
 }
@@ -99,6 +104,18 @@ func (e *resultEncoder) append(b []byte, ev ResultEvent) ([]byte, error) {
 			b = jsonwrite.String(b, string(rr.Status))
 			b = jsonwrite.OptionalString(b, `,"message":`, rr.Message)
 			b = jsonwrite.OptionalString(b, `,"exception":`, rr.Exception)
+			if len(rr.Properties) > 0 {
+				b = append(b, `,"properties":{`...)
+				for j, k := range slices.Sorted(maps.Keys(rr.Properties)) {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					b = jsonwrite.String(b, k)
+					b = append(b, ':')
+					b = jsonwrite.String(b, rr.Properties[k])
+				}
+				b = append(b, '}')
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')

@@ -49,9 +49,12 @@ func FuzzEncodeResultEvent(f *testing.F) {
 	f.Add("\xff\u2028\x00", "", "", int64(0), false)
 	f.Fuzz(func(t *testing.T, msg, key, name string, nanos int64, scored bool) {
 		ev := ResultEvent{
-			Resource:  ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: name, Name: name, UID: key, ResourceVersion: msg},
-			Policy:    PolicyRef{Key: key, Kind: name, UID: msg},
-			Rules:     []RuleResult{{Name: name, Type: engine.TypeValidation, Status: engine.Status(key), Message: msg, Exception: name}},
+			Resource: ResourceRef{APIVersion: "v1", Kind: "Pod", Namespace: name, Name: name, UID: key, ResourceVersion: msg},
+			Policy:   PolicyRef{Key: key, Kind: name, UID: msg},
+			Rules: []RuleResult{
+				{Name: name, Type: engine.TypeValidation, Status: engine.Status(key), Message: msg, Exception: name},
+				{Name: key, Status: engine.StatusPass, Properties: map[string]string{name: msg, key: name, "z": ""}},
+			},
 			Category:  msg,
 			Scored:    scored,
 			Timestamp: time.Unix(0, nanos).In(time.FixedZone("z", int(nanos%50000))),

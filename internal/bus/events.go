@@ -90,6 +90,9 @@ type RuleResult struct {
 	Message string          `json:"message,omitempty"`
 	// Exception names the PolicyException that exempted the resource.
 	Exception string `json:"exception,omitempty"`
+	// Properties are a CEL policy's audit annotations, by key: reports
+	// show them among the result's properties.
+	Properties map[string]string `json:"properties,omitempty"`
 }
 
 // ResultEvent is the evaluation of one policy on one resource: what

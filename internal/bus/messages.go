@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine"
@@ -47,7 +48,7 @@ func (a *RuleArena) take(n int) []RuleResult {
 func (a *RuleArena) NewResult(res ResourceRef, p *engine.Policy, resp engine.Response, at time.Time) ResultEvent {
 	rules := a.take(len(resp.Rules))
 	for i, rr := range resp.Rules {
-		rules[i] = RuleResult{Name: rr.Name, Type: rr.Type, Status: rr.Status, Message: rr.Message, Exception: rr.Exception}
+		rules[i] = RuleResult{Name: rr.Name, Type: rr.Type, Status: rr.Status, Message: rr.Message, Exception: rr.Exception, Properties: rr.Properties}
 	}
 	return ResultEvent{
 		Resource:  res,
@@ -82,11 +83,17 @@ func SameOutcome(a, b ResultEvent) bool {
 		return false
 	}
 	for i := range a.Rules {
-		if a.Rules[i] != b.Rules[i] {
+		if !a.Rules[i].Same(b.Rules[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// Same reports whether two rule results say the same thing.
+func (r RuleResult) Same(o RuleResult) bool {
+	return r.Name == o.Name && r.Type == o.Type && r.Status == o.Status && r.Message == o.Message &&
+		r.Exception == o.Exception && maps.Equal(r.Properties, o.Properties)
 }
 
 // ResultMessage is the queue message of a result event: its subject (the

@@ -167,12 +167,10 @@ func (run *ruleRun) generateCEL(rr RuleResponse) RuleResponse {
 			return fail(err)
 		}
 	}
-	for _, a := range cr.audit {
-		if _, err := ev.Eval(a.prog); err != nil {
-			return fail(fmt.Errorf("failed to evaluate auditAnnotation %q: %w", a.name, celeval.Cause(err)))
-		}
-	}
 	rr.Status, rr.Message, rr.Generated = StatusPass, "policy evaluated successfully", rec.objects
+	if !run.auditAnnotations(&rr, cr, ev) {
+		rr.Message, rr.Generated = "failed to evaluate policy: "+rr.Message, nil
+	}
 	return rr
 }
 

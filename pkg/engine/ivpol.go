@@ -177,7 +177,7 @@ func newIVPolRules(s *policy.ImageValidatingPolicySpec) ([]*Rule, error) {
 		iv.verifies = iv.verifies || callsVerification(v.Expression)
 	}
 	for i, a := range s.AuditAnnotations {
-		compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)
+		cr.audit = append(cr.audit, namedProgram{name: a.Key, prog: compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

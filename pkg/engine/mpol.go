@@ -82,7 +82,7 @@ func newMPolRule(s *policy.MutatingPolicySpec) (*Rule, error) {
 		}
 	}
 	for i, a := range s.AuditAnnotations {
-		compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)
+		cr.audit = append(cr.audit, namedProgram{name: a.Key, prog: compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)})
 	}
 	if s.MutateExisting() {
 		t := &celTargets{rules: mc.ResourceRules, namespaceSel: mc.NamespaceSelector, objectSel: mc.ObjectSelector}
@@ -149,10 +149,15 @@ func (run *ruleRun) mutateCEL(rr RuleResponse) RuleResponse {
 	if err != nil {
 		return fail(err)
 	}
+	// The audit annotations see the object as the mutations left it; one
+	// that fails leaves the resource as it was.
+	rr.Status, rr.Message = StatusPass, "success"
+	if !run.auditAnnotations(&rr, cr, ev) {
+		return fail(errors.New(rr.Message))
+	}
 	if !document.Equal(run.obj, obj) {
 		run.obj = obj
 	}
-	rr.Status, rr.Message = StatusPass, "success"
 	return rr
 }
 

@@ -40,6 +40,9 @@ type RuleResponse struct {
 	PodSecurityChecks []PodSecurityCheck
 	// Exception names the PolicyException that exempted the resource.
 	Exception string
+	// Properties are a CEL policy's audit annotations, by key: the
+	// properties of its result in reports.
+	Properties map[string]string
 	// Enforce is true when a failure of this validate rule denies the
 	// request.
 	Enforce bool

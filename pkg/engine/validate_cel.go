@@ -29,8 +29,8 @@ type celRule struct {
 	// targets, for a mutate-existing MutatingPolicy, find what it
 	// mutates.
 	targets *celTargets
-	// generations are a GeneratingPolicy's generate entries, audit its
-	// audit annotations (evaluated for their errors), policyNamespace a
+	// generations are a GeneratingPolicy's generate entries, audit a CEL
+	// policy's audit annotations (auditAnnotations), policyNamespace a
 	// NamespacedGeneratingPolicy's namespace (generateCEL).
 	generations     []celGeneration
 	audit           []namedProgram
@@ -290,8 +290,32 @@ func (run *ruleRun) celValidations(rr RuleResponse, cr *celRule, ev *celeval.Eva
 			msg = fmt.Sprintf("CEL expression validation failed at index %d", i)
 		}
 		rr.Status, rr.Message = StatusFail, msg
+		run.auditAnnotations(&rr, cr, ev)
 		return rr
 	}
 	rr.Status, rr.Message = StatusPass, "success"
+	run.auditAnnotations(&rr, cr, ev)
 	return rr
+}
+
+// auditAnnotations evaluates a CEL policy's audit annotations once its
+// outcome is known, as Kyverno reports them: each value that is a
+// non-empty string becomes a property of the rule's result (null and ""
+// are left out); one that fails to evaluate makes the result an error.
+// It reports whether they all evaluated.
+func (run *ruleRun) auditAnnotations(rr *RuleResponse, cr *celRule, ev *celeval.Evaluation) bool {
+	for _, a := range cr.audit {
+		v, err := ev.Eval(a.prog)
+		if err != nil {
+			rr.Status, rr.Message, rr.Properties = StatusError, fmt.Sprintf("failed to evaluate auditAnnotation %q: %v", a.name, celeval.Cause(err)), nil
+			return false
+		}
+		if s, isString := v.Value().(string); isString && s != "" {
+			if rr.Properties == nil {
+				rr.Properties = make(map[string]string, len(cr.audit))
+			}
+			rr.Properties[a.name] = s
+		}
+	}
+	return true
 }

@@ -87,7 +87,7 @@ func newVPolRule(s *policy.ValidatingPolicySpec) (*Rule, error) {
 		cr.validations = append(cr.validations, c)
 	}
 	for i, a := range s.AuditAnnotations {
-		compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)
+		cr.audit = append(cr.audit, namedProgram{name: a.Key, prog: compile(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression, celeval.StringOrNull)})
 	}
 	if s.ParamKind != nil || s.ParamRef != nil {
 		errs = append(errs, errors.New("spec.paramKind: params are not supported yet"))

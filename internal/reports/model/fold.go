@@ -278,7 +278,12 @@ func (s summary) object() map[string]any {
 
 // resultEntry is the report result of one rule, and its outcome.
 func resultEntry(ev bus.ResultEvent, rule bus.RuleResult) (map[string]any, string) {
-	props := map[string]any{}
+	// A CEL policy's audit annotations first: Verdict's own properties
+	// below win over one of the same key.
+	props := make(map[string]any, 4+len(rule.Properties))
+	for k, v := range rule.Properties {
+		props[k] = v
+	}
 	result := string(rule.Status)
 	switch rule.Status {
 	case engine.StatusPass, engine.StatusWarn, engine.StatusError, engine.StatusSkip:

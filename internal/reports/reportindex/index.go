@@ -18,6 +18,7 @@ package reportindex
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -43,6 +44,33 @@ type policyVersion struct {
 // rule is one rule's result.
 type rule struct {
 	name, typ, status, message, exception str
+	// props are a CEL policy's audit annotations (rarely any): keys and
+	// values in turn, sorted by key.
+	props []str
+}
+
+// properties is a rule's props as the event carries them.
+func (r rule) properties() map[string]string {
+	if len(r.props) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(r.props)/2)
+	for i := 0; i+1 < len(r.props); i += 2 {
+		out[r.props[i].Value()] = r.props[i+1].Value()
+	}
+	return out
+}
+
+// internProperties is properties' inverse.
+func internProperties(props map[string]string) []str {
+	if len(props) == 0 {
+		return nil
+	}
+	out := make([]str, 0, 2*len(props))
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		out = append(out, intern(k), intern(props[k]))
+	}
+	return out
 }
 
 // result is the newest result of one policy on one resource.
@@ -413,7 +441,7 @@ func (x *Index) compact(r model.Result) result {
 		c.rules = make([]rule, len(ev.Rules))
 		for i, rr := range ev.Rules {
 			c.rules[i] = rule{name: intern(rr.Name), typ: intern(string(rr.Type)), status: intern(string(rr.Status)),
-				message: intern(rr.Message), exception: intern(rr.Exception)}
+				message: intern(rr.Message), exception: intern(rr.Exception), props: internProperties(rr.Properties)}
 		}
 	}
 	return c
@@ -438,7 +466,7 @@ func (e *entry) toResult(uid string, c result) model.Result {
 		ev.Rules = make([]bus.RuleResult, len(c.rules))
 		for i, r := range c.rules {
 			ev.Rules[i] = bus.RuleResult{Name: r.name.Value(), Type: engine.RuleType(r.typ.Value()), Status: engine.Status(r.status.Value()),
-				Message: r.message.Value(), Exception: r.exception.Value()}
+				Message: r.message.Value(), Exception: r.exception.Value(), Properties: r.properties()}
 		}
 	}
 	out := model.Result{Sequence: c.seq, Event: ev}

@@ -55,8 +55,13 @@ func randomResults(rng *rand.Rand, n, resources, policies int) []model.Result {
 				st = append(st, statuses[rng.IntN(len(statuses))])
 			}
 		}
-		out = append(out, result(uint64(i+1), rng.IntN(resources), rng.IntN(policies), 1+rng.IntN(3), 1+rng.IntN(5),
-			base.Add(time.Duration(rng.IntN(1000))*time.Second), st...))
+		r := result(uint64(i+1), rng.IntN(resources), rng.IntN(policies), 1+rng.IntN(3), 1+rng.IntN(5),
+			base.Add(time.Duration(rng.IntN(1000))*time.Second), st...)
+		if len(r.Event.Rules) > 0 && rng.IntN(4) == 0 {
+			// A CEL policy's audit annotations.
+			r.Event.Rules[0].Properties = map[string]string{"team": fmt.Sprint("team-", rng.IntN(3)), "reviewed": "yes"}
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -34,9 +34,11 @@ import (
 // snapshot is an error, never an allocation it dictates.
 
 // snapshotMagic starts every snapshot; snapshotFormat is this format.
+// Format 2 adds each rule's properties (a count, then keys and values);
+// a format 1 snapshot, whose rules have none, is still read.
 const (
 	snapshotMagic  = "VRIX"
-	snapshotFormat = 1
+	snapshotFormat = 2
 )
 
 // Bounds a snapshot must keep within.
@@ -178,6 +180,10 @@ func (s *snapshotEncoder) entry(uid string, e *entry) {
 			s.str(r.status)
 			s.str(r.message)
 			s.str(r.exception)
+			s.uint(uint64(len(r.props) / 2))
+			for _, p := range r.props {
+				s.str(p)
+			}
 		}
 	}
 }
@@ -195,6 +201,8 @@ var noStr = intern("")
 
 // snapshotDecoder reads a snapshot; the first error sticks.
 type snapshotDecoder struct {
+	// format is the snapshot's format version.
+	format   uint64
 	r        *bufio.Reader
 	err      error
 	strs     []str
@@ -210,8 +218,8 @@ func (x *Index) readSnapshot(r io.Reader) (*loadedSnapshot, error) {
 	if _, err := io.ReadFull(d.r, magic); err != nil || string(magic) != snapshotMagic {
 		return nil, fmt.Errorf("%w: not a snapshot", ErrBadSnapshot)
 	}
-	if f := d.uint(); d.err == nil && f != snapshotFormat {
-		return nil, fmt.Errorf("%w: format %d, this replica reads %d", ErrBadSnapshot, f, snapshotFormat)
+	if d.format = d.uint(); d.err == nil && (d.format < 1 || d.format > snapshotFormat) {
+		return nil, fmt.Errorf("%w: format %d, this replica reads 1 to %d", ErrBadSnapshot, d.format, snapshotFormat)
 	}
 	l := &loadedSnapshot{resume: d.uint(), version: d.uint(), entries: map[string]*entry{}}
 	for d.err == nil {
@@ -391,7 +399,16 @@ func (d *snapshotDecoder) entry() *entry {
 		if k := d.count(maxSnapshotRules, "rules of a result"); k > 0 {
 			c.rules = make([]rule, k)
 			for j := range c.rules {
-				c.rules[j] = rule{name: d.str(), typ: d.str(), status: d.str(), message: d.str(), exception: d.str()}
+				r := rule{name: d.str(), typ: d.str(), status: d.str(), message: d.str(), exception: d.str()}
+				if d.format >= 2 {
+					if n := d.count(maxSnapshotRules, "properties of a rule"); n > 0 {
+						r.props = make([]str, 2*n)
+						for p := range r.props {
+							r.props[p] = d.str()
+						}
+					}
+				}
+				c.rules[j] = r
 			}
 		}
 		if d.err != nil {
