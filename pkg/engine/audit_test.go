@@ -9,7 +9,8 @@ import (
 )
 
 // A CEL policy's audit annotations become its result's properties, as
-// Kyverno reports them: a ValidatingPolicy's on a pass and on a failure,
+// Kyverno reports them: a ValidatingPolicy's on a pass and on a failure
+// (which also names the validation that failed),
 // a MutatingPolicy's seeing the object as its mutations left it, a
 // GeneratingPolicy's; a null or empty value is left out; one that fails
 // to evaluate makes the result an error (and a MutatingPolicy's leaves
@@ -69,7 +70,7 @@ spec:` + match + `
 		props                   map[string]string
 	}{
 		{"a ValidatingPolicy that passes", "validate", vpol("'x'"), labelled, engine.StatusPass, map[string]string{"team": "web", "extra": "x"}},
-		{"a ValidatingPolicy that fails", "validate", vpol("'x'"), bare, engine.StatusFail, map[string]string{"team": "none", "extra": "x"}},
+		{"a ValidatingPolicy that fails", "validate", vpol("'x'"), bare, engine.StatusFail, map[string]string{"team": "none", "extra": "x", engine.PropertyValidationIndex: "0"}},
 		{"a MutatingPolicy, after its mutations", "mutate", mpol("'x'"), bare, engine.StatusPass, map[string]string{"team": "platform", "extra": "x"}},
 		{"a GeneratingPolicy", "generate", gpol("'x'"), labelled, engine.StatusPass, map[string]string{"team": "web", "extra": "x"}},
 		{"an annotation that errs: ValidatingPolicy", "validate", vpol("string(object.spec.nodeName)"), labelled, engine.StatusError, nil},

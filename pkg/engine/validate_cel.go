@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/verdict-dev/verdict/pkg/engine/celeval"
@@ -290,13 +291,27 @@ func (run *ruleRun) celValidations(rr RuleResponse, cr *celRule, ev *celeval.Eva
 			msg = fmt.Sprintf("CEL expression validation failed at index %d", i)
 		}
 		rr.Status, rr.Message = StatusFail, msg
-		run.auditAnnotations(&rr, cr, ev)
+		if run.auditAnnotations(&rr, cr, ev) && cr.ivpol == nil {
+			// A ValidatingPolicy's failure names the validation that
+			// failed, as Kyverno's reports do (an audit annotation of
+			// that key wins).
+			if _, set := rr.Properties[PropertyValidationIndex]; !set {
+				if rr.Properties == nil {
+					rr.Properties = map[string]string{}
+				}
+				rr.Properties[PropertyValidationIndex] = strconv.Itoa(i)
+			}
+		}
 		return rr
 	}
 	rr.Status, rr.Message = StatusPass, "success"
 	run.auditAnnotations(&rr, cr, ev)
 	return rr
 }
+
+// PropertyValidationIndex is the result property that names, by its
+// index, the validation a ValidatingPolicy failed.
+const PropertyValidationIndex = "cel.validationIndex"
 
 // auditAnnotations evaluates a CEL policy's audit annotations once its
 // outcome is known, as Kyverno reports them: each value that is a

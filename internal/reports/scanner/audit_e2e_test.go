@@ -14,6 +14,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
 	"github.com/verdict-dev/verdict/internal/reports/scanner"
 	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
@@ -21,8 +22,9 @@ import (
 // TestE2EAuditAnnotationsInReports: a ValidatingPolicy's audit
 // annotations, evaluated in a background scan of Pods stored in the real
 // API server, are the properties of its results in the PolicyReports (as
-// Kyverno reports them), on a pass and on a failure; one whose value is
-// null or empty is left out, and Verdict's own properties stay.
+// Kyverno reports them), on a pass and on a failure, which also names the
+// validation that failed; one whose value is null or empty is left out,
+// and Verdict's own properties stay.
 func TestE2EAuditAnnotationsInReports(t *testing.T) {
 	e := reportertest.NewEnv(t)
 	ctx := t.Context()
@@ -66,9 +68,9 @@ spec:
 	e.StartProjector(e.Connect())
 	startScannerCache(e, e.Dyn, false, scanner.WithInterval(2*time.Second))
 
-	for uid, want := range map[string]struct{ result, app string }{
-		string(labelled.UID): {"pass", "web"},
-		string(bare.UID):     {"fail", "none"},
+	for uid, want := range map[string]struct{ result, app, index string }{
+		string(labelled.UID): {"pass", "web", ""},
+		string(bare.UID):     {"fail", "none", "0"},
 	} {
 		testkit.Eventually(t, 45*time.Second, "the report of "+uid, func() error {
 			rep := e.Report(ns, uid)
@@ -84,7 +86,8 @@ spec:
 				props, _ := m["properties"].(map[string]any)
 				_, nothing := props["nothing"]
 				_, empty := props["empty"]
-				if m["result"] != want.result || props["app"] != want.app || props["image"] != "registry.example/app:1" || nothing || empty ||
+				index, _ := props[engine.PropertyValidationIndex].(string)
+				if m["result"] != want.result || props["app"] != want.app || props["image"] != "registry.example/app:1" || nothing || empty || index != want.index ||
 					props[model.PropertyPolicyKind] != policy.KindValidatingPolicy {
 					return fmt.Errorf("result %v with properties %v; want %s with app=%s and the image", m["result"], props, want.result, want.app)
 				}
