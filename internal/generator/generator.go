@@ -586,7 +586,10 @@ func (g *Generator) mutateTargets(ctx context.Context, item bus.WorkItem, trigge
 			if err != nil {
 				return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("%s: %w", what, err))
 			}
-			if _, err := g.resource(mapping, u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			if t.Subresource != "" {
+				what += " (" + t.Subresource + ")"
+			}
+			if _, err := g.resource(mapping, u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{FieldManager: FieldManager}, subresources(t.Subresource)...); err != nil {
 				if Permanent(err) {
 					return queue.Poison(fmt.Sprintf("update %s: %v", what, err)).For(ReasonRefused)
 				}
@@ -596,6 +599,14 @@ func (g *Generator) mutateTargets(ctx context.Context, item bus.WorkItem, trigge
 		}
 	}
 	return queue.Done().For(ReasonApplied)
+}
+
+// subresources is the path of a write through sub, none for "".
+func subresources(sub string) []string {
+	if sub == "" {
+		return nil
+	}
+	return []string{sub}
 }
 
 // prepare checks one generated object (its kind is served, its namespace

@@ -103,6 +103,7 @@ func (run *ruleRun) mutateTargetCEL(target map[string]any) TargetResponse {
 		return out
 	}
 	out.Status, out.Message, out.Patched = StatusPass, "success", patched
+	out.Subresource = cr.targets.subresourceOf(target)
 	if document.Equal(patched, target) {
 		out.Status, out.Message = StatusSkip, "no patches applied"
 	}
@@ -148,8 +149,12 @@ func (run *ruleRun) celTargetsFor(t *celTargets, trigger *celeval.Evaluation) ([
 			for _, g := range rr.APIGroups {
 				for _, v := range rr.APIVersions {
 					for _, res := range rr.Resources {
-						if g == "*" || v == "*" || strings.Contains(res, "*") || strings.Contains(res, "/") {
-							return nil, fmt.Errorf("target resource rules must name their group, version and resource (not %q %q %q)", g, v, res)
+						// A subresource target ("pods/status") is read as its
+						// resource and written through the subresource
+						// (TargetResponse.Subresource).
+						res, sub, _ := strings.Cut(res, "/")
+						if g == "*" || v == "*" || strings.Contains(res, "*") || strings.Contains(sub, "*") || strings.Contains(sub, "/") {
+							return nil, fmt.Errorf("target resource rules must name their group, version and resource (not %q %q %q)", g, v, rr.Resources)
 						}
 						apiVersion := v
 						if g != "" {
@@ -186,6 +191,27 @@ func (run *ruleRun) celTargetsFor(t *celTargets, trigger *celeval.Evaluation) ([
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// subresourceOf is the subresource a target is written through: that of
+// the first target resource rule naming the target's resource with one
+// ("pods/status" for a Pod), as Kyverno routes it; none otherwise.
+func (t *celTargets) subresourceOf(o map[string]any) string {
+	k := objectGVK(o)
+	res := guessResource(k)
+	for i := range t.rules {
+		r := &t.rules[i]
+		if !(listHas(r.APIGroups, k.group) || listHas(r.APIGroups, "*")) || !(listHas(r.APIVersions, k.version) || listHas(r.APIVersions, "*")) {
+			continue
+		}
+		for _, name := range r.Resources {
+			parent, sub, _ := strings.Cut(name, "/")
+			if parent == res || parent == "*" {
+				return sub
+			}
+		}
+	}
+	return ""
 }
 
 // targetNamespaceMatches judges a target's namespace by the selector,

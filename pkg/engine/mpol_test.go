@@ -256,6 +256,8 @@ func (resolving) KindFor(_ context.Context, apiVersion, resource string) (string
 		return "Secret", nil
 	case "configmaps":
 		return "ConfigMap", nil
+	case "pods":
+		return "Pod", nil
 	}
 	return "", engine.ErrNotFound
 }
@@ -313,5 +315,46 @@ spec:
 	other := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: other, namespace: x}}`)
 	if r := eng.MutateExisting(t.Context(), &engine.Request{Operation: engine.OpCreate, Object: other}, p, nil); len(r.Rules) != 1 || r.Rules[0].Status != engine.StatusSkip || len(r.Rules[0].Targets) != 0 {
 		t.Fatalf("a trigger the match condition leaves out: %+v", r.Rules)
+	}
+}
+
+// A target named as a subresource ("pods/status") is listed as its
+// resource and its patched form is written through the subresource; the
+// same route is found for a target an expression gives.
+func TestMutatingPolicySubresourceTargets(t *testing.T) {
+	pods := resolving{objects{
+		obj(t, `{apiVersion: v1, kind: Pod, metadata: {name: web, namespace: x, labels: {stamp: "yes"}}, spec: {containers: [{name: c, image: nginx}]}}`),
+	}}
+	eng := newEngine(t, engine.WithResourceLister(pods))
+	policyWith := func(targets string) *engine.Policy {
+		return compile(t, eng, `apiVersion: policies.kyverno.io/v1
+kind: MutatingPolicy
+metadata: {name: stamp}
+spec:
+  evaluation: {mutateExisting: {enabled: true}}
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  targetMatchConstraints:`+targets+`
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [pods/status]}]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{status: Object.status{message: 'stamped'}}"
+`)
+	}
+	req := &engine.Request{Operation: engine.OpCreate, Object: obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: trigger, namespace: x}}`)}
+	for name, p := range map[string]*engine.Policy{
+		"listed": policyWith(""),
+		"by expression": policyWith(`
+    expression: "resource.Get('v1', 'pods', 'x', 'web')"`),
+	} {
+		resp := eng.MutateExisting(t.Context(), req, p, nil)
+		if len(resp.Rules) != 1 || len(resp.Rules[0].Targets) != 1 {
+			t.Fatalf("%s: %+v", name, resp.Rules)
+		}
+		tr := resp.Rules[0].Targets[0]
+		if tr.Status != engine.StatusPass || tr.Subresource != "status" || document.String(tr.Patched, "status", "message") != "stamped" {
+			t.Fatalf("%s: target %s via %q: %v", name, tr.Status, tr.Subresource, tr.Patched)
+		}
 	}
 }

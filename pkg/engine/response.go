@@ -72,6 +72,10 @@ type TargetResponse struct {
 	Resource map[string]any
 	// Patched is the target as the rule leaves it, when Status is pass.
 	Patched map[string]any
+	// Subresource is the subresource the patched target is written
+	// through ("status", "resize"), when the rule targets one; none
+	// writes the resource itself.
+	Subresource string
 	Status  Status
 	Message string
 }

@@ -67,6 +67,27 @@ spec:
       expression: "Object{metadata: Object.metadata{annotations: {'stamped-by': object.metadata.namespace + '/' + request.name}}}"
 `
 
+// stampPodStatus is a MutatingPolicy whose targets are a subresource:
+// a ConfigMap named stamp-status writes a message into the status of the
+// Pods labelled stamp=yes, through pods/status (the API server keeps a
+// status written to the Pod itself out).
+const stampPodStatus = `apiVersion: verdict.dev/v1
+kind: MutatingPolicy
+metadata: {name: stamp-pod-status}
+spec:
+  evaluation: {mutateExisting: {enabled: true}}
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  matchConditions: [{name: stamp, expression: "object.metadata.name == 'stamp-status'"}]
+  targetMatchConstraints:
+    objectSelector: {matchLabels: {stamp: "yes"}}
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [pods/status]}]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{status: Object.status{message: 'stamped by ' + request.name}}"
+`
+
 // TestE2EGeneratingPolicy: through the real API server, the webhook and
 // the generator service, a GeneratingPolicy in Verdict's group creates
 // its downstream for each new Namespace (built by CEL, and cloned through
@@ -96,8 +117,10 @@ func TestE2EGeneratingPolicy(t *testing.T) {
 	if _, err := dyn.Resource(policycache.GeneratingPolicies).Create(ctx, testkit.Unstructured(t, gpolDefaults), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(policycache.MutatingPolicies).Create(ctx, testkit.Unstructured(t, stampSecrets), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, y := range []string{stampSecrets, stampPodStatus} {
+		if _, err := dyn.Resource(policycache.MutatingPolicies).Create(ctx, testkit.Unstructured(t, y), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	startStack(t, cp)
 
@@ -157,4 +180,31 @@ func TestE2EGeneratingPolicy(t *testing.T) {
 	if sec, err := kube.CoreV1().Secrets(ns.Name).Get(ctx, "unsynced", metav1.GetOptions{}); err != nil || sec.Annotations["stamped-by"] != "" {
 		t.Errorf("the Secret the selector leaves out: %v %v", err, sec.Annotations)
 	}
+
+	// A subresource target: the Pod's status is written through
+	// pods/status.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "stamped", Labels: map[string]string{"stamp": "yes"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}},
+	}
+	// (No controller makes the namespace's default ServiceAccount here.)
+	if _, err := kube.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "stamp-status"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, "the Pod's status stamped", func() error {
+		p, err := kube.CoreV1().Pods(ns.Name).Get(ctx, "stamped", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Message != "stamped by stamp-status" {
+			return fmt.Errorf("status message %q", p.Status.Message)
+		}
+		return nil
+	})
 }
