@@ -201,7 +201,9 @@ func (t *celTargets) subresourceOf(o map[string]any) string {
 	res := guessResource(k)
 	for i := range t.rules {
 		r := &t.rules[i]
-		if !(listHas(r.APIGroups, k.group) || listHas(r.APIGroups, "*")) || !(listHas(r.APIVersions, k.version) || listHas(r.APIVersions, "*")) {
+		groupOK := listHas(r.APIGroups, k.group) || listHas(r.APIGroups, "*")
+		versionOK := listHas(r.APIVersions, k.version) || listHas(r.APIVersions, "*")
+		if !groupOK || !versionOK {
 			continue
 		}
 		for _, name := range r.Resources {
