@@ -76,8 +76,8 @@ type TargetResponse struct {
 	// through ("status", "resize"), when the rule targets one; none
 	// writes the resource itself.
 	Subresource string
-	Status  Status
-	Message string
+	Status      Status
+	Message     string
 }
 
 // PodSecurityCheck is one failed Pod Security Standard control.
