@@ -2,7 +2,11 @@ package testkit
 
 import (
 	"errors"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,15 +51,48 @@ func EventuallyTrue(t testing.TB, timeout time.Duration, what string, cond func(
 var ErrNotYet = errors.New("not yet")
 
 // FreeAddr returns a loopback address with a port nothing listened on a
-// moment ago.
+// moment ago, for a process the test starts to listen on. The port is
+// drawn below the kernel's ephemeral range (ip_local_port_range): a port
+// the kernel hands out itself (":0") is also what it gives the next
+// outgoing connection of any process, so under `make test`, with
+// packages running side by side, another connection often took it before
+// the started process listened ("address already in use").
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	lo, hi := portsBelowEphemeral()
+	for range 200 {
+		if hi <= lo {
+			break
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // taken: draw again
+		}
+		_ = l.Close()
+		return addr
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
+}
+
+// portsBelowEphemeral is the range [lo, hi) FreeAddr draws from: from
+// 10000 to the start of the ephemeral range (32768 where it cannot be
+// read).
+func portsBelowEphemeral() (lo, hi int) {
+	lo, hi = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				hi = n
+			}
+		}
+	}
+	return lo, hi
 }
 
 // FreePort is FreeAddr's port.
