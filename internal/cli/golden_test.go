@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"runtime/debug"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/verdict-dev/verdict/internal/testkit/golden"
@@ -66,6 +68,23 @@ func TestOutputGolden(t *testing.T) {
 			args: []string{"test", "testdata", "--json", "--fail-only"}, code: ExitFailed,
 			stdout: "test-fail-only.json",
 		},
+		// Kyverno's --output-format and --test-case-selector.
+		"test junit": {
+			args: []string{"test", "testdata", "--output-format", "junit"}, code: ExitFailed,
+			stdout: "test-junit.xml",
+		},
+		"test yaml, failures only": {
+			args: []string{"test", "testdata", "-o", "yaml", "--fail-only"}, code: ExitFailed,
+			stdout: "test-fail-only.yaml",
+		},
+		"test markdown": {
+			args: []string{"test", "testdata", "-o", "markdown"}, code: ExitFailed,
+			stdout: "test.md",
+		},
+		"test, detailed, selected": {
+			args: []string{"test", "testdata", "--detailed-results", "-t", "policy=disallow-*,rule=privileged-*", "--remove-color", "--registry", "--require-tests"}, code: ExitOK,
+			stdout: "test-selected.txt",
+		},
 		"test, with paths outside the suite allowed": {
 			args: []string{"test", "testdata/test", "--allow-paths-outside-suite"}, code: ExitFailed,
 			stdout: "test-outside-allowed.txt",
@@ -89,5 +108,46 @@ func TestOutputGolden(t *testing.T) {
 				t.Errorf("stderr %q, want nothing", errOut)
 			}
 		})
+	}
+}
+
+// Kyverno's test flags that cannot apply are refused with the reason
+// and what to do instead; a selector or format Verdict does not know is
+// a usage error naming what it takes.
+func TestTestFlagsRefused(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"a git branch":   {[]string{"test", "testdata", "-b", "main"}, "clone the branch (git clone --branch main <url>) and give its directory"},
+		"a selector key": {[]string{"test", "testdata", "-t", "kind=Pod"}, "the keys are policy, rule and resource"},
+		"a selector":     {[]string{"test", "testdata", "-t", "policy"}, "each part is <key>=<pattern>"},
+		"a format":       {[]string{"test", "testdata", "-o", "html"}, "use text, json, yaml, junit, markdown"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := run(t, tc.args...)
+			if code != ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d and %q", code, out, errOut, ExitUsage, tc.want)
+			}
+		})
+	}
+}
+
+// `verdict version` prints the build's module version, commit (dirty
+// when the tree had changes), time, Go release and the Kyverno level.
+func TestVersionText(t *testing.T) {
+	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.9.0"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-11-28T06:00:00Z"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	want := "Version: v0.9.0\nCommit: abc123-dirty\nBuilt: 2026-11-28T06:00:00Z\nGo: go1.26.8\nKyverno: 1.19 (the policy language and test files it reads)\n"
+	if got := versionText(info); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if got := versionText(nil); !strings.HasPrefix(got, "Version: unknown\nCommit: unknown\n") {
+		t.Fatalf("without build info: %q", got)
+	}
+	code, out, _ := run(t, "version")
+	if code != ExitOK || !strings.Contains(out, "Kyverno: "+KyvernoLevel) {
+		t.Fatalf("verdict version: exit %d, %q", code, out)
 	}
 }

@@ -56,7 +56,7 @@ func newRoot(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Comm
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout), work.New(ctx, stdin, stdout))
+	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout), newVersion(stdout), work.New(ctx, stdin, stdout))
 	return root
 }
 
@@ -127,10 +127,25 @@ func newTest(ctx context.Context, stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
+	var gitBranch string
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if gitBranch != "" {
+			return fmt.Errorf("--git-branch: verdict test reads directories, not repositories: clone the branch (git clone --branch %s <url>) and give its directory", gitBranch)
+		}
+		return nil
+	}
 	f := cmd.Flags()
 	f.StringVarP(&opts.FileName, "file-name", "f", "kyverno-test.yaml", "name of the test files")
-	f.BoolVar(&opts.JSON, "json", false, "write the results as JSON")
-	f.BoolVar(&opts.FailOnly, "fail-only", false, "with --json, list only failed assertions")
+	f.BoolVar(&opts.JSON, "json", false, "write the results as JSON (--output-format json)")
+	f.StringVarP(&opts.Output, "output-format", "o", "", "write the results as json, yaml, junit (JUnit XML, for CI systems) or markdown; text by default")
+	f.BoolVar(&opts.FailOnly, "fail-only", false, "with a structured --output-format, list only failed assertions")
+	f.BoolVar(&opts.Detailed, "detailed-results", false, "in the text output, list the assertions that passed too")
+	f.StringVarP(&opts.Selector, "test-case-selector", "t", "policy=*,rule=*,resource=*", "run only the assertions of the policies, rules and resources these patterns (* and ?) match")
+	// Kyverno's flags that change nothing here, so that its pipelines run.
+	f.Bool("remove-color", false, "accepted for the Kyverno CLI's pipelines: verdict writes no color")
+	f.Bool("registry", false, "accepted for the Kyverno CLI's pipelines: registries are always read, with the environment's credentials")
+	f.Bool("require-tests", false, "accepted for the Kyverno CLI's pipelines: finding no test file is always an error")
+	f.StringVarP(&gitBranch, "git-branch", "b", "", "refused: verdict test reads directories; clone the branch and give its directory")
 	f.StringVar(&opts.SigstoreTrustedRoot, "sigstore-trusted-root", "", trustedRootUsage)
 	f.BoolVar(&opts.AllowPathsOutsideSuite, "allow-paths-outside-suite", false, "let test files read files outside the directory they were found below (absolute paths, ../ beyond it, symbolic links leading out)")
 	return cmd

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,8 +22,18 @@ import (
 type TestOptions struct {
 	Dirs     []string
 	FileName string
-	JSON     bool
+	// JSON is Output "json" (the --json flag).
+	JSON bool
+	// Output is the format of what is written: text (the default: a line
+	// per failure, then the summary), json, yaml, junit or markdown.
+	Output string
+	// FailOnly leaves the passed assertions out of a structured output.
 	FailOnly bool
+	// Detailed lists the passed assertions in the text output too.
+	Detailed bool
+	// Selector keeps the assertions of some policies, rules and resources
+	// (--test-case-selector, Kyverno's form): the others are not counted.
+	Selector string
 	// AllowPathsOutsideSuite lets test files name paths outside the
 	// directory they were found below (absolute, ../ beyond it, or
 	// through a symbolic link); off, such a path is an error
@@ -119,6 +128,20 @@ func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSum
 	if opts.FileName == "" {
 		opts.FileName = "kyverno-test.yaml"
 	}
+	format := opts.Output
+	switch {
+	case format == "" && opts.JSON, format == testOutputJSON:
+		format = testOutputJSON
+	case format == "":
+		format = testOutputText
+	case !slices.Contains(testOutputs, format):
+		return nil, fmt.Errorf("output format %q: use %s", format, strings.Join(testOutputs, ", "))
+	}
+	structured := format != testOutputText
+	sel, err := parseCaseSelector(opts.Selector)
+	if err != nil {
+		return nil, err
+	}
 	files, err := findTests(opts.Dirs, opts.FileName)
 	if err != nil {
 		return nil, err
@@ -136,18 +159,24 @@ func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSum
 		}
 		if err != nil {
 			sum.Errors = append(sum.Errors, err.Error())
-			if !opts.JSON {
+			if !structured {
 				fmt.Fprintf(stdout, "ERROR %s: %v\n", f.path, err)
 			}
 		}
 		for _, a := range as {
+			if !sel.selects(a) {
+				continue
+			}
 			switch a.Outcome {
 			case "passed":
 				sum.Passed++
 				sum.Rows += a.Rows
+				if !structured && opts.Detailed {
+					fmt.Fprintf(stdout, "PASS %s: policy %s rule %s resource %s: %s, as expected\n", a.Test, a.Policy, a.Rule, a.Resource, a.Expected)
+				}
 			case "failed":
 				sum.Failed++
-				if !opts.JSON {
+				if !structured {
 					fmt.Fprintf(stdout, "FAIL %s: policy %s rule %s resource %s: %s\n", a.Test, a.Policy, a.Rule, a.Resource, a.Reason)
 				}
 			case "unsupported":
@@ -155,15 +184,13 @@ func RunTests(ctx context.Context, opts TestOptions, stdout io.Writer) (*TestSum
 			case "skipped":
 				sum.Skipped++
 			}
-			if opts.JSON && (!opts.FailOnly || a.Outcome == "failed") {
+			if structured && (!opts.FailOnly || a.Outcome == "failed") {
 				sum.Assertions = append(sum.Assertions, a)
 			}
 		}
 	}
-	if opts.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return sum, enc.Encode(sum)
+	if structured {
+		return sum, writeTestSummary(stdout, format, sum, len(files))
 	}
 	fmt.Fprintf(stdout, "\nTest files: %d, errors: %d, unsupported assertions (policy kinds this engine does not evaluate): %d, rule results in passed assertions: %d\n",
 		len(files), len(sum.Errors), sum.Unsupported, sum.Rows)
