@@ -35,6 +35,9 @@ var (
 type ApplyOptions struct {
 	Policies  []string
 	Resources []string
+	// Exceptions are files of PolicyExceptions (both shapes) to apply
+	// besides those among the policies (Kyverno's --exception).
+	Exceptions []string
 	// Output is table, json or report.
 	Output string
 	// Detailed prints every result in the table, not only the failures.
@@ -54,7 +57,7 @@ type ApplyOptions struct {
 func (o *ApplyOptions) Validate() error {
 	var errs []error
 	if len(o.Policies) == 0 || len(o.Resources) == 0 {
-		errs = append(errs, errors.New("both --policy (-p) and --resource (-r) are required"))
+		errs = append(errs, errors.New("policies (as arguments or with --policy/-p) and --resource (-r) are required"))
 	}
 	switch o.Output {
 	case "", "table", "json", "report":
@@ -109,6 +112,9 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 	pdocs, err := loadPolicies(opts.Policies, stdin)
 	if err != nil {
 		return counts, fmt.Errorf("policies: %w", err)
+	}
+	if err := loadExceptions(pdocs, opts.Exceptions, stdin); err != nil {
+		return counts, fmt.Errorf("exceptions: %w", err)
 	}
 	verifier, err := imageVerifier(opts.SigstoreTrustedRoot)
 	if err != nil {
@@ -257,6 +263,23 @@ func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
 		return nil, fmt.Errorf("%w to apply in %s: no ClusterPolicy or Policy the engine evaluates", ErrNoPolicies, strings.Join(paths, ", "))
 	}
 	return all, nil
+}
+
+// loadExceptions adds the PolicyExceptions of the files to docs; a file
+// that holds anything else, or none, is an error.
+func loadExceptions(docs *policy.Documents, paths []string, stdin io.Reader) error {
+	for _, p := range paths {
+		d, err := loadDocuments([]string{p}, stdin)
+		if err != nil {
+			return err
+		}
+		if n := len(d.Policies) + len(d.DeletingPolicies) + len(d.Bindings); n > 0 || len(d.Exceptions)+len(d.CELExceptions) == 0 {
+			return fmt.Errorf("%s: an exception file holds PolicyExceptions only (policies go in the policy paths)", p)
+		}
+		docs.Exceptions = append(docs.Exceptions, d.Exceptions...)
+		docs.CELExceptions = append(docs.CELExceptions, d.CELExceptions...)
+	}
+	return nil
 }
 
 // inOrder runs work on every item produce hands it, on all cores, and

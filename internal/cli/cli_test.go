@@ -278,7 +278,7 @@ func TestApplyExitCodes(t *testing.T) {
 		"document under a raised limit":  {args: []string{"-p", path("policy.yaml"), "-r", path("huge.yaml"), "--max-document-bytes", "1048576"}, code: ExitOK},
 		"bad size limit":                 {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml"), "--max-document-bytes", "-1"}, code: ExitUsage, stderr: "--max-document-bytes must be positive"},
 		"unknown output":                 {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml"), "-o", "xml"}, code: ExitUsage, stderr: `unknown output "xml"`},
-		"missing flags":                  {args: []string{"-p", path("policy.yaml")}, code: ExitUsage, stderr: "both --policy (-p) and --resource (-r) are required"},
+		"missing flags":                  {args: []string{"-p", path("policy.yaml")}, code: ExitUsage, stderr: "policies (as arguments or with --policy/-p) and --resource (-r) are required"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

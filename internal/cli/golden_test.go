@@ -55,6 +55,21 @@ func TestOutputGolden(t *testing.T) {
 			args: slices.Concat(applyNone, []string{"-o", "report"}), code: ExitOK,
 			stdout: "apply-none-report.yaml",
 		},
+		// The Kyverno CLI's shape: policies as arguments, --resources,
+		// -e, --detailed-results, --table, --warn-exit-code,
+		// --policy-report (testdata/kyverno: a warning, a pass and a
+		// skip by the exception given with -e).
+		"apply, the Kyverno CLI's shape": {
+			args: []string{
+				"apply", "testdata/kyverno/policy.yaml", "--resources", "testdata/kyverno/pods.yaml", "-e", "testdata/kyverno/exception.yaml",
+				"--detailed-results", "--table", "--remove-color", "--warn-exit-code", "3",
+			},
+			code: 3, stdout: "apply-kyverno.txt",
+		},
+		"apply, the Kyverno CLI's shape, policy report": {
+			args: []string{"apply", "testdata/kyverno/policy.yaml", "-r", "testdata/kyverno/pods.yaml", "--exceptions", "testdata/kyverno/exception.yaml", "--policy-report"},
+			code: ExitOK, stdout: "apply-kyverno-report.yaml",
+		},
 		// The suite reads ../apply: the root given holds both.
 		"test": {
 			args: []string{"test", "testdata"}, code: ExitFailed,
@@ -111,7 +126,7 @@ func TestOutputGolden(t *testing.T) {
 	}
 }
 
-// Kyverno's test flags that cannot apply are refused with the reason
+// Kyverno's flags that cannot apply are refused with the reason
 // and what to do instead; a selector or format Verdict does not know is
 // a usage error naming what it takes.
 func TestTestFlagsRefused(t *testing.T) {
@@ -123,6 +138,10 @@ func TestTestFlagsRefused(t *testing.T) {
 		"a selector key": {[]string{"test", "testdata", "-t", "kind=Pod"}, "the keys are policy, rule and resource"},
 		"a selector":     {[]string{"test", "testdata", "-t", "policy"}, "each part is <key>=<pattern>"},
 		"a format":       {[]string{"test", "testdata", "-o", "html"}, "use text, json, yaml, junit, markdown"},
+		"a policy given as an exception": {
+			[]string{"apply", "testdata/kyverno/policy.yaml", "-r", "testdata/kyverno/pods.yaml", "-e", "testdata/kyverno/policy.yaml"},
+			"an exception file holds PolicyExceptions only",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := run(t, tc.args...)

@@ -23,6 +23,13 @@ const (
 	exitUnknown = 3
 )
 
+// exitCodeError asks Main to exit with its code and print nothing: a
+// run that worked, whose outcome the caller asked to be told by the code
+// (apply's --warn-exit-code).
+type exitCodeError int
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
+
 // errFailures marks a run that worked but found failures (or, for apply,
 // rule results that are errors).
 var errFailures = errors.New("failures found")
@@ -39,6 +46,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return ExitOK
 	case errors.Is(err, errFailures):
 		return ExitFailed
+	case errors.As(err, new(exitCodeError)):
+		var code exitCodeError
+		errors.As(err, &code)
+		return int(code)
 	case errors.As(err, new(work.FailedError)):
 		fmt.Fprintln(stderr, "Error:", err)
 		return ExitFailed
@@ -62,13 +73,21 @@ func newRoot(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Comm
 
 func newApply(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	opts := ApplyOptions{}
+	var policyReport bool
+	var warnExitCode int
 	cmd := &cobra.Command{
-		Use:   "apply -p <policies> -r <resources>",
+		Use:   "apply (<policies>... | -p <policies>) -r <resources>",
 		Short: "Apply policies to resource manifests and report the results",
 		Long: `Apply evaluates every policy on every resource (files or directories,
 multi-document YAML or JSON, "-" for stdin), mutations first, then
 validations. It prints the results and the summary line
 "pass: N, fail: N, warn: N, error: N, skip: N".
+
+It takes the Kyverno CLI's shape too: policy paths as arguments,
+--resources, --exception/-e, --policy-report, --detailed-results,
+--warn-exit-code, --table and --remove-color (accepted). Where the two
+differ, verdict's -p names policies (Kyverno's -p is --policy-report)
+and -o is the output format (Kyverno writes mutated resources there).
 
 Resources are read one document at a time; a document larger than
 --max-document-bytes is an error naming the file and the document.
@@ -80,8 +99,12 @@ Exit codes:
   2  bad input: an invalid policy or option, unreadable YAML, or a -p or
      -r path that yields no policy or no resource (an empty file, a
      folder without manifests)`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Kyverno's shape: the policy paths as arguments.
+			opts.Policies = append(opts.Policies, args...)
+			if policyReport {
+				opts.Output = "report"
+			}
 			counts, err := Apply(ctx, opts, stdin, stdout)
 			if err != nil {
 				return err
@@ -95,14 +118,25 @@ Exit codes:
 			if counts.Fail > 0 || counts.Error > 0 {
 				return errFailures
 			}
+			if counts.Warn > 0 && warnExitCode != 0 {
+				return exitCodeError(warnExitCode)
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVarP(&opts.Policies, "policy", "p", nil, "policy files or directories")
+	f.StringSliceVarP(&opts.Policies, "policy", "p", nil, "policy files or directories (or give them as arguments, as the Kyverno CLI takes them)")
 	f.StringSliceVarP(&opts.Resources, "resource", "r", nil, "resource files or directories")
+	f.StringSliceVar(&opts.Resources, "resources", nil, "the same as --resource (the Kyverno CLI's other name)")
+	f.StringSliceVarP(&opts.Exceptions, "exception", "e", nil, "files of PolicyExceptions to apply besides those among the policies")
+	f.StringSliceVar(&opts.Exceptions, "exceptions", nil, "the same as --exception")
 	f.StringVarP(&opts.Output, "output", "o", "table", "output format: table, json or report")
+	f.BoolVar(&policyReport, "policy-report", false, "write a ClusterPolicyReport (-o report; the Kyverno CLI's -p is verdict's --policy)")
 	f.BoolVar(&opts.Detailed, "detailed", false, "list every result in the table, not only failures")
+	f.BoolVar(&opts.Detailed, "detailed-results", false, "the same as --detailed (the Kyverno CLI's name)")
+	f.IntVar(&warnExitCode, "warn-exit-code", 0, "exit with this code when results warn and none fails or errs")
+	f.BoolP("table", "t", false, "accepted for the Kyverno CLI's pipelines: the table is the default output")
+	f.Bool("remove-color", false, "accepted for the Kyverno CLI's pipelines: verdict writes no color")
 	f.StringVar(&opts.Operation, "operation", "CREATE", "admission operation: CREATE, UPDATE or DELETE")
 	f.StringVar(&opts.SigstoreTrustedRoot, "sigstore-trusted-root", "", trustedRootUsage)
 	f.Int64Var(&opts.MaxDocumentBytes, "max-document-bytes", DefaultMaxDocumentBytes, "largest resource document read; a larger one is an error")
