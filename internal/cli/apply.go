@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -38,6 +39,15 @@ type ApplyOptions struct {
 	// Exceptions are files of PolicyExceptions (both shapes) to apply
 	// besides those among the policies (Kyverno's --exception).
 	Exceptions []string
+	// ValuesFile is a Kyverno CLI values file (kind Values): global,
+	// per-policy-and-resource and per-rule values, namespace labels and
+	// objects, subresources.
+	ValuesFile string
+	// Set are global values, "name=value", over the values file's.
+	Set []string
+	// UserInfo is a Kyverno CLI user info file: the requester (its
+	// username, groups, roles and cluster roles) of every request.
+	UserInfo string
 	// Output is table, json or report.
 	Output string
 	// Detailed prints every result in the table, not only the failures.
@@ -142,6 +152,10 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 	if op == "" {
 		op = engine.OpCreate
 	}
+	vals, user, err := applyInputs(opts)
+	if err != nil {
+		return counts, err
+	}
 	src := resourceSource{paths: opts.Resources, stdin: stdin, maxDocumentBytes: opts.MaxDocumentBytes}
 	if src.maxDocumentBytes == 0 {
 		src.maxDocumentBytes = DefaultMaxDocumentBytes
@@ -152,9 +166,12 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 	bw := bufio.NewWriterSize(stdout, 64<<10)
 	out := newResultWriter(opts.Output, opts.Detailed, bw)
 	evaluate := func(obj map[string]any) []applyResult {
-		req := &engine.Request{Operation: op, Object: obj}
+		req := &engine.Request{Operation: op, Object: obj, UserInfo: user}
+		if vals != nil {
+			vals.onRequest(req, obj)
+		}
 		if op == engine.OpDelete {
-			req.Object, req.OldObject = nil, obj
+			req.Object, req.OldObject = nil, req.Object
 		}
 		resps, _ := eng.Apply(ctx, req, set)
 		return append(flatten(resps, obj), decideDeletions(ctx, eng, deleting, obj)...)
@@ -263,6 +280,79 @@ func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
 		return nil, fmt.Errorf("%w to apply in %s: no ClusterPolicy or Policy the engine evaluates", ErrNoPolicies, strings.Join(paths, ", "))
 	}
 	return all, nil
+}
+
+// applyInputs reads apply's values (the values file, then --set over its
+// global values) and requester.
+func applyInputs(opts ApplyOptions) (*valuesFile, engine.UserInfo, error) {
+	var vals *valuesFile
+	var user engine.UserInfo
+	if opts.ValuesFile != "" {
+		v, err := readValues(opts.ValuesFile)
+		if err != nil {
+			return nil, user, fmt.Errorf("values file: %w", err)
+		}
+		vals = v
+	}
+	for _, kv := range opts.Set {
+		name, value, ok := strings.Cut(kv, "=")
+		if name = strings.TrimSpace(name); !ok || name == "" {
+			return nil, user, fmt.Errorf("%w: --set %q: use name=value", ErrInvalidOptions, kv)
+		}
+		if vals == nil {
+			vals = &valuesFile{}
+		}
+		if vals.GlobalValues == nil {
+			vals.GlobalValues = map[string]any{}
+		}
+		vals.GlobalValues[name] = value
+	}
+	if opts.UserInfo != "" {
+		u, err := readUserInfo(opts.UserInfo)
+		if err != nil {
+			return nil, user, fmt.Errorf("userinfo: %w", err)
+		}
+		user = engine.UserInfo{Username: u.UserInfo.Username, UID: u.UserInfo.UID, Groups: u.UserInfo.Groups, Roles: u.Roles, ClusterRoles: u.ClusterRoles}
+	}
+	return vals, user, nil
+}
+
+// onRequest gives an apply request the values for its object: the
+// global values (request.object.* ones written into the object, as the
+// test runner does), each policy's values for the resource and each
+// rule's (per rule: apply evaluates every policy in one request), the
+// namespace's labels and object, and the subresource the values file
+// says the object's kind is a request on.
+func (v *valuesFile) onRequest(req *engine.Request, obj map[string]any) {
+	name := document.String(obj, "metadata", "name")
+	ns := document.String(obj, "metadata", "namespace")
+	global := v.resourceValues("", name)
+	if op, ok := global["request.operation"].(string); ok && op != "" && req.Operation == engine.OpCreate {
+		req.Operation = strings.ToUpper(op)
+	}
+	field := "object"
+	if req.Operation == engine.OpDelete {
+		field = "oldObject"
+	}
+	req.Object = withValues(obj, global, field)
+	req.Values = global
+	req.RuleValues = func(policyName, ruleName string) map[string]any {
+		out := v.resourceValues(policyName, name)
+		for k := range global {
+			if _, own := out[k]; own && reflect.DeepEqual(out[k], global[k]) {
+				delete(out, k) // a global value: Values holds it, below the rule's context
+			}
+		}
+		for k, val := range v.ruleValues(policyName, ruleName) {
+			out[k] = val
+		}
+		return out
+	}
+	req.ForEachValues = v.foreachValues
+	req.NamespaceLabels, req.NamespaceObject = v.namespaceLabels(ns), v.namespaceObject(ns)
+	if parent, sub, ok := v.subresourceOf(obj); ok {
+		req.ParentKind, req.SubResource = parent, sub
+	}
 }
 
 // loadExceptions adds the PolicyExceptions of the files to docs; a file

@@ -70,6 +70,15 @@ func TestOutputGolden(t *testing.T) {
 			args: []string{"apply", "testdata/kyverno/policy.yaml", "-r", "testdata/kyverno/pods.yaml", "--exceptions", "testdata/kyverno/exception.yaml", "--policy-report"},
 			code: ExitOK, stdout: "apply-kyverno-report.yaml",
 		},
+		// Variables from a values file (global and per resource), --set
+		// over them, and the requester from a user info file.
+		"apply, values, --set and --userinfo": {
+			args: []string{
+				"apply", "testdata/kyverno/values-policy.yaml", "-r", "testdata/kyverno/pods.yaml", "-f", "testdata/kyverno/values.yaml",
+				"-u", "testdata/kyverno/user.yaml", "--set", "approved=redis", "--detailed-results",
+			},
+			code: ExitFailed, stdout: "apply-values.txt",
+		},
 		// The suite reads ../apply: the root given holds both.
 		"test": {
 			args: []string{"test", "testdata"}, code: ExitFailed,
@@ -138,6 +147,10 @@ func TestTestFlagsRefused(t *testing.T) {
 		"a selector key": {[]string{"test", "testdata", "-t", "kind=Pod"}, "the keys are policy, rule and resource"},
 		"a selector":     {[]string{"test", "testdata", "-t", "policy"}, "each part is <key>=<pattern>"},
 		"a format":       {[]string{"test", "testdata", "-o", "html"}, "use text, json, yaml, junit, markdown"},
+		"a --set without a value": {
+			[]string{"apply", "testdata/kyverno/values-policy.yaml", "-r", "testdata/kyverno/pods.yaml", "--set", "approved"},
+			`--set "approved": use name=value`,
+		},
 		"a policy given as an exception": {
 			[]string{"apply", "testdata/kyverno/policy.yaml", "-r", "testdata/kyverno/pods.yaml", "-e", "testdata/kyverno/policy.yaml"},
 			"an exception file holds PolicyExceptions only",
