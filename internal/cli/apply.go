@@ -45,6 +45,10 @@ type ApplyOptions struct {
 	ValuesFile string
 	// Set are global values, "name=value", over the values file's.
 	Set []string
+	// AuditWarn reports the failures of rules in Audit mode (a
+	// ClusterPolicy's validationFailureAction, a ValidatingPolicy's
+	// validationActions without Deny) as warnings (Kyverno's --audit-warn).
+	AuditWarn bool
 	// UserInfo is a Kyverno CLI user info file: the requester (its
 	// username, groups, roles and cluster roles) of every request.
 	UserInfo string
@@ -174,7 +178,7 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 			req.Object, req.OldObject = nil, req.Object
 		}
 		resps, _ := eng.Apply(ctx, req, set)
-		return append(flatten(resps, obj), decideDeletions(ctx, eng, deleting, obj)...)
+		return append(flatten(resps, obj, opts.AuditWarn), decideDeletions(ctx, eng, deleting, obj)...)
 	}
 	// Documents are parsed and evaluated on every core; their results are
 	// written in the order the documents were read.
@@ -474,7 +478,7 @@ func summaryMap(c engine.Counts) map[string]int {
 	return map[string]int{"pass": c.Pass, "fail": c.Fail, "warn": c.Warn, "error": c.Error, "skip": c.Skip}
 }
 
-func flatten(resps []engine.Response, obj map[string]any) []applyResult {
+func flatten(resps []engine.Response, obj map[string]any, auditWarn bool) []applyResult {
 	n := 0
 	for _, resp := range resps {
 		n += len(resp.Rules)
@@ -486,7 +490,7 @@ func flatten(resps []engine.Response, obj map[string]any) []applyResult {
 	for _, resp := range resps {
 		for _, rr := range resp.Rules {
 			res := string(rr.Status)
-			if rr.Status == engine.StatusFail && !resp.Policy.Scored {
+			if rr.Status == engine.StatusFail && (!resp.Policy.Scored || auditWarn && !rr.Enforce) {
 				res = string(engine.StatusWarn)
 			}
 			out = append(out, applyResult{

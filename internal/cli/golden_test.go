@@ -75,9 +75,14 @@ func TestOutputGolden(t *testing.T) {
 		"apply, values, --set and --userinfo": {
 			args: []string{
 				"apply", "testdata/kyverno/values-policy.yaml", "-r", "testdata/kyverno/pods.yaml", "-f", "testdata/kyverno/values.yaml",
-				"-u", "testdata/kyverno/user.yaml", "--set", "approved=redis", "--detailed-results",
+				"-u", "testdata/kyverno/user.yaml", "--set", "approved=redis", "--detailed-results", "--audit-warn",
 			},
+			// An Enforce policy's failures stay failures with --audit-warn.
 			code: ExitFailed, stdout: "apply-values.txt",
+		},
+		"apply --audit-warn": {
+			args: []string{"apply", "testdata/apply/policies/disallow-host-namespaces.yaml", "-r", "testdata/apply/pods.yaml", "--audit-warn", "--warn-exit-code", "4"},
+			code: 4, stdout: "apply-audit-warn.txt",
 		},
 		// The suite reads ../apply: the root given holds both.
 		"test": {

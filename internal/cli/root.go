@@ -137,6 +137,7 @@ Exit codes:
 	f.StringVarP(&opts.ValuesFile, "values-file", "f", "", "a values file (the Kyverno CLI's kind Values): variables for the policies, namespace labels")
 	f.StringSliceVarP(&opts.Set, "set", "s", nil, "global values, name=value (over the values file's)")
 	f.StringVarP(&opts.UserInfo, "userinfo", "u", "", "a user info file (the Kyverno CLI's kind UserInfo): who makes every request")
+	f.BoolVar(&opts.AuditWarn, "audit-warn", false, "report the failures of rules in Audit mode as warnings (with --warn-exit-code, the exit code says there were some)")
 	f.IntVar(&warnExitCode, "warn-exit-code", 0, "exit with this code when results warn and none fails or errs")
 	f.BoolP("table", "t", false, "accepted for the Kyverno CLI's pipelines: the table is the default output")
 	f.Bool("remove-color", false, "accepted for the Kyverno CLI's pipelines: verdict writes no color")
