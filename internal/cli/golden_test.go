@@ -84,6 +84,21 @@ func TestOutputGolden(t *testing.T) {
 			args: []string{"apply", "testdata/apply/policies/disallow-host-namespaces.yaml", "-r", "testdata/apply/pods.yaml", "--audit-warn", "--warn-exit-code", "4"},
 			code: 4, stdout: "apply-audit-warn.txt",
 		},
+		// verdict jp: Kyverno's JMESPath on the command line.
+		"jp query": {
+			args: []string{"jp", "query", "-i", "testdata/kyverno/pods.yaml", "metadata", "truncate(metadata.namespace, `2`)", "spec.containers[].image"},
+			code: ExitOK, stdout: "jp-query.txt",
+		},
+		"jp query, compact and unquoted": {
+			args: []string{"jp", "query", "-i", "testdata/kyverno/pods.yaml", "-c", "-u", "metadata", "metadata.name"},
+			code: ExitOK, stdout: "jp-query-compact.txt",
+		},
+		"jp function": {
+			args: []string{"jp", "function"}, code: ExitOK, stdout: "jp-function.txt",
+		},
+		"jp parse": {
+			args: []string{"jp", "parse", "spec.containers[?image==`\"nginx\"`].name"}, code: ExitOK, stdout: "jp-parse.txt",
+		},
 		// The suite reads ../apply: the root given holds both.
 		"test": {
 			args: []string{"test", "testdata"}, code: ExitFailed,
@@ -156,6 +171,8 @@ func TestTestFlagsRefused(t *testing.T) {
 			[]string{"apply", "testdata/kyverno/values-policy.yaml", "-r", "testdata/kyverno/pods.yaml", "--set", "approved"},
 			`--set "approved": use name=value`,
 		},
+		"a jp syntax error":      {[]string{"jp", "query", "-i", "testdata/kyverno/pods.yaml", "metadata.["}, "metadata.[: "},
+		"an unknown jp function": {[]string{"jp", "function", "nope"}, `no custom function "nope"`},
 		"a policy given as an exception": {
 			[]string{"apply", "testdata/kyverno/policy.yaml", "-r", "testdata/kyverno/pods.yaml", "-e", "testdata/kyverno/policy.yaml"},
 			"an exception file holds PolicyExceptions only",

@@ -465,3 +465,54 @@ func Call(name string, args ...any) (any, error) {
 	}
 	return e.Handler(args)
 }
+
+// Signature is one custom function as `verdict jp function` lists it.
+type Signature struct {
+	Name string
+	// Arguments are the accepted types of each argument ("string",
+	// "string|number"), "?" after an optional one, "..." after the last
+	// of a variadic function.
+	Arguments []string
+}
+
+// String is the signature as written: name(type, type?, type...).
+func (s Signature) String() string {
+	return s.Name + "(" + strings.Join(s.Arguments, ", ") + ")"
+}
+
+// Signatures lists the custom functions with their argument types, by
+// name.
+func Signatures() []Signature {
+	entries := customFunctions(defaultOptions())
+	out := make([]Signature, 0, len(entries))
+	for _, e := range entries {
+		sig := Signature{Name: e.Name}
+		for _, a := range e.Arguments {
+			types := make([]string, len(a.Types))
+			for i, t := range a.Types {
+				types[i] = string(t)
+			}
+			arg := strings.Join(types, "|")
+			switch {
+			case a.Variadic:
+				arg += "..."
+			case a.Optional:
+				arg += "?"
+			}
+			sig.Arguments = append(sig.Arguments, arg)
+		}
+		out = append(out, sig)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// AST is the parse tree of expr, one node per line, as `verdict jp parse`
+// prints it; a syntax error is Compile's.
+func AST(expr string) (string, error) {
+	node, err := parse(expr)
+	if err != nil {
+		return "", err
+	}
+	return node.PrettyPrint(0), nil
+}
