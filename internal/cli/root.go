@@ -67,7 +67,7 @@ func newRoot(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Comm
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout), newJP(stdin, stdout), newVersion(stdout), work.New(ctx, stdin, stdout))
+	root.AddCommand(newApply(ctx, stdin, stdout), newTest(ctx, stdout), newJP(stdin, stdout), newCreate(stdout), newVersion(stdout), work.New(ctx, stdin, stdout))
 	return root
 }
 
