@@ -256,27 +256,18 @@ func webhooksOf(rule *engine.Rule) []bool {
 // addPolicyRule adds a rule of a policy (of namespace ns, "" for the
 // cluster's webhooks) to the webhook k.
 func addPolicyRule(hooks map[webhookKey]*accum, tenants map[tenantKey]*accum, k webhookKey, ns string, timeout *int32, reinvoke bool, rule *engine.Rule, r Resolver) error {
-	var a *accum
-	if ns == "" {
-		a = hooks[k]
-		if a == nil {
-			a = newAccum(admissionregistrationv1.AllScopes)
-			hooks[k] = a
-		}
-	} else {
-		tk := tenantKey{webhookKey: k, namespace: ns}
-		a = tenants[tk]
-		if a == nil {
-			a = newAccum(admissionregistrationv1.NamespacedScope)
-			tenants[tk] = a
-		}
-	}
-	if t := timeout; t != nil && *t > a.timeout {
-		a.timeout = *t
-	}
-	a.reinvoke = a.reinvoke || reinvoke
+	a := accumFor(hooks, tenants, k, ns, timeout, reinvoke)
 	if rr, ok := rule.ResourceRules(); ok {
-		addResourceRules(a, rr, syncDeletes(rule))
+		addResourceRules(a, rr, nil)
+		if syncsDeletes(rule) {
+			// A synchronized GeneratingPolicy's triggers are also watched
+			// for their deletes, whatever operations it selects. The
+			// webhook only queues the removal of their downstream and never
+			// denies a delete: the Ignore webhook, so that no replica being
+			// down ever blocks a deletion.
+			ignore := accumFor(hooks, tenants, webhookKey{mutate: k.mutate, fail: false}, ns, timeout, false)
+			addResourceRules(ignore, rr, []string{"DELETE"})
+		}
 		return nil
 	}
 	ops := admissionOps
@@ -393,9 +384,40 @@ func addRule(a *accum, m *policy.MatchResources, defaultOps []string, r Resolver
 // engine on what the webhook receives). Unlike a kind selector on Pods,
 // "pods" does not take in pods/ephemeralcontainers: a ValidatingPolicy
 // selects subresources by name, as the API server's policies do.
-func addResourceRules(a *accum, rules []policy.ResourceRule, extra []string) {
+// accumFor is the webhook k of namespace ns ("" for the cluster's),
+// made if it is not yet, its timeout raised to timeout and reinvoked if
+// reinvoke.
+func accumFor(hooks map[webhookKey]*accum, tenants map[tenantKey]*accum, k webhookKey, ns string, timeout *int32, reinvoke bool) *accum {
+	var a *accum
+	if ns == "" {
+		a = hooks[k]
+		if a == nil {
+			a = newAccum(admissionregistrationv1.AllScopes)
+			hooks[k] = a
+		}
+	} else {
+		tk := tenantKey{webhookKey: k, namespace: ns}
+		a = tenants[tk]
+		if a == nil {
+			a = newAccum(admissionregistrationv1.NamespacedScope)
+			tenants[tk] = a
+		}
+	}
+	if t := timeout; t != nil && *t > a.timeout {
+		a.timeout = *t
+	}
+	a.reinvoke = a.reinvoke || reinvoke
+	return a
+}
+
+// addResourceRules adds resource rules to a webhook, each with its own
+// operations, or with ops when given.
+func addResourceRules(a *accum, rules []policy.ResourceRule, ops []string) {
 	for _, rr := range rules {
-		ops := append(slices.Clip(rr.Operations), extra...)
+		ops := ops
+		if ops == nil {
+			ops = rr.Operations
+		}
 		for _, g := range rr.APIGroups {
 			for _, v := range rr.APIVersions {
 				for _, res := range rr.Resources {
@@ -406,14 +428,11 @@ func addResourceRules(a *accum, rules []policy.ResourceRule, extra []string) {
 	}
 }
 
-// syncDeletes are the operations a synchronized GeneratingPolicy needs
-// beyond those it selects: the deletes of its triggers, whose downstream
-// goes with them.
-func syncDeletes(rule *engine.Rule) []string {
-	if rule.Generation == nil || !rule.Generation.Synchronize || rule.SelectsOperation("DELETE") {
-		return nil
-	}
-	return []string{"DELETE"}
+// syncsDeletes reports whether a rule is a synchronized GeneratingPolicy's
+// that does not select deletes itself: the deletes of its triggers take
+// their downstream along.
+func syncsDeletes(rule *engine.Rule) bool {
+	return rule.Generation != nil && rule.Generation.Synchronize && rule.Generation.FromCEL && !rule.SelectsOperation("DELETE")
 }
 
 // add records that the webhook receives ops on a resource.

@@ -675,7 +675,9 @@ func TestBuildLegacyPaths(t *testing.T) {
 // A GeneratingPolicy registers the resources and operations of its
 // matchConstraints on the validating webhook; a synchronized one also
 // receives their deletes (a deleted trigger takes its downstream along),
-// which a policy without synchronize does not.
+// on the Ignore webhook: it only queues work and never denies, so no
+// replica being down blocks a deletion. A policy without synchronize
+// receives no deletes.
 func TestBuildGeneratingPolicy(t *testing.T) {
 	gpol := func(name string, sync bool) string {
 		return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
@@ -702,12 +704,13 @@ spec:
 			continue
 		}
 		for _, r := range w.Rules {
-			got = append(got, fmt.Sprintf("%v %v %v %v", r.APIGroups, r.APIVersions, r.Resources, r.Operations))
+			got = append(got, fmt.Sprintf("%s: %v %v %v %v", *w.FailurePolicy, r.APIGroups, r.APIVersions, r.Resources, r.Operations))
 		}
 	}
 	want := []string{
-		"[] [v1] [configmaps] [CREATE UPDATE]",
-		"[] [v1] [namespaces] [CREATE DELETE UPDATE]",
+		"Fail: [] [v1] [configmaps] [CREATE UPDATE]",
+		"Fail: [] [v1] [namespaces] [CREATE UPDATE]",
+		"Ignore: [] [v1] [namespaces] [DELETE]",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
