@@ -158,12 +158,27 @@ spec:
 	// rolling upgrade from an earlier release).
 	for _, legacy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("legacy paths %v", legacy), func(t *testing.T) {
-			checkExcludes(t, compileAll(t, everything, everythingVPol, everythingMPol, everythingIVPol), Options{URL: "https://x", Filter: filter, LegacyPaths: legacy})
+			checkExcludes(t, compileAll(t, everything, everythingVPol, everythingMPol, everythingIVPol), Options{URL: "https://x", Filter: filter, LegacyPaths: legacy}, 5)
 		})
 	}
+	// A synchronized GeneratingPolicy on every resource: its webhook (Fail)
+	// and the Ignore webhook that receives its triggers' deletes both
+	// skip what the cluster needs.
+	everythingGPol := `
+apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata: {name: everything-generated}
+spec:
+  evaluation: {synchronize: {enabled: true}}
+  matchConstraints: {resourceRules: [{apiGroups: ["*"], apiVersions: ["*"], operations: [CREATE, UPDATE], resources: ["*"]}]}
+  generate: [{expression: "generator.Apply(object.metadata.name, [])"}]
+`
+	t.Run("a synchronized GeneratingPolicy", func(t *testing.T) {
+		checkExcludes(t, compileAll(t, everythingGPol), Options{URL: "https://x", Filter: filter}, 3)
+	})
 }
 
-func checkExcludes(t *testing.T, pols []*engine.Policy, o Options) {
+func checkExcludes(t *testing.T, pols []*engine.Policy, o Options, webhooks int) {
 	t.Helper()
 	filter := o.Filter
 	mut, val, err := Build(pols, table, o)
@@ -182,8 +197,8 @@ func checkExcludes(t *testing.T, pols []*engine.Policy, o Options) {
 	for _, w := range val.Webhooks {
 		hooks = append(hooks, hook{w.Name, w.NamespaceSelector, w.MatchConditions})
 	}
-	if len(hooks) != 5 {
-		t.Fatalf("webhooks %v", hooks)
+	if len(hooks) != webhooks {
+		t.Fatalf("%d webhooks, want %d: %v", len(hooks), webhooks, hooks)
 	}
 	for _, h := range hooks {
 		if len(h.ns.MatchExpressions) != 1 || strings.Join(h.ns.MatchExpressions[0].Values, ",") != "kube-node-lease,kube-public,kube-system,nats,verdict" ||
