@@ -11,6 +11,7 @@ import (
 // cfg are the defaults.
 func bindFlags(fs *flag.FlagSet, cfg *cleanerapp.Config) {
 	platform.BindKubeFlags(fs, &cfg.Kube)
+	platform.BindPolicyAPIFlag(fs, &cfg.PolicyAPI)
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
 	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: no policy reads its Secrets")

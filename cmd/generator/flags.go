@@ -14,6 +14,7 @@ func bindFlags(fs *flag.FlagSet, cfg *generatorapp.Config) {
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
 	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindExceptionFlags(fs, &cfg.Exceptions)
+	platform.BindPolicyAPIFlag(fs, &cfg.PolicyAPI)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: no policy reads its Secrets")
 	platform.BindNATSFlags(fs, &cfg.NATS)
 	fs.DurationVar(&cfg.VerifyGrace, "verify-grace", cfg.VerifyGrace, "how long a work item's trigger may be missing (a CREATE is published before it is stored) before the item is skipped")

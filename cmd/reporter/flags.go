@@ -16,6 +16,7 @@ func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	platform.BindRegistryFlags(fs, &cfg.Registries)
 	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindExceptionFlags(fs, &cfg.Exceptions)
+	platform.BindPolicyAPIFlag(fs, &cfg.PolicyAPI)
 	fs.Float64Var(&cfg.WriteQPS, "write-qps", cfg.WriteQPS, "report writes (create, apply, delete) per second")
 	fs.IntVar(&cfg.WriteBurst, "write-burst", cfg.WriteBurst, "burst of report writes")
 	platform.BindNATSFlags(fs, &cfg.NATS)

@@ -29,6 +29,7 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	fs.IntVar(&cfg.MaxConcurrentEvaluations, "max-concurrent-evaluations", cfg.MaxConcurrentEvaluations, "admission requests evaluated at once; more wait for a slot")
 	fs.DurationVar(&cfg.EvaluationQueueTimeout, "evaluation-queue-timeout", cfg.EvaluationQueueTimeout, "how long a request waits for an evaluation slot before it is answered 429 (the webhook's failurePolicy then applies)")
 	fs.IntVar(&cfg.MaxWarnings, "max-warnings", cfg.MaxWarnings, "most warnings in one admission response")
+	fs.BoolVar(&cfg.Shadow, "shadow", cfg.Shadow, "evaluate without effect, beside a running Kyverno: allow every request unchanged with no warning, queue no work, publish the results; the leader registers validating webhooks only, all failurePolicy Ignore, and writes no policy status")
 	fs.DurationVar(&cfg.WorkPublishTimeout, "work-publish-timeout", cfg.WorkPublishTimeout, "how long generate work may take to be acknowledged before the answer")
 	fs.Func("on-work-publish-failure", "deny or allow a request whose generate work was not acknowledged in time (default "+string(cfg.OnWorkPublishFailure)+")", func(s string) error {
 		cfg.OnWorkPublishFailure = webhook.WorkFailureMode(s)
@@ -67,6 +68,7 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)
 	platform.BindRegistryFlags(fs, &cfg.Registries)
 	platform.BindExceptionFlags(fs, &cfg.Exceptions)
+	platform.BindPolicyAPIFlag(fs, &cfg.PolicyAPI)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "Verdict's namespace: Lease, Secrets; also skipped by the webhooks")
 	fs.StringVar(&cfg.Identity, "identity", cfg.Identity, "this replica's name in the Lease (the pod name)")
 	fs.StringVar(&cfg.ServiceName, "service-name", cfg.ServiceName, "the webhook's Service")

@@ -26,6 +26,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
 	"github.com/verdict-dev/verdict/internal/platform/logkey"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -49,6 +50,7 @@ var ErrInvalidOption = errors.New("cleaner: invalid option")
 type Option func(*options) error
 
 type options struct {
+	api         policycache.API
 	runner      []queue.RunnerOption
 	ttlFilter   admissionfilter.Filter
 	ttlInterval time.Duration
@@ -137,6 +139,13 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // WithLogger sets the logger (default: none).
 func WithLogger(log zerolog.Logger) Option {
 	return func(o *options) error { o.log = log; return nil }
+}
+
+// WithAPI sets the group the cleanup and deleting policies are read from
+// (policycache.VerdictAPI unless set). In Kyverno's, every kind is
+// watched once served: the cluster's CRDs are Kyverno's.
+func WithAPI(api policycache.API) Option {
+	return func(o *options) error { o.api = api; return nil }
 }
 
 // Clients are the Kubernetes clients the cleaner uses.
@@ -266,9 +275,9 @@ func (c *Cleaner) coalesced(ctx context.Context, m *queue.Msg) bool {
 // runPolicy is a policy tick: the policy is read from the API (the tick
 // only names it) and run as it is now.
 func (c *Cleaner) runPolicy(ctx context.Context, ref PolicyRef) queue.Outcome {
-	var ri dynamic.ResourceInterface = c.dyn.Resource(ref.GVR())
+	var ri dynamic.ResourceInterface = c.dyn.Resource(ref.GVR(c.o.api))
 	if ref.Namespace != "" {
-		ri = c.dyn.Resource(ref.GVR()).Namespace(ref.Namespace)
+		ri = c.dyn.Resource(ref.GVR(c.o.api)).Namespace(ref.Namespace)
 	}
 	obj, err := ri.Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -43,12 +44,12 @@ spec:
 		t.Fatalf("schedule %+v", s)
 	}
 	want := PolicyRef{Kind: policy.KindNamespacedDeletingPolicy, Namespace: "team", Name: "old", UID: "u-2", Generation: 4, Schedule: "@every 3s"}
-	if ref := policyOfSchedule(s); ref == nil || *ref != want || ref.GVR() != NamespacedDeletingPolicies || ref.String() != "team/old" {
+	if ref := policyOfSchedule(s); ref == nil || *ref != want || ref.GVR(policycache.VerdictAPI) != NamespacedDeletingPolicies || ref.String() != "team/old" {
 		t.Fatalf("policy of the schedule %+v", ref)
 	}
 	cluster := PolicyRef{Kind: policy.KindDeletingPolicy, Name: "old"}
-	if cluster.ScheduleKey() != "DeletingPolicy/old" || cluster.GVR() != DeletingPolicies {
-		t.Fatalf("DeletingPolicy ref: key %q, resource %v", cluster.ScheduleKey(), cluster.GVR())
+	if cluster.ScheduleKey() != "DeletingPolicy/old" || cluster.GVR(policycache.VerdictAPI) != DeletingPolicies {
+		t.Fatalf("DeletingPolicy ref: key %q, resource %v", cluster.ScheduleKey(), cluster.GVR(policycache.VerdictAPI))
 	}
 }
 

@@ -76,7 +76,7 @@ func (c *Cleaner) newEvent(ref PolicyRef) *eventsv1.Event {
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: ns},
 		EventTime:  metav1.NewMicroTime(now),
 		Regarding: corev1.ObjectReference{
-			APIVersion: ref.GVR().GroupVersion().String(), Kind: ref.Kind,
+			APIVersion: ref.GVR(c.o.api).GroupVersion().String(), Kind: ref.Kind,
 			Namespace: ref.Namespace, Name: ref.Name, UID: types.UID(ref.UID),
 		},
 		ReportingController: Component,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/logkey"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -79,11 +80,11 @@ func (c *Cleaner) keepSchedules(ctx context.Context) {
 	defer factory.Shutdown()
 	w := &policyWatch{q: q, factory: factory, informers: map[string]cache.SharedIndexInformer{}}
 	synced := []cache.InformerSynced{}
-	for kind, k := range policyKinds {
-		if k.optional {
+	for kind := range policyKinds {
+		if c.optional(kind) {
 			continue
 		}
-		inf, err := w.watch(kind, k.gvr)
+		inf, err := w.watch(kind, c.o.api.MustResource(kind))
 		if err != nil {
 			c.o.log.Error().Err(err).Msg("cleanupPolicyWatchFailed")
 			return
@@ -185,33 +186,34 @@ func (c *Cleaner) watchOptional(ctx context.Context, w *policyWatch) {
 	warned := map[string]bool{}
 	delay := time.Second
 	for {
-		served, err := servedResources(c.disc, ClusterCleanupPolicies.GroupVersion())
+		served, err := c.servedKinds()
 		missing := 0
 		switch {
 		case err != nil:
 			c.o.log.Warn().Err(err).Msg("policyKindsNotDiscovered")
 		default:
-			for kind, k := range policyKinds {
-				if !k.optional || w.informer(kind) != nil {
+			for kind := range policyKinds {
+				if !c.optional(kind) || w.informer(kind) != nil {
 					continue
 				}
-				if !served[k.gvr.Resource] {
+				gvr := c.o.api.MustResource(kind)
+				if !served[gvr] {
 					missing++
 					if !warned[kind] {
 						warned[kind] = true
-						c.o.log.Warn().Str(logkey.Kind, kind).Str(logkey.Resource, k.gvr.String()).
+						c.o.log.Warn().Str(logkey.Kind, kind).Str(logkey.Resource, gvr.String()).
 							Str(logkey.Detail, "the API server does not serve this kind (its CRD is not installed): its policies are not run until it is").
 							Msg("policyKindNotServed")
 					}
 					continue
 				}
-				inf, err := w.watch(kind, k.gvr)
+				inf, err := w.watch(kind, gvr)
 				if err != nil {
 					c.o.log.Error().Err(err).Msg("cleanupPolicyWatchFailed")
 					continue
 				}
 				w.factory.Start(ctx.Done())
-				c.o.log.Info().Str(logkey.Kind, kind).Str(logkey.Resource, k.gvr.String()).Msg("policyKindWatched")
+				c.o.log.Info().Str(logkey.Kind, kind).Str(logkey.Resource, gvr.String()).Msg("policyKindWatched")
 				go func() {
 					if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 						c.o.log.Info().Str(logkey.Kind, kind).Msg("cleanupPoliciesSynced")
@@ -237,6 +239,36 @@ func (c *Cleaner) watchOptional(ctx context.Context, w *policyWatch) {
 
 // servedResources are the resources the API server serves in gv (none
 // when it serves no such group version).
+// optional reports whether a kind is watched only once served: the
+// deleting policies in Verdict's group (CRDs newer than some
+// installations), every kind in Kyverno's (the cluster's CRDs, which a
+// Kyverno release may have removed).
+func (c *Cleaner) optional(kind string) bool {
+	return policyKinds[kind].optional || c.o.api.Name == policycache.APIKyverno
+}
+
+// servedKinds are the resources of the policy kinds the API server
+// serves.
+func (c *Cleaner) servedKinds() (map[schema.GroupVersionResource]bool, error) {
+	out := map[schema.GroupVersionResource]bool{}
+	byGV := map[schema.GroupVersion]map[string]bool{}
+	for kind := range policyKinds {
+		gvr := c.o.api.MustResource(kind)
+		served, ok := byGV[gvr.GroupVersion()]
+		if !ok {
+			var err error
+			if served, err = servedResources(c.disc, gvr.GroupVersion()); err != nil {
+				return nil, err
+			}
+			byGV[gvr.GroupVersion()] = served
+		}
+		if served[gvr.Resource] {
+			out[gvr] = true
+		}
+	}
+	return out, nil
+}
+
 func servedResources(disc discovery.DiscoveryInterface, gv schema.GroupVersion) (map[string]bool, error) {
 	list, err := disc.ServerResourcesForGroupVersion(gv.String())
 	switch {

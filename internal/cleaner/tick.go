@@ -8,22 +8,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
-// Resources the cleanup and deleting policies are served as
-// (verdict.dev/v1).
+// Resources the cleanup and deleting policies are served as in Verdict's
+// group (verdict.dev/v1; WithAPI chooses the group the cleaner reads).
 var (
-	ClusterCleanupPolicies     = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "clustercleanuppolicies"}
-	CleanupPolicies            = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "cleanuppolicies"}
-	DeletingPolicies           = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "deletingpolicies"}
-	NamespacedDeletingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespaceddeletingpolicies"}
+	ClusterCleanupPolicies     = policycache.VerdictAPI.MustResource(policy.KindClusterCleanupPolicy)
+	CleanupPolicies            = policycache.VerdictAPI.MustResource(policy.KindCleanupPolicy)
+	DeletingPolicies           = policycache.VerdictAPI.MustResource(policy.KindDeletingPolicy)
+	NamespacedDeletingPolicies = policycache.VerdictAPI.MustResource(policy.KindNamespacedDeletingPolicy)
 )
 
 // policyKind is one kind of policy the cleaner runs.
 type policyKind struct {
-	gvr        schema.GroupVersionResource
 	namespaced bool
 	// optional: the kind may not be served (its CRD is newer than the
 	// cluster's): it is then not watched, and the cleaner runs the
@@ -33,10 +33,10 @@ type policyKind struct {
 
 // policyKinds are the kinds of policy the cleaner runs, by kind.
 var policyKinds = map[string]policyKind{
-	policy.KindClusterCleanupPolicy:     {gvr: ClusterCleanupPolicies},
-	policy.KindCleanupPolicy:            {gvr: CleanupPolicies, namespaced: true},
-	policy.KindDeletingPolicy:           {gvr: DeletingPolicies, optional: true},
-	policy.KindNamespacedDeletingPolicy: {gvr: NamespacedDeletingPolicies, namespaced: true, optional: true},
+	policy.KindClusterCleanupPolicy:     {},
+	policy.KindCleanupPolicy:            {namespaced: true},
+	policy.KindDeletingPolicy:           {optional: true},
+	policy.KindNamespacedDeletingPolicy: {namespaced: true, optional: true},
 }
 
 // TickAction is what a tick asks for.
@@ -102,9 +102,11 @@ func (r PolicyRef) String() string {
 	return r.Name
 }
 
-// GVR is the resource the policy is served as (DecodeTick checks the
-// kind is one the cleaner runs).
-func (r PolicyRef) GVR() schema.GroupVersionResource { return policyKinds[r.Kind].gvr }
+// GVR is the resource the policy is served as in api (DecodeTick checks
+// the kind is one the cleaner runs).
+func (r PolicyRef) GVR(api policycache.API) schema.GroupVersionResource {
+	return api.MustResource(r.Kind)
+}
 
 // RefOf is the reference of a parsed policy.
 func RefOf(p *policy.CleanupPolicy) PolicyRef {

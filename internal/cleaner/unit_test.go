@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -110,7 +111,7 @@ spec:
 	if tick.Action != TickPolicy || tick.Policy == nil || *tick.Policy != want {
 		t.Fatalf("tick %+v", tick)
 	}
-	if ref := policyOfSchedule(s); ref == nil || *ref != want || ref.GVR() != CleanupPolicies || ref.String() != "team/tmp" {
+	if ref := policyOfSchedule(s); ref == nil || *ref != want || ref.GVR(policycache.VerdictAPI) != CleanupPolicies || ref.GVR(policycache.KyvernoAPI).String() != "kyverno.io/v2, Resource=cleanuppolicies" || ref.String() != "team/tmp" {
 		t.Fatalf("policy of the schedule %+v", ref)
 	}
 	ttl, _ := json.Marshal(Tick{Action: TickTTL})

@@ -472,26 +472,31 @@ func (g *Generator) exceptions(ctx context.Context) ([]*policy.Exception, error)
 	if set, err := g.pc.Set(ctx); err == nil {
 		return set.Exceptions, nil
 	}
-	list, err := g.dyn.Resource(policycache.PolicyExceptions).List(ctx, metav1.ListOptions{})
-	switch {
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("list policy exceptions: %w", err)
-	}
-	out := make([]*policy.Exception, 0, len(list.Items))
-	for i := range list.Items {
-		clusterWide, err := g.pc.Exceptions().Admit(list.Items[i].GetNamespace())
-		var e *policy.Exception
-		if err == nil {
-			e, err = policy.ExceptionFromObject(list.Items[i].Object)
-		}
-		if err != nil {
-			g.o.log.Warn().Err(err).Str(logkey.Exception, list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()).Msg("exceptionLeftOut")
+	var out []*policy.Exception
+	for _, gvr := range g.pc.API().Exceptions() {
+		list, err := g.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 			continue
+		case err != nil:
+			return nil, fmt.Errorf("list policy exceptions: %w", err)
 		}
-		e.ClusterWide = clusterWide
-		out = append(out, e)
+		for i := range list.Items {
+			if policy.IsCELException(list.Items[i].Object) {
+				continue // the CEL kinds' (the cache's set has them)
+			}
+			clusterWide, err := g.pc.Exceptions().Admit(list.Items[i].GetNamespace())
+			var e *policy.Exception
+			if err == nil {
+				e, err = policy.ExceptionFromObject(list.Items[i].Object)
+			}
+			if err != nil {
+				g.o.log.Warn().Err(err).Str(logkey.Exception, list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()).Msg("exceptionLeftOut")
+				continue
+			}
+			e.ClusterWide = clusterWide
+			out = append(out, e)
+		}
 	}
 	return out, nil
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/verdict-dev/verdict/internal/bus"
-	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -232,15 +231,15 @@ func (g *Generator) policyClient(kind, key string) (dynamic.ResourceInterface, s
 	if name == "" || (namespaced && ns == "") {
 		return nil, "", fmt.Errorf("policy key %q", key)
 	}
-	gvr := policycache.ClusterPolicies
-	if namespaced {
-		gvr = policycache.Policies
-	}
-	if kind != "" {
-		var ok bool
-		if gvr, ok = policycache.ResourceOf(kind); !ok {
-			return nil, "", fmt.Errorf("policy kind %q", kind)
+	if kind == "" {
+		kind = policy.KindClusterPolicy
+		if namespaced {
+			kind = policy.KindPolicy
 		}
+	}
+	gvr, ok := g.pc.API().Resource(kind)
+	if !ok {
+		return nil, "", fmt.Errorf("policy kind %q", kind)
 	}
 	if namespaced {
 		return g.dyn.Resource(gvr).Namespace(ns), name, nil

@@ -36,3 +36,28 @@ func (f enabledFlag) Set(s string) error {
 }
 
 func (f enabledFlag) IsBoolFlag() bool { return true }
+
+// BindPolicyAPIFlag binds --policy-api: the group the cluster's policies
+// are read from (policycache.ParseAPI).
+func BindPolicyAPIFlag(fs *flag.FlagSet, api *policycache.API) {
+	fs.Var(apiFlag{api}, "policy-api", `where the cluster's policies are served: "verdict" (verdict.dev, Verdict's CRDs) or "kyverno" (kyverno.io and policies.kyverno.io, with their original apiVersions: beside a running Kyverno in shadow mode, or once it is gone)`)
+}
+
+// apiFlag is a policycache.API flag.
+type apiFlag struct{ api *policycache.API }
+
+func (f apiFlag) String() string {
+	if f.api == nil || f.api.Name == "" {
+		return policycache.APIVerdict
+	}
+	return f.api.Name
+}
+
+func (f apiFlag) Set(s string) error {
+	a, err := policycache.ParseAPI(s)
+	if err != nil {
+		return err
+	}
+	*f.api = a
+	return nil
+}

@@ -144,7 +144,10 @@ func (s *Server) mutate(scope policyScope) admissionFunc {
 // previous one's result, and answers with a JSONPatch from the original
 // object to the final one.
 func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (decision, error) {
-	if rv.object == nil || terminating(rv) {
+	if rv.object == nil || terminating(rv) || s.cfg.Shadow {
+		// A shadow mutates nothing (the registrar registers no mutating
+		// webhook for it: its validating webhook sees what the running
+		// admission controller's mutations made).
 		return allow(nil), nil
 	}
 	ev, err := s.evaluate(ctx, rv, scope)
@@ -285,6 +288,9 @@ func (s *Server) validateIn(ctx context.Context, rv *review, scope policyScope) 
 		st       validateState
 		warnings []string
 	)
+	if s.cfg.Shadow {
+		return s.shadowValidate(ctx, ev, &st)
+	}
 	for _, step := range []validateStep{s.validateRules, s.triggerGenerate} {
 		v, err := step(ctx, ev, &st)
 		if err != nil {
@@ -300,6 +306,29 @@ func (s *Server) validateIn(ctx context.Context, rv *review, scope policyScope) 
 		s.results.Publish(ctx, st.results)
 	}
 	return allow(s.capWarnings(warnings)), nil
+}
+
+// shadowValidate is validateIn in shadow mode: the validate rules run and
+// their results are published, a denial's included, and the request is
+// allowed as it came, with no warning and no work queued. What the
+// answer would have been is counted (verdict_webhook_shadow_decisions_total).
+func (s *Server) shadowValidate(ctx context.Context, ev *evaluation, st *validateState) (decision, error) {
+	v, err := s.validateRules(ctx, ev, st)
+	if err != nil {
+		return decision{}, err
+	}
+	would := OutcomeAllowed
+	switch {
+	case v.denial != "":
+		would = OutcomeDenied
+	case len(v.warnings) > 0:
+		would = OutcomeWarned
+	}
+	s.metrics.shadow.WithLabelValues(string(would)).Inc()
+	if publishResults(ev.rv) && len(st.results) > 0 {
+		s.results.Publish(ctx, st.results)
+	}
+	return allow(nil), nil
 }
 
 // publishResults reports whether the request's results go to the result
@@ -343,6 +372,10 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 			if len(denials) > 0 {
 				vpolDenials = append(vpolDenials, denials...)
 				deniedBy = append(deniedBy, p.Raw.Key())
+				if s.cfg.Shadow {
+					// Allowed all the same: the results are the object's.
+					st.results = append(st.results, resultEvent(ev, p, resp))
+				}
 				continue
 			}
 			v.warnings = append(v.warnings, warnings...)
@@ -352,6 +385,9 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		if rules := blockingRules(p, resp); rules != nil {
 			blocked[p.Name()] = rules
 			deniedBy = append(deniedBy, p.Raw.Key())
+			if s.cfg.Shadow {
+				st.results = append(st.results, resultEvent(ev, p, resp))
+			}
 			continue
 		}
 		for _, rr := range resp.Rules {

@@ -123,6 +123,13 @@ type Config struct {
 	ExcludedNamespaces []string
 	ExcludedResources  []string
 
+	// Shadow evaluates without effect: every admission request is allowed
+	// unchanged, with no warning, and no generate or mutate-existing work
+	// is queued; the validating endpoints still publish the results, a
+	// request they would have denied included (a shadow of a running
+	// Kyverno: docs/migrating-from-kyverno.md).
+	Shadow bool
+
 	// PolicyPaths are files or directories of ClusterPolicies, Policies
 	// and PolicyExceptions served as a fixed set (StaticSource). The
 	// cluster-backed source replaces it when the informers arrive.

@@ -21,6 +21,7 @@ type metrics struct {
 	overloaded   prometheus.Counter
 	refused      *prometheus.CounterVec
 	ttlChecks    *prometheus.CounterVec
+	shadow       *prometheus.CounterVec
 }
 
 // Reasons a work publish failed, as metric labels.
@@ -70,8 +71,12 @@ func newMetrics(reg prometheus.Registerer, src PolicySource, cert *certs.Reloade
 		Namespace: metricsNamespace, Name: "ttl_label_checks_total",
 		Help: "Writes that set or changed the cleanup.kyverno.io/ttl label, by result (allowed: the requester may delete the object; denied: may not; error: the API could not answer, denied).",
 	}, []string{"result"})
+	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "shadow_decisions_total",
+		Help: "In shadow mode (--shadow), the answers the validating endpoints would have given (allowed, warned, denied); every request was allowed.",
+	}, []string{"outcome"})
 	collectors := []prometheus.Collector{
-		m.requests, m.latency, m.panics, m.workFailures, m.workItems, m.inFlight, m.overloaded, m.refused, m.ttlChecks,
+		m.requests, m.latency, m.panics, m.workFailures, m.workItems, m.inFlight, m.overloaded, m.refused, m.ttlChecks, m.shadow,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "invalid_policies",
 			Help: "Policies and exceptions of the current source that could not be loaded or compiled.",

@@ -18,6 +18,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/cleaner"
 	"github.com/verdict-dev/verdict/internal/platform"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
 )
 
@@ -28,6 +29,8 @@ var ErrInvalidConfig = errors.New("invalid cleaner config")
 type Config struct {
 	// Kube is how the cleaner reaches the API server.
 	Kube platform.KubeConfig
+	// PolicyAPI is where the cleanup and deleting policies are served.
+	PolicyAPI policycache.API
 	// PolicyHTTP says whether and where policies may call services
 	// over HTTP (off by default).
 	PolicyHTTP policyhttp.Config
@@ -119,6 +122,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		cleaner.WithResync(cfg.Resync),
 		cleaner.WithRegisterer(reg),
 		cleaner.WithLogger(log),
+		cleaner.WithAPI(cfg.PolicyAPI),
 	}
 	if cfg.Identity != "" {
 		opts = append(opts, cleaner.WithIdentity(cfg.Identity))

@@ -34,6 +34,8 @@ type Config struct {
 	// Exceptions says which PolicyExceptions count and how far they
 	// reach (--policy-exceptions, --exception-namespaces).
 	Exceptions policycache.ExceptionConfig
+	// PolicyAPI is where the policies are served.
+	PolicyAPI policycache.API
 	// Namespace is Verdict's namespace, whose Secrets no policy reads
 	// (kube.Protected).
 	Namespace string
@@ -131,7 +133,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	// The policy cache: compiled policies, exceptions and namespace
 	// labels from the API's watches (an item whose policy it does not
 	// hold yet reads the API). It syncs in the background.
-	pc := policycache.New(eng.Engine, dyn, kube, log).WithExceptions(cfg.Exceptions)
+	pc := policycache.New(eng.Engine, dyn, kube, log).WithExceptions(cfg.Exceptions).WithAPI(cfg.PolicyAPI)
 	// Its start is waited for before Run returns (and stopped first).
 	sctx, stopSync := context.WithCancel(ctx)
 	synced := make(chan struct{})

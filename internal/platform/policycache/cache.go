@@ -54,12 +54,6 @@ var (
 	NamespacedImageValidatingPolicies = schema.GroupVersionResource{Group: policy.GroupVerdict, Version: "v1", Resource: "namespacedimagevalidatingpolicies"}
 )
 
-// optionalKinds are watched only when served.
-var optionalKinds = []schema.GroupVersionResource{
-	ValidatingPolicies, NamespacedValidatingPolicies, MutatingPolicies, NamespacedMutatingPolicies,
-	GeneratingPolicies, NamespacedGeneratingPolicies, ImageValidatingPolicies, NamespacedImageValidatingPolicies,
-}
-
 // Problem is a policy or exception left out of the set, and why.
 type Problem struct {
 	Kind, Key string
@@ -86,16 +80,19 @@ type Cache struct {
 
 	informers []cache.SharedIndexInformer
 	// byResource indexes the informers by the resource they watch.
-	byResource map[string]cache.SharedIndexInformer
+	byResource map[schema.GroupResource]cache.SharedIndexInformer
 	nsLister   corelisters.NamespaceLister
 	nsSynced   cache.InformerSynced
 
 	dirty          chan struct{}
 	changed        chan struct{}
 	startFactories func(stop <-chan struct{})
-	// addOptional adds the informers of the optional kinds the API server
-	// serves (before startFactories).
-	addOptional func()
+	// addWatches adds the informers of the API's kinds: the required
+	// ones, and the others the API server serves (before
+	// startFactories).
+	addWatches func()
+	// api is where the policies are served (WithAPI).
+	api API
 
 	mu       sync.Mutex
 	compiled map[string]compiledEntry // by kind/key, reused while resourceVersion holds
@@ -127,7 +124,8 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 		dirty:      make(chan struct{}, 1),
 		changed:    make(chan struct{}, 1),
 		compiled:   map[string]compiledEntry{},
-		byResource: map[string]cache.SharedIndexInformer{},
+		byResource: map[schema.GroupResource]cache.SharedIndexInformer{},
+		api:        VerdictAPI,
 	}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 10*time.Minute)
 	watch := func(gvr schema.GroupVersionResource) {
@@ -140,19 +138,19 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 		c.hmu.Lock()
 		defer c.hmu.Unlock()
 		c.informers = append(c.informers, inf)
-		c.byResource[gvr.Resource] = inf
-		if backgroundKinds[gvr] {
+		c.byResource[gvr.GroupResource()] = inf
+		if c.background(gvr) {
 			for _, h := range c.onChange {
 				_, _ = inf.AddEventHandler(h)
 			}
 		}
 	}
-	// In this order: Policy indexes c.informers.
-	for _, gvr := range []schema.GroupVersionResource{ClusterPolicies, Policies, PolicyExceptions} {
-		watch(gvr)
-	}
-	c.addOptional = func() {
-		for _, gvr := range servedOptional(kube, log) {
+	c.addWatches = func() {
+		required, optional := c.api.watched()
+		for _, gvr := range required {
+			watch(gvr)
+		}
+		for _, gvr := range served(kube, optional, log) {
 			watch(gvr)
 		}
 		if c.native {
@@ -172,27 +170,37 @@ func New(eng *engine.Engine, dyn dynamic.Interface, kube kubernetes.Interface, l
 	return c
 }
 
-// servedOptional returns the optional kinds the API server serves. When
-// it cannot tell (discovery fails), every one is returned: the cache then
+// served returns the kinds of kinds the API server serves. When it
+// cannot tell (discovery fails), every one is returned: the cache then
 // waits for them as for the others, rather than start without policies
 // that may exist.
-func servedOptional(kube kubernetes.Interface, log zerolog.Logger) []schema.GroupVersionResource {
-	list, err := kube.Discovery().ServerResourcesForGroupVersion(policy.GroupVerdict + "/v1")
-	if err != nil {
-		log.Warn().Err(err).Msg("discovery of the policy kinds failed: waiting for every kind")
-		return optionalKinds
-	}
-	served := map[string]bool{}
-	for _, r := range list.APIResources {
-		served[r.Name] = true
-	}
+func served(kube kubernetes.Interface, kinds []schema.GroupVersionResource, log zerolog.Logger) []schema.GroupVersionResource {
+	byGV := map[schema.GroupVersion]map[string]bool{}
 	var out []schema.GroupVersionResource
-	for _, gvr := range optionalKinds {
-		if served[gvr.Resource] {
-			out = append(out, gvr)
-		} else {
-			log.Warn().Str(logkey.Resource, gvr.Resource).Msg("policy kind not served (CRD not installed): not watched; install the CRDs of this version and restart")
+	for _, gvr := range kinds {
+		gv := gvr.GroupVersion()
+		names, ok := byGV[gv]
+		if !ok {
+			list, err := kube.Discovery().ServerResourcesForGroupVersion(gv.String())
+			switch {
+			case apierrors.IsNotFound(err):
+				names = map[string]bool{}
+			case err != nil:
+				log.Warn().Err(err).Str(logkey.Resource, gv.String()).Msg("discovery of the policy kinds failed: waiting for every kind")
+				names = nil
+			default:
+				names = map[string]bool{}
+				for _, r := range list.APIResources {
+					names[r.Name] = true
+				}
+			}
+			byGV[gv] = names
 		}
+		if names == nil || names[gvr.Resource] {
+			out = append(out, gvr)
+			continue
+		}
+		log.Warn().Str(logkey.Resource, gvr.GroupResource().String()).Msg("policy kind not served (CRD not installed): not watched; install the CRDs of this version and restart")
 	}
 	return out
 }
@@ -208,7 +216,7 @@ func (c *Cache) markDirty() {
 // once the first lists are in and the first set is built, or with ctx's
 // error.
 func (c *Cache) Start(ctx context.Context) error {
-	c.addOptional()
+	c.addWatches()
 	c.startFactories(ctx.Done())
 	syncs := []cache.InformerSynced{c.nsSynced}
 	for _, inf := range c.informers {
@@ -421,11 +429,11 @@ func (c *Cache) Policy(key string) *engine.Policy {
 	if p == nil {
 		return nil
 	}
-	inf := c.informers[0] // ClusterPolicies
+	kind := policy.KindClusterPolicy
 	if strings.Contains(key, "/") {
-		inf = c.informers[1] // Policies
+		kind = policy.KindPolicy
 	}
-	return stored(inf, key, p)
+	return stored(c.informer(kind), key, p)
 }
 
 // stored is p when the watch's store still holds its object at p's
@@ -455,48 +463,43 @@ func (c *Cache) PolicyOf(kind, key string) *engine.Policy {
 	if s == nil || !c.synced.Load() {
 		return nil
 	}
-	gvr, ok := ResourceOf(kind)
+	return stored(c.informer(kind), key, s.byKind[kind+"/"+key])
+}
+
+// informer is the watch of a policy kind, or nil.
+func (c *Cache) informer(kind string) cache.SharedIndexInformer {
+	gvr, ok := c.api.Resource(kind)
 	if !ok {
 		return nil
 	}
-	return stored(c.byResource[gvr.Resource], key, s.byKind[kind+"/"+key])
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return c.byResource[gvr.GroupResource()]
 }
 
-// ResourceOf is the resource Verdict serves a policy kind as.
-func ResourceOf(kind string) (schema.GroupVersionResource, bool) {
-	switch kind {
-	case policy.KindClusterPolicy:
-		return ClusterPolicies, true
-	case policy.KindPolicy:
-		return Policies, true
-	case policy.KindValidatingPolicy:
-		return ValidatingPolicies, true
-	case policy.KindNamespacedValidatingPolicy:
-		return NamespacedValidatingPolicies, true
-	case policy.KindMutatingPolicy:
-		return MutatingPolicies, true
-	case policy.KindNamespacedMutatingPolicy:
-		return NamespacedMutatingPolicies, true
-	case policy.KindGeneratingPolicy:
-		return GeneratingPolicies, true
-	case policy.KindNamespacedGeneratingPolicy:
-		return NamespacedGeneratingPolicies, true
-	case policy.KindImageValidatingPolicy:
-		return ImageValidatingPolicies, true
-	case policy.KindNamespacedImageValidatingPolicy:
-		return NamespacedImageValidatingPolicies, true
-	case policy.KindValidatingAdmissionPolicy:
-		return ValidatingAdmissionPolicies, true
-	case policy.KindMutatingAdmissionPolicy:
-		return schema.GroupVersionResource{Group: policy.GroupAdmissionRegistration, Version: mutatingAdmissionPolicyVersions[0], Resource: resourceMAP}, true
-	}
-	return schema.GroupVersionResource{}, false
+// WithAPI sets where the policies are served (before Start): VerdictAPI
+// unless set.
+func (c *Cache) WithAPI(a API) *Cache {
+	c.api = a
+	return c
 }
+
+// API is where the cache reads the policies.
+func (c *Cache) API() API { return c.api }
 
 // backgroundKinds are the policy kinds whose rules act in the
 // background (generate, mutate-existing): OnPolicyChange's.
-var backgroundKinds = map[schema.GroupVersionResource]bool{
-	ClusterPolicies: true, Policies: true, GeneratingPolicies: true, NamespacedGeneratingPolicies: true,
+var backgroundKinds = []string{policy.KindClusterPolicy, policy.KindPolicy, policy.KindGeneratingPolicy, policy.KindNamespacedGeneratingPolicy}
+
+// background reports whether gvr is the resource of one of the
+// backgroundKinds.
+func (c *Cache) background(gvr schema.GroupVersionResource) bool {
+	for _, kind := range backgroundKinds {
+		if g, ok := c.api.Resource(kind); ok && g == gvr {
+			return true
+		}
+	}
+	return false
 }
 
 // OnPolicyChange registers h on the watches of the kinds whose rules act
@@ -508,8 +511,9 @@ func (c *Cache) OnPolicyChange(h cache.ResourceEventHandler) error {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
 	c.onChange = append(c.onChange, h)
-	for gvr := range backgroundKinds {
-		if inf := c.byResource[gvr.Resource]; inf != nil {
+	for _, kind := range backgroundKinds {
+		gvr, _ := c.api.Resource(kind)
+		if inf := c.byResource[gvr.GroupResource()]; inf != nil {
 			if _, err := inf.AddEventHandler(h); err != nil {
 				return err
 			}

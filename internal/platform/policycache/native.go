@@ -85,8 +85,8 @@ func servedNative(kube kubernetes.Interface, log zerolog.Logger) []schema.GroupV
 func (c *Cache) nativeBindings() (map[string][]*policy.NativeBinding, map[string]string) {
 	byPolicy := map[string][]*policy.NativeBinding{}
 	versions := map[string][]string{}
-	for _, res := range []string{ValidatingAdmissionPolicyBindings.Resource, resourceMAPB} {
-		inf := c.byResource[res]
+	for _, gr := range []schema.GroupResource{ValidatingAdmissionPolicyBindings.GroupResource(), {Group: policy.GroupAdmissionRegistration, Resource: resourceMAPB}} {
+		inf := c.byResource[gr]
 		if inf == nil {
 			continue
 		}

@@ -51,6 +51,8 @@ type Config struct {
 	// Exceptions says which PolicyExceptions count and how far they
 	// reach (--policy-exceptions, --exception-namespaces).
 	Exceptions policycache.ExceptionConfig
+	// PolicyAPI is where the policies are served.
+	PolicyAPI policycache.API
 	WriteQPS   float64
 	WriteBurst int
 
@@ -489,7 +491,7 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, se
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	pc := policycache.New(eng.Engine, d.dyn, kube, log).WithExceptions(cfg.Exceptions).WithNativePolicies()
+	pc := policycache.New(eng.Engine, d.dyn, kube, log).WithExceptions(cfg.Exceptions).WithAPI(cfg.PolicyAPI).WithNativePolicies()
 	if err := pc.Start(ctx); err != nil {
 		return nil, fmt.Errorf("policy cache: %w", err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/webhook/registrar"
 	"github.com/verdict-dev/verdict/internal/webhook/roles"
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
 
 // ErrInvalidConfig wraps configuration errors.
@@ -92,6 +93,8 @@ type Config struct {
 	// Exceptions says which PolicyExceptions count and how far they
 	// reach (--policy-exceptions, --exception-namespaces).
 	Exceptions policycache.ExceptionConfig
+	// PolicyAPI is where the policies are served.
+	PolicyAPI policycache.API
 	// Namespace is Verdict's namespace: Lease, Secrets, and a namespace
 	// the webhooks skip.
 	Namespace string
@@ -203,6 +206,9 @@ func (c *Config) Validate() error {
 		if c.Webhook.CertFile != "" {
 			bad("--tls-cert-file is files mode's: in cluster mode the certificate comes from the --tls-secret Secret")
 		}
+		if c.Webhook.Shadow && c.GenerateAdmissionPolicies {
+			bad("--shadow and --generate-admission-policies: a shadow has no effect, and a generated ValidatingAdmissionPolicy would enforce")
+		}
 	case ModeFiles:
 		if len(c.Webhook.PolicyPaths) == 0 {
 			bad("files mode needs --policies")
@@ -274,7 +280,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	pc := policycache.New(eng.Engine, dyn, kube, log).WithExceptions(cfg.Exceptions)
+	pc := policycache.New(eng.Engine, dyn, kube, log).WithExceptions(cfg.Exceptions).WithAPI(cfg.PolicyAPI)
 	if err := pc.Start(ctx); err != nil {
 		return err
 	}
@@ -333,7 +339,8 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 // runLeader campaigns for the Lease and, while leading, keeps the
 // certificates and the webhook configurations current.
 func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, cfg Config, filter admissionfilter.Filter, pc *policycache.Cache, eng *engine.Engine, log zerolog.Logger) {
-	opts := registrar.Options{URL: cfg.WebhookURL, Filter: filter, GuardTTL: true}
+	shadow := cfg.Webhook.Shadow
+	opts := registrar.Options{URL: cfg.WebhookURL, Filter: filter, GuardTTL: !shadow, Shadow: shadow, API: cfg.PolicyAPI}
 	var gen *nativegen.Generator
 	if cfg.GenerateAdmissionPolicies {
 		gen = nativegen.New(dyn, eng, pc, filter, log)
@@ -351,10 +358,14 @@ func runLeader(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 	resolver := registrar.NewDiscoveryResolver(kube.Discovery())
 	// Policy statuses follow each reconcile: they say whether each
 	// policy's webhooks are in place.
-	statuses := policystatus.New(dyn, pc, resolver, policycache.ClusterPolicies, policycache.Policies)
+	api := pc.API()
+	statuses := policystatus.New(dyn, pc, resolver, api.MustResource(policy.KindClusterPolicy), api.MustResource(policy.KindPolicy))
 	reg := registrar.New(kube, resolver, pc, opts).
 		WithCABundle(func() ([]byte, error) { return certs.Bundle(ctx, kube, cfg.Namespace, cfg.CASecret) }).
 		WithAfterReconcile(func(ctx context.Context, err error) {
+			if shadow {
+				return // the policies are another controller's: read only
+			}
 			if err := statuses.Sync(ctx, err); err != nil && ctx.Err() == nil {
 				log.Warn().Err(err).Msg("policy status not written")
 			}

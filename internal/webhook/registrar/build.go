@@ -6,6 +6,7 @@ package registrar
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
 )
@@ -91,6 +93,15 @@ type Options struct {
 	// replica does not serve would be answered 404, and every write a
 	// webhook failing closed receives would be refused.
 	LegacyPaths bool
+	// Shadow registers a shadow's webhooks (the webhook's --shadow): the
+	// validating ones only, of the rules whose results admission reports
+	// (validate, verifyImages), every one with failurePolicy Ignore, and
+	// no webhook for the policy kinds (the running admission controller
+	// validates them) or the TTL label.
+	Shadow bool
+	// API is where the policies are served: the policy-validation webhook
+	// selects its kinds (the zero API is Verdict's).
+	API policycache.API
 	// Generated, when set, names the policies the API server enforces
 	// as ValidatingAdmissionPolicies Verdict generated for them
 	// (internal/webhook/nativegen): no webhook of Verdict's is
@@ -186,9 +197,13 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 				timeout = &capped
 			}
 		}
-		fail := p.Raw.Spec.FailurePolicy != "Ignore"
+		fail := p.Raw.Spec.FailurePolicy != "Ignore" && !o.Shadow
 		for _, rule := range p.Rules {
-			for _, mutate := range webhooksOf(rule) {
+			which := webhooksOf(rule)
+			if o.Shadow {
+				which = shadowWebhooks(rule)
+			}
+			for _, mutate := range which {
 				reinvoke := mutate && p.Raw.MPol != nil && p.Raw.MPol.ReinvocationPolicy == "IfNeeded"
 				if err := addPolicyRule(hooks, tenants, webhookKey{mutate: mutate, fail: fail}, ns, timeout, reinvoke, rule, r); err != nil {
 					return nil, nil, fmt.Errorf("policy %s rule %s: %w", p.Raw.Key(), rule.Name, err)
@@ -222,8 +237,10 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 	for _, g := range tenantWebhooks(tenants, false, o) {
 		val.Webhooks = append(val.Webhooks, validatingWebhook(g.name, PathValidateNamespaced, g.accum, g.fail, o))
 	}
-	val.Webhooks = append(val.Webhooks, policyWebhook(o))
-	if o.GuardTTL && !o.LegacyPaths {
+	if !o.Shadow {
+		val.Webhooks = append(val.Webhooks, policyWebhook(o))
+	}
+	if o.GuardTTL && !o.LegacyPaths && !o.Shadow {
 		val.Webhooks = append(val.Webhooks, ttlWebhook(o))
 	}
 	return mut, val, nil
@@ -248,6 +265,17 @@ func webhooksOf(rule *engine.Rule) []bool {
 		}
 		return []bool{false}
 	case rule.Validation != nil, rule.Generation != nil:
+		return []bool{false}
+	}
+	return nil
+}
+
+// shadowWebhooks is webhooksOf for a shadow: the validating webhook for
+// the rules whose admission results are reported (validate, verifyImages
+// checked again after the mutations), none for the others: a shadow
+// mutates nothing and queues no work.
+func shadowWebhooks(rule *engine.Rule) []bool {
+	if rule.Validation != nil || len(rule.VerifyImages) > 0 {
 		return []bool{false}
 	}
 	return nil
@@ -615,22 +643,28 @@ func validatingWebhook(name, path string, a *accum, fail bool, o Options) admiss
 	}
 }
 
-// policyWebhook validates Verdict's policy kinds at create and update.
+// policyWebhook validates the policy kinds of o.API at create and
+// update: Verdict's, or Kyverno's once Verdict owns them.
 func policyWebhook(o Options) admissionregistrationv1.ValidatingWebhook {
 	scope := admissionregistrationv1.AllScopes
 	timeout := int32(10)
-	return admissionregistrationv1.ValidatingWebhook{
-		Name:         "policy.verdict.dev",
-		ClientConfig: clientConfig(PathValidatePolicy, o),
-		Rules: []admissionregistrationv1.RuleWithOperations{{
+	var rules []admissionregistrationv1.RuleWithOperations
+	groups := o.API.Groups()
+	for _, g := range slices.Sorted(maps.Keys(groups)) {
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 			Rule: admissionregistrationv1.Rule{
-				APIGroups:   []string{policy.GroupVerdict},
-				APIVersions: []string{"v1"},
-				Resources:   []string{"clusterpolicies", "policies", "policyexceptions", "clustercleanuppolicies", "cleanuppolicies", "validatingpolicies", "namespacedvalidatingpolicies", "mutatingpolicies", "namespacedmutatingpolicies", "generatingpolicies", "namespacedgeneratingpolicies", "imagevalidatingpolicies", "namespacedimagevalidatingpolicies", "deletingpolicies", "namespaceddeletingpolicies"},
+				APIGroups:   []string{g},
+				APIVersions: groups[g],
+				Resources:   o.API.PolicyResources(g),
 				Scope:       &scope,
 			},
-		}},
+		})
+	}
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:                    "policy.verdict.dev",
+		ClientConfig:            clientConfig(PathValidatePolicy, o),
+		Rules:                   rules,
 		FailurePolicy:           failurePolicy(true),
 		MatchPolicy:             &matchEquivalent,
 		NamespaceSelector:       namespaceSelector(o, nil),

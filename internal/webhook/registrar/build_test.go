@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/verdict-dev/verdict/internal/platform/admissionfilter"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit/golden"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/policy"
@@ -729,5 +730,65 @@ spec:
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A shadow's configurations can never change an answer: validating
+// webhooks only, every one failurePolicy Ignore, for the rules whose
+// results are reported; no mutating webhook, no policy-validation or TTL
+// webhook.
+func TestBuildShadow(t *testing.T) {
+	pols := compileAll(t, enforcePods, ignoreMutate, tenantPolicy("team", "t", "[ConfigMap]", "Fail", 5))
+	o := Options{URL: "https://x", Shadow: true, GuardTTL: true, API: policycache.KyvernoAPI}
+	mut, val, err := Build(pols, table, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mut.Webhooks) != 0 {
+		t.Errorf("a shadow registers mutating webhooks: %v", mut.Webhooks)
+	}
+	if got, want := vnames(val.Webhooks), []string{"validate-ignore.verdict.dev", "validate-ignore.team.ns.verdict.dev"}; !slices.Equal(got, want) {
+		t.Errorf("validating webhooks %v, want %v", got, want)
+	}
+	for _, w := range val.Webhooks {
+		if *w.FailurePolicy != admissionregistrationv1.Ignore {
+			t.Errorf("webhook %s fails closed", w.Name)
+		}
+		for _, r := range w.Rules {
+			if slices.Contains(r.Resources, "namespaces") {
+				t.Errorf("webhook %s receives the generate rule's Namespaces", w.Name)
+			}
+		}
+	}
+}
+
+// Owning Kyverno's kinds, the policy-validation webhook selects them in
+// both of Kyverno's groups, at every version Kyverno serves.
+func TestBuildPolicyWebhookOfKyvernoAPI(t *testing.T) {
+	_, val, err := Build(nil, table, Options{URL: "https://x", API: policycache.KyvernoAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hook *admissionregistrationv1.ValidatingWebhook
+	for i := range val.Webhooks {
+		if val.Webhooks[i].Name == "policy.verdict.dev" {
+			hook = &val.Webhooks[i]
+		}
+	}
+	if hook == nil {
+		t.Fatal("no policy-validation webhook")
+	}
+	got := map[string]string{}
+	for _, r := range hook.Rules {
+		for _, g := range r.APIGroups {
+			got[g] = strings.Join(r.APIVersions, ",") + ": " + strings.Join(r.Resources, ",")
+		}
+	}
+	want := map[string]string{
+		"kyverno.io":          "v1,v2,v2beta1: cleanuppolicies,clustercleanuppolicies,clusterpolicies,policies,policyexceptions",
+		"policies.kyverno.io": "v1,v1alpha1,v1beta1: deletingpolicies,generatingpolicies,imagevalidatingpolicies,mutatingpolicies,namespaceddeletingpolicies,namespacedgeneratingpolicies,namespacedimagevalidatingpolicies,namespacedmutatingpolicies,namespacedvalidatingpolicies,policyexceptions,validatingpolicies",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("policy webhook rules\n got %v\nwant %v", got, want)
 	}
 }
