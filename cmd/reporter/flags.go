@@ -18,6 +18,7 @@ func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	platform.BindExceptionFlags(fs, &cfg.Exceptions)
 	platform.BindPolicyAPIFlag(fs, &cfg.PolicyAPI)
 	fs.Float64Var(&cfg.WriteQPS, "write-qps", cfg.WriteQPS, "report writes (create, apply, delete) per second")
+	fs.StringVar(&cfg.ReportNamePrefix, "report-name-prefix", cfg.ReportNamePrefix, "start every report's name with this before the resource's UID (a shadow beside Kyverno: \"verdict-\", since Kyverno names its reports after the UID); a report of the name that another controller manages is never written or deleted")
 	fs.IntVar(&cfg.WriteBurst, "write-burst", cfg.WriteBurst, "burst of report writes")
 	platform.BindNATSFlags(fs, &cfg.NATS)
 	fs.DurationVar(&cfg.VerifyGrace, "verify-grace", cfg.VerifyGrace, "how long a result's resource may be missing (a CREATE is evaluated before it is stored) before the result is dropped as unverified")

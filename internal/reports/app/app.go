@@ -53,7 +53,11 @@ type Config struct {
 	Exceptions policycache.ExceptionConfig
 	// PolicyAPI is where the policies are served.
 	PolicyAPI policycache.API
-	WriteQPS   float64
+	// ReportNamePrefix starts every report's name, before the resource's
+	// UID: a shadow beside Kyverno (which names its reports after the UID
+	// alone) sets model.ShadowReportPrefix. The CRD mode's only.
+	ReportNamePrefix string
+	WriteQPS         float64
 	WriteBurst int
 
 	// NATS is the JetStream connection and the streams' replicas and
@@ -239,6 +243,9 @@ func (c *Config) Validate() error {
 	if c.ServeSnapshotInterval < 0 || (c.ServeSnapshotInterval > 0 && c.ServeSnapshotInterval < 10*time.Second) {
 		errs = append(errs, fmt.Errorf("serving mode: snapshot interval %s: 0 (none) or at least 10s", c.ServeSnapshotInterval))
 	}
+	if c.Serve && c.ReportNamePrefix != "" {
+		errs = append(errs, errors.New("--report-name-prefix is the CRD mode's: the serving mode names reports after the UID (and serves the report group itself, which a shadow beside Kyverno must not)"))
+	}
 	if c.Serve && c.ServeTLSSecret != "" && c.ServeCertFile != "" {
 		errs = append(errs, errors.New("serving mode: a certificate Secret or certificate files, not both"))
 	}
@@ -290,7 +297,7 @@ func setup(ctx context.Context, cfg Config, name string, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, err
 	}
-	w, err := reporter.NewWriter(dyn, reporter.WithWriteQPS(cfg.WriteQPS, cfg.WriteBurst), reporter.WithMetrics(m))
+	w, err := reporter.NewWriter(dyn, reporter.WithWriteQPS(cfg.WriteQPS, cfg.WriteBurst), reporter.WithMetrics(m), reporter.WithNamePrefix(cfg.ReportNamePrefix))
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,16 @@ func SameReport(cur, want *unstructured.Unstructured) bool {
 }
 
 // ReportContent is what a report says: the fields the reporter owns and
+// ShadowReportPrefix starts the names of a shadow's reports (beside
+// Kyverno, whose reports are named after the resource's UID as
+// Verdict's are).
+const ShadowReportPrefix = "verdict-"
+
+// Ours reports whether a stored report is Verdict's (LabelManagedBy).
+func Ours(o *unstructured.Unstructured) bool {
+	return o.GetLabels()[LabelManagedBy] == ManagedByValue
+}
+
 // SameReport compares (the managed-by label, the last sequence, the
 // owners, the scope, the summary and the results).
 func ReportContent(o *unstructured.Unstructured) map[string]any {

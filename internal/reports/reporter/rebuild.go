@@ -257,7 +257,11 @@ func prune(ctx context.Context, conn *queue.Conn, w *Writer, byUID map[string][]
 			for i := range list.Items {
 				examined++
 				r := &list.Items[i]
-				if _, ok := byUID[r.GetName()]; ok || LastSequence(r) > st.LastSequence {
+				uid, ours := w.UIDOf(r.GetName())
+				if !ours {
+					continue // another release's naming: not this replay's
+				}
+				if _, ok := byUID[uid]; ok || LastSequence(r) > st.LastSequence {
 					continue
 				}
 				orphans = append(orphans, r)
@@ -273,7 +277,8 @@ func prune(ctx context.Context, conn *queue.Conn, w *Writer, byUID map[string][]
 	stop := ticker(o, func() { report(PhasePrune, int(done.Load()), len(orphans)) })
 	err := parallel(ctx, o.workers, orphans, func(r *unstructured.Unstructured) {
 		defer done.Add(1)
-		ref := bus.ResourceRef{UID: r.GetName(), Namespace: r.GetNamespace()}
+		uid, _ := w.UIDOf(r.GetName())
+		ref := bus.ResourceRef{UID: uid, Namespace: r.GetNamespace()}
 		ref.APIVersion, _, _ = unstructured.NestedString(r.Object, "scope", "apiVersion")
 		ref.Kind, _, _ = unstructured.NestedString(r.Object, "scope", "kind")
 		ref.Name, _, _ = unstructured.NestedString(r.Object, "scope", "name")

@@ -7,18 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/verdict-dev/verdict/internal/reports/model"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/verdict-dev/verdict/internal/reports/model"
 )
 
 // Errors of the package.
@@ -57,6 +60,12 @@ const (
 	OutcomeAbsent WriteOutcome = "absent"
 	// OutcomeGone: the resource's namespace no longer exists.
 	OutcomeGone WriteOutcome = "gone"
+	// OutcomeForeign: a report of that name exists and is not Verdict's
+	// (its managed-by label names another controller, such as Kyverno,
+	// which names its reports after the resource's UID too): it is left
+	// as it is. A shadow beside Kyverno names its own reports apart
+	// (WithNamePrefix).
+	OutcomeForeign WriteOutcome = "foreign"
 )
 
 // Refold reads the resource's current results again and folds them; the
@@ -74,6 +83,20 @@ type writerOptions struct {
 	retryMax    time.Duration
 	metrics     *Metrics
 	remember    int
+	prefix      string
+}
+
+// WithNamePrefix names each report prefix+the resource's UID instead of
+// the UID alone: a shadow beside Kyverno, whose reports have the UID for
+// name, writes "verdict-<uid>" (model.ShadowReportPrefix).
+func WithNamePrefix(prefix string) WriterOption {
+	return func(o *writerOptions) error {
+		if errs := validation.IsDNS1123Subdomain(prefix + "00000000-0000-0000-0000-000000000000"); prefix != "" && len(errs) > 0 {
+			return fmt.Errorf("%w: report name prefix %q: %s", ErrInvalidOption, prefix, strings.Join(errs, "; "))
+		}
+		o.prefix = prefix
+		return nil
+	}
 }
 
 // WithWriteQPS bounds the API writes (create, apply, delete) of the writer
@@ -304,7 +327,8 @@ func (w *Writer) writeOnce(ctx context.Context, rep model.Report) (WriteOutcome,
 	if rep.Object == nil {
 		return w.deleteOnce(ctx, rep)
 	}
-	name := rep.Name()
+	name := w.NameOf(rep.Name())
+	rep.Object.SetName(name)
 	sum := contentSum(rep.Object)
 	if known, ok := w.recall(name); ok {
 		switch {
@@ -323,6 +347,9 @@ func (w *Writer) writeOnce(ctx context.Context, rep model.Report) (WriteOutcome,
 		cur = nil
 	case err != nil:
 		return "", fmt.Errorf("read report %s: %w", name, err)
+	}
+	if cur != nil && !model.Ours(cur) {
+		return OutcomeForeign, nil
 	}
 	if cur != nil {
 		seq := LastSequence(cur)
@@ -376,7 +403,7 @@ func (w *Writer) writeOnce(ctx context.Context, rep model.Report) (WriteOutcome,
 }
 
 func (w *Writer) deleteOnce(ctx context.Context, rep model.Report) (WriteOutcome, error) {
-	name := rep.Name()
+	name := w.NameOf(rep.Name())
 	if rep.Partial {
 		// Results left out may have rules: nothing says the report must go.
 		return OutcomeStale, nil
@@ -397,6 +424,9 @@ func (w *Writer) deleteOnce(ctx context.Context, rep model.Report) (WriteOutcome
 	}
 	if cur == nil {
 		return OutcomeAbsent, nil
+	}
+	if !model.Ours(cur) {
+		return OutcomeForeign, nil
 	}
 	// With results in the stream (none with rules), a report of a later
 	// sequence is newer. Without any result at all nothing is newer.
@@ -420,16 +450,28 @@ func (w *Writer) deleteOnce(ctx context.Context, rep model.Report) (WriteOutcome
 	return "", classify("delete report "+name, err)
 }
 
-// locate finds the report named uid when its namespace is not known.
-func (w *Writer) locate(ctx context.Context, uid string) (*unstructured.Unstructured, error) {
-	cur, err := w.dyn.Resource(model.ClusterPolicyReports).Get(ctx, uid, metav1.GetOptions{})
+// NameOf is the name of the report of the resource uid.
+func (w *Writer) NameOf(uid string) string { return w.opts.prefix + uid }
+
+// UIDOf is the UID of the resource whose report is name; false for a
+// name the writer does not give.
+func (w *Writer) UIDOf(name string) (string, bool) {
+	if !strings.HasPrefix(name, w.opts.prefix) {
+		return "", false
+	}
+	return name[len(w.opts.prefix):], true
+}
+
+// locate finds the report called name when its namespace is not known.
+func (w *Writer) locate(ctx context.Context, name string) (*unstructured.Unstructured, error) {
+	cur, err := w.dyn.Resource(model.ClusterPolicyReports).Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		return cur, nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	list, err := w.dyn.Resource(model.PolicyReports).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", uid).String()})
+	list, err := w.dyn.Resource(model.PolicyReports).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	if err != nil {
 		return nil, err
 	}

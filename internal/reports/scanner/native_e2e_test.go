@@ -156,7 +156,7 @@ func TestE2ENativeMutatingPolicyScan(t *testing.T) {
 	ns := scanNamespace(e, "native-map-")
 	before := createPod(e, ns, "before", nil)
 	name := "label-scanned-" + ns
-	gvr, _ := policycache.ResourceOf(policy.KindMutatingAdmissionPolicy)
+	gvr, _ := policycache.VerdictAPI.Resource(policy.KindMutatingAdmissionPolicy)
 	bgvr := gvr
 	bgvr.Resource = "mutatingadmissionpolicybindings"
 	for _, c := range []struct {

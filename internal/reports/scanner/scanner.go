@@ -584,8 +584,12 @@ func (s *Scanner) watchReports(ctx context.Context) {
 		if !ok {
 			return
 		}
+		res, ok := reportSubject(pom, s.writer)
+		if !ok {
+			return // named as this reporter does not name reports
+		}
 		select {
-		case gone <- reportSubject(pom):
+		case gone <- res:
 		default:
 			s.m.unpublished.WithLabelValues("buffer full").Inc()
 		}
@@ -611,12 +615,16 @@ func (s *Scanner) watchReports(ctx context.Context) {
 // reportSubject is the resource a report is about, from its metadata: the
 // owner reference names it; without one only the UID (the report's name)
 // and namespace are known.
-func reportSubject(pom *metav1.PartialObjectMetadata) bus.ResourceRef {
-	res := bus.ResourceRef{UID: pom.Name, Namespace: pom.Namespace}
+func reportSubject(pom *metav1.PartialObjectMetadata, w *reporter.Writer) (bus.ResourceRef, bool) {
+	uid, ok := w.UIDOf(pom.Name)
+	if !ok {
+		return bus.ResourceRef{}, false
+	}
+	res := bus.ResourceRef{UID: uid, Namespace: pom.Namespace}
 	for _, o := range pom.OwnerReferences {
-		if string(o.UID) == pom.Name {
+		if string(o.UID) == uid {
 			res.APIVersion, res.Kind, res.Name = o.APIVersion, o.Kind, o.Name
 		}
 	}
-	return res
+	return res, true
 }

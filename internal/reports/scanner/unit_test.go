@@ -5,8 +5,12 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/fake"
 
+	"github.com/verdict-dev/verdict/internal/reports/model"
+	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -15,13 +19,31 @@ func TestReportSubject(t *testing.T) {
 		{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "other", UID: types.UID("uid-0")},
 		{APIVersion: "v1", Kind: "Pod", Name: "web", UID: types.UID("uid-1")},
 	}}}
-	got := reportSubject(pom)
+	w, err := reporter.NewWriter(fake.NewSimpleDynamicClient(runtime.NewScheme()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := reportSubject(pom, w)
 	if got.UID != "uid-1" || got.Kind != "Pod" || got.Name != "web" || got.APIVersion != "v1" || got.Namespace != "ns" {
 		t.Errorf("%+v: want the owner whose uid is the report's name", got)
 	}
 	pom.OwnerReferences = nil
-	if got := reportSubject(pom); got.UID != "uid-1" || got.Kind != "" {
+	if got, _ := reportSubject(pom, w); got.UID != "uid-1" || got.Kind != "" {
 		t.Errorf("%+v: without an owner only the uid is known", got)
+	}
+
+	// A shadow's reports are named verdict-<uid>; Kyverno's <uid> are
+	// not its own.
+	shadow, err := reporter.NewWriter(fake.NewSimpleDynamicClient(runtime.NewScheme()), reporter.WithNamePrefix(model.ShadowReportPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := reportSubject(pom, shadow); ok {
+		t.Error("a shadow takes a report named after the bare uid for its own")
+	}
+	pom.Name = "verdict-uid-1"
+	if got, ok := reportSubject(pom, shadow); !ok || got.UID != "uid-1" {
+		t.Errorf("shadow report %s: %+v %v", pom.Name, got, ok)
 	}
 }
 
