@@ -3,6 +3,7 @@ package helm_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,10 +43,16 @@ func TestArgsParse(t *testing.T) {
 		want int
 	}
 	cases := map[string]run{}
-	for name, args := range renders {
+	all := maps.Clone(renders)
+	all["kyverno-adopt"] = []string{"--set", "kyverno.mode=adopt"}
+	for name, args := range all {
 		m := parse(t, render(t, args...))
 		for _, svc := range services {
-			cases[name+"/"+svc] = run{args: m.deployments[svc].Spec.Template.Spec.Containers[0].Args, want: platform.ExitFailed}
+			d, ok := m.deployments[svc]
+			if !ok {
+				continue // not deployed with these values (a shadow's generator and cleaner)
+			}
+			cases[name+"/"+svc] = run{args: d.Spec.Template.Spec.Containers[0].Args, want: platform.ExitFailed}
 		}
 	}
 	for _, u := range decode(t, render(t, "--set", "reporter.replay.enabled=true", "--show-only", "templates/reporter/replay-job.yaml")) {

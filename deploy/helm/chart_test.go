@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -13,10 +14,12 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/verdict-dev/verdict/deploy/crds"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit/golden"
 	"github.com/verdict-dev/verdict/internal/testkit/helmbin"
 )
@@ -121,6 +124,9 @@ var renders = map[string][]string{
 	"default": natsAuth,
 	"ha":      {"-f", haValues},
 	"serve":   withAuth("--set", "reporter.mode=serve"),
+	// Beside a running Kyverno: no generator or cleaner, the webhook's
+	// --shadow, reports named apart, read-only RBAC on Kyverno's groups.
+	"kyverno-shadow": withAuth("--set", "kyverno.mode=shadow"),
 }
 
 // TestCRDsAreDeployCRDs: the chart's crds/ and report-crds/ are exactly
@@ -315,6 +321,15 @@ func TestSchemaRefuses(t *testing.T) {
 			want:  []string{"networkPolicy.enabled needs networkPolicy.apiServerCIDRs"},
 			chart: true,
 		},
+		"shadow with reports served": {
+			args:  []string{"--set", "kyverno.mode=shadow", "--set", "reporter.mode=serve"},
+			want:  []string{"kyverno.mode=shadow needs reporter.mode=crd"},
+			chart: true,
+		},
+		"unknown kyverno mode": {
+			args: []string{"--set", "kyverno.mode=takeover"},
+			want: []string{"/kyverno/mode"},
+		},
 		"client CA without a CA": {
 			args:  []string{"--set", "webhook.clientCA.enabled=true"},
 			want:  []string{"webhook.clientCA.enabled needs"},
@@ -431,5 +446,62 @@ func TestHelmV3(t *testing.T) {
 				t.Errorf("helm v3 renders differently from testdata/%s.yaml:\n%s", name, golden.Diff(blank(want), blank(r.Stdout)))
 			}
 		})
+	}
+}
+
+// TestKyvernoAdopt: owning Kyverno's kinds, the chart installs their
+// CRDs (every kind the services read, at the versions policycache's
+// KyvernoAPI reads and Kyverno serves, kept on uninstall), and every
+// service reads Kyverno's groups with the RBAC to do it; the webhook may
+// write the policies' status.
+func TestKyvernoAdopt(t *testing.T) {
+	objs := decode(t, render(t, "--set", "kyverno.mode=adopt"))
+	crds := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds[o.GetName()] = o
+			if o.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+				t.Errorf("CRD %s is not kept on uninstall", o.GetName())
+			}
+		}
+	}
+	api := policycache.KyvernoAPI
+	var want []schema.GroupVersionResource
+	for kind := range policycache.KindResources() {
+		gvr, _ := api.Resource(kind)
+		want = append(want, gvr)
+	}
+	want = append(want, api.Exceptions()...)
+	for _, gvr := range want {
+		crd, ok := crds[gvr.Resource+"."+gvr.Group]
+		if !ok {
+			t.Errorf("no CRD for %s", gvr)
+			continue
+		}
+		stored := ""
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		for _, v := range versions {
+			v := v.(map[string]any)
+			if v["storage"] == true {
+				stored = v["name"].(string)
+			}
+		}
+		if stored != gvr.Version {
+			t.Errorf("%s stored at %q, want %s", gvr.GroupResource(), stored, gvr.Version)
+		}
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args := fmt.Sprint(containers[0].(map[string]any)["args"])
+			if !strings.Contains(args, "--policy-api=kyverno") || strings.Contains(args, "--shadow") {
+				t.Errorf("%s args %s", o.GetName(), args)
+			}
+		case "ClusterRole":
+			if rules := fmt.Sprint(o.Object["rules"]); strings.Contains(rules, "verdict.dev") {
+				t.Errorf("ClusterRole %s still names verdict.dev: %s", o.GetName(), rules)
+			}
+		}
 	}
 }

@@ -37,7 +37,10 @@ var errStale = errors.New("generated CRDs differ from the files; run `make crds`
 // config is what the flags say.
 type config struct {
 	OutDir string
-	Verify bool
+	// KyvernoDir receives Verdict's CRDs in Kyverno's groups (the chart's
+	// adopt mode): crdgen.KyvernoCRDs of every file of OutDir.
+	KyvernoDir string
+	Verify     bool
 }
 
 func main() {
@@ -45,10 +48,11 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
-	cfg := config{OutDir: filepath.Join("deploy", "crds")}
+	cfg := config{OutDir: filepath.Join("deploy", "crds"), KyvernoDir: filepath.Join("deploy", "helm", "verdict", "kyverno-crds")}
 	fs := flag.NewFlagSet("crdgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.OutDir, "out-dir", cfg.OutDir, "directory the CRDs are written to")
+	fs.StringVar(&cfg.KyvernoDir, "kyverno-dir", cfg.KyvernoDir, "directory the CRDs in Kyverno's groups are written to (the chart's adopt mode)")
 	fs.BoolVar(&cfg.Verify, "verify", false, "compare with the files instead of writing them")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -76,6 +80,46 @@ func generate(ctx context.Context, cfg config, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stale, err := write(cfg.OutDir, files, cfg.Verify, log)
+	if err != nil {
+		return err
+	}
+	// Every CRD of OutDir, the hand-written ones too, as the files will
+	// be once written.
+	all := map[string][]byte{}
+	for name := range crdgen.KyvernoTargets {
+		if b, ok := files[name]; ok {
+			all[name] = b
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(cfg.OutDir, name))
+		if err != nil {
+			return err
+		}
+		all[name] = b
+	}
+	kyverno, err := crdgen.KyvernoCRDs(all)
+	if err != nil {
+		return err
+	}
+	if !cfg.Verify {
+		if err := os.MkdirAll(cfg.KyvernoDir, 0o755); err != nil {
+			return err
+		}
+	}
+	staleKyverno, err := write(cfg.KyvernoDir, kyverno, cfg.Verify, log)
+	if err != nil {
+		return err
+	}
+	if stale || staleKyverno {
+		return errStale
+	}
+	return nil
+}
+
+// write writes files into dir, or with verify reports whether any
+// differs from what dir holds.
+func write(dir string, files map[string][]byte, verify bool, log io.Writer) (bool, error) {
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)
@@ -83,11 +127,11 @@ func generate(ctx context.Context, cfg config, log io.Writer) error {
 	sort.Strings(names)
 	stale := false
 	for _, name := range names {
-		path := filepath.Join(cfg.OutDir, name)
-		if cfg.Verify {
+		path := filepath.Join(dir, name)
+		if verify {
 			have, err := os.ReadFile(path)
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
+				return false, err
 			}
 			if !bytes.Equal(have, files[name]) {
 				fmt.Fprintf(log, "%s: stale\n", path)
@@ -96,12 +140,9 @@ func generate(ctx context.Context, cfg config, log io.Writer) error {
 			continue
 		}
 		if err := os.WriteFile(path, files[name], 0o644); err != nil {
-			return err
+			return false, err
 		}
 		fmt.Fprintf(log, "wrote %s (%d bytes)\n", path, len(files[name]))
 	}
-	if stale {
-		return errStale
-	}
-	return nil
+	return stale, nil
 }

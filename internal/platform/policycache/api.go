@@ -3,6 +3,7 @@ package policycache
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -216,3 +217,7 @@ func (a API) watched() (required, optional []schema.GroupVersionResource) {
 	}
 	return a.required, optional
 }
+
+// KindResources are the policy kinds of every API, with their resource
+// names (the same in every group).
+func KindResources() map[string]string { return maps.Clone(kindResources) }

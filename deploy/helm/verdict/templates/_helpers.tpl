@@ -67,6 +67,30 @@ app.kubernetes.io/component: {{ .svc }}
 {{ end -}}
 {{- end -}}
 
+{{/* Where the policies are read (kyverno.mode), for every service: $. */}}
+{{- define "verdict.policyAPIArgs" -}}
+{{- if .Values.kyverno.mode -}}
+- --policy-api=kyverno
+{{ end -}}
+{{- end -}}
+
+{{/* The API groups of the policy kinds in RBAC rules (kyverno.mode): $. */}}
+{{- define "verdict.policyGroups" -}}
+{{- if .Values.kyverno.mode -}}
+[kyverno.io, policies.kyverno.io]
+{{- else -}}
+[verdict.dev]
+{{- end -}}
+{{- end -}}
+
+{{/* Whether a service runs: in shadow mode the generator and the cleaner,
+whose work has effects in the cluster, do not ($ and the service). */}}
+{{- define "verdict.runs" -}}
+{{- if not (and (eq .root.Values.kyverno.mode "shadow") (has .svc (list "generator" "cleaner"))) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* Policies' HTTP calls (policyHTTP), the same for every service: $. */}}
 {{- define "verdict.policyHTTPArgs" -}}
 {{- $h := .Values.policyHTTP -}}

@@ -50,6 +50,9 @@ spec:
             {{- . | nindent 12 }}
             {{- end }}
             {{- end }}
+            {{- with include "verdict.policyAPIArgs" .root | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
             {{- if has .svc (list "reporter" "generator") }}
             {{- with include "verdict.exceptionArgs" .root | trim }}
             {{- . | nindent 12 }}
