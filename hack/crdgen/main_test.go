@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -14,9 +15,9 @@ func TestRun(t *testing.T) {
 		"help":                 {[]string{"--help"}, exitOK},
 		"unknown flag":         {[]string{"--no-such-flag"}, exitUsage},
 		"argument":             {[]string{"deploy"}, exitUsage},
-		"checked-in files":     {[]string{"--verify", "--out-dir", "../../deploy/crds"}, exitOK},
-		"stale (no files)":     {[]string{"--verify", "--out-dir", t.TempDir()}, exitError},
-		"unwritable directory": {[]string{"--out-dir", filepath.Join(t.TempDir(), "missing")}, exitError},
+		"checked-in files":     {[]string{"--verify", "--out-dir", "../../deploy/crds", "--kyverno-dir", "../../deploy/helm/verdict/kyverno-crds"}, exitOK},
+		"stale (no files)":     {[]string{"--verify", "--out-dir", t.TempDir(), "--kyverno-dir", t.TempDir()}, exitError},
+		"unwritable directory": {[]string{"--out-dir", filepath.Join(t.TempDir(), "missing"), "--kyverno-dir", t.TempDir()}, exitError},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -30,8 +31,18 @@ func TestRun(t *testing.T) {
 
 // What it writes, it then verifies.
 func TestWriteThenVerify(t *testing.T) {
-	dir := t.TempDir()
-	for _, args := range [][]string{{"--out-dir", dir}, {"--verify", "--out-dir", dir}} {
+	dir, kyverno := t.TempDir(), t.TempDir()
+	// The hand-written CRDs, which Kyverno's groups get too.
+	for _, name := range []string{"cleanuppolicies.yaml", "clustercleanuppolicies.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "crds", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"--out-dir", dir, "--kyverno-dir", kyverno}, {"--verify", "--out-dir", dir, "--kyverno-dir", kyverno}} {
 		var stderr bytes.Buffer
 		if got := run(t.Context(), args, &stderr); got != exitOK {
 			t.Fatalf("%v: exit %d; stderr:\n%s", args, got, stderr.String())
