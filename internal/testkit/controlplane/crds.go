@@ -58,12 +58,31 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	}
 }
 
+// ApplyCRDs server-side applies the CRDs (YAML documents, one CRD each)
+// with client, as InstallCRDs does Verdict's: other projects' CRDs, such
+// as Kyverno's (internal/testkit/kyvernocrds).
+func ApplyCRDs(ctx context.Context, client dynamic.Interface, docs [][]byte) error {
+	names := make([]string, len(docs))
+	for i := range docs {
+		names[i] = fmt.Sprintf("document %d", i)
+	}
+	fast, err := applyCRDs(ctx, client, docs, names)
+	if err != nil {
+		return err
+	}
+	return sleepUntil(ctx, fast)
+}
+
 func installCRDs(ctx context.Context, client dynamic.Interface) (time.Time, error) {
+	return applyCRDs(ctx, client, crds.All(), crds.Names())
+}
+
+func applyCRDs(ctx context.Context, client dynamic.Interface, docs [][]byte, docNames []string) (time.Time, error) {
 	var names []string
-	for i, raw := range crds.All() {
+	for i, raw := range docs {
 		obj := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-			return time.Time{}, fmt.Errorf("controlplane: CRD %s: %w", crds.Names()[i], err)
+			return time.Time{}, fmt.Errorf("controlplane: CRD %s: %w", docNames[i], err)
 		}
 		if _, err := client.Resource(crdGVR).Apply(ctx, obj.GetName(), obj,
 			metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
