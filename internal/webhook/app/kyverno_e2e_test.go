@@ -45,6 +45,19 @@ spec:
       pattern: {metadata: {labels: {team: "?*"}}}
 `
 
+// A Kyverno 1.19 PolicyException (kyverno.io/v2).
+const kyvernoExemptScratch = `apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: scratch-pods, namespace: team}
+spec:
+  exceptions:
+  - policyName: require-team
+    ruleNames: [check-team]
+  match:
+    any:
+    - resources: {kinds: [Pod], names: ["exempt-*"]}
+`
+
 // A Kyverno 1.19 cleanup policy (kyverno.io/v2): ConfigMaps labelled
 // scratch=true go every minute.
 const kyvernoCleanScratch = `apiVersion: kyverno.io/v2
@@ -113,7 +126,7 @@ func runService(t *testing.T, name string, run func(ctx context.Context, log zer
 //     Kyverno's report of the same Pod (<uid>), which Verdict leaves as it
 //     is; the policy's status is not written;
 //   - adopt (kyverno.mode=adopt): the same ClusterPolicy object, unedited,
-//     is enforced; `kubectl get cpol` shows it READY; a kyverno.io
+//     is enforced, a kyverno.io/v2 PolicyException honoured; `kubectl get cpol` shows it READY; a kyverno.io
 //     policy Verdict finds invalid is refused; a kyverno.io/v2
 //     ClusterCleanupPolicy runs on its schedule.
 func TestE2EKyvernoShadowThenAdopt(t *testing.T) {
@@ -219,7 +232,10 @@ func TestE2EKyvernoShadowThenAdopt(t *testing.T) {
 	}
 	shadow.stop(t)
 
-	// Adopt: the same objects, enforced.
+	// Adopt: the same objects, enforced, Kyverno's exceptions honoured.
+	if _, err := dyn.Resource(api.Exceptions()[0]).Namespace("team").Create(ctx, testkit.Unstructured(t, kyvernoExemptScratch), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	e.startReplica(t, "owner", "", func(c *webhookapp.Config) { c.PolicyAPI = api })
 	testkit.Eventually(t, 60*time.Second, "the policy enforced", func() error {
 		_, err := kube.CoreV1().Pods("team").Create(ctx, pod(fmt.Sprintf("probe-%d", time.Now().UnixNano()), false), metav1.CreateOptions{})
@@ -228,6 +244,9 @@ func TestE2EKyvernoShadowThenAdopt(t *testing.T) {
 		}
 		return nil
 	})
+	if _, err := kube.CoreV1().Pods("team").Create(ctx, pod("exempt-1", false), metav1.CreateOptions{}); err != nil {
+		t.Errorf("a Pod a kyverno.io/v2 PolicyException exempts: %v", err)
+	}
 	testkit.EventuallyTrue(t, 30*time.Second, "kubectl get cpol: READY", func() bool {
 		_, rows := table(t, e, "/apis/kyverno.io/v1/clusterpolicies", false)
 		return len(rows["require-team"]) > 3 && rows["require-team"][3] == "True"
