@@ -2,6 +2,7 @@ package generator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -473,10 +474,7 @@ func syncsCEL(rule *engine.Rule) bool {
 // and updated in the API (a conflict is retried); a policy replaced
 // meanwhile ends the item.
 func (g *Generator) recordKinds(ctx context.Context, pol *policy.Policy, writes []write) (queue.Outcome, bool) {
-	var have []policy.KindRef
-	if pol.GPolStatus != nil {
-		have = pol.GPolStatus.DownstreamKinds
-	}
+	have := pol.RecordedKinds()
 	missing := func(have []policy.KindRef) []policy.KindRef {
 		var out []policy.KindRef
 		for _, w := range writes {
@@ -507,29 +505,52 @@ func (g *Generator) recordKinds(ctx context.Context, pol *policy.Policy, writes 
 	if err != nil {
 		return queue.Poison(fmt.Sprintf("policy %s: %v", pol.Key(), err)).For(ReasonPolicyInvalid), false
 	}
-	if stored.GPolStatus != nil {
-		have = stored.GPolStatus.DownstreamKinds
-	} else {
-		have = nil
-	}
+	have = stored.RecordedKinds()
 	add := missing(have)
 	if len(add) == 0 {
 		return queue.Outcome{}, true
 	}
-	kinds := make([]any, 0, len(have)+len(add))
-	for _, k := range append(slices.Clone(have), add...) {
+	all := append(slices.Clone(have), add...)
+	kinds := make([]any, 0, len(all))
+	for _, k := range all {
 		kinds = append(kinds, map[string]any{"apiVersion": k.APIVersion, "kind": k.Kind})
 	}
 	if err := unstructured.SetNestedSlice(obj.Object, kinds, "status", "downstreamKinds"); err != nil {
 		return queue.Poison(fmt.Sprintf("policy %s: status: %v", pol.Key(), err)).For(ReasonPolicyInvalid), false
 	}
-	if _, err := ri.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-		if Permanent(err) {
-			return queue.Poison(fmt.Sprintf("record the downstream kinds of policy %s: %v", pol.Key(), err)).For(ReasonRefused), false
-		}
-		return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("record the downstream kinds of policy %s: %w", pol.Key(), err)), false
+	updated, err := ri.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return recordFailed(pol, err)
+	}
+	if kept, _, _ := unstructured.NestedSlice(updated.Object, "status", "downstreamKinds"); len(kept) == len(kinds) {
+		return queue.Outcome{}, true
+	}
+	// The CRD pruned the field (Kyverno's own CRD, in adopt mode): the
+	// kinds go into the policy's annotation instead, which every CRD
+	// keeps.
+	b, err := json.Marshal(all)
+	if err != nil {
+		return queue.Poison(fmt.Sprintf("policy %s: %v", pol.Key(), err)).For(ReasonPolicyInvalid), false
+	}
+	ann := updated.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[policy.AnnotationDownstreamKinds] = string(b)
+	updated.SetAnnotations(ann)
+	if _, err := ri.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return recordFailed(pol, err)
 	}
 	return queue.Outcome{}, true
+}
+
+// recordFailed is the outcome of a write of the downstream kinds that
+// failed: a conflict or an API error is retried, a refusal dead-letters.
+func recordFailed(pol *policy.Policy, err error) (queue.Outcome, bool) {
+	if Permanent(err) {
+		return queue.Poison(fmt.Sprintf("record the downstream kinds of policy %s: %v", pol.Key(), err)).For(ReasonRefused), false
+	}
+	return queue.Retry().For(ReasonAPIError).Because(fmt.Errorf("record the downstream kinds of policy %s: %w", pol.Key(), err)), false
 }
 
 // deleteStale deletes what a synchronized GeneratingPolicy generated for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
+	generatorapp "github.com/verdict-dev/verdict/internal/generator/app"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
 	"github.com/verdict-dev/verdict/internal/reports/model"
@@ -70,6 +72,33 @@ spec:
     - resources:
         kinds: [ConfigMap]
         selector: {matchLabels: {scratch: "true"}}
+`
+
+// A synchronized GeneratingPolicy of policies.kyverno.io/v1: Kyverno's
+// CRD of the kind has no status.downstreamKinds, so the kinds it
+// generates are recorded in an annotation.
+const kyvernoTeamDefaults = `apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata: {name: team-defaults}
+spec:
+  evaluation: {synchronize: {enabled: true}}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [namespaces]
+  matchConditions:
+  - name: teams
+    expression: "object.metadata.name.startsWith('team-')"
+  variables:
+  - name: defaults
+    expression: >-
+      [{"kind": dyn("ConfigMap"), "apiVersion": dyn("v1"),
+        "metadata": dyn({"name": "defaults", "namespace": string(object.metadata.name)}),
+        "data": dyn({"owner": string(object.metadata.name)})}]
+  generate:
+  - expression: generator.Apply(object.metadata.name, variables.defaults)
 `
 
 // kyvernoReport is a PolicyReport as Kyverno writes one for a Pod: named
@@ -127,7 +156,10 @@ func runService(t *testing.T, name string, run func(ctx context.Context, log zer
 //     is; the policy's status is not written;
 //   - adopt (kyverno.mode=adopt): the same ClusterPolicy object, unedited,
 //     is enforced, a kyverno.io/v2 PolicyException honoured; `kubectl get cpol` shows it READY; a kyverno.io
-//     policy Verdict finds invalid is refused; a kyverno.io/v2
+//     policy Verdict finds invalid is refused; a synchronized
+//     policies.kyverno.io/v1 GeneratingPolicy generates and restores
+//     what it generated, its kinds recorded in an annotation (Kyverno's
+//     CRD prunes status.downstreamKinds); a kyverno.io/v2
 //     ClusterCleanupPolicy runs on its schedule.
 func TestE2EKyvernoShadowThenAdopt(t *testing.T) {
 	cp := controlplane.StartForTest(t)
@@ -257,9 +289,59 @@ func TestE2EKyvernoShadowThenAdopt(t *testing.T) {
 		t.Errorf("an invalid kyverno.io ClusterPolicy: %v, want refused, naming the operator", err)
 	}
 
+	runService(t, "generator", func(ctx context.Context, log zerolog.Logger) error {
+		cfg := generatorapp.DefaultConfig()
+		cfg.Kube.Kubeconfig = cp.KubeconfigPath()
+		cfg.ProbeAddress = ""
+		cfg.NATS.URLs = []string{natsURL}
+		cfg.PolicyAPI = api
+		cfg.Worker.RetryMin, cfg.Worker.RetryMax, cfg.Worker.ShutdownTimeout = 100*time.Millisecond, time.Second, 5*time.Second
+		return generatorapp.Run(ctx, cfg, log)
+	})
+	gpols := api.MustResource(policy.KindGeneratingPolicy)
+	if _, err := dyn.Resource(gpols).Create(ctx, testkit.Unstructured(t, kyvernoTeamDefaults), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the webhooks select Namespaces", func() error {
+		val, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, registrar.DefaultValidatingName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, w := range val.Webhooks {
+			for _, r := range w.Rules {
+				if slices.Contains(r.Resources, "namespaces") {
+					return nil
+				}
+			}
+		}
+		return errors.New("not yet")
+	})
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 60*time.Second, "the GeneratingPolicy's ConfigMap in a new team namespace", func() error {
+		_, err := kube.CoreV1().ConfigMaps("team-a").Get(ctx, "defaults", metav1.GetOptions{})
+		return err
+	})
+	gp, err := dyn.Resource(gpols).Get(ctx, "team-defaults", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gp.GetAnnotations()[policy.AnnotationDownstreamKinds]; got != `[{"apiVersion":"v1","kind":"ConfigMap"}]` {
+		t.Errorf("the kinds recorded where Kyverno's CRD keeps them: %q", got)
+	}
+	if err := kube.CoreV1().ConfigMaps("team-a").Delete(ctx, "defaults", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the deleted downstream restored", func() error {
+		_, err := kube.CoreV1().ConfigMaps("team-a").Get(ctx, "defaults", metav1.GetOptions{})
+		return err
+	})
+
 	runService(t, "cleaner", func(ctx context.Context, log zerolog.Logger) error {
 		cfg := cleanerapp.DefaultConfig()
 		cfg.Kube.Kubeconfig = cp.KubeconfigPath()
+		cfg.ProbeAddress = ""
 		cfg.NATS.URLs = []string{natsURL}
 		cfg.PolicyAPI = api
 		cfg.Resync = 2 * time.Second

@@ -110,3 +110,31 @@ func TestGeneratingPolicyBackgroundRule(t *testing.T) {
 		t.Fatalf("a policy without a status has downstream kinds %v", got)
 	}
 }
+
+// The kinds a GeneratingPolicy's generator recorded: its status's, and
+// those of the annotation it writes where a CRD prunes the status field;
+// an annotation that does not parse adds none.
+func TestRecordedKinds(t *testing.T) {
+	cm := KindRef{APIVersion: "v1", Kind: "ConfigMap"}
+	np := KindRef{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}
+	tests := map[string]struct {
+		status      *GeneratingPolicyStatus
+		annotations map[string]string
+		want        []KindRef
+	}{
+		"none":               {},
+		"status":             {status: &GeneratingPolicyStatus{DownstreamKinds: []KindRef{cm}}, want: []KindRef{cm}},
+		"annotation":         {annotations: map[string]string{AnnotationDownstreamKinds: `[{"apiVersion":"v1","kind":"ConfigMap"}]`}, want: []KindRef{cm}},
+		"both, once each":    {status: &GeneratingPolicyStatus{DownstreamKinds: []KindRef{cm}}, annotations: map[string]string{AnnotationDownstreamKinds: `[{"apiVersion":"v1","kind":"ConfigMap"},{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy"}]`}, want: []KindRef{cm, np}},
+		"annotation broken":  {status: &GeneratingPolicyStatus{DownstreamKinds: []KindRef{np}}, annotations: map[string]string{AnnotationDownstreamKinds: `{not json`}, want: []KindRef{np}},
+		"entries incomplete": {annotations: map[string]string{AnnotationDownstreamKinds: `[{"kind":"ConfigMap"},{"apiVersion":"v1"}]`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := &Policy{GPolStatus: tc.status, Metadata: ObjectMeta{Annotations: tc.annotations}}
+			if got := p.RecordedKinds(); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("RecordedKinds() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -79,6 +81,43 @@ type GeneratingPolicyStatus struct {
 	DownstreamKinds []KindRef `json:"downstreamKinds,omitempty"`
 }
 
+// AnnotationDownstreamKinds holds what GeneratingPolicyStatus's
+// DownstreamKinds holds (a JSON list of {apiVersion, kind}) where the
+// status cannot: a CRD that does not know the field (Kyverno's own,
+// which Verdict reads in adopt mode) prunes it from the status. The
+// generator writes it only then; a GeneratingPolicy's kinds are those of
+// both, and an annotation that does not parse adds none.
+const AnnotationDownstreamKinds = "generate.verdict.dev/downstream-kinds"
+
+// recordedKinds are the kinds of the status and of
+// AnnotationDownstreamKinds, once each.
+func recordedKinds(st *GeneratingPolicyStatus, annotations map[string]string) []KindRef {
+	var out []KindRef
+	if st != nil {
+		out = append(out, st.DownstreamKinds...)
+	}
+	raw, ok := annotations[AnnotationDownstreamKinds]
+	if !ok {
+		return out
+	}
+	var more []KindRef
+	if err := json.Unmarshal([]byte(raw), &more); err != nil {
+		return out
+	}
+	for _, k := range more {
+		if k.APIVersion != "" && k.Kind != "" && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// RecordedKinds are the kinds the generator recorded for a
+// GeneratingPolicy: its status's and its AnnotationDownstreamKinds'.
+func (p *Policy) RecordedKinds() []KindRef {
+	return recordedKinds(p.GPolStatus, p.Metadata.Annotations)
+}
+
 // Generation is the generate rule a GeneratingPolicy acts as in the
 // background: synchronize, generateExisting and
 // orphanDownstreamOnPolicyDelete from its evaluation, and the kinds its
@@ -93,9 +132,7 @@ func (p *Policy) gpolGeneration() *Generation {
 			g.GenerateExisting = &on
 		}
 	}
-	if p.GPolStatus != nil {
-		g.Recorded = p.GPolStatus.DownstreamKinds
-	}
+	g.Recorded = recordedKinds(p.GPolStatus, p.Metadata.Annotations)
 	return g
 }
 
