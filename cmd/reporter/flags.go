@@ -34,6 +34,7 @@ func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	fs.BoolVar(&cfg.Scan, "scan", cfg.Scan, "run the background scan (policy changes, the periodic scan, purging deleted resources' results)")
 	fs.DurationVar(&cfg.ScanInterval, "scan-interval", cfg.ScanInterval, "period of the full background scan (0: only on policy changes)")
 	fs.IntVar(&cfg.ScanConcurrency, "scan-concurrency", cfg.ScanConcurrency, "scan items one replica works on at once")
+	fs.BoolVar(&cfg.KyvernoMetrics, "kyverno-metrics", cfg.KyvernoMetrics, "also record the background scans' rule results under Kyverno's metric names and labels (kyverno_policy_results_total with rule_execution_cause=background_scan, ...), for dashboards built for Kyverno; times each rule")
 	fs.StringVar(&cfg.ProbeAddress, "probe-address", cfg.ProbeAddress, "address serving /metrics, /healthz and /readyz (empty: none)")
 	fs.BoolVar(&cfg.Serve, "serve-reports", cfg.Serve, "serving mode: answer the PolicyReport API from VERDICT_RESULTS as an aggregated API server instead of writing reports into etcd")
 	fs.StringVar(&cfg.ServeAddress, "serve-address", cfg.ServeAddress, "IP address the serving mode listens on")

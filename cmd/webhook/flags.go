@@ -29,6 +29,7 @@ func bindFlags(fs *flag.FlagSet, cfg *webhook.Config) {
 	fs.IntVar(&cfg.MaxConcurrentEvaluations, "max-concurrent-evaluations", cfg.MaxConcurrentEvaluations, "admission requests evaluated at once; more wait for a slot")
 	fs.DurationVar(&cfg.EvaluationQueueTimeout, "evaluation-queue-timeout", cfg.EvaluationQueueTimeout, "how long a request waits for an evaluation slot before it is answered 429 (the webhook's failurePolicy then applies)")
 	fs.IntVar(&cfg.MaxWarnings, "max-warnings", cfg.MaxWarnings, "most warnings in one admission response")
+	fs.BoolVar(&cfg.KyvernoMetrics, "kyverno-metrics", cfg.KyvernoMetrics, "also record admission requests and rule results under Kyverno's metric names and labels (kyverno_admission_requests_total, kyverno_policy_results_total, ...), for dashboards built for Kyverno; times each rule")
 	fs.BoolVar(&cfg.Shadow, "shadow", cfg.Shadow, "evaluate without effect, beside a running Kyverno: allow every request unchanged with no warning, queue no work, publish the results; the leader registers validating webhooks only, all failurePolicy Ignore, and writes no policy status")
 	fs.DurationVar(&cfg.WorkPublishTimeout, "work-publish-timeout", cfg.WorkPublishTimeout, "how long generate work may take to be acknowledged before the answer")
 	fs.Func("on-work-publish-failure", "deny or allow a request whose generate work was not acknowledged in time (default "+string(cfg.OnWorkPublishFailure)+")", func(s string) error {

@@ -18,7 +18,7 @@ func TestFlags(t *testing.T) {
 	bindFlags(fs, &cfg)
 	err := fs.Parse([]string{
 		"--address=127.0.0.1:8443",
-		"--probe-address=:8081", "--pprof",
+		"--probe-address=:8081", "--pprof", "--kyverno-metrics",
 		"--tls-cert-file=/certs/tls.crt", "--tls-private-key-file=/certs/tls.key",
 		"--tls-reload-interval=1m",
 		"--max-request-bytes=1024",
@@ -39,7 +39,7 @@ func TestFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := webhook.Config{
-		Address: "127.0.0.1:8443", ProbeAddress: ":8081", Pprof: true,
+		Address: "127.0.0.1:8443", ProbeAddress: ":8081", Pprof: true, KyvernoMetrics: true,
 		CertFile: "/certs/tls.crt", KeyFile: "/certs/tls.key", CertReloadInterval: time.Minute,
 		MaxRequestBytes: 1024, MaxConcurrentBodyReads: 7, MaxBodyBytesInFlight: 4096, RequestTimeout: 3 * time.Second, MaxWarnings: 4,
 		WorkPublishTimeout: 500 * time.Millisecond, OnWorkPublishFailure: webhook.WorkFailureAllow,

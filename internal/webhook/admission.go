@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	evt "github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/platform/kyvernometrics"
 	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -162,6 +163,7 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 		}
 		ev.req.Object = cur
 		resp := s.engine.Mutate(ctx, ev.req, p, ev.set.Exceptions)
+		s.recordResults(ev, resp)
 		var failed, messages []string
 		for _, rr := range resp.Rules {
 			if reported(rr.Status) {
@@ -193,6 +195,7 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 		}
 		ev.req.Object = cur
 		resp := s.engine.VerifyImages(ctx, ev.req, p, ev.set.Exceptions)
+		s.recordResults(ev, resp)
 		if rules := blockingRules(p, resp); rules != nil {
 			blocked[p.Name()] = rules
 			continue
@@ -367,6 +370,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		if len(resp.Rules) == 0 {
 			continue
 		}
+		s.recordResults(ev, resp)
 		if actions, ok := celActions(p); ok {
 			denials, warnings := vpolOutcome(p, actions, resp)
 			if len(denials) > 0 {
@@ -546,6 +550,7 @@ func (s *Server) triggerGenerate(ctx context.Context, ev *evaluation, _ *validat
 			}
 		} else if p.HasRules(engine.TypeGeneration) {
 			resp := s.engine.Generate(ctx, ev.req, p, ev.set.Exceptions)
+			s.recordResults(ev, resp)
 			for _, rr := range resp.Rules {
 				switch rr.Status {
 				case engine.StatusPass:
@@ -631,6 +636,19 @@ func workPublishBudget(ctx context.Context, max time.Duration) time.Duration {
 		}
 	}
 	return max
+}
+
+// recordResults records the rule results of one engine call under
+// Kyverno's metric names, when they are on (Config.KyvernoMetrics).
+func (s *Server) recordResults(ev *evaluation, resp engine.Response) {
+	if s.metrics.kyverno == nil || len(resp.Rules) == 0 {
+		return
+	}
+	ref := ev.rv.ref()
+	s.metrics.kyverno.Results(kyvernometrics.Evaluation{
+		Cause: kyvernometrics.AdmissionRequest, Operation: string(ev.rv.req.Operation), DryRun: ev.rv.dryRun(),
+		Kind: ref.Kind, Namespace: ref.Namespace,
+	}, resp)
 }
 
 func policyRef(p *engine.Policy) PolicyRef { return evt.PolicyRefOf(p) }

@@ -166,6 +166,20 @@ func BenchmarkValidate(b *testing.B) {
 	roundTrips(b, newHarness(b, src, testConfig(func(c *Config) { c.UnverifiedResultsPerSecond, c.UnverifiedWorkPerSecond = 0, 0 })), pods)
 }
 
+// BenchmarkValidateKyvernoMetrics is BenchmarkValidate with Kyverno's
+// metric names on (--kyverno-metrics): every rule timed and its result
+// recorded, every request counted twice. What the flag costs is the
+// difference; off, it costs nothing (one nil check a request).
+//
+//	go test -run '^$' -bench 'BenchmarkValidate(KyvernoMetrics)?$' -benchmem ./internal/webhook/
+func BenchmarkValidateKyvernoMetrics(b *testing.B) {
+	src, pods := loadBench(b)
+	roundTrips(b, newHarness(b, src, testConfig(func(c *Config) {
+		c.UnverifiedResultsPerSecond, c.UnverifiedWorkPerSecond = 0, 0
+		c.KyvernoMetrics = true
+	})), pods)
+}
+
 // roundTrips posts a review of each pod in turn to h's /validate, one
 // per benchmark iteration.
 func roundTrips(b *testing.B, h *harness, pods []map[string]any) {

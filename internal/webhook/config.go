@@ -130,6 +130,14 @@ type Config struct {
 	// Kyverno: docs/migrating-from-kyverno.md).
 	Shadow bool
 
+	// KyvernoMetrics also records the evaluations under the metric names
+	// and labels Kyverno exports (kyverno_admission_requests_total,
+	// kyverno_policy_results_total, ...: internal/platform/kyvernometrics),
+	// for dashboards built for Kyverno, and times each rule for their
+	// durations. Off by default: the admission path then pays nothing for
+	// them.
+	KyvernoMetrics bool
+
 	// PolicyPaths are files or directories of ClusterPolicies, Policies
 	// and PolicyExceptions served as a fixed set (StaticSource). The
 	// cluster-backed source replaces it when the informers arrive.

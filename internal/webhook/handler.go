@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/verdict-dev/verdict/internal/platform/kyvernometrics"
 	"github.com/verdict-dev/verdict/internal/platform/logkey"
 )
 
@@ -98,6 +100,11 @@ type answer struct {
 	// sent: the answer went out; early: withAnswerBy sent it, before the
 	// handler returned.
 	sent, early bool
+	// review and allowed are the decoded admission request and whether
+	// its decision allowed it, kept by admissionHandler for withMetrics
+	// only when Kyverno's metrics are on (Config.KyvernoMetrics).
+	review  *review
+	allowed bool
 }
 
 // answerKey holds the request's *answer in its context.
@@ -160,6 +167,9 @@ func outcomeOf(reply *Reply, err error) Outcome {
 // withRecover turns a panic into a 500 and counts it; the server keeps
 // serving.
 func withRecover(m *metrics, endpoint string) Decorator {
+	// At 0 from the start: an alert on its increase then fires at the
+	// first panic.
+	m.panics.WithLabelValues(endpoint)
 	return func(next Handler) Handler {
 		return func(ctx context.Context, r *http.Request) (reply *Reply, err error) {
 			defer func() {
@@ -248,14 +258,27 @@ func releaseSlot(ctx context.Context) {
 	}
 }
 
-// withMetrics counts requests by outcome and observes their latency.
+// withMetrics counts requests by outcome and observes their latency;
+// with Kyverno's metrics on, it also records each answered admission
+// review under Kyverno's names (an error answer counts as not allowed).
 func withMetrics(m *metrics, endpoint string) Decorator {
+	webhook := kyvernometrics.Validating
+	if strings.HasPrefix(endpoint, "mutate") {
+		webhook = kyvernometrics.Mutating
+	}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, r *http.Request) (*Reply, error) {
 			start := time.Now()
 			reply, err := next(ctx, r)
-			m.latency.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
+			took := time.Since(start)
+			m.latency.WithLabelValues(endpoint).Observe(took.Seconds())
 			m.requests.WithLabelValues(endpoint, string(outcomeOf(reply, err))).Inc()
+			if m.kyverno != nil {
+				if a, ok := ctx.Value(answerKey{}).(*answer); ok && a.review != nil {
+					req := a.review.req
+					m.kyverno.Admission(webhook, req.Kind.Kind, req.Namespace, string(req.Operation), err == nil && a.allowed, took)
+				}
+			}
 			return reply, err
 		}
 	}

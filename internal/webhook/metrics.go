@@ -1,11 +1,15 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/verdict-dev/verdict/internal/platform/certs"
+	"github.com/verdict-dev/verdict/internal/platform/kyvernometrics"
+	"github.com/verdict-dev/verdict/pkg/engine"
 )
 
 const metricsNamespace = "verdict_webhook"
@@ -22,6 +26,9 @@ type metrics struct {
 	refused      *prometheus.CounterVec
 	ttlChecks    *prometheus.CounterVec
 	shadow       *prometheus.CounterVec
+	// kyverno records under Kyverno's names (Config.KyvernoMetrics); nil
+	// when off.
+	kyverno *kyvernometrics.Metrics
 }
 
 // Reasons a work publish failed, as metric labels.
@@ -31,7 +38,7 @@ const (
 	reasonStreamFull = "streamFull"
 )
 
-func newMetrics(reg prometheus.Registerer, src PolicySource, cert *certs.Reloader) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, src PolicySource, cert *certs.Reloader, kyverno bool) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "requests_total",
@@ -97,5 +104,37 @@ func newMetrics(reg prometheus.Registerer, src PolicySource, cert *certs.Reloade
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
+	// Every reason from the start, at 0: an alert on the increase of a
+	// series fires at the first failure only if the series was there
+	// before it.
+	for _, r := range []string{reasonTimeout, reasonError, reasonStreamFull} {
+		m.workFailures.WithLabelValues(r)
+	}
+	if kyverno {
+		var err error
+		if m.kyverno, err = kyvernometrics.New(reg); err != nil {
+			return nil, err
+		}
+		if err := kyvernometrics.RuleInfo(reg, func() []*engine.Policy {
+			set, err := src.Set(context.Background())
+			if err != nil || set == nil {
+				return nil
+			}
+			return set.Policies
+		}); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// KyvernoPolicyChanges returns the watch handler that counts
+// kyverno_policy_changes_total, for the informers of ClusterPolicies and
+// Policies (the cluster's policy cache), when Kyverno's metrics are on
+// (Config.KyvernoMetrics); nil otherwise.
+func (s *Server) KyvernoPolicyChanges() cache.ResourceEventHandler {
+	if s.metrics.kyverno == nil {
+		return nil
+	}
+	return s.metrics.kyverno.PolicyChanges()
 }

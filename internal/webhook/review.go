@@ -209,6 +209,14 @@ func (s *Server) admissionHandler(fn admissionFunc) Handler {
 			}
 			return nil, err
 		}
+		// Kyverno's admission metrics (withMetrics) count every decoded
+		// review, those that end in an error as not allowed.
+		var kept *answer
+		if s.metrics.kyverno != nil {
+			if a, ok := ctx.Value(answerKey{}).(*answer); ok {
+				a.review, kept = rv, a
+			}
+		}
 		ref := rv.ref()
 		logFrom(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context {
 			return c.Str(logkey.AdmissionUID, string(rv.req.UID)).Str(logkey.Operation, string(rv.req.Operation)).
@@ -225,6 +233,9 @@ func (s *Server) admissionHandler(fn admissionFunc) Handler {
 			return nil, err
 		}
 		d.resp.UID = rv.req.UID
+		if kept != nil {
+			kept.allowed = d.resp.Allowed
+		}
 		out, err := encodeReview(d.resp)
 		if err != nil {
 			return nil, fmt.Errorf("encode AdmissionReview: %w", err)

@@ -285,10 +285,15 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	}
 	// The trigger lister and the server's clock come last: no engine
 	// option replaces them.
-	eng, err := engine.New(append(slices.Clone(s.engineOpts),
+	engineOpts := append(slices.Clone(s.engineOpts),
 		engine.WithResourceLister(triggerLister{}),
 		engine.WithClock(func() time.Time { return s.now() }),
-	)...)
+	)
+	if cfg.KyvernoMetrics {
+		// Kyverno's per-rule durations (kyverno_policy_execution_duration_seconds).
+		engineOpts = append(engineOpts, engine.WithRuleClock(time.Now))
+	}
+	eng, err := engine.New(engineOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -333,7 +338,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		s.registry = reg
 	}
-	if s.metrics, err = newMetrics(s.registry, s.policies, s.cert); err != nil {
+	if s.metrics, err = newMetrics(s.registry, s.policies, s.cert, cfg.KyvernoMetrics); err != nil {
 		return nil, err
 	}
 	s.bodies = &bodies{

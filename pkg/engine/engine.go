@@ -39,6 +39,9 @@ type Engine struct {
 	// imageVerifier verifies verifyImages rules' images; nil: those
 	// rules are not evaluated (WithImageVerifier).
 	imageVerifier ImageVerifier
+	// ruleClock times each rule's evaluation (WithRuleClock); nil: no
+	// rule is timed.
+	ruleClock func() time.Time
 }
 
 // Option configures an Engine.
@@ -63,6 +66,20 @@ func WithClock(now func() time.Time) Option {
 			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
 		}
 		e.now = now
+		return nil
+	}
+}
+
+// WithRuleClock has the engine time each rule's evaluation with now (a
+// monotonic clock such as time.Now) into RuleResponse.Duration, for
+// metrics that report per-rule latency. Without it no rule is timed and
+// the clock is never read.
+func WithRuleClock(now func() time.Time) Option {
+	return func(e *Engine) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil rule clock", ErrInvalidOption)
+		}
+		e.ruleClock = now
 		return nil
 	}
 }

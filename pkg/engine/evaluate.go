@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/verdict-dev/verdict/pkg/engine/conditions"
 	"github.com/verdict-dev/verdict/pkg/engine/document"
@@ -263,7 +264,14 @@ func (e *Engine) run(m *meter, req *Request, p *Policy, exceptions []*policy.Exc
 		}
 		run := m.ruleRun()
 		*run = ruleRun{e: e, req: req, m: m, policy: p, rule: r, obj: cur, existing: t == typeMutateExisting, triggersOnly: t == typeGenerateTriggers}
+		var start time.Time
+		if e.ruleClock != nil {
+			start = e.ruleClock()
+		}
 		rr := run.evaluateBounded(m, base, exceptions, in)
+		if e.ruleClock != nil {
+			rr.Duration = e.ruleClock().Sub(start)
+		}
 		if t == TypeMutation && rr.Status == StatusPass && run.obj != nil {
 			cur = run.obj
 		}

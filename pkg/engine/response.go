@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // Status is the outcome of one rule on one resource.
 type Status string
 
@@ -64,6 +66,9 @@ type RuleResponse struct {
 	// MutateExistingTriggers), and on a generate rule the request
 	// triggers (GenerateTriggers): the caller queues the work.
 	Background bool
+	// Duration is how long the rule's evaluation took, measured when the
+	// engine has a rule clock (WithRuleClock); zero otherwise.
+	Duration time.Duration
 }
 
 // TargetResponse is the outcome of a mutate-existing rule on one target.

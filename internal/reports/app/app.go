@@ -23,6 +23,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
+	"github.com/verdict-dev/verdict/internal/platform/kyvernometrics"
 	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/platform/policyhttp"
@@ -30,6 +31,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/reportindex"
 	"github.com/verdict-dev/verdict/internal/reports/reportserver"
 	"github.com/verdict-dev/verdict/internal/reports/scanner"
+	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -106,6 +108,12 @@ type Config struct {
 	ScanInterval time.Duration
 	// ScanConcurrency is how many scan items a replica works on at once.
 	ScanConcurrency int
+	// KyvernoMetrics also records the scans' rule results under Kyverno's
+	// metric names (kyverno_policy_results_total with
+	// rule_execution_cause background_scan, ...:
+	// internal/platform/kyvernometrics), timing each rule. Off by
+	// default.
+	KyvernoMetrics bool
 	// Limits bound the work and memory of each evaluation of the scans.
 	Limits platform.EvaluationLimits
 
@@ -493,8 +501,13 @@ func consumers(cfg Config) []queue.ConsumerSpec {
 func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, served bool) (*scanner.Scanner, error) {
 	kube := d.kc.Kube
 	conn := func() *queue.Conn { return d.conn }
+	var engOpts []platform.EngineOption
+	if cfg.KyvernoMetrics {
+		// Kyverno's per-rule durations.
+		engOpts = append(engOpts, platform.WithEngineOptions(engine.WithRuleClock(time.Now)))
+	}
 	eng, err := platform.NewEngine(d.kc, platform.EngineConfig{Namespace: cfg.Namespace, PolicyHTTP: cfg.PolicyHTTP, Limits: cfg.Limits,
-		Registries: cfg.Registries, ImageCache: cfg.Registries.SharedCache(conn, cfg.NATS.StreamReplicas), Metrics: d.reg})
+		Registries: cfg.Registries, ImageCache: cfg.Registries.SharedCache(conn, cfg.NATS.StreamReplicas), Metrics: d.reg}, engOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -509,6 +522,13 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, se
 		scanner.WithChecker(d.check),
 		scanner.WithRegisterer(d.reg),
 		scanner.WithLogger(log),
+	}
+	if cfg.KyvernoMetrics {
+		km, err := kyvernometrics.New(d.reg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, scanner.WithKyvernoMetrics(km))
 	}
 	if served {
 		// Reports are served from the stream: none to write, none to

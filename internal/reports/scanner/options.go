@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
+	"github.com/verdict-dev/verdict/internal/platform/kyvernometrics"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 )
 
@@ -35,6 +36,9 @@ type options struct {
 	// served: reports are served from the stream, not written
 	// (WithServedReports); served holds the reporter's metrics.
 	served *reporter.Metrics
+	// kyverno records the scans' rule results under Kyverno's metric
+	// names (WithKyvernoMetrics); nil: not recorded.
+	kyverno *kyvernometrics.Metrics
 }
 
 // WithServedReports says that reports are served from the stream (the
@@ -131,6 +135,21 @@ func WithReportWatch(client metadata.Interface) Option {
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(o *options) error {
 		o.reg = reg
+		return nil
+	}
+}
+
+// WithKyvernoMetrics records the rule results of every evaluation of a
+// scan under Kyverno's metric names (kyverno_policy_results_total with
+// rule_execution_cause background_scan, and its CEL kinds' families), as
+// Kyverno counts its background scans. Their durations are the engine's
+// rule timings: give the scanner an engine with engine.WithRuleClock.
+func WithKyvernoMetrics(m *kyvernometrics.Metrics) Option {
+	return func(o *options) error {
+		if m == nil {
+			return fmt.Errorf("%w: nil Kyverno metrics", ErrInvalidOption)
+		}
+		o.kyverno = m
 		return nil
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/kubeutil"
+	"github.com/verdict-dev/verdict/internal/platform/kyvernometrics"
 	"github.com/verdict-dev/verdict/internal/platform/logkey"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
@@ -191,6 +192,11 @@ func (sc *scan) evaluate(ctx context.Context, obj *unstructured.Unstructured) er
 		// The scan is stopping: the engine cut the evaluation short, and
 		// what it says is not the policy's verdict on the resource.
 		return err
+	}
+	if k := sc.s.o.kyverno; k != nil {
+		// As Kyverno's scans: each resource evaluated as a CREATE.
+		k.Results(kyvernometrics.Evaluation{Cause: kyvernometrics.BackgroundScan, Operation: engine.OpCreate,
+			Kind: obj.GetKind(), Namespace: ns}, resp)
 	}
 	ref := bus.ResourceRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: ns, Name: obj.GetName(),
 		UID: uid, ResourceVersion: obj.GetResourceVersion()}

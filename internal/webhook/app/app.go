@@ -333,6 +333,11 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if h := srv.KyvernoPolicyChanges(); h != nil {
+		if err := pc.OnPolicyChange(h); err != nil {
+			return err
+		}
+	}
 	return srv.ListenAndServe(ctx, cfg.Webhook.Address, cfg.Webhook.ProbeAddress)
 }
 
