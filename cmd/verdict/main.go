@@ -1,7 +1,10 @@
-// Command verdict evaluates Kyverno-language policies on manifests:
-// `verdict apply` and `verdict test`, with no cluster; `verdict work` shows
-// and steers the work queue in the cluster's NATS (pending and
-// dead-lettered work).
+// Command verdict evaluates Kyverno-language policies: `verdict apply`
+// on manifests or a cluster's resources, `verdict test` on test suites,
+// `verdict compare` to set Verdict's reports beside Kyverno's; `verdict
+// work` shows and steers the work queue in the cluster's NATS (pending
+// and dead-lettered work). Run as kyverno or kubectl-kyverno (a link to
+// it), it takes the Kyverno CLI's meanings where the two differ
+// (cli.Dialect).
 package main
 
 import (
@@ -26,7 +29,7 @@ func main() {
 		debug.SetGCPercent(gcPercent)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	code := cli.MainDialect(ctx, cli.DialectOf(os.Args[0]), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

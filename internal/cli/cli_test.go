@@ -278,7 +278,13 @@ func TestApplyExitCodes(t *testing.T) {
 		"document under a raised limit":  {args: []string{"-p", path("policy.yaml"), "-r", path("huge.yaml"), "--max-document-bytes", "1048576"}, code: ExitOK},
 		"bad size limit":                 {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml"), "--max-document-bytes", "-1"}, code: ExitUsage, stderr: "--max-document-bytes must be positive"},
 		"unknown output":                 {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml"), "-o", "xml"}, code: ExitUsage, stderr: `unknown output "xml"`},
-		"missing flags":                  {args: []string{"-p", path("policy.yaml")}, code: ExitUsage, stderr: "policies (as arguments or with --policy/-p) and --resource (-r) are required"},
+		"missing flags":                  {args: []string{"-p", path("policy.yaml")}, code: ExitUsage, stderr: "resources are required: --resource (-r) files, or --cluster"},
+		"no policies":                    {args: []string{"-r", path("good.yaml")}, code: ExitUsage, stderr: "policies (as arguments or with --policy) are required"},
+		"a namespace without a cluster":  {args: []string{"-p", path("policy.yaml"), "-r", path("good.yaml"), "-n", "default"}, code: ExitUsage, stderr: "--namespace selects the cluster's resources: give --cluster too"},
+		"a policy URL": {
+			args: []string{"https://github.com/kyverno/policies/pod-security", "-r", path("good.yaml")}, code: ExitUsage,
+			stderr: "verdict reads files and folders, not URLs: download the file (curl -LO <url>) or clone the repository",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

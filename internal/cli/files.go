@@ -93,6 +93,9 @@ type resourceSource struct {
 	paths            []string
 	stdin            io.Reader
 	maxDocumentBytes int64
+	// clusterKinds are custom kinds known to be cluster-scoped (from
+	// CRDs), which get no default namespace.
+	clusterKinds map[string]bool
 	// files are the manifest files of each path, found by check.
 	files [][]string
 }
@@ -124,6 +127,10 @@ type resourcePiece struct {
 	// input is the position of the --resource path the piece comes from.
 	input int
 	end   bool
+	// objs, when set, are resources already read (from a cluster): the
+	// piece holds them instead of a chunk.
+	objs         []map[string]any
+	clusterKinds map[string]bool
 }
 
 // pieces hands every document of every path to emit, in order, and after
@@ -172,7 +179,7 @@ func (s *resourceSource) readFile(path string, input int, emit func(resourcePiec
 		case err != nil:
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if err := emit(resourcePiece{chunk: c, path: path, input: input}); err != nil {
+		if err := emit(resourcePiece{chunk: c, path: path, input: input, clusterKinds: s.clusterKinds}); err != nil {
 			return err
 		}
 	}
@@ -183,6 +190,9 @@ func (s *resourceSource) readFile(path string, input int, emit func(resourcePiec
 // A namespaced resource without a namespace is put in "default". An error
 // names the file and the document, prefixed with "resources: ".
 func (p resourcePiece) resources() ([]map[string]any, error) {
+	if p.objs != nil {
+		return p.objs, nil
+	}
 	d, ok, err := p.chunk.Decode()
 	if err != nil {
 		return nil, fmt.Errorf("resources: %s: %w", p.path, err)
@@ -191,16 +201,25 @@ func (p resourcePiece) resources() ([]map[string]any, error) {
 		return nil, nil
 	}
 	if document.String(d.Object, "kind") != "List" {
-		return []map[string]any{defaultNamespace(d.Object)}, nil
+		return []map[string]any{p.defaultNamespace(d.Object)}, nil
 	}
 	items, _ := d.Object["items"].([]any)
 	out := make([]map[string]any, 0, len(items))
 	for _, it := range items {
 		if m, ok := it.(map[string]any); ok {
-			out = append(out, defaultNamespace(m))
+			out = append(out, p.defaultNamespace(m))
 		}
 	}
 	return out, nil
+}
+
+// defaultNamespace puts a namespaced resource without a namespace in
+// "default"; a kind the CRDs say is cluster-scoped is left as it is.
+func (p resourcePiece) defaultNamespace(obj map[string]any) map[string]any {
+	if p.clusterKinds[document.String(obj, "kind")] {
+		return obj
+	}
+	return defaultNamespace(obj)
 }
 
 // noResources is the error of a path whose documents hold no resource (an

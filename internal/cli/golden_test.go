@@ -11,16 +11,16 @@ import (
 
 // TestOutputGolden pins, with golden files under testdata/golden, every
 // output format of `verdict apply` and `verdict test` for the policies and
-// Pods under testdata/apply (two Pod Security policies of the Kyverno
+// Pods under testdata/outputs/apply (two Pod Security policies of the Kyverno
 // library, a hand-written unscored policy and an exception: every
-// outcome, pass to skip; and a ConfigMap no policy matches) and the suite under testdata/test (assertions
+// outcome, pass to skip; and a ConfigMap no policy matches) and the suite under testdata/outputs/test (assertions
 // that hold and one that does not), which reads ../apply: refused
 // unless the root given holds it or paths outside are allowed. Paths are relative to the package, as
 // `go test` runs in it, so the outputs that name test files are the same
 // on every machine.
 func TestOutputGolden(t *testing.T) {
-	apply := []string{"apply", "-p", "testdata/apply/policies", "-r", "testdata/apply/pods.yaml"}
-	applyNone := []string{"apply", "-p", "testdata/apply/policies", "-r", "testdata/apply/configmap.yaml"}
+	apply := []string{"apply", "-p", "testdata/outputs/apply/policies", "-r", "testdata/outputs/apply/pods.yaml"}
+	applyNone := []string{"apply", "-p", "testdata/outputs/apply/policies", "-r", "testdata/outputs/apply/configmap.yaml"}
 	tests := map[string]struct {
 		args []string
 		code int
@@ -81,7 +81,7 @@ func TestOutputGolden(t *testing.T) {
 			code: ExitFailed, stdout: "apply-values.txt",
 		},
 		"apply --audit-warn": {
-			args: []string{"apply", "testdata/apply/policies/disallow-host-namespaces.yaml", "-r", "testdata/apply/pods.yaml", "--audit-warn", "--warn-exit-code", "4"},
+			args: []string{"apply", "testdata/outputs/apply/policies/disallow-host-namespaces.yaml", "-r", "testdata/outputs/apply/pods.yaml", "--audit-warn", "--warn-exit-code", "4"},
 			code: 4, stdout: "apply-audit-warn.txt",
 		},
 		// verdict jp: Kyverno's JMESPath on the command line.
@@ -101,40 +101,40 @@ func TestOutputGolden(t *testing.T) {
 		},
 		// The suite reads ../apply: the root given holds both.
 		"test": {
-			args: []string{"test", "testdata"}, code: ExitFailed,
+			args: []string{"test", "testdata/outputs"}, code: ExitFailed,
 			stdout: "test.txt",
 		},
 		"test json": {
-			args: []string{"test", "testdata", "--json"}, code: ExitFailed,
+			args: []string{"test", "testdata/outputs", "--json"}, code: ExitFailed,
 			stdout: "test.json",
 		},
 		"test json, failures only": {
-			args: []string{"test", "testdata", "--json", "--fail-only"}, code: ExitFailed,
+			args: []string{"test", "testdata/outputs", "--json", "--fail-only"}, code: ExitFailed,
 			stdout: "test-fail-only.json",
 		},
 		// Kyverno's --output-format and --test-case-selector.
 		"test junit": {
-			args: []string{"test", "testdata", "--output-format", "junit"}, code: ExitFailed,
+			args: []string{"test", "testdata/outputs", "--output-format", "junit"}, code: ExitFailed,
 			stdout: "test-junit.xml",
 		},
 		"test yaml, failures only": {
-			args: []string{"test", "testdata", "-o", "yaml", "--fail-only"}, code: ExitFailed,
+			args: []string{"test", "testdata/outputs", "-o", "yaml", "--fail-only"}, code: ExitFailed,
 			stdout: "test-fail-only.yaml",
 		},
 		"test markdown": {
-			args: []string{"test", "testdata", "-o", "markdown"}, code: ExitFailed,
+			args: []string{"test", "testdata/outputs", "-o", "markdown"}, code: ExitFailed,
 			stdout: "test.md",
 		},
 		"test, detailed, selected": {
-			args: []string{"test", "testdata", "--detailed-results", "-t", "policy=disallow-*,rule=privileged-*", "--remove-color", "--registry", "--require-tests"}, code: ExitOK,
+			args: []string{"test", "testdata/outputs", "--detailed-results", "-t", "policy=disallow-*,rule=privileged-*", "--remove-color", "--registry", "--require-tests"}, code: ExitOK,
 			stdout: "test-selected.txt",
 		},
 		"test, with paths outside the suite allowed": {
-			args: []string{"test", "testdata/test", "--allow-paths-outside-suite"}, code: ExitFailed,
+			args: []string{"test", "testdata/outputs/test", "--allow-paths-outside-suite"}, code: ExitFailed,
 			stdout: "test-outside-allowed.txt",
 		},
 		"test, a path outside the suite": {
-			args: []string{"test", "testdata/test"}, code: ExitFailed,
+			args: []string{"test", "testdata/outputs/test"}, code: ExitFailed,
 			stdout: "test-outside.txt",
 		},
 	}
@@ -163,10 +163,10 @@ func TestTestFlagsRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		"a git branch":   {[]string{"test", "testdata", "-b", "main"}, "clone the branch (git clone --branch main <url>) and give its directory"},
-		"a selector key": {[]string{"test", "testdata", "-t", "kind=Pod"}, "the keys are policy, rule and resource"},
-		"a selector":     {[]string{"test", "testdata", "-t", "policy"}, "each part is <key>=<pattern>"},
-		"a format":       {[]string{"test", "testdata", "-o", "html"}, "use text, json, yaml, junit, markdown"},
+		"a git branch":   {[]string{"test", "testdata/outputs", "-b", "main"}, "clone the branch (git clone --branch main <url>) and give its directory"},
+		"a selector key": {[]string{"test", "testdata/outputs", "-t", "kind=Pod"}, "the keys are policy, rule and resource"},
+		"a selector":     {[]string{"test", "testdata/outputs", "-t", "policy"}, "each part is <key>=<pattern>"},
+		"a format":       {[]string{"test", "testdata/outputs", "-o", "html"}, "use text, json, yaml, junit, markdown"},
 		"a --set without a value": {
 			[]string{"apply", "testdata/kyverno/values-policy.yaml", "-r", "testdata/kyverno/pods.yaml", "--set", "approved"},
 			`--set "approved": use name=value`,

@@ -36,14 +36,14 @@ func newJPQuery(stdin io.Reader, stdout io.Writer) *cobra.Command {
 		Use:   "query [-i input] [-q file]... [expression]...",
 		Short: "Evaluate JMESPath expressions on a JSON or YAML document",
 		Long: `Query evaluates each expression (given as arguments, or read from the
-files of -q) on the document of -i, or of stdin, with the engine's
-JMESPath and Kyverno's custom functions, and prints "# <expression>" and
-the result as JSON for each.`,
+files of -q; with -i and neither, read from stdin) on the document of
+-i, or of stdin, with the engine's JMESPath and Kyverno's custom
+functions, and prints "# <expression>" and the result as JSON for each.`,
 		Example: `  verdict jp query -i pod.yaml 'spec.containers[].image'
   kubectl get pod web -o json | verdict jp query -u 'metadata.name'
   verdict jp query -i deployment.yaml "truncate(metadata.name, \` + "`3`" + `)"`,
 		RunE: func(_ *cobra.Command, args []string) error {
-			exprs, err := jpExpressions(args, files, "-q", stdin)
+			exprs, err := jpExpressions(args, files, "-q", input != "", stdin)
 			if err != nil {
 				return err
 			}
@@ -141,9 +141,9 @@ func newJPParse(stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var files []string
 	cmd := &cobra.Command{
 		Use:   "parse [-f file]... [expression]...",
-		Short: "Print the parse tree of JMESPath expressions",
+		Short: "Print the parse tree of JMESPath expressions (read from stdin when none is given)",
 		RunE: func(_ *cobra.Command, args []string) error {
-			exprs, err := jpExpressions(args, files, "-f", stdin)
+			exprs, err := jpExpressions(args, files, "-f", true, stdin)
 			if err != nil {
 				return err
 			}
@@ -165,7 +165,10 @@ func newJPParse(stdin io.Reader, stdout io.Writer) *cobra.Command {
 
 // jpExpressions are the expressions given as arguments, then those read
 // from the files of flag; none is an error.
-func jpExpressions(args, files []string, flag string, stdin io.Reader) ([]string, error) {
+// jpExpressions are the expressions given as arguments and in files;
+// with none, and fromStdin, the standard input holds one (as the Kyverno
+// CLI reads it when stdin is not the document).
+func jpExpressions(args, files []string, flag string, fromStdin bool, stdin io.Reader) ([]string, error) {
 	exprs := slices.Clone(args)
 	for _, f := range files {
 		b, err := readBounded(f, stdin)
@@ -174,8 +177,17 @@ func jpExpressions(args, files []string, flag string, stdin io.Reader) ([]string
 		}
 		exprs = append(exprs, strings.TrimSpace(string(b)))
 	}
+	if len(exprs) == 0 && fromStdin && stdin != nil {
+		b, err := readBounded("-", stdin)
+		if err != nil {
+			return nil, err
+		}
+		if e := strings.TrimSpace(string(b)); e != "" {
+			exprs = append(exprs, e)
+		}
+	}
 	if len(exprs) == 0 {
-		return nil, fmt.Errorf("no expression: give one as an argument or in a file with %s", flag)
+		return nil, fmt.Errorf("no expression: give one as an argument, in a file with %s, or on stdin", flag)
 	}
 	return exprs, nil
 }

@@ -16,7 +16,7 @@ import (
 // so the judge compares what each policy did.
 func TestNativePoliciesSuite(t *testing.T) {
 	var out strings.Builder
-	sum, err := RunTests(t.Context(), TestOptions{Dirs: []string{"testdata/native"}}, &out)
+	sum, err := RunTests(t.Context(), TestOptions{Dirs: []string{"testdata/outputs/native"}}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -26,7 +26,7 @@ func TestNativePoliciesSuite(t *testing.T) {
 
 	dir := t.TempDir()
 	for _, name := range []string{"policies.yaml", "params.yaml", "resources.yaml", "patched.yaml", "kyverno-test.yaml"} {
-		data, err := os.ReadFile(filepath.Join("testdata/native", name))
+		data, err := os.ReadFile(filepath.Join("testdata/outputs/native", name))
 		if err != nil {
 			t.Fatal(err)
 		}

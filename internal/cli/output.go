@@ -19,12 +19,19 @@ type resultWriter interface {
 	finish(c engine.Counts) error
 }
 
-func newResultWriter(output string, detailed bool, w io.Writer) resultWriter {
+// newResultWriter writes the output named (reportFormat encodes the
+// report: yaml or json).
+func newResultWriter(output, reportFormat string, detailed bool, w io.Writer) resultWriter {
 	switch output {
 	case "json":
 		return &jsonWriter{w: w}
 	case "report":
+		if reportFormat == "json" {
+			return &reportJSONWriter{w: w}
+		}
 		return &reportWriter{w: w}
+	case "text":
+		return &textWriter{w: w}
 	default:
 		return newTableWriter(w, detailed)
 	}
@@ -96,6 +103,15 @@ func (t *tableWriter) addRow(cells ...string) {
 }
 
 func (t *tableWriter) finish(c engine.Counts) error {
+	if err := t.flushRows(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(t.w, "pass: %d, fail: %d, warn: %d, error: %d, skip: %d\n", c.Pass, c.Fail, c.Warn, c.Error, c.Skip)
+	return err
+}
+
+// flushRows writes the rows, aligned, and forgets them.
+func (t *tableWriter) flushRows() error {
 	const padding = 2
 	bw := bufio.NewWriter(t.w)
 	var out []byte
@@ -121,7 +137,6 @@ func (t *tableWriter) finish(c engine.Counts) error {
 		}
 	}
 	t.rows = nil
-	fmt.Fprintf(bw, "pass: %d, fail: %d, warn: %d, error: %d, skip: %d\n", c.Pass, c.Fail, c.Warn, c.Error, c.Skip)
 	return bw.Flush()
 }
 
@@ -208,6 +223,15 @@ metadata:
 `
 
 func (rw *reportWriter) add(r applyResult) error {
+	rw.pending = append(rw.pending, reportEntry(r))
+	if len(rw.pending) < reportBatch {
+		return nil
+	}
+	return rw.flush()
+}
+
+// reportEntry is the report's result of r.
+func reportEntry(r applyResult) map[string]any {
 	entry := map[string]any{
 		"policy":  r.Policy,
 		"rule":    r.Rule,
@@ -225,11 +249,7 @@ func (rw *reportWriter) add(r applyResult) error {
 	if r.Severity != "" {
 		entry["severity"] = r.Severity
 	}
-	rw.pending = append(rw.pending, entry)
-	if len(rw.pending) < reportBatch {
-		return nil
-	}
-	return rw.flush()
+	return entry
 }
 
 // flush writes the pending entries. A list at the top level is written as
@@ -267,5 +287,36 @@ func (rw *reportWriter) finish(c engine.Counts) error {
 		return err
 	}
 	_, err = rw.w.Write(b)
+	return err
+}
+
+// reportJSONWriter writes the ClusterPolicyReport of reportWriter as
+// indented JSON (apply --policy-report --output-format json), at the end.
+type reportJSONWriter struct {
+	w       io.Writer
+	results []any
+}
+
+func (rw *reportJSONWriter) add(r applyResult) error {
+	rw.results = append(rw.results, reportEntry(r))
+	return nil
+}
+
+func (rw *reportJSONWriter) finish(c engine.Counts) error {
+	results := rw.results
+	if results == nil {
+		results = []any{}
+	}
+	b, err := json.MarshalIndent(map[string]any{
+		"apiVersion": "wgpolicyk8s.io/v1alpha2",
+		"kind":       "ClusterPolicyReport",
+		"metadata":   map[string]any{"name": "verdict-apply"},
+		"results":    results,
+		"summary":    summaryMap(c),
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(rw.w, "%s\n", b)
 	return err
 }
