@@ -117,6 +117,14 @@ var KyvernoAPI = func() API {
 	return a
 }()
 
+// orDefault is a, or VerdictAPI for the zero API.
+func (a API) orDefault() API {
+	if a.kinds == nil {
+		return VerdictAPI
+	}
+	return a
+}
+
 // ParseAPI is the API of a --policy-api value.
 func ParseAPI(name string) (API, error) {
 	switch name {
@@ -131,9 +139,7 @@ func ParseAPI(name string) (API, error) {
 // Resource is the resource a policy kind is served as; the Kubernetes
 // admission policies' are the API server's whatever the API.
 func (a API) Resource(kind string) (schema.GroupVersionResource, bool) {
-	if a.kinds == nil {
-		a = VerdictAPI
-	}
+	a = a.orDefault()
 	switch kind {
 	case policy.KindValidatingAdmissionPolicy:
 		return ValidatingAdmissionPolicies, true
@@ -155,18 +161,14 @@ func (a API) MustResource(kind string) schema.GroupVersionResource {
 
 // Exceptions are the PolicyException resources.
 func (a API) Exceptions() []schema.GroupVersionResource {
-	if a.kinds == nil {
-		a = VerdictAPI
-	}
+	a = a.orDefault()
 	return a.exceptions
 }
 
 // Groups are the API groups of the policy kinds, sorted, with the
 // versions each serves them at.
 func (a API) Groups() map[string][]string {
-	if a.kinds == nil {
-		a = VerdictAPI
-	}
+	a = a.orDefault()
 	return a.versions
 }
 
@@ -174,9 +176,7 @@ func (a API) Groups() map[string][]string {
 // PolicyException in the group (sorted), for the policy-validation
 // webhook and RBAC.
 func (a API) PolicyResources(group string) []string {
-	if a.kinds == nil {
-		a = VerdictAPI
-	}
+	a = a.orDefault()
 	var out []string
 	for _, gvr := range a.kinds {
 		if gvr.Group == group {
@@ -196,6 +196,7 @@ func (a API) PolicyResources(group string) []string {
 // first, then the optional, in a stable order. The cleanup kinds are the
 // cleaner's.
 func (a API) watched() (required, optional []schema.GroupVersionResource) {
+	a = a.orDefault()
 	skip := map[string]bool{policy.KindClusterCleanupPolicy: true, policy.KindCleanupPolicy: true, policy.KindDeletingPolicy: true, policy.KindNamespacedDeletingPolicy: true}
 	req := map[schema.GroupVersionResource]bool{}
 	for _, gvr := range a.required {

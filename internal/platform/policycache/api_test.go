@@ -62,8 +62,10 @@ func TestAPIResources(t *testing.T) {
 	}
 	// Verdict's group requires its three CRDs; Kyverno's, none (a
 	// release of Kyverno may have removed the classic kinds).
-	if req, _ := VerdictAPI.watched(); len(req) != 3 {
-		t.Errorf("Verdict's required kinds %v", req)
+	for _, a := range []API{VerdictAPI, {}} {
+		if req, opt := a.watched(); len(req) != 3 || len(opt) != 8 {
+			t.Errorf("Verdict's watched kinds: required %v, optional %d", req, len(opt))
+		}
 	}
 	req, opt := KyvernoAPI.watched()
 	if len(req) != 0 || len(opt) != 12 {

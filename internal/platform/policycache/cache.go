@@ -480,7 +480,7 @@ func (c *Cache) informer(kind string) cache.SharedIndexInformer {
 // WithAPI sets where the policies are served (before Start): VerdictAPI
 // unless set.
 func (c *Cache) WithAPI(a API) *Cache {
-	c.api = a
+	c.api = a.orDefault()
 	return c
 }
 
