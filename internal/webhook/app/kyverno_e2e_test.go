@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	cleanerapp "github.com/verdict-dev/verdict/internal/cleaner/app"
+	"github.com/verdict-dev/verdict/internal/cli"
 	generatorapp "github.com/verdict-dev/verdict/internal/generator/app"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
@@ -153,7 +156,8 @@ func runService(t *testing.T, name string, run func(ctx context.Context, log zer
 //     validating webhooks only, all Ignore; a Pod the policy fails is
 //     admitted; Verdict's report of it (verdict-<uid>) says fail, beside
 //     Kyverno's report of the same Pod (<uid>), which Verdict leaves as it
-//     is; the policy's status is not written;
+//     is; verdict compare lists the disagreement; the policy's status is
+//     not written;
 //   - adopt (kyverno.mode=adopt): the same ClusterPolicy object, unedited,
 //     is enforced, a kyverno.io/v2 PolicyException honoured; `kubectl get cpol` shows it READY; a kyverno.io
 //     policy Verdict finds invalid is refused; a synchronized
@@ -256,6 +260,20 @@ func TestE2EKyvernoShadowThenAdopt(t *testing.T) {
 	})
 	if got, err := dyn.Resource(model.PolicyReports).Namespace("team").Get(ctx, kyvernos.GetName(), metav1.GetOptions{}); err != nil || got.GetResourceVersion() != kyvernos.GetResourceVersion() {
 		t.Errorf("Kyverno's report touched: %v", err)
+	}
+	// verdict compare finds the disagreement planted: Kyverno's report
+	// says the Pod passes, Verdict's that it fails.
+	var out, errOut bytes.Buffer
+	code := cli.Main(ctx, []string{"compare", "--kubeconfig", cp.KubeconfigPath(), "-o", "json"}, strings.NewReader(""), &out, &errOut)
+	var cmp cli.Comparison
+	if err := json.Unmarshal(out.Bytes(), &cmp); err != nil {
+		t.Fatalf("compare: exit %d, %v\n%s%s", code, err, out.String(), errOut.String())
+	}
+	if code != cli.ExitFailed || cmp.Summary.Disagree != 1 || len(cmp.Rows) != 1 {
+		t.Fatalf("compare: exit %d, %+v", code, cmp)
+	}
+	if r := cmp.Rows[0]; r.Policy != "require-team" || r.Rule != "check-team" || r.Resource.UID != string(unlabelled.UID) || r.Kyverno != "pass" || r.Verdict != "fail" {
+		t.Errorf("compare: %+v, want require-team/check-team on the Pod, pass against fail", r)
 	}
 	if u, err := dyn.Resource(cpols).Get(ctx, "require-team", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
