@@ -60,7 +60,7 @@ type Config struct {
 	// alone) sets model.ShadowReportPrefix. The CRD mode's only.
 	ReportNamePrefix string
 	WriteQPS         float64
-	WriteBurst int
+	WriteBurst       int
 
 	// NATS is the JetStream connection and the streams' replicas and
 	// limits (the same on every service).

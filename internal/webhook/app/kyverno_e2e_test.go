@@ -290,7 +290,7 @@ func TestE2EKyvernoShadowThenAdopt(t *testing.T) {
 	testkit.Eventually(t, 60*time.Second, "the policy enforced", func() error {
 		_, err := kube.CoreV1().Pods("team").Create(ctx, pod(fmt.Sprintf("probe-%d", time.Now().UnixNano()), false), metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), "label team is required") {
-			return fmt.Errorf("not denied yet: %v", err)
+			return fmt.Errorf("not denied yet: %w", err)
 		}
 		return nil
 	})
@@ -382,7 +382,7 @@ func TestE2EKyvernoShadowThenAdopt(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("scratch still there: %v", err)
+		return fmt.Errorf("scratch still there: %w", err)
 	})
 	if _, err := kube.CoreV1().ConfigMaps("team").Get(ctx, kept.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("a ConfigMap the policy does not select: %v", err)
