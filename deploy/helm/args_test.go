@@ -45,6 +45,7 @@ func TestArgsParse(t *testing.T) {
 	cases := map[string]run{}
 	all := maps.Clone(renders)
 	all["kyverno-adopt"] = []string{"--set", "kyverno.mode=adopt"}
+	all["monitoring"] = monitoringArgs // --kyverno-metrics
 	for name, args := range all {
 		m := parse(t, render(t, args...))
 		for _, svc := range services {
