@@ -1,7 +1,6 @@
 package helm_test
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -14,9 +13,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/verdict-dev/verdict/internal/cleaner"
-	"github.com/verdict-dev/verdict/internal/platform/policycache"
 )
 
 // scraped is what every replica of a topology exports: by sample name
@@ -118,25 +114,7 @@ func TestE2EMonitoringMetricsExist(t *testing.T) {
 	if _, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod("early", false), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, y := range []string{topoEnforce, topoAudit, topoGenerate} {
-		createPolicy(t, dyn, policycache.ClusterPolicies, "", y)
-	}
-	createPolicy(t, dyn, cleaner.CleanupPolicies, topoNamespace, topoCleanup)
-	createPolicy(t, dyn, policycache.ValidatingPolicies, "", topoAuditVPol)
-	topoEventually(t, 60*time.Second, "the Enforce policy", func() error {
-		_, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod("probe", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil {
-			return errors.New("privileged Pod admitted")
-		}
-		if !strings.Contains(err.Error(), "Privileged mode is disallowed") {
-			return fmt.Errorf("privileged Pod: %w", err)
-		}
-		return nil
-	})
-	good, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod("good", false), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("compliant Pod: %v", err)
-	}
+	good := enforceTopoPolicies(t, env)
 	createNamespace(t, kube, "gen-metrics")
 	createTmp(t, kube, "tmp-metrics", true)
 	topoEventually(t, 90*time.Second, "the report, the generated ConfigMap and the cleanup", func() error {

@@ -157,27 +157,8 @@ func TestE2ETopology(t *testing.T) {
 	env := startChartTopology(t, topoServices)
 	ctx, kube, dyn, topo, urls, nats, admin := t.Context(), env.kube, env.dyn, env.topo, env.urls, env.nats, env.admin
 	t.Logf("topology ready, webhooks registered: %v", time.Since(begin).Round(time.Millisecond))
-	for _, y := range []string{topoEnforce, topoAudit, topoGenerate} {
-		createPolicy(t, dyn, policycache.ClusterPolicies, "", y)
-	}
-	createPolicy(t, dyn, cleaner.CleanupPolicies, topoNamespace, topoCleanup)
-	createPolicy(t, dyn, policycache.ValidatingPolicies, "", topoAuditVPol)
-
 	// Enforce: a privileged Pod is denied, a compliant one admitted.
-	topoEventually(t, 60*time.Second, "the Enforce policy", func() error {
-		_, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod("probe", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil {
-			return errors.New("privileged Pod admitted")
-		}
-		if !strings.Contains(err.Error(), "Privileged mode is disallowed") {
-			return fmt.Errorf("privileged Pod: %w", err)
-		}
-		return nil
-	})
-	good, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod("good", false), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("compliant Pod: %v", err)
-	}
+	good := enforceTopoPolicies(t, env)
 	// Audit: the compliant Pod lacks the team label, which its report says.
 	topoEventually(t, 60*time.Second, "the Audit result in a PolicyReport", func() error {
 		return auditFailed(ctx, dyn, good)
@@ -1259,4 +1240,32 @@ func topoEventuallyOr(t *testing.T, d time.Duration, what string, cond func() er
 func topoEventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	t.Helper()
 	topoEventuallyOr(t, d, what, cond, func() {})
+}
+
+// enforceTopoPolicies creates the topology's policies (Enforce, Audit,
+// generate, cleanup, an Audit ValidatingPolicy), waits until a privileged
+// Pod is denied, and returns a compliant Pod it admitted.
+func enforceTopoPolicies(t *testing.T, env *chartTopology) *corev1.Pod {
+	t.Helper()
+	ctx, kube, dyn := t.Context(), env.kube, env.dyn
+	for _, y := range []string{topoEnforce, topoAudit, topoGenerate} {
+		createPolicy(t, dyn, policycache.ClusterPolicies, "", y)
+	}
+	createPolicy(t, dyn, cleaner.CleanupPolicies, topoNamespace, topoCleanup)
+	createPolicy(t, dyn, policycache.ValidatingPolicies, "", topoAuditVPol)
+	topoEventually(t, 60*time.Second, "the Enforce policy", func() error {
+		_, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod("probe", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return errors.New("privileged Pod admitted")
+		}
+		if !strings.Contains(err.Error(), "Privileged mode is disallowed") {
+			return fmt.Errorf("privileged Pod: %w", err)
+		}
+		return nil
+	})
+	good, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod("good", false), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("compliant Pod: %v", err)
+	}
+	return good
 }
