@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -259,8 +260,18 @@ func measure(ctx context.Context, client *http.Client, cfg config, bodies []admi
 }
 
 // uidCounter numbers the reviews of a run, warm-up included: no two
-// share a uid.
-var uidCounter atomic.Uint64
+// share a uid. It starts at a random point whose low 40 bits are zero,
+// so that two runs within JetStream's duplicate window do not give
+// their requests the same uids (whose results JetStream would then drop
+// as duplicates).
+var uidCounter = newUIDCounter()
+
+// newUIDCounter is a counter of a run's uids, from a random start.
+func newUIDCounter() *atomic.Uint64 {
+	var c atomic.Uint64
+	c.Store(rand.Uint64() &^ (1<<40 - 1))
+	return &c
+}
 
 // webhookCounters are the webhook's process counters the load generator
 // reports per request.

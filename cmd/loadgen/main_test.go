@@ -16,3 +16,17 @@ func TestMetricValue(t *testing.T) {
 		t.Fatal("no error without the metric")
 	}
 }
+
+// Two runs number their reviews from different points (issue 33: both
+// used to start at 1, and a second run within JetStream's duplicate
+// window had its results dropped as the first's).
+func TestRunsHaveUIDsOfTheirOwn(t *testing.T) {
+	seen := map[uint64]bool{}
+	for range 8 {
+		start := newUIDCounter().Load()
+		if start&(1<<40-1) != 0 || seen[start] {
+			t.Fatalf("start %#x: want a fresh start with 2^40 uids before the next run's", start)
+		}
+		seen[start] = true
+	}
+}

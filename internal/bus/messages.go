@@ -164,14 +164,19 @@ func resultComplete(ev ResultEvent) error {
 }
 
 // appendResultKeys appends ev's subject, then its message id, to b, and
-// says where the id starts.
+// says where the id starts. The id names the policy by its kind and key
+// as well as its uid: policies loaded from files (the webhook's files
+// mode, the CLI) have no uid and no resourceVersion, and the results of
+// one admission would otherwise share one id, every one but the first
+// dropped by JetStream as a duplicate.
 func appendResultKeys(b []byte, ev ResultEvent) ([]byte, int) {
-	b = AppendResultSubject(b, ev.Resource.UID, ev.Policy.ResultKey())
+	key := ev.Policy.ResultKey()
+	b = AppendResultSubject(b, ev.Resource.UID, key)
 	split := len(b)
 	if ev.Retracted != "" {
-		return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID, "retracted", ev.Retracted), split
+		return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, key, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID, "retracted", ev.Retracted), split
 	}
-	return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID), split
+	return queue.AppendMsgID(b, "result", ev.Resource.UID, ev.Resource.ResourceVersion, key, ev.Policy.UID, ev.Policy.ResourceVersion, ev.RequestUID), split
 }
 
 // ScanAction is what the scanner does with a ScanItem.

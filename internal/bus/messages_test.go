@@ -43,6 +43,21 @@ func TestResultMessageIDs(t *testing.T) {
 		}
 		ids[m2.ID] = true
 	}
+	// Policies from files have no uid or resourceVersion: the results of
+	// one admission still have an id each (issue 33).
+	fromFiles := map[string]bool{}
+	for _, p := range []PolicyRef{{Key: "a"}, {Key: "b"}, {Key: "ns/a"}, {Key: "a", Kind: "ValidatingPolicy"}} {
+		e := admission
+		e.Policy = p
+		m, err := ResultMessage(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fromFiles[m.ID] {
+			t.Errorf("policy %+v: id %s already given to another policy's result", p, m.ID)
+		}
+		fromFiles[m.ID] = true
+	}
 	if _, err := ResultMessage(ResultEvent{Policy: ev.Policy}); !errors.Is(err, ErrIncomplete) {
 		t.Errorf("no resource uid: %v", err)
 	}
@@ -175,7 +190,7 @@ func FuzzResultMessages(f *testing.F) {
 				t.Fatalf("incomplete event: %v", err)
 			}
 		} else {
-			parts := []string{"result", uid, rv, puid, prv, req}
+			parts := []string{"result", uid, rv, ev.Policy.ResultKey(), puid, prv, req}
 			if retracted != "" {
 				parts = append(parts, "retracted", retracted)
 			}

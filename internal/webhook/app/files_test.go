@@ -39,6 +39,33 @@ spec:
       pattern: {metadata: {labels: {team: "?*"}}}
 `
 
+// Two more Audit policies, without uid or resourceVersion, as policy
+// files usually are.
+const auditMoreKyverno = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: require-owner-label}
+spec:
+  validationFailureAction: Audit
+  rules:
+  - name: owner
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: "label owner is required"
+      pattern: {metadata: {labels: {owner: "?*"}}}
+---
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: require-app-label}
+spec:
+  validationFailureAction: Audit
+  rules:
+  - name: app
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: "label app is required"
+      pattern: {metadata: {labels: {app: "?*"}}}
+`
+
 // TestFilesMode starts the service in files mode, with policies and a
 // certificate from files and a JetStream that lets in only its NKey: a
 // review is answered, and its result reaches VERDICT_RESULTS through the
@@ -53,7 +80,7 @@ func TestFilesMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM, "policy.yaml": []byte(auditLabelsKyverno)} {
+	for name, data := range map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM, "policy.yaml": []byte(auditLabelsKyverno), "more.yaml": []byte(auditMoreKyverno)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +94,7 @@ func TestFilesMode(t *testing.T) {
 	cfg.Identity = "files"
 	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", port)
 	cfg.Webhook.CertFile, cfg.Webhook.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	cfg.Webhook.PolicyPaths = []string{filepath.Join(dir, "policy.yaml")}
+	cfg.Webhook.PolicyPaths = []string{filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "more.yaml")}
 	cfg.Webhook.ShutdownDelay = 0
 	cfg.NATS.URLs, cfg.NATS.NKeyFile = []string{nats.ClientURL()}, seedFile
 	ctx, stop := context.WithCancel(t.Context())
@@ -126,16 +153,21 @@ func TestFilesMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testkit.EventuallyTrue(t, 15*time.Second, "the condition", func() bool {
-		var found bool
+	// Each policy's result is stored, those of the policies without a
+	// uid too: their message ids differ (issue 33: they used to share
+	// one, and JetStream kept the first as the others' duplicate).
+	testkit.EventuallyTrue(t, 15*time.Second, "every policy's result stored", func() bool {
+		failed := map[string]bool{}
 		_, err := conn.Replay(t.Context(), bus.StreamResults, func(m queue.ReplayMsg) error {
 			var ev bus.ResultEvent
 			if err := json.Unmarshal(m.Data, &ev); err != nil {
 				return err
 			}
-			found = found || (ev.Policy.Key == "require-team-label" && len(ev.Rules) == 1 && ev.Rules[0].Status == "fail")
+			if len(ev.Rules) == 1 && ev.Rules[0].Status == "fail" {
+				failed[ev.Policy.Key] = true
+			}
 			return nil
 		}, queue.WithReplayFilter(bus.ResultsOfResource("pod-uid-1")))
-		return err == nil && found
+		return err == nil && failed["require-team-label"] && failed["require-owner-label"] && failed["require-app-label"]
 	})
 }
