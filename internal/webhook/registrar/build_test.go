@@ -177,6 +177,11 @@ spec:
 	t.Run("a synchronized GeneratingPolicy", func(t *testing.T) {
 		checkExcludes(t, compileAll(t, everythingGPol), Options{URL: "https://x", Filter: filter}, 3)
 	})
+	// A shadow's one validating webhook (Ignore, no policy webhook) skips
+	// the same.
+	t.Run("shadow", func(t *testing.T) {
+		checkExcludes(t, compileAll(t, everything, everythingVPol, everythingMPol, everythingIVPol), Options{URL: "https://x", Filter: filter, Shadow: true, API: policycache.KyvernoAPI}, 1)
+	})
 }
 
 func checkExcludes(t *testing.T, pols []*engine.Policy, o Options, webhooks int) {
