@@ -3,8 +3,9 @@
 # ../shared/bench/pss-classic, results published to a real JetStream
 # (nats-server built from the module this repository depends on), and
 # AdmissionReviews built from ../shared/bench/pods-1000.yaml sent over TLS
-# on loopback by cmd/loadgen, which reports the webhook's CPU time per
-# request from its /metrics. Everything stops when the script ends.
+# on loopback by cmd/loadgen, which reports the webhook's CPU time and
+# allocations per request from its /metrics and nats-server's CPU time per
+# request from /proc. Everything stops when the script ends.
 #   DURATION=10s per level; CONCURRENCY=1,4,16,64 closed-loop levels;
 #   RATE="1000 2000" open-loop rates; RATES_ONLY=1 skips the closed loop;
 #   PROFILE=/tmp/webhook writes a CPU profile of each open-loop level
@@ -32,7 +33,8 @@ go build -o bin/nats-server github.com/nats-io/nats-server/v2
 
 bin/loadgen certs -dir "$work" >/dev/null
 bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 &
-pids+=($!)
+nats_pid=$!
+pids+=($nats_pid)
 pprof=()
 [ -n "${PROFILE:-}" ] && pprof=(--pprof)
 # loadgen stands for the API server, which in production presents its
@@ -50,7 +52,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 load=(bin/loadgen --url https://127.0.0.1:19443/validate --ca-file "$work/ca.crt" --pods "$bench/pods-1000.yaml"
-  --metrics-url http://127.0.0.1:18080/metrics --duration "${DURATION:-10s}" --warmup 2s)
+  --metrics-url http://127.0.0.1:18080/metrics --nats-pid "$nats_pid" --duration "${DURATION:-10s}" --warmup 2s)
 
 if [ -z "${RATES_ONLY:-}" ]; then
   echo "# closed loop: each worker sends the next review when the answer arrives"

@@ -6,7 +6,9 @@
 // With --metrics-url (the webhook's /metrics on its probe address) it
 // also reports the webhook's CPU time and heap allocations per request,
 // from its process_cpu_seconds_total and go_memstats_mallocs_total before
-// and after each level. It only talks to
+// and after each level; with --nats-pid, nats-server's CPU time per
+// request too (from /proc: the server the webhook publishes to, on this
+// machine). It only talks to
 // the addresses it is given; every run is bounded in time and in
 // requests.
 package main
@@ -36,6 +38,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit/admissiontraffic"
+	"github.com/verdict-dev/verdict/internal/testkit/procstat"
 )
 
 type config struct {
@@ -50,6 +53,7 @@ type config struct {
 	maxRequests int
 	operation   string
 	metricsURL  string
+	natsPID     int
 }
 
 func main() {
@@ -82,6 +86,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.metricsURL != "" {
 		header += "webhook CPU/req\tallocs/req\t"
 	}
+	if cfg.natsPID > 0 {
+		header += "nats CPU/req\t"
+	}
 	fmt.Fprintln(tw, header)
 	levels := cfg.concurrency
 	for _, c := range levels {
@@ -92,6 +99,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if cfg.metricsURL != "" {
 			if before, err = readCounters(ctx, cfg.metricsURL); err != nil {
 				return err
+			}
+		}
+		var natsBefore procstat.Stat
+		if cfg.natsPID > 0 {
+			if natsBefore, err = procstat.Read(cfg.natsPID); err != nil {
+				return fmt.Errorf("nats-server: %w", err)
 			}
 		}
 		r := measure(ctx, client, cfg, bodies, c, cfg.rate, cfg.duration)
@@ -111,6 +124,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			// overestimate.
 			sent := float64(max(r.sent, 1))
 			line += fmt.Sprintf("%.0fµs\t%.0f\t", (after.cpu-before.cpu)/sent*1e6, (after.mallocs-before.mallocs)/sent)
+		}
+		if cfg.natsPID > 0 {
+			// What the server still does for the level (publishes in
+			// the webhook's buffer, acknowledgements) ends within a
+			// moment of the last answer.
+			time.Sleep(500 * time.Millisecond)
+			after, err := procstat.Read(cfg.natsPID)
+			if err != nil {
+				return fmt.Errorf("nats-server: %w", err)
+			}
+			line += fmt.Sprintf("%.0fµs\t", float64((after.CPU-natsBefore.CPU).Microseconds())/float64(max(r.sent, 1)))
 		}
 		fmt.Fprintln(tw, line)
 		if r.firstErr != nil {
@@ -142,6 +166,7 @@ func parse(args []string) (config, error) {
 	fs.IntVar(&cfg.maxRequests, "max-requests", 1_000_000, "upper bound of requests per level")
 	fs.StringVar(&cfg.operation, "operation", "CREATE", "admission operation")
 	fs.StringVar(&cfg.metricsURL, "metrics-url", "", "the webhook's /metrics (on its probe address): report its CPU time per request")
+	fs.IntVar(&cfg.natsPID, "nats-pid", 0, "pid of the nats-server the webhook publishes to, on this machine: report its CPU time per request")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -17,7 +17,7 @@ import (
 func DecodeResultEvent(data []byte) (ResultEvent, error) {
 	var ev ResultEvent
 	d := fastDecoder{jsonread.Reader{Data: data}}
-	if d.resultEvent(&ev) {
+	if d.resultEvent(&ev) && d.End() {
 		return ev, nil
 	}
 	ev = ResultEvent{}
@@ -57,7 +57,7 @@ func (d *fastDecoder) resultEvent(ev *ResultEvent) bool {
 			return jsonread.Once(&seen, 9) && d.StringInto(&ev.Retracted)
 		}
 		return false
-	}) && d.End()
+	})
 }
 
 func (d *fastDecoder) resourceRef(r *ResourceRef) bool {
@@ -104,14 +104,20 @@ func (d *fastDecoder) rules(out *[]RuleResult) bool {
 		*out = nil
 		return true
 	}
+	return list(d, out, d.rule)
+}
+
+// list reads an array, each element with item, into out (an empty slice
+// for [], as encoding/json's).
+func list[T any](d *fastDecoder, out *[]T, item func(*T) bool) bool {
 	if !d.Byte('[') {
 		return false
 	}
-	rules := []RuleResult{}
+	items := []T{}
 	if !d.Byte(']') {
 		for {
-			rules = append(rules, RuleResult{})
-			if !d.rule(&rules[len(rules)-1]) {
+			items = append(items, *new(T))
+			if !item(&items[len(items)-1]) {
 				return false
 			}
 			if d.Byte(',') {
@@ -123,7 +129,7 @@ func (d *fastDecoder) rules(out *[]RuleResult) bool {
 			break
 		}
 	}
-	*out = rules
+	*out = items
 	return true
 }
 

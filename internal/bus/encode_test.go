@@ -3,7 +3,6 @@ package bus
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 	"testing"
 	"time"
 
@@ -104,38 +103,6 @@ func BenchmarkResultMessage(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// BenchmarkResultMessages: an admission's 22 results (one per Pod
-// Security policy of the benchmark) as messages, one by one with
-// ResultMessage and as a batch with ResultMessages. One op is 22.
-//
-//	go test -run '^$' -bench ResultMessages -benchmem ./internal/bus/
-func BenchmarkResultMessages(b *testing.B) {
-	evs := make([]ResultEvent, 22)
-	for i := range evs {
-		evs[i] = sampleEvent()
-		evs[i].Policy.Key = "policy-" + strconv.Itoa(i)
-		evs[i].Timestamp = evs[0].Timestamp // one evaluation's time
-	}
-	b.Run("impl=each", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			for _, ev := range evs {
-				if _, err := ResultMessage(ev); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	})
-	b.Run("impl=batch", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if ms := ResultMessages(evs, func(_ ResultEvent, err error) { b.Fatal(err) }); len(ms) != len(evs) {
-				b.Fatal(len(ms))
-			}
-		}
-	})
 }
 
 // TestEncodeResultEventWritesEveryField: an event with every field set

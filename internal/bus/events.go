@@ -11,7 +11,9 @@
 // embedded, 3 in a cluster):
 //
 //	VERDICT_RESULTS    verdict.results.<uid>.<policy-key>  limits, a history of 4 per subject, 4 GiB, discard new
-//	                   verdict.verified.<uid>.<policy-key> the reporter's copies of verified results (VerifiedCopySubject)
+//	                   verdict.results.<uid>.@batch        an admission's results, every policy in one message (ResultBatchSubject)
+//	                   verdict.verified.<uid>.@batch       the reporter's copy of a resource's verified results (VerifiedBatchMessage)
+//	                   verdict.verified.<uid>.<policy-key> its copies of one result each, before issue 33 (VerifiedCopySubject)
 //	VERDICT_SCHEDULES  verdict.schedule.<kind>.<key>, verdict.tick.<kind>.<key>  limits, 1 per subject, message schedules on
 //	VERDICT_WORK       verdict.work.<kind>.<key>           work queue, 1,000,000 messages, 1 GiB, discard new; sources the ticks
 //	VERDICT_DEAD       verdict.dead.>                      limits, MaxAge 14 days

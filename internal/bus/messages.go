@@ -113,48 +113,6 @@ func ResultMessage(ev ResultEvent) (queue.Message, error) {
 	return queue.Message{Subject: string(t[:split]), ID: string(t[split:]), Data: data}, nil
 }
 
-// ResultMessages is ResultMessage of each event, as a batch: the
-// payloads share one buffer and the subjects and ids one string, so an
-// admission's results (one per policy) cost three allocations, not three
-// per policy. An event with no message is left out and given to skip
-// with its error (ResultMessage's).
-func ResultMessages(evs []ResultEvent, skip func(ResultEvent, error)) []queue.Message {
-	ms := make([]queue.Message, 0, len(evs))
-	size := 0
-	for _, ev := range evs {
-		size += resultEventSize(ev)
-	}
-	data := make([]byte, 0, size)
-	text := make([]byte, 0, len(evs)*160)
-	type span struct{ start, split, end int }
-	spans := make([]span, 0, len(evs))
-	var enc resultEncoder
-	for _, ev := range evs {
-		if err := resultComplete(ev); err != nil {
-			skip(ev, err)
-			continue
-		}
-		start := len(data)
-		var err error
-		if data, err = enc.append(data, ev); err != nil {
-			data, enc = data[:start], resultEncoder{}
-			skip(ev, err)
-			continue
-		}
-		sp := span{start: len(text)}
-		text, sp.split = appendResultKeys(text, ev)
-		sp.end = len(text)
-		spans = append(spans, sp)
-		// Full slice expressions: a payload never reaches into the next.
-		ms = append(ms, queue.Message{Data: data[start:len(data):len(data)]})
-	}
-	keys := string(text)
-	for i, sp := range spans {
-		ms[i].Subject, ms[i].ID = keys[sp.start:sp.split], keys[sp.split:sp.end]
-	}
-	return ms
-}
-
 // resultComplete checks that ev has what its subject and id are made of.
 func resultComplete(ev ResultEvent) error {
 	if ev.Resource.UID == "" || ev.Policy.Key == "" {

@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -138,6 +137,12 @@ func VerifiedOfResource(resourceUID string) string {
 	return verifiedPrefix + queue.EncodeToken(resourceUID) + ".*"
 }
 
+// VerifiedOfPolicy is the filter matching the verified copies of one
+// policy's results (ResultsOfPolicy's).
+func VerifiedOfPolicy(policyKey string) string {
+	return verifiedPrefix + "*." + queue.EncodeToken(policyKey)
+}
+
 // ParseVerifiedCopy says whether subject is a VerifiedCopySubject, and
 // returns the result subject it copies.
 func ParseVerifiedCopy(subject string) (resultSubject string, ok bool) {
@@ -146,25 +151,6 @@ func ParseVerifiedCopy(subject string) (resultSubject string, ok bool) {
 		return subject, false
 	}
 	return resultsPrefix + rest, true
-}
-
-// ParseResultSubject splits a result subject back into its uid and policy key.
-func ParseResultSubject(subject string) (resourceUID, policyKey string, err error) {
-	rest, ok := strings.CutPrefix(subject, resultsPrefix)
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q is not a result subject", queue.ErrInvalidSubject, subject)
-	}
-	a, b, ok := strings.Cut(rest, ".")
-	if !ok || strings.Contains(b, ".") {
-		return "", "", fmt.Errorf("%w: %q: want two tokens after %q", queue.ErrInvalidSubject, subject, resultsPrefix)
-	}
-	if resourceUID, err = queue.DecodeToken(a); err != nil {
-		return "", "", err
-	}
-	if policyKey, err = queue.DecodeToken(b); err != nil {
-		return "", "", err
-	}
-	return resourceUID, policyKey, nil
 }
 
 // Connect is queue.Connect with Verdict's topology: how every service,

@@ -14,9 +14,20 @@ func TestSubjects(t *testing.T) {
 	if s != "verdict.results.uid-1.ns%2Fpolicy~v2" {
 		t.Fatalf("ResultSubject = %q", s)
 	}
-	uid, key, err := ParseResultSubject(s)
-	if err != nil || uid != "uid-1" || key != "ns/policy.v2" {
-		t.Fatalf("ParseResultSubject(%q) = %q, %q, %v", s, uid, key, err)
+	uid, key, batch, err := ParseResultsSubject(s)
+	if err != nil || uid != "uid-1" || key != "ns/policy.v2" || batch {
+		t.Fatalf("ParseResultsSubject(%q) = %q, %q, %v, %v", s, uid, key, batch, err)
+	}
+	b := ResultBatchSubject("uid.1")
+	if b != "verdict.results.uid~1.@batch" {
+		t.Fatalf("ResultBatchSubject = %q", b)
+	}
+	if uid, key, batch, err := ParseResultsSubject(b); err != nil || uid != "uid.1" || key != "" || !batch {
+		t.Fatalf("ParseResultsSubject(%q) = %q, %q, %v, %v", b, uid, key, batch, err)
+	}
+	if !queue.SubjectMatches(ResultsOfResource("uid.1"), b) || !queue.SubjectMatches(ResultBatches, b) ||
+		queue.SubjectMatches(ResultBatches, s) || !queue.SubjectMatches(VerifiedBatches, VerifiedCopySubject(b)) {
+		t.Fatalf("filters: %q is a resource's result and a batch, %q is not a batch", b, s)
 	}
 	w, err := WorkSubject(WorkGenerate, "default/my.configmap")
 	if err != nil || w != "verdict.work.generate.default%2Fmy~configmap" {
@@ -41,9 +52,9 @@ func TestSubjects(t *testing.T) {
 	if d := DeadSubject(w); d != "verdict.dead.work.generate.default%2Fmy~configmap" {
 		t.Fatalf("DeadSubject = %q", d)
 	}
-	for _, bad := range []string{"verdict.results.a", "verdict.results.a.b.c", "other.a.b", "verdict.results.a.%2e"} {
-		if _, _, err := ParseResultSubject(bad); err == nil {
-			t.Errorf("ParseResultSubject(%q) accepted", bad)
+	for _, bad := range []string{"verdict.results.a", "verdict.results.a.b.c", "other.a.b", "verdict.results.a.%2e", "verdict.results.a.@batches"} {
+		if _, _, _, err := ParseResultsSubject(bad); err == nil {
+			t.Errorf("ParseResultsSubject(%q) accepted", bad)
 		}
 	}
 	if ResultsOfResource("u.1") != "verdict.results.u~1.*" {
@@ -59,8 +70,8 @@ func FuzzAppendResultSubject(f *testing.F) {
 		if got != "x"+ResultSubject(uid, key) {
 			t.Fatalf("AppendResultSubject(%q, %q) = %q, want x%q", uid, key, got, ResultSubject(uid, key))
 		}
-		if u, k, err := ParseResultSubject(got[1:]); err != nil || u != uid || k != key {
-			t.Fatalf("ParseResultSubject(%q) = %q, %q, %v", got[1:], u, k, err)
+		if u, k, batch, err := ParseResultsSubject(got[1:]); err != nil || u != uid || k != key || batch {
+			t.Fatalf("ParseResultsSubject(%q) = %q, %q, %v, %v", got[1:], u, k, batch, err)
 		}
 	})
 }

@@ -29,7 +29,7 @@ func TestVerifiedCopySubject(t *testing.T) {
 			if !ok || back != orig {
 				t.Fatalf("ParseVerifiedCopy(%q) = %q, %v; want %q", cp, back, ok, orig)
 			}
-			if _, _, err := ParseResultSubject(cp); err == nil {
+			if _, _, _, err := ParseResultsSubject(cp); err == nil {
 				t.Errorf("%q parses as an admission's result subject", cp)
 			}
 			if !queue.SubjectMatches(VerifiedOfResource(tc.uid), cp) || queue.SubjectMatches(ResultsOfResource(tc.uid), cp) ||

@@ -98,16 +98,23 @@ type Result struct {
 //
 // A verified copy of an evaluation (Result.Copy) is older than the
 // evaluation itself: the original is folded while it is stored (so a
-// report's LastSequence is the same with or without copies), the copy
-// once forged results pushed the original out of its subject's history.
+// report's LastSequence is the same with or without copies), a copy once
+// later admissions or forged results pushed the original out of its
+// subject's history. Of two copies of one evaluation the first (the lower
+// sequence) is the newer: every copy the projector writes after a fold
+// holds every policy's result again, and preferring the first keeps the
+// sequence a fold takes from them where it was, so that a fold read
+// after the copy was written (a replay) is the report written before it.
 func CompareResults(a, b Result) int {
 	if c := bus.CompareResults(a.Event, b.Event); c != 0 {
 		return c
 	}
-	if a.Copy != b.Copy {
-		if a.Copy {
-			return -1
-		}
+	switch {
+	case a.Copy && b.Copy:
+		return cmp.Compare(b.Sequence, a.Sequence)
+	case a.Copy:
+		return -1
+	case b.Copy:
 		return 1
 	}
 	return cmp.Compare(a.Sequence, b.Sequence)

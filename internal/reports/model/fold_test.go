@@ -483,7 +483,7 @@ func TestFoldPolicyKinds(t *testing.T) {
 	if msgC.Subject == msgV.Subject {
 		t.Fatalf("both results on subject %s: the stream would keep one", msgC.Subject)
 	}
-	if _, err := DecodeResult(msgV.Subject, msgV.Data); err != nil {
+	if _, err := bus.DecodeResults(msgV.Subject, msgV.Data); err != nil {
 		t.Fatalf("the ValidatingPolicy's result does not read back from its subject: %v", err)
 	}
 }

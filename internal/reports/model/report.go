@@ -3,34 +3,11 @@ package model
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/verdict-dev/verdict/internal/bus"
 )
-
-// DecodeResult reads one VERDICT_RESULTS message: its subject names the
-// resource UID and policy key, its data is a ResultEvent about the same
-// pair. Anything else is an error (the message can never be folded).
-//
-// A verified copy (bus.VerifiedCopySubject) decodes as the result it
-// copies.
-func DecodeResult(subject string, data []byte) (bus.ResultEvent, error) {
-	subject, _ = bus.ParseVerifiedCopy(subject)
-	uid, policy, err := bus.ParseResultSubject(subject)
-	if err != nil {
-		return bus.ResultEvent{}, err
-	}
-	ev, err := bus.DecodeResultEvent(data)
-	if err != nil {
-		return bus.ResultEvent{}, fmt.Errorf("decode result on %s: %w", subject, err)
-	}
-	if ev.Resource.UID != uid || ev.Policy.ResultKey() != policy {
-		return bus.ResultEvent{}, fmt.Errorf("result on %s is about resource %q and policy %q", subject, ev.Resource.UID, ev.Policy.Key)
-	}
-	return ev, nil
-}
 
 // SameReport reports whether the report cur already says what want says:
 // the same scope, summary, results, owner, sequence and label. The writer

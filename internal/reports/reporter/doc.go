@@ -65,7 +65,7 @@
 // # Who uses it
 //
 // The background scan (internal/reports/scanner) reads and checks results with
-// ReadStored, CheckResults and Newest, and writes or deletes reports
+// ReadPolicy, CheckResults and Newest, and writes or deletes reports
 // through the same Writer; this package does not import it.
 // internal/reports/app composes the projector, Rebuild and the scanner
 // into cmd/reporter's `run` and `replay` commands.

@@ -83,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time to read, fold again if needed, and write one report.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		copies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_copied_total",
-			Help: "Verified results the projector copied to their verified subject, which no admission can push out of VERDICT_RESULTS."}),
+			Help: "Verified results the projector copied to the verified subject of their resource (one message per fold that changed, holding the newest result of each policy), which no admission can push out of VERDICT_RESULTS."}),
 		copyFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_copy_failures_total",
 			Help: "Verified copies that could not be queued for publishing (made again at the resource's next flush); failures to store them count in verdict_queue_publish_dropped_total{publisher=\"reporter-verified\"}."}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "results_pending",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -354,11 +355,14 @@ func (p *Projector) handle(ctx context.Context, msg *queue.Msg) queue.Outcome {
 	if _, ok := bus.ParseVerifiedCopy(msg.Subject); ok {
 		return queue.Done() // a projector's own copy: its original was folded
 	}
-	ev, err := model.DecodeResult(msg.Subject, msg.Data)
+	evs, err := bus.DecodeResults(msg.Subject, msg.Data)
 	if err != nil {
 		p.m.undecodable.Inc()
 		return queue.Poison(err.Error())
 	}
+	// One resource at one version: a single result, or an admission's
+	// batch (DecodeResults checks).
+	ev := evs[0]
 	st, err := p.o.check.Check(ctx, ev.Resource, msg.Published)
 	switch {
 	case errors.Is(err, apicheck.ErrForbidden):
@@ -653,17 +657,23 @@ func (p *Projector) write(ctx context.Context, e *entry, cur Current) (err error
 	return nil
 }
 
-// keepVerified copies the newest verified result of each policy, unless a
-// copy of it is stored already, to its VerifiedCopySubject: admissions
-// publish only on result subjects, whose short history (MaxMsgsPerSubject)
-// a flood of forged reviews naming the object can rotate, so without the
-// copy the verified result could be pushed out of the stream, and the next
-// fold, or a replay, would lose it (issue 28, finding 8). The copies keep
-// their own history, which only projectors write. A copy lost (the
-// publisher's buffer full, the stream full) is counted, and made again at
-// the resource's next flush.
+// keepVerified keeps a verified copy of the resource's fold: when the
+// newest verified result of some policy has no copy yet, it publishes one
+// batch (bus.VerifiedBatchMessage, on the resource's
+// verdict.verified.<uid>.@batch) holding the newest verified result of
+// every policy of the resource. Admissions publish only on result
+// subjects, whose short history (MaxMsgsPerSubject) later admissions
+// rotate (a policy that a later admission did not evaluate keeps its
+// result only in an older batch) and a flood of forged reviews naming the
+// object could rotate too; without the copy a verified result could be
+// pushed out of the stream, and the next fold, or a replay, would lose it
+// (issue 28, finding 8). The copies keep their own history, which only
+// projectors write, and the newest holds every policy. One copy per fold
+// that changed something, whatever the number of policies. A copy lost
+// (the publisher's buffer full, the stream full) is counted, and made
+// again at the resource's next flush.
 func (p *Projector) keepVerified(results []model.Result) {
-	if p.copies == nil {
+	if p.copies == nil || len(results) == 0 {
 		return
 	}
 	newest := map[string]model.Result{}
@@ -677,22 +687,36 @@ func (p *Projector) keepVerified(results []model.Result) {
 			newest[k] = r
 		}
 	}
+	missing := false
 	for k, r := range newest {
-		if r.Copy || slices.ContainsFunc(copied[k], func(c model.Result) bool { return bus.CompareResults(c.Event, r.Event) == 0 }) {
-			continue
+		if !r.Copy && !slices.ContainsFunc(copied[k], func(c model.Result) bool { return bus.CompareResults(c.Event, r.Event) == 0 }) {
+			missing = true
+			break
 		}
-		m, err := bus.ResultMessage(r.Event)
-		if err == nil {
-			m.Subject, m.ID = bus.VerifiedCopySubject(m.Subject), queue.MsgID("verified", m.ID)
-			err = p.copies.Publish(m)
-		}
-		if err != nil {
-			p.m.copyFailures.Inc()
-			p.log.Warn().Err(err).Str(logkey.ResourceUID, r.Event.Resource.UID).Str(logkey.Policy, k).Msg("verifiedCopyFailed")
-			continue
-		}
-		p.m.copies.Inc()
 	}
+	if !missing {
+		return
+	}
+	keys := slices.Sorted(maps.Keys(newest))
+	evs := make([]bus.ResultEvent, len(keys))
+	parts := make([]string, 0, 1+6*len(keys))
+	parts = append(parts, "verified")
+	for i, k := range keys {
+		ev := newest[k].Event
+		evs[i] = ev
+		parts = append(parts, k, ev.Policy.UID, ev.Policy.ResourceVersion, ev.Resource.ResourceVersion, ev.Timestamp.UTC().Format(time.RFC3339Nano), ev.Retracted)
+	}
+	uid := evs[0].Resource.UID
+	m, err := bus.VerifiedBatchMessage(evs, queue.MsgID(parts...))
+	if err == nil {
+		err = p.copies.Publish(m)
+	}
+	if err != nil {
+		p.m.copyFailures.Inc()
+		p.log.Warn().Err(err).Str(logkey.ResourceUID, uid).Int(logkey.Results, len(evs)).Msg("verifiedCopyFailed")
+		return
+	}
+	p.m.copies.Add(float64(len(evs)))
 }
 
 func (p *Projector) finish(e *entry, err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/verdict-dev/verdict/internal/bus"
@@ -23,9 +24,10 @@ type readStats struct {
 // readResults reads every stored result under filters (all the messages
 // of their subjects: VERDICT_RESULTS keeps a short history of each, and
 // which is newest is for CompareResults to say, not the order of arrival)
-// and groups them by resource uid. Messages that cannot be decoded are
-// left out (and counted).
-func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string, opts ...queue.ReplayOption) (map[string][]model.Result, readStats, error) {
+// and groups them by resource uid, the results of a batch each on its
+// own. keep, when set, says which results to keep. Messages that cannot
+// be decoded are left out (and counted).
+func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string, keep func(bus.ResultEvent) bool, opts ...queue.ReplayOption) (map[string][]model.Result, readStats, error) {
 	out := map[string][]model.Result{}
 	var st readStats
 	opts = append([]queue.ReplayOption{queue.WithReplayAll()}, opts...)
@@ -35,7 +37,7 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 	_, err := conn.Replay(ctx, bus.StreamResults, func(msg queue.ReplayMsg) error {
 		st.messages++
 		st.last = max(st.last, msg.Sequence)
-		ev, err := model.DecodeResult(msg.Subject, msg.Data)
+		evs, err := bus.DecodeResults(msg.Subject, msg.Data)
 		if err != nil {
 			st.undecodable++
 			m.undecodable.Inc()
@@ -45,7 +47,12 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 		if copied {
 			st.copies++
 		}
-		out[ev.Resource.UID] = append(out[ev.Resource.UID], model.Result{Sequence: msg.Sequence, Event: ev, Stored: msg.Published, Copy: copied})
+		if keep != nil {
+			evs = slices.DeleteFunc(evs, func(ev bus.ResultEvent) bool { return !keep(ev) })
+		}
+		for _, ev := range evs {
+			out[ev.Resource.UID] = append(out[ev.Resource.UID], model.Result{Sequence: msg.Sequence, Event: ev, Stored: msg.Published, Copy: copied})
+		}
 		return nil
 	}, opts...)
 	if err != nil {
@@ -56,12 +63,30 @@ func readResults(ctx context.Context, conn *queue.Conn, m *Metrics, filters []st
 
 // ReadStored reads every stored result under the subject filters (all of
 // VERDICT_RESULTS when there are none), every message of each subject's
-// history, and groups them by resource uid, unchecked: the caller checks
-// them (CheckResults) and picks the newest (Newest). Messages that cannot
-// be decoded are left out and counted on m. The background scanner reads a
-// policy's results with it (filter bus.ResultsOfPolicy).
+// history, the results of a batch each on its own, and groups them by
+// resource uid, unchecked: the caller checks them (CheckResults) and
+// picks the newest (Newest). Messages that cannot be decoded are left out
+// and counted on m.
 func ReadStored(ctx context.Context, conn *queue.Conn, m *Metrics, filters []string) (map[string][]model.Result, error) {
-	out, _, err := readResults(ctx, conn, m, filters)
+	out, _, err := readResults(ctx, conn, m, filters, nil)
+	return out, err
+}
+
+// ReadPolicy reads every stored result of one policy (its ResultKey),
+// every message of each subject's history, its entries in the result
+// batches (admissions') and in the verified copies, and groups them by
+// resource uid, unchecked: the caller checks them (CheckResults) and
+// picks the newest (Newest). Messages that cannot be decoded are left out
+// and counted on m. The background scanner reads a policy's results with
+// it.
+//
+// Batches hold every policy's results, so this reads every batch of the
+// stream (each resource's last few admissions and its verified copy) and
+// keeps the policy's: its cost grows with the resources, not with the
+// policy's own results.
+func ReadPolicy(ctx context.Context, conn *queue.Conn, m *Metrics, key string) (map[string][]model.Result, error) {
+	filters := []string{bus.ResultsOfPolicy(key), bus.VerifiedOfPolicy(key), bus.ResultBatches, bus.VerifiedBatches}
+	out, _, err := readResults(ctx, conn, m, filters, func(ev bus.ResultEvent) bool { return ev.Policy.ResultKey() == key })
 	return out, err
 }
 
@@ -164,7 +189,7 @@ func ReadResults(ctx context.Context, conn *queue.Conn, m *Metrics, check *apich
 	for _, uid := range uids {
 		filters = append(filters, bus.ResultsOfResource(uid), bus.VerifiedOfResource(uid))
 	}
-	byUID, _, err := readResults(ctx, conn, m, filters)
+	byUID, _, err := readResults(ctx, conn, m, filters, nil)
 	if err != nil {
 		return Current{}, err
 	}

@@ -153,7 +153,7 @@ func Rebuild(ctx context.Context, conn *queue.Conn, w *Writer, opts ...RebuildOp
 			report(PhaseRead, int(p.Done), int(p.Done+p.Remaining))
 		}))
 	}
-	byUID, rst, err := readResults(ctx, conn, w.m, nil, ropts...)
+	byUID, rst, err := readResults(ctx, conn, w.m, nil, nil, ropts...)
 	st.Results, st.Copies, st.Undecodable, st.LastSequence = rst.messages-rst.copies, rst.copies, rst.undecodable, rst.last
 	if err != nil {
 		return st, err

@@ -9,7 +9,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/logkey"
-	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
@@ -89,12 +88,13 @@ func (p *Projector) recheck(ctx context.Context, r recheck) {
 		p.recheckFailed(r, err)
 		return
 	}
-	ev, err := model.DecodeResult(msg.Subject, msg.Data)
+	evs, err := bus.DecodeResults(msg.Subject, msg.Data)
 	if err != nil {
 		p.m.undecodable.Inc()
 		p.droppedPending(PendingFailed, r.seq)
 		return
 	}
+	ev := evs[0] // one resource at one version (a held message is no copy)
 	st, err := p.o.check.Check(ctx, ev.Resource, msg.Published)
 	switch {
 	case errors.Is(err, apicheck.ErrForbidden):

@@ -73,11 +73,13 @@ func BenchmarkIndexScale(b *testing.B) {
 		start := time.Now()
 		x := reportindex.New()
 		for _, m := range msgs {
-			ev, err := model.DecodeResult(m.Subject, m.Data)
+			evs, err := bus.DecodeResults(m.Subject, m.Data)
 			if err != nil {
 				b.Fatal(err)
 			}
-			x.Apply(model.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published})
+			for _, ev := range evs {
+				x.Apply(model.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published})
+			}
 		}
 		took := time.Since(start)
 		runtime.GC()

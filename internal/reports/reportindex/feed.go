@@ -77,15 +77,17 @@ type Feed struct {
 	snapshot      string
 	snapshotEvery time.Duration
 
-	mu      sync.Mutex
-	stats   FeedStats
-	pending map[uint64]model.Result
+	mu    sync.Mutex
+	stats FeedStats
+	// pending are the results of messages whose resource is not stored
+	// yet, by stream sequence (a batch's results share theirs).
+	pending map[uint64][]model.Result
 }
 
 // NewFeed returns a Feed of x from conn's VERDICT_RESULTS, checking
 // results with check.
 func NewFeed(x *Index, conn *queue.Conn, check Checker, log zerolog.Logger, opts ...FeedOption) *Feed {
-	f := &Feed{x: x, conn: conn, check: check, log: log, ready: make(chan struct{}), pending: map[uint64]model.Result{}}
+	f := &Feed{x: x, conn: conn, check: check, log: log, ready: make(chan struct{}), pending: map[uint64][]model.Result{}}
 	for _, o := range opts {
 		o(f)
 	}
@@ -125,7 +127,9 @@ func (f *Feed) Stats() FeedStats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.stats
-	s.Pending = len(f.pending)
+	for _, rs := range f.pending {
+		s.Pending += len(rs)
+	}
 	return s
 }
 
@@ -134,8 +138,17 @@ const decodeBatch = 1024
 
 // decoded is a batch of messages, decoded.
 type decoded struct {
+	msgs []decodedMsg
+}
+
+// decodedMsg is one message, decoded: its results (one, or a batch's;
+// one resource at one version unless it is a verified copy), or why it
+// is none.
+type decodedMsg struct {
+	seq     uint64
+	copy    bool
 	results []model.Result
-	errs    []error
+	err     error
 }
 
 // Run follows the stream until ctx ends (it returns ctx's error) or the
@@ -243,13 +256,17 @@ func decodeLoop(ctx context.Context, in <-chan queue.ReplayMsg, out chan<- decod
 				break drain
 			}
 		}
-		d := decoded{results: make([]model.Result, len(batch)), errs: make([]error, len(batch))}
+		d := decoded{msgs: make([]decodedMsg, len(batch))}
 		decode := func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				m := batch[i]
-				ev, err := model.DecodeResult(m.Subject, m.Data)
+				evs, err := bus.DecodeResults(m.Subject, m.Data)
 				_, copied := bus.ParseVerifiedCopy(m.Subject)
-				d.results[i], d.errs[i] = model.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published, Copy: copied}, err
+				rs := make([]model.Result, len(evs))
+				for j, ev := range evs {
+					rs[j] = model.Result{Sequence: m.Sequence, Event: ev, Stored: m.Published, Copy: copied}
+				}
+				d.msgs[i] = decodedMsg{seq: m.Sequence, copy: copied, results: rs, err: err}
 			}
 		}
 		if workers := min(runtime.GOMAXPROCS(0), len(batch)/64); workers > 1 {
@@ -323,38 +340,40 @@ func (f *Feed) markReady() {
 
 // apply checks and applies a decoded batch, in stream order.
 func (f *Feed) apply(ctx context.Context, d decoded, retry *wakeup) error {
-	for i, r := range d.results {
+	for _, m := range d.msgs {
 		f.count(func(s *FeedStats) { s.Read++ })
-		if d.errs[i] != nil {
+		if m.err != nil {
 			f.count(func(s *FeedStats) { s.Undecodable++ })
-			f.log.Warn().Err(d.errs[i]).Uint64(logkey.StreamSeq, r.Sequence).Msg("resultNotDecoded")
-			f.x.Advance(r.Sequence)
+			f.log.Warn().Err(m.err).Uint64(logkey.StreamSeq, m.seq).Msg("resultNotDecoded")
+			f.x.Advance(m.seq)
 			continue
 		}
-		if r.Copy {
+		if m.copy {
 			// The reporter's verified copies are for the projector's
 			// folds and replays; the index keeps every verified result
 			// it applied whatever the stream rotates since.
-			f.x.Advance(r.Sequence)
+			f.x.Advance(m.seq)
 			continue
 		}
-		if err := f.checkAndApply(ctx, r, retry); err != nil {
+		if err := f.checkAndApply(ctx, m.results, retry); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkAndApply applies r once its resource is confirmed. An API server
-// that cannot answer is retried: the index waits rather than serve an
-// unchecked result.
-func (f *Feed) checkAndApply(ctx context.Context, r model.Result, retry *wakeup) error {
+// checkAndApply applies the results of one message (one resource at one
+// version) once their resource is confirmed. An API server that cannot
+// answer is retried: the index waits rather than serve an unchecked
+// result.
+func (f *Feed) checkAndApply(ctx context.Context, rs []model.Result, retry *wakeup) error {
+	r := rs[0]
 	st, err := f.checkRetrying(ctx, r.Event.Resource, r.Stored, r.Sequence)
 	if errors.Is(err, apicheck.ErrForbidden) {
 		// The replica may not watch the kind: nothing to confirm the
 		// result with until the right is granted. Left out, said so.
 		f.mu.Lock()
-		f.stats.Unreadable++
+		f.stats.Unreadable += uint64(len(rs))
 		f.mu.Unlock()
 		f.x.Advance(r.Sequence)
 		f.log.Warn().Err(err).Str(logkey.Kind, r.Event.Resource.APIVersion+"/"+r.Event.Resource.Kind).Uint64(logkey.StreamSeq, r.Sequence).Msg("resultKindUnreadable")
@@ -363,7 +382,7 @@ func (f *Feed) checkAndApply(ctx context.Context, r model.Result, retry *wakeup)
 	if err != nil {
 		return err
 	}
-	f.settle(r, st, retry)
+	f.settle(rs, st, retry)
 	return nil
 }
 
@@ -392,19 +411,23 @@ func (f *Feed) checkRetrying(ctx context.Context, ref bus.ResourceRef, stored ti
 	}
 }
 
-// settle acts on a check: apply, wait, or leave out.
-func (f *Feed) settle(r model.Result, st apicheck.Status, retry *wakeup) {
+// settle acts on the check of one message's results (rs, one resource):
+// apply, wait, or leave out.
+func (f *Feed) settle(rs []model.Result, st apicheck.Status, retry *wakeup) {
+	r := rs[0]
 	switch st {
 	case apicheck.Verified:
-		f.x.Apply(r)
+		for _, r := range rs {
+			f.x.Apply(r)
+		}
 		f.mu.Lock()
 		delete(f.pending, r.Sequence)
-		f.stats.Applied++
+		f.stats.Applied += uint64(len(rs))
 		f.mu.Unlock()
 		f.hold()
 	case apicheck.Pending:
 		f.mu.Lock()
-		f.pending[r.Sequence] = r
+		f.pending[r.Sequence] = rs
 		f.mu.Unlock()
 		f.hold()
 		f.x.Advance(r.Sequence)
@@ -412,7 +435,7 @@ func (f *Feed) settle(r model.Result, st apicheck.Status, retry *wakeup) {
 	default:
 		f.mu.Lock()
 		delete(f.pending, r.Sequence)
-		f.stats.Rejected++
+		f.stats.Rejected += uint64(len(rs))
 		f.mu.Unlock()
 		f.hold()
 		f.x.Advance(r.Sequence)
@@ -436,13 +459,14 @@ func (f *Feed) hold() {
 // recheck checks the pending results again, oldest first.
 func (f *Feed) recheck(ctx context.Context, retry *wakeup) {
 	f.mu.Lock()
-	rs := make([]model.Result, 0, len(f.pending))
-	for _, r := range f.pending {
-		rs = append(rs, r)
+	msgs := make([][]model.Result, 0, len(f.pending))
+	for _, rs := range f.pending {
+		msgs = append(msgs, rs)
 	}
 	f.mu.Unlock()
-	sortBySeq(rs)
-	for _, r := range rs {
+	slices.SortFunc(msgs, func(a, b []model.Result) int { return cmp.Compare(a[0].Sequence, b[0].Sequence) })
+	for _, rs := range msgs {
+		r := rs[0]
 		st, err := f.check.Check(ctx, r.Event.Resource, r.Stored)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
@@ -450,7 +474,7 @@ func (f *Feed) recheck(ctx context.Context, retry *wakeup) {
 			}
 			return
 		}
-		f.settle(r, st, retry)
+		f.settle(rs, st, retry)
 	}
 }
 
@@ -458,10 +482,6 @@ func (f *Feed) count(fn func(*FeedStats)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fn(&f.stats)
-}
-
-func sortBySeq(rs []model.Result) {
-	slices.SortFunc(rs, func(a, b model.Result) int { return cmp.Compare(a.Sequence, b.Sequence) })
 }
 
 // wakeup is when the pending results are checked again: the earliest

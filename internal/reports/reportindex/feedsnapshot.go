@@ -85,7 +85,7 @@ func (f *Feed) loadSnapshot(ctx context.Context, retry *wakeup) (uint64, error) 
 		f.mu.Lock()
 		for _, res := range rs {
 			if res.Sequence <= l.resume {
-				f.pending[res.Sequence] = res
+				f.pending[res.Sequence] = append(f.pending[res.Sequence], res) // a batch's share their sequence
 				pending++
 			}
 		}

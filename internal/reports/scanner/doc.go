@@ -32,7 +32,8 @@
 //
 // # A policy scan
 //
-// A policy scan reads the policy's stored results (reporter.ReadStored)
+// A policy scan reads the policy's stored results (reporter.ReadPolicy:
+// its own subjects, its entries in the result batches, its verified copies)
 // and, for each resource, takes the newest verified one
 // (reporter.CheckResults, reporter.Newest) as the report shows it; lists
 // the kinds the policy's validate and verifyImages rules name (a kind

@@ -76,10 +76,11 @@ func (s *Scanner) scanPolicy(ctx context.Context, m *queue.Msg, item bus.ScanIte
 }
 
 // policyResults reads the stored results of a policy (every message of
-// each subject's history), by resource uid, unchecked: newestVerified
-// picks the current one of a resource.
+// each subject's history, its entries in batches, its verified copies),
+// by resource uid, unchecked: newestVerified picks the current one of a
+// resource.
 func (s *Scanner) policyResults(ctx context.Context, key string) (map[string][]model.Result, error) {
-	return reporter.ReadStored(ctx, s.conn, s.rm, []string{bus.ResultsOfPolicy(key)})
+	return reporter.ReadPolicy(ctx, s.conn, s.rm, key)
 }
 
 // newestVerified is the current result among rs (the stored results of one

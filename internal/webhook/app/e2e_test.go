@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -175,12 +174,14 @@ func TestE2EWebhook(t *testing.T) {
 	deadline = time.Now().Add(15 * time.Second)
 	for found == nil && time.Now().Before(deadline) {
 		_, err := conn.Replay(ctx, bus.StreamResults, func(m queue.ReplayMsg) error {
-			var ev bus.ResultEvent
-			if err := json.Unmarshal(m.Data, &ev); err != nil {
+			evs, err := bus.DecodeResults(m.Subject, m.Data)
+			if err != nil {
 				return err
 			}
-			if ev.Policy.Key == "require-team-label" {
-				found = &ev
+			for _, ev := range evs {
+				if ev.Policy.Key == "require-team-label" {
+					found = &ev
+				}
 			}
 			return nil
 		}, queue.WithReplayFilter(bus.ResultsOfResource(string(good.UID))))

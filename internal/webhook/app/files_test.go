@@ -159,12 +159,14 @@ func TestFilesMode(t *testing.T) {
 	testkit.EventuallyTrue(t, 15*time.Second, "every policy's result stored", func() bool {
 		failed := map[string]bool{}
 		_, err := conn.Replay(t.Context(), bus.StreamResults, func(m queue.ReplayMsg) error {
-			var ev bus.ResultEvent
-			if err := json.Unmarshal(m.Data, &ev); err != nil {
+			evs, err := bus.DecodeResults(m.Subject, m.Data)
+			if err != nil {
 				return err
 			}
-			if len(ev.Rules) == 1 && ev.Rules[0].Status == "fail" {
-				failed[ev.Policy.Key] = true
+			for _, ev := range evs {
+				if len(ev.Rules) == 1 && ev.Rules[0].Status == "fail" {
+					failed[ev.Policy.Key] = true
+				}
 			}
 			return nil
 		}, queue.WithReplayFilter(bus.ResultsOfResource("pod-uid-1")))

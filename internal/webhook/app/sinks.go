@@ -43,16 +43,55 @@ func newResultSink(pub *queue.AsyncPublisher, reg prometheus.Registerer, log zer
 
 var _ webhook.ResultSink = (*resultSink)(nil)
 
+// Publish publishes the results of one admission (one resource at one
+// version) as one message, a result batch (bus.ResultBatchMessage): one
+// message, one acknowledgement and one subject per admission, whatever
+// the number of policies. Results without a resource uid make no message
+// (counted); results of other resources, which one review does not have,
+// would go in batches of their own. The batch goes through the
+// publisher's buffer, which counts what it drops; the admission answer
+// does not wait.
 func (s *resultSink) Publish(_ context.Context, evs []bus.ResultEvent) {
-	ms := bus.ResultMessages(evs, func(_ bus.ResultEvent, err error) { s.skip(err) })
-	// One batch through the publisher's buffer. It counts what it drops;
-	// the admission answer does not wait. Result messages are valid by
-	// construction (escaped subject tokens, hex ids); were one not, the
-	// batch would be refused whole, and counted here.
-	if err := s.pub.Load().PublishAll(ms); errors.Is(err, queue.ErrInvalidSubject) || errors.Is(err, queue.ErrMissingID) {
-		for range ms {
-			s.skip(err)
+	for len(evs) > 0 {
+		res := evs[0].Resource
+		n := 1
+		for n < len(evs) && evs[n].Resource == res {
+			n++
 		}
+		batch := evs[:n]
+		if n < len(evs) {
+			// Another resource in the same call: gather this one's.
+			batch = nil
+			var rest []bus.ResultEvent
+			for _, ev := range evs {
+				if ev.Resource == res {
+					batch = append(batch, ev)
+				} else {
+					rest = append(rest, ev)
+				}
+			}
+			evs = rest
+		} else {
+			evs = nil
+		}
+		s.publish(batch)
+	}
+}
+
+// publish publishes the results of one resource at one version.
+func (s *resultSink) publish(evs []bus.ResultEvent) {
+	m, err := bus.ResultBatchMessage(evs)
+	if err == nil {
+		err = s.pub.Load().Publish(m)
+		// The publisher counts what it drops (a full buffer, closed).
+		// The message is valid by construction (escaped subject tokens,
+		// a hex id); were it not, it is counted here.
+		if !errors.Is(err, queue.ErrInvalidSubject) && !errors.Is(err, queue.ErrMissingID) {
+			return
+		}
+	}
+	for range evs {
+		s.skip(err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,11 +51,38 @@ func TestResultSinkCountsUnpublishable(t *testing.T) {
 	if got := m.GetCounter().GetValue(); got != 1 {
 		t.Errorf("%v unpublishable, want 1", got)
 	}
-	n := 0
-	if _, err := conn.Replay(ctx, bus.StreamResults, func(queue.ReplayMsg) error { n++; return nil }); err != nil {
+	n, results := 0, 0
+	if _, err := conn.Replay(ctx, bus.StreamResults, func(m queue.ReplayMsg) error {
+		n++
+		evs, err := bus.DecodeResults(m.Subject, m.Data)
+		results += len(evs)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if n != 2 {
-		t.Errorf("%d results stored, want 2", n)
+	if n != 2 || results != 2 {
+		t.Errorf("%d results in %d messages stored, want 2 in 2 (a batch per resource)", results, n)
+	}
+	// One admission's results, one message.
+	evs := make([]bus.ResultEvent, 22)
+	for i := range evs {
+		evs[i] = bus.ResultEvent{Resource: bus.ResourceRef{Kind: "Pod", Name: "many", UID: "u3", ResourceVersion: "9"},
+			Policy: bus.PolicyRef{Key: fmt.Sprintf("policy-%d", i), UID: fmt.Sprintf("pu-%d", i)}}
+	}
+	sink.Publish(ctx, evs)
+	if err := sink.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, results = 0, 0
+	if _, err := conn.Replay(ctx, bus.StreamResults, func(m queue.ReplayMsg) error {
+		n++
+		got, err := bus.DecodeResults(m.Subject, m.Data)
+		results += len(got)
+		return err
+	}, queue.WithReplayFilter(bus.ResultsOfResource("u3"))); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || results != 22 {
+		t.Errorf("one admission's 22 results: %d results in %d messages, want 22 in 1", results, n)
 	}
 }

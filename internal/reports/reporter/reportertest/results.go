@@ -173,11 +173,15 @@ func (e *Env) CreateConfigMaps(ns string, n int) []*corev1.ConfigMap {
 	return out
 }
 
-// ScaleMessages makes 10 messages per resource, shuffled: the latest
-// evaluation of each of ScalePolicies policies, an older evaluation of one
+// ScaleMessages makes the messages of a stream that mixes both shapes,
+// shuffled. For every other resource, 10 messages: the latest evaluation
+// of each of ScalePolicies policies, each its own message (the shape
+// before issue 33, and a background scan's), an older evaluation of one
 // policy (a different message, superseding or superseded depending on
 // where the shuffle puts it) and an exact duplicate of one (same message
-// id).
+// id). For the others, 3: the latest evaluations in one batch (an
+// admission's shape), its exact duplicate, and an older evaluation of one
+// policy on its own.
 func ScaleMessages(t *testing.T, cms []*corev1.ConfigMap, rng *rand.Rand) []queue.Message {
 	statuses := []engine.Status{engine.StatusPass, engine.StatusPass, engine.StatusFail, engine.StatusWarn, engine.StatusSkip, engine.StatusError}
 	eval := func(cm *corev1.ConfigMap, p int, version string) bus.ResultEvent {
@@ -197,7 +201,22 @@ func ScaleMessages(t *testing.T, cms []*corev1.ConfigMap, rng *rand.Rand) []queu
 		msgs = append(msgs, m)
 		return m
 	}
-	for _, cm := range cms {
+	for i, cm := range cms {
+		if i%2 == 1 {
+			// An admission's shape: the latest evaluations in one batch.
+			evs := make([]bus.ResultEvent, ScalePolicies)
+			for p := range evs {
+				evs[p] = eval(cm, p, "2")
+				evs[p].Timestamp = evs[0].Timestamp
+			}
+			m, err := bus.ResultBatchMessage(evs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, m, m)
+			add(eval(cm, rng.IntN(ScalePolicies), "1"))
+			continue
+		}
 		var latest []queue.Message
 		for p := range ScalePolicies {
 			latest = append(latest, add(eval(cm, p, "2")))
