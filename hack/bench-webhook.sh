@@ -32,7 +32,7 @@ go build -o bin/loadgen ./cmd/loadgen
 go build -o bin/nats-server github.com/nats-io/nats-server/v2
 
 bin/loadgen certs -dir "$work" >/dev/null
-bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 &
+bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" ${NATS_PROFILE:+--profile 16060} >"$work/nats.log" 2>&1 &
 nats_pid=$!
 pids+=($nats_pid)
 pprof=()

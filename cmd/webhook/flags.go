@@ -64,6 +64,7 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	platform.BindNATSFlags(fs, &cfg.NATS)
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "the garbage collector's target percentage when the GOGC environment variable is not set (the memory limit, GOMEMLIMIT, still bounds the heap)")
 	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
+	fs.DurationVar(&cfg.ResultLinger, "result-linger", cfg.ResultLinger, "how long admissions' results are gathered before they are sent to NATS together (0 to 1s; 0 sends each at once)")
 	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindKubeFlags(fs, &cfg.Kube)
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)

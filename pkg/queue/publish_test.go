@@ -591,3 +591,65 @@ func TestDecodePubAck(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncPublisherLinger: with a linger the pump holds a message for
+// the linger before sending it with what came meanwhile, and every
+// message published from many goroutines is still stored once; Flush and
+// Close wait for them.
+func TestAsyncPublisherLinger(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Provision(ctx, testPlan()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewAsyncPublisher(WithLinger(2 * time.Second)); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("a linger of 2s: %v", err)
+	}
+	p, err := c.NewAsyncPublisher(WithLinger(300 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() uint64 {
+		s, err := c.JetStream().Stream(ctx, streamWork)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	if err := p.Publish(workMsg(t, workScan, "first")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := stored(); n != 0 {
+		t.Fatalf("%d messages stored 50ms into a linger of 300ms", n)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 250 {
+				if err := p.Publish(workMsg(t, workScan, fmt.Sprintf("m-%d-%d", g, i))); err != nil {
+					t.Error(err)
+				}
+				if i%50 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Published != 1001 || st.Dropped != 0 || st.Duplicates != 0 {
+		t.Fatalf("stats %+v, want 1001 published", st)
+	}
+	if n := stored(); n != 1001 {
+		t.Fatalf("%d stored, want 1001", n)
+	}
+}

@@ -68,6 +68,10 @@ type Config struct {
 	NATS platform.NATSConfig
 	// ResultBuffer bounds the results waiting to be published.
 	ResultBuffer int
+	// ResultLinger is how long the result publisher gathers admissions'
+	// results before it sends them (queue.WithLinger): one write to NATS,
+	// one store and one acknowledgement for many. 5ms by default.
+	ResultLinger time.Duration
 	// GCPercent is the garbage collector's target percentage (GOGC) the
 	// webhook binary sets when the GOGC environment variable is not set:
 	// 400 by default. Every admission allocates, and the live heap is
@@ -163,6 +167,7 @@ func DefaultConfig() Config {
 		RenewInterval:     time.Minute,
 		ReconcileInterval: 30 * time.Second,
 		ResultBuffer:      10000,
+		ResultLinger:      5 * time.Millisecond,
 		GCPercent:         400,
 		Limits:            platform.DefaultEvaluationLimits(),
 		Registries:        platform.DefaultRegistries(),
@@ -190,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ResultBuffer < 1 {
 		bad("result-buffer %d must be positive", c.ResultBuffer)
+	}
+	if c.ResultLinger < 0 || c.ResultLinger > time.Second {
+		bad("result-linger %s must be from 0 to 1s", c.ResultLinger)
 	}
 	switch c.Mode {
 	case ModeCluster:
@@ -224,7 +232,7 @@ func (c *Config) Validate() error {
 
 // queueSettings are the JetStream settings of the config.
 func (c *Config) queueSettings() queueSettings {
-	return queueSettings{nats: c.NATS, identity: c.Identity, buffer: c.ResultBuffer}
+	return queueSettings{nats: c.NATS, identity: c.Identity, buffer: c.ResultBuffer, linger: c.ResultLinger}
 }
 
 // engineConfig is what cluster mode's engine is made of.

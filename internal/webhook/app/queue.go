@@ -22,6 +22,7 @@ type queueSettings struct {
 	nats     platform.NATSConfig
 	identity string
 	buffer   int
+	linger   time.Duration
 	// replaceDelay is the first wait before a connection closed for good
 	// is replaced (doubling to maxReplaceDelay while replacements keep
 	// closing); 0 is defaultReplaceDelay.
@@ -82,7 +83,7 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 	if err := reg.Register(replaced); err != nil {
 		return nil, err
 	}
-	conn, pub, err := dial(ctx, opts, qs.buffer)
+	conn, pub, err := dial(ctx, opts, qs)
 	if err != nil {
 		return nil, err
 	}
@@ -105,12 +106,12 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 }
 
 // dial makes a connection (in the background) and its result publisher.
-func dial(ctx context.Context, opts []queue.ConnOption, buffer int) (*queue.Conn, *queue.AsyncPublisher, error) {
+func dial(ctx context.Context, opts []queue.ConnOption, qs queueSettings) (*queue.Conn, *queue.AsyncPublisher, error) {
 	conn, err := bus.Connect(ctx, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nats client: %w", err)
 	}
-	pub, err := conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(buffer))
+	pub, err := conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(qs.buffer), queue.WithLinger(qs.linger))
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
@@ -191,7 +192,7 @@ func (j *jetStream) keep(ctx context.Context) {
 // sinks; the old publisher is stopped (what it still held is dropped and
 // counted).
 func (j *jetStream) replace(ctx context.Context) error {
-	conn, pub, err := dial(ctx, j.opts, j.qs.buffer)
+	conn, pub, err := dial(ctx, j.opts, j.qs)
 	if err != nil {
 		return err
 	}
