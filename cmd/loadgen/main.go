@@ -8,7 +8,11 @@
 // from its process_cpu_seconds_total and go_memstats_mallocs_total before
 // and after each level; with --nats-pid, nats-server's CPU time per
 // request too (from /proc: the server the webhook publishes to, on this
-// machine). It only talks to
+// machine).
+//
+// `loadgen apiserver` loads the API server instead, as Kyverno's published
+// admission benchmark does: Pods created by concurrent clients, a fixed
+// number of iterations per level (internal/testkit/podload). It only talks to
 // the addresses it is given; every run is bounded in time and in
 // requests.
 package main
@@ -38,6 +42,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit/admissiontraffic"
+	"github.com/verdict-dev/verdict/internal/testkit/latency"
 	"github.com/verdict-dev/verdict/internal/testkit/procstat"
 )
 
@@ -68,6 +73,9 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) > 0 && args[0] == "certs" {
 		return writeCerts(args[1:], out)
+	}
+	if len(args) > 0 && args[0] == "apiserver" {
+		return runAPIServer(ctx, args[1:], out)
 	}
 	cfg, err := parse(args)
 	if err != nil {
@@ -113,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			mode = fmt.Sprintf("open %d/s", cfg.rate)
 		}
 		line := fmt.Sprintf("%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t", mode, c, r.n, r.errors, r.rps,
-			ms(r.pct(50)), ms(r.pct(90)), ms(r.pct(99)), ms(r.pct(100)))
+			latency.Ms(r.pct(50)), latency.Ms(r.pct(90)), latency.Ms(r.pct(99)), latency.Ms(r.pct(100)))
 		if cfg.metricsURL != "" {
 			after, err := readCounters(context.WithoutCancel(ctx), cfg.metricsURL)
 			if err != nil {
@@ -147,10 +155,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return tw.Flush()
 }
 
-func ms(d time.Duration) string {
-	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + "ms"
-}
-
 func parse(args []string) (config, error) {
 	var cfg config
 	var conc string
@@ -170,12 +174,9 @@ func parse(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
-	for _, s := range strings.Split(conc, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return cfg, fmt.Errorf("bad concurrency %q", s)
-		}
-		cfg.concurrency = append(cfg.concurrency, n)
+	var err error
+	if cfg.concurrency, err = positiveInts(conc); err != nil {
+		return cfg, fmt.Errorf("bad concurrency: %w", err)
 	}
 	if cfg.duration <= 0 || cfg.duration > 10*time.Minute {
 		return cfg, errors.New("duration must be between 0 and 10m")
@@ -208,13 +209,8 @@ type result struct {
 	firstErr  error
 }
 
-func (r *result) pct(p float64) time.Duration {
-	if len(r.lat) == 0 {
-		return 0
-	}
-	i := int(float64(len(r.lat)-1) * p / 100)
-	return r.lat[i]
-}
+// pct is the p-th percentile of the sorted latencies.
+func (r *result) pct(p float64) time.Duration { return latency.Percentile(r.lat, p) }
 
 // measure runs one level: c workers, each sending the next review as soon
 // as the previous answer arrives (rate 0), or all together holding rate

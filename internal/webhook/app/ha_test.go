@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/internal/testkit/balancer"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
@@ -121,79 +121,25 @@ func (r *replica) stop(t *testing.T) {
 	}
 }
 
-// balancer stands in for the webhook's Service as kube-proxy does: it
-// forwards each TCP connection, untouched (TLS, client certificate and
-// all, end to end), to the next backend whose /readyz answers 200, as
-// endpoints list only ready pods.
-type balancer struct {
-	port     int
-	mu       sync.Mutex
-	backends []*replica
-	next     int
-}
+// replicaBalancer stands in for the webhook's Service as kube-proxy
+// does (testkit/balancer): each TCP connection, untouched, to the next
+// replica whose /readyz answers 200, as endpoints list only ready pods.
+type replicaBalancer struct{ lb *balancer.Balancer }
 
-func (e *env) startBalancer(t *testing.T) *balancer {
+func (e *env) startBalancer(t *testing.T) *replicaBalancer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &balancer{port: ln.Addr().(*net.TCPAddr).Port}
-	probe := &http.Client{Timeout: time.Second}
-	ready := func(r *replica) bool {
-		resp, err := probe.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.probe))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = in.Close() }()
-				for _, r := range b.order() {
-					if !ready(r) {
-						continue
-					}
-					out, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.port))
-					if err != nil {
-						continue
-					}
-					defer func() { _ = out.Close() }()
-					go func() { _, _ = io.Copy(out, in); _ = out.(*net.TCPConn).CloseWrite() }()
-					_, _ = io.Copy(in, out)
-					return
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close() })
-	return b
+	return &replicaBalancer{lb: balancer.Start(t, "127.0.0.1:0")}
 }
 
-func (b *balancer) set(backends ...*replica) {
-	b.mu.Lock()
-	b.backends = backends
-	b.mu.Unlock()
-}
-
-func (b *balancer) order() []*replica {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]*replica, 0, len(b.backends))
-	for i := range b.backends {
-		out = append(out, b.backends[(b.next+i)%len(b.backends)])
+func (b *replicaBalancer) set(replicas ...*replica) {
+	backends := make([]balancer.Backend, 0, len(replicas))
+	for _, r := range replicas {
+		backends = append(backends, balancer.Backend{Addr: fmt.Sprintf("127.0.0.1:%d", r.port), Ready: r.ready})
 	}
-	b.next++
-	return out
+	b.lb.Set(backends...)
 }
 
-func (b *balancer) url() string { return fmt.Sprintf("https://127.0.0.1:%d", b.port) }
+func (b *replicaBalancer) url() string { return "https://" + b.lb.Addr() }
 
 // traffic creates compliant and privileged Pods until stopped and counts
 // every outcome that is not the policy's answer.
