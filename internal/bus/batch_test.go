@@ -138,7 +138,7 @@ func TestResultBatchRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := DecodeResultBatch(data, true); err == nil && tc.want != ErrIncomplete {
+			if _, err := DecodeResultBatch(data, true); err == nil && !errors.Is(tc.want, ErrIncomplete) {
 				t.Fatalf("DecodeResultBatch read %s", data)
 			}
 		})
