@@ -154,11 +154,15 @@ func TestFilesMode(t *testing.T) {
 	}
 	defer conn.Close()
 	// Each policy's result is stored, those of the policies without a
-	// uid too: their message ids differ (issue 33: they used to share
-	// one, and JetStream kept the first as the others' duplicate).
+	// uid too (issue 33: their ids used to be one, and JetStream kept the
+	// first as the others' duplicate), all in one message: the
+	// admission's batch.
+	messages := 0
 	testkit.EventuallyTrue(t, 15*time.Second, "every policy's result stored", func() bool {
 		failed := map[string]bool{}
+		messages = 0
 		_, err := conn.Replay(t.Context(), bus.StreamResults, func(m queue.ReplayMsg) error {
+			messages++
 			evs, err := bus.DecodeResults(m.Subject, m.Data)
 			if err != nil {
 				return err
@@ -172,4 +176,7 @@ func TestFilesMode(t *testing.T) {
 		}, queue.WithReplayFilter(bus.ResultsOfResource("pod-uid-1")))
 		return err == nil && failed["require-team-label"] && failed["require-owner-label"] && failed["require-app-label"]
 	})
+	if messages != 1 {
+		t.Errorf("the admission's results in %d messages, want 1 (a batch)", messages)
+	}
 }
