@@ -9,16 +9,18 @@
 # and the 22 Pod Security ClusterPolicies of ../shared/bench/pss-classic
 # (cpol-pss). It runs TestAPIServerBenchmark (internal/webhook/app) and
 # prints its tables: latency (avg, p95, p99, max; p99 over the baseline)
-# and each process's CPU seconds and peak memory. About 12 minutes on two
+# and each process's CPU seconds and peak memory. About 6 minutes on two
 # cores; everything stops when the script ends.
-#   QUICK=1: 50 and 200 clients, one replica (about 3 minutes);
+#   QUICK=1: 50 and 200 clients, one replica (about 2 minutes);
 #   CLIENTS=10,50 ITERATIONS=500,1500: other levels (one count each);
 #   MODE=k6 (default; what Kyverno's k6 script sends), fresh (a new
 #   connection per CREATE), reuse (CREATEs on shared connections);
 #   LOADER=kubeadm (default; the loader in kubeadm:cluster-admins, as
 #   kind's admin kubeconfig is: API Priority and Fairness applies) or
 #   masters (system:masters: exempt);
-#   OUT=file: keep the Markdown tables there.
+#   OUT=file: keep the Markdown tables there;
+#   PROFILE=dir: a 5 s CPU profile of kube-apiserver from each run there
+#   (go tool pprof -top dir/vpol-pss-1r-50.pprof).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -31,6 +33,7 @@ export VERDICT_APISERVER_BENCH=full VERDICT_APISERVER_BENCH_OUT=$out
 [ -n "${ITERATIONS:-}" ] && export VERDICT_APISERVER_BENCH_ITERATIONS=$ITERATIONS
 [ -n "${MODE:-}" ] && export VERDICT_APISERVER_BENCH_MODE=$MODE
 [ -n "${LOADER:-}" ] && export VERDICT_APISERVER_BENCH_USER=$LOADER
+[ -n "${PROFILE:-}" ] && export VERDICT_APISERVER_BENCH_PROFILE=$PROFILE
 status=0
 # One line per run as it ends; the whole log only when the test fails.
 log=$(mktemp)

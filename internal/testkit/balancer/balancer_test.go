@@ -33,7 +33,7 @@ func dialName(t *testing.T, addr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		t.Fatal(err)

@@ -278,7 +278,7 @@ func discover(ctx context.Context, hc *http.Client, url string) error {
 	if err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}

@@ -79,6 +79,7 @@ type apiBenchPlan struct {
 	mode       podload.Mode
 	user       string // kubeadm or masters
 	out        string // a file for the Markdown tables ("": none)
+	profile    string // a folder for kube-apiserver's CPU profiles ("": none)
 }
 
 // readAPIBenchPlan reads the plan from VERDICT_APISERVER_BENCH and its
@@ -89,18 +90,18 @@ func readAPIBenchPlan(t *testing.T) apiBenchPlan {
 	if which == "" {
 		t.Skip("the API-server benchmark runs only with VERDICT_APISERVER_BENCH=full or quick (hack/bench-apiserver.sh)")
 	}
-	p := apiBenchPlan{mode: podload.ModeK6, user: "kubeadm", out: os.Getenv("VERDICT_APISERVER_BENCH_OUT")}
+	p := apiBenchPlan{mode: podload.ModeK6, user: "kubeadm", out: os.Getenv("VERDICT_APISERVER_BENCH_OUT"), profile: os.Getenv("VERDICT_APISERVER_BENCH_PROFILE")}
 	switch which {
 	case "full", "1":
 		// Each set's 3-replica runs follow its 1-replica runs, or the
 		// other way round, so that replicas start or stop once a set.
 		p.scenarios = []apiBenchScenario{{}, {setVpol, 1}, {setVpol, 3}, {setCpol, 3}, {setCpol, 1}, {}}
 		p.clients = []int{10, 50, 200, 500}
-		p.iterations = []int{500, 1500, 2500, 2500}
+		p.iterations = []int{500, 1500, 3000, 3000}
 	case "quick":
 		p.scenarios = []apiBenchScenario{{}, {setVpol, 1}, {setCpol, 1}, {}}
 		p.clients = []int{50, 200}
-		p.iterations = []int{1500, 2500}
+		p.iterations = []int{1500, 3000}
 	default:
 		t.Fatalf("VERDICT_APISERVER_BENCH=%q: full or quick", which)
 	}
@@ -157,14 +158,15 @@ func readAPIBenchPlan(t *testing.T) apiBenchPlan {
 // (from /proc). Every Pod must be admitted: an error fails the test after
 // the tables.
 //
-// Only with VERDICT_APISERVER_BENCH=full (about 12 minutes on two cores)
+// Only with VERDICT_APISERVER_BENCH=full (about 6 minutes on two cores)
 // or quick (50 and 200 clients, one replica); hack/bench-apiserver.sh
 // runs it. Knobs: VERDICT_APISERVER_BENCH_CLIENTS and _ITERATIONS (comma
 // lists of the same length), _MODE (k6, fresh or reuse: podload.Mode),
 // _USER (kubeadm: the loader is in kubeadm:cluster-admins, as kind's
 // admin kubeconfig is, so API Priority and Fairness applies to it as in
 // Kyverno's runs; masters: system:masters, exempt), _OUT (a file for
-// the Markdown tables).
+// the Markdown tables), _PROFILE (a folder: a 5 s CPU profile of
+// kube-apiserver from the middle of each run, <scenario>-<clients>.pprof).
 func TestAPIServerBenchmark(t *testing.T) {
 	plan := readAPIBenchPlan(t)
 	ctx := t.Context()
@@ -178,7 +180,11 @@ func TestAPIServerBenchmark(t *testing.T) {
 		}
 		built <- err
 	}()
-	cp := controlplane.StartForTest(t)
+	var cpOpts []controlplane.Option
+	if plan.profile != "" {
+		cpOpts = append(cpOpts, controlplane.WithAPIServerArgs("--profiling=true"))
+	}
+	cp := controlplane.StartForTest(t, cpOpts...)
 	admin := cp.RESTConfig()
 	admin.QPS, admin.Burst = 200, 400
 	admin.WarningHandler = rest.NoWarnings{}
@@ -208,6 +214,7 @@ func TestAPIServerBenchmark(t *testing.T) {
 			row := b.measure(sc, clients, plan.iterations[j])
 			t.Log(row.line())
 			rows = append(rows, row)
+			b.deletePods()
 		}
 	}
 	for _, r := range rows {
@@ -308,7 +315,7 @@ func webhookHost(t *testing.T) string {
 		t.Logf("no /etc/hosts (%v): the webhook URL is https://127.0.0.1, which the API server calls over HTTP/2", err)
 		return "127.0.0.1"
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(strings.SplitN(sc.Text(), "#", 2)[0])
@@ -382,6 +389,34 @@ func (b *apiBench) arrange(sc apiBenchScenario, index int) {
 		b.swapPolicies(sc.set)
 	}
 	b.waitEnforced(sc.set)
+	b.logWebhooks()
+}
+
+// logWebhooks says which webhooks the registrar put in place: each one a
+// Pod CREATE reaches is a call from the API server.
+func (b *apiBench) logWebhooks() {
+	t := b.t
+	ctx := t.Context()
+	var names []string
+	v, err := b.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range v.Items {
+		for _, w := range c.Webhooks {
+			names = append(names, "validating "+w.Name)
+		}
+	}
+	m, err := b.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range m.Items {
+		for _, w := range c.Webhooks {
+			names = append(names, "mutating "+w.Name)
+		}
+	}
+	t.Logf("webhooks registered for %s: %s", b.set, strings.Join(names, ", "))
 }
 
 // startReplica starts one more webhook replica and waits until it is
@@ -546,6 +581,29 @@ func (b *apiBench) removeWebhook() {
 	})
 }
 
+// deletePods deletes the run's Pods (never scheduled, they go at once),
+// so that every run starts from the same API server: the Pods would
+// otherwise pile up in its watch cache, and its garbage collector's work
+// per request grows with them (in a trial, kube-apiserver's CPU per
+// iteration grew by a third over 10,000 Pods).
+func (b *apiBench) deletePods() {
+	t := b.t
+	ctx := t.Context()
+	if err := b.kube.CoreV1().Pods(benchLoadNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 2*time.Minute, "the run's Pods deleted", func() error {
+		l, err := b.kube.CoreV1().Pods(benchLoadNS).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) > 0 {
+			return fmt.Errorf("%s and more left", l.Items[0].Name)
+		}
+		return nil
+	})
+}
+
 // benchProc is a process whose CPU time and memory a run reports.
 type benchProc struct {
 	name string
@@ -583,6 +641,7 @@ type apiBenchRow struct {
 	iter, create       latency.Summary
 	procs              []procUse
 	conns              map[string]int // connections the balancer opened, by replica
+	others             time.Duration  // CPU time of every other process of the machine
 }
 
 func (r apiBenchRow) line() string {
@@ -624,6 +683,7 @@ func (b *apiBench) measure(sc apiBenchScenario, clients, iterations int) apiBenc
 		}
 		before[i], peak[i] = st, st.RSS
 	}
+	busyBefore := machineBusy(t)
 	connsBefore := b.lb.Opened()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -645,6 +705,13 @@ func (b *apiBench) measure(sc apiBenchScenario, clients, iterations int) apiBenc
 			}
 		}
 	}()
+	if b.plan.profile != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.profileAPIServer(fmt.Sprintf("%s-%d.pprof", sc, clients))
+		}()
+	}
 	res, err := podload.Run(t.Context(), podload.Config{
 		REST: b.load, Namespace: benchLoadNS, Clients: clients, Iterations: iterations, Mode: b.plan.mode,
 	})
@@ -672,7 +739,61 @@ func (b *apiBench) measure(sc apiBenchScenario, clients, iterations int) apiBenc
 	for _, r := range b.replicas {
 		row.conns[r.name] = b.lb.Opened()[r.addr] - connsBefore[r.addr]
 	}
+	// Whatever else ran on the machine meanwhile: its busy time less the
+	// processes above (another job's load shows here).
+	row.others = machineBusy(t) - busyBefore
+	for _, p := range row.procs {
+		row.others -= p.cpu
+	}
 	return row
+}
+
+// profileAPIServer writes a 5 s CPU profile of kube-apiserver, taken
+// after a second of the run, into the profile folder.
+func (b *apiBench) profileAPIServer(name string) {
+	t := b.t
+	time.Sleep(time.Second)
+	kube := kubernetes.NewForConfigOrDie(b.cp.RESTConfig())
+	data, err := kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "5").DoRaw(t.Context())
+	if err != nil {
+		t.Errorf("profile of kube-apiserver: %v", err)
+		return
+	}
+	if err := os.MkdirAll(b.plan.profile, 0o755); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(b.plan.profile, name), data, 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+// machineBusy is the CPU time all the machine's cores spent busy since
+// boot (/proc/stat: all but idle and iowait).
+func machineBusy(t *testing.T) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 6 || fields[0] != "cpu" {
+		t.Fatalf("/proc/stat: %q", line)
+	}
+	var ticks int64
+	for i, f := range fields[1:] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/stat: %v", err)
+		}
+		// user nice system idle iowait irq softirq steal (guest time is
+		// already in user).
+		if i != 3 && i != 4 && i < 8 {
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // apiBenchTables writes the runs as Markdown: latencies with the p99's
@@ -714,9 +835,9 @@ func apiBenchTables(plan apiBenchPlan, b *apiBench, rows []apiBenchRow) string {
 		}
 	}
 	sort.SliceStable(names, func(i, j int) bool { return procOrder(names[i]) < procOrder(names[j]) })
-	s.WriteString("\nCPU seconds / peak resident MiB of each process during the run (webhook connections opened by the balancer in brackets):\n\n")
-	s.WriteString("| scenario | clients | " + strings.Join(names, " | ") + " |\n")
-	s.WriteString("|---|---:|" + strings.Repeat("---:|", len(names)) + "\n")
+	s.WriteString("\nCPU seconds / peak resident MiB of each process during the run (webhook connections opened by the balancer in brackets; anything else: the CPU seconds of every other process on the machine):\n\n")
+	s.WriteString("| scenario | clients | " + strings.Join(names, " | ") + " | anything else |\n")
+	s.WriteString("|---|---:|" + strings.Repeat("---:|", len(names)+1) + "\n")
 	for _, r := range rows {
 		cells := make([]string, len(names))
 		for i, n := range names {
@@ -732,7 +853,7 @@ func apiBenchTables(plan apiBenchPlan, b *apiBench, rows []apiBenchRow) string {
 				cells[i] = "–"
 			}
 		}
-		fmt.Fprintf(&s, "| %s | %d | %s |\n", r.scenario, r.clients, strings.Join(cells, " | "))
+		fmt.Fprintf(&s, "| %s | %d | %s | %.1f |\n", r.scenario, r.clients, strings.Join(cells, " | "), r.others.Seconds())
 	}
 	return s.String()
 }
