@@ -19,6 +19,8 @@
 #   kind's admin kubeconfig is: API Priority and Fairness applies) or
 #   masters (system:masters: exempt);
 #   OUT=file: keep the Markdown tables there;
+#   WEBHOOK_BIN=path: run that webhook binary instead of one built from
+#   the tree (to compare builds in one session);
 #   PROFILE=dir: a 5 s CPU profile of kube-apiserver from each run there
 #   (go tool pprof -top dir/vpol-pss-1r-50.pprof).
 set -euo pipefail
@@ -34,6 +36,7 @@ export VERDICT_APISERVER_BENCH=full VERDICT_APISERVER_BENCH_OUT=$out
 [ -n "${MODE:-}" ] && export VERDICT_APISERVER_BENCH_MODE=$MODE
 [ -n "${LOADER:-}" ] && export VERDICT_APISERVER_BENCH_USER=$LOADER
 [ -n "${PROFILE:-}" ] && export VERDICT_APISERVER_BENCH_PROFILE=$PROFILE
+[ -n "${WEBHOOK_BIN:-}" ] && export VERDICT_APISERVER_BENCH_WEBHOOK=$WEBHOOK_BIN
 status=0
 # One line per run as it ends; the whole log only when the test fails.
 log=$(mktemp)

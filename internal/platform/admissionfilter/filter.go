@@ -154,6 +154,38 @@ func (f Filter) Skips(group, resource, subresource, namespace string) bool {
 	return f.SkipsResource(group, resource, subresource) || f.SkipsNamespace(namespace)
 }
 
+// Reaches reports whether a webhook rule over the API groups and
+// resources (an admissionregistration Rule's, with its "*" wildcards and
+// "resource/subresource" forms) could select a request the filter
+// excludes. A webhook none of whose rules reaches one needs no match
+// condition: the API server would evaluate it for every request it sends
+// (converting the object for CEL) and it could never be false.
+func (f Filter) Reaches(groups, resources []string) bool {
+	for _, r := range f.resources {
+		if !slices.Contains(groups, "*") && !slices.Contains(groups, r.Group) {
+			continue
+		}
+		for _, res := range resources {
+			name, sub, hasSub := strings.Cut(res, "/")
+			switch {
+			case !hasSub:
+				// A resource without its subresources ("*": every one).
+				if r.Subresource == "" && (name == "*" || name == r.Resource) {
+					return true
+				}
+			case name == "*" || name == r.Resource:
+				// Subresources ("*/*", "pods/*", "*/scale", "pods/binding"):
+				// an excluded resource without a subresource covers all
+				// of its own.
+				if r.Subresource == "" || sub == "*" || sub == r.Subresource {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // MatchConditionName names the webhook match condition Expression builds.
 const MatchConditionName = "verdict-excluded-resources"
 

@@ -99,3 +99,45 @@ func TestExpression(t *testing.T) {
 		t.Fatalf("expression not negated or not deterministic: %s", e)
 	}
 }
+
+// TestReaches: a webhook rule reaches an excluded resource when its
+// groups and resources, with Kubernetes' wildcard and subresource forms,
+// could select a request for it; only then does the webhook need the
+// match condition.
+func TestReaches(t *testing.T) {
+	f := New(nil, []Resource{{Group: "example.com", Resource: "widgets", Subresource: "status"}})
+	tests := []struct {
+		groups, resources []string
+		want              bool
+	}{
+		{[]string{""}, []string{"pods"}, false},
+		{[]string{""}, []string{"pods", "pods/ephemeralcontainers"}, false},
+		{[]string{""}, []string{"pods/*"}, true}, // pods/binding
+		{[]string{""}, []string{"pods/binding"}, true},
+		{[]string{""}, []string{"*/binding"}, true},
+		{[]string{""}, []string{"pods/status"}, false},
+		{[]string{""}, []string{"configmaps", "secrets"}, false},
+		{[]string{""}, []string{"nodes"}, true},
+		{[]string{""}, []string{"nodes/status"}, true}, // nodes covers its subresources
+		{[]string{""}, []string{"*"}, true},
+		{[]string{"apps"}, []string{"*"}, false},
+		{[]string{"apps", "batch"}, []string{"deployments", "jobs", "*/scale"}, false},
+		{[]string{"*"}, []string{"deployments"}, false},
+		{[]string{"*"}, []string{"leases"}, true},
+		{[]string{"coordination.k8s.io"}, []string{"leases"}, true},
+		{[]string{"events.k8s.io"}, []string{"*/*"}, true},
+		{[]string{"example.com"}, []string{"widgets"}, false}, // only widgets/status is excluded
+		{[]string{"example.com"}, []string{"widgets/status"}, true},
+		{[]string{"example.com"}, []string{"widgets/*"}, true},
+		{[]string{"example.com"}, []string{"*/scale"}, false},
+		{[]string{"verdict.dev"}, []string{"clusterpolicies", "policies"}, false},
+	}
+	for _, tc := range tests {
+		if got := f.Reaches(tc.groups, tc.resources); got != tc.want {
+			t.Errorf("Reaches(%v, %v) = %v, want %v", tc.groups, tc.resources, got, tc.want)
+		}
+	}
+	if (Filter{}).Reaches([]string{"*"}, []string{"*/*"}) {
+		t.Error("the zero filter excludes nothing, so nothing reaches it")
+	}
+}

@@ -166,7 +166,9 @@ func readAPIBenchPlan(t *testing.T) apiBenchPlan {
 // admin kubeconfig is, so API Priority and Fairness applies to it as in
 // Kyverno's runs; masters: system:masters, exempt), _OUT (a file for
 // the Markdown tables), _PROFILE (a folder: a 5 s CPU profile of
-// kube-apiserver from the middle of each run, <scenario>-<clients>.pprof).
+// kube-apiserver from the middle of each run, <scenario>-<clients>.pprof),
+// _WEBHOOK (a webhook binary to run instead of one built from the tree:
+// builds compared in one session).
 func TestAPIServerBenchmark(t *testing.T) {
 	plan := readAPIBenchPlan(t)
 	ctx := t.Context()
@@ -175,7 +177,10 @@ func TestAPIServerBenchmark(t *testing.T) {
 	var webhookBin, natsBin string
 	go func() {
 		var err error
-		if webhookBin, err = testproc.Build(ctx, "github.com/verdict-dev/verdict/cmd/webhook", bins); err == nil {
+		if webhookBin = os.Getenv("VERDICT_APISERVER_BENCH_WEBHOOK"); webhookBin == "" {
+			webhookBin, err = testproc.Build(ctx, "github.com/verdict-dev/verdict/cmd/webhook", bins)
+		}
+		if err == nil {
 			natsBin, err = testproc.Build(ctx, testproc.NATSModule, bins)
 		}
 		built <- err

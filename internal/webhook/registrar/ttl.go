@@ -36,25 +36,26 @@ var ttlSetCondition = admissionregistrationv1.MatchCondition{
 func ttlWebhook(o Options) admissionregistrationv1.ValidatingWebhook {
 	scope := admissionregistrationv1.AllScopes
 	timeout := int32(10)
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups:   []string{"*"},
+			APIVersions: []string{"*"},
+			Resources:   []string{"*"},
+			Scope:       &scope,
+		},
+	}}
 	return admissionregistrationv1.ValidatingWebhook{
-		Name:         "ttl.verdict.dev",
-		ClientConfig: clientConfig(PathValidateTTL, o),
-		Rules: []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-			Rule: admissionregistrationv1.Rule{
-				APIGroups:   []string{"*"},
-				APIVersions: []string{"*"},
-				Resources:   []string{"*"},
-				Scope:       &scope,
-			},
-		}},
+		Name:              "ttl.verdict.dev",
+		ClientConfig:      clientConfig(PathValidateTTL, o),
+		Rules:             rules,
 		FailurePolicy:     failurePolicy(true),
 		MatchPolicy:       &matchEquivalent,
 		NamespaceSelector: namespaceSelector(o, nil),
 		ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 			Key: LabelTTL, Operator: metav1.LabelSelectorOpExists,
 		}}},
-		MatchConditions:         append(matchConditions(o), ttlSetCondition),
+		MatchConditions:         append(matchConditions(o, rules), ttlSetCondition),
 		SideEffects:             &sideEffectsNone,
 		TimeoutSeconds:          &timeout,
 		AdmissionReviewVersions: []string{"v1"},
