@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -172,10 +173,28 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 	defer iter.Stop()
 	stop := context.AfterFunc(ctx, iter.Stop)
 	defer stop()
+	// Messages counted pending when the consumer was made may be deleted
+	// or purged before they are delivered (a resource's results purged
+	// while a fold reads them): then no message ever says that none is
+	// left, and the iterator would wait for ever. So while no message
+	// comes, the consumer is asked: nothing pending and everything
+	// delivered handed to fn means the replay is complete.
+	var seen atomic.Uint64 // the messages handed to fn
+	var drained atomic.Bool
+	wctx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	activity := make(chan struct{}, 1)
+	go c.watchReplay(wctx, cons, &seen, &drained, activity, iter.Stop)
 	last := time.Now()
 	for {
 		raw, err := iter.Next()
 		if err != nil {
+			if drained.Load() {
+				mReplayed.Add(float64(p.Done % 1024))
+				p.Remaining = 0
+				report()
+				return p, nil
+			}
 			if ctx.Err() != nil {
 				return p, fmt.Errorf("replay %s: %w", stream, ctx.Err())
 			}
@@ -188,6 +207,11 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 		if err := fn(ReplayMsg{Subject: raw.Subject(), Data: raw.Data(), Header: raw.Headers(),
 			Sequence: meta.Sequence.Stream, Published: meta.Timestamp}); err != nil {
 			return p, fmt.Errorf("replay %s: %w", stream, err)
+		}
+		seen.Add(1)
+		select {
+		case activity <- struct{}{}:
+		default:
 		}
 		p.Done++
 		p.Remaining = meta.NumPending
@@ -204,6 +228,38 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 			c.log.Debug().Str(logKeyStream, stream).Uint64(logKeyProgress, p.Done).Dur("elapsed", p.Elapsed).Msg("replayDone")
 			return p, nil
 		}
+	}
+}
+
+// replayIdle is how long a replay waits for a message before it asks
+// its consumer whether any is left.
+var replayIdle = time.Second
+
+// watchReplay asks the replay's consumer, whenever no message came for
+// replayIdle, whether anything is left: with nothing pending and every
+// delivered message handed over (seen counts them; the consumer's
+// sequence counts its deliveries), the messages still counted when
+// the replay started were removed from the stream; it sets drained and
+// stops the iterator.
+func (c *Conn) watchReplay(ctx context.Context, cons jetstream.Consumer, seen *atomic.Uint64, drained *atomic.Bool, activity <-chan struct{}, stop func()) {
+	t := time.NewTimer(replayIdle)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-activity:
+			t.Reset(replayIdle)
+			continue
+		case <-t.C:
+		}
+		info, err := cons.Info(ctx)
+		if err == nil && info.NumPending == 0 && info.Delivered.Consumer <= seen.Load() {
+			drained.Store(true)
+			stop()
+			return
+		}
+		t.Reset(replayIdle)
 	}
 }
 

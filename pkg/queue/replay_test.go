@@ -126,3 +126,37 @@ func TestReplayEmptyAndAbort(t *testing.T) {
 		t.Fatalf("aborted replay: n=%d err=%v", n, err)
 	}
 }
+
+// TestReplayOfMessagesPurgedMeanwhile: messages counted pending when a
+// replay starts and purged before they are delivered (a resource's
+// results purged while a fold reads them) end the replay with what was
+// delivered; it used to wait for them for ever, and a projector's flush
+// or a scan with it.
+func TestReplayOfMessagesPurgedMeanwhile(t *testing.T) {
+	e := runServer(t)
+	c := connect(t, e.ClientURL())
+	provision(t, c)
+	publishResults(t, c, 10, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := 0
+	start := time.Now()
+	p, err := c.Replay(ctx, streamResults, func(ReplayMsg) error {
+		n++
+		if n == 1 {
+			if _, err := c.Purge(ctx, streamResults, ">"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, WithReplayAll(), WithReplayBatch(1))
+	if err != nil {
+		t.Fatalf("replay after %d messages, %v: %v", n, time.Since(start), err)
+	}
+	if n == 30 || p.Done != uint64(n) {
+		t.Fatalf("%d messages handed, progress %+v: want fewer than the 30 stored, all counted", n, p)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the replay took %v to see that nothing is left", d)
+	}
+}
