@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -359,8 +360,14 @@ func tenantClients(t *testing.T, kube kubernetes.Interface, admin *rest.Config) 
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	groups := []string{"system:authenticated"}
+	attrs := []authorizationv1.ResourceAttributes{{Namespace: tenantNamespace, Verb: "create", Resource: "configmaps"}}
+	for _, r := range role.Rules[0].Resources {
+		attrs = append(attrs, authorizationv1.ResourceAttributes{Namespace: tenantNamespace, Verb: "create", Group: "verdict.dev", Resource: r})
+	}
+	controlplane.WaitAuthorized(t, kube, "tenant", groups, attrs...)
 	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant", Groups: []string{"system:authenticated"}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant", Groups: groups}
 	w := &warnings{}
 	cfg.WarningHandler = w
 	return clients{kube: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), warnings: w}

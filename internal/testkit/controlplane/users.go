@@ -2,8 +2,17 @@ package controlplane
 
 import (
 	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // UserRESTConfig returns a client configuration that authenticates as
@@ -31,4 +40,28 @@ func (cp *ControlPlane) PIDs() map[string]int {
 		out[p.name] = p.pid()
 	}
 	return out
+}
+
+// WaitAuthorized waits until the API server's authorizer allows user, in
+// groups, every one of attrs. RBAC objects reach the authorizer through a
+// watch, so a request sent right after a Role or binding was created may
+// still be refused; a test that binds a user and then acts as it waits
+// here first.
+func WaitAuthorized(t testing.TB, kube kubernetes.Interface, user string, groups []string, attrs ...authorizationv1.ResourceAttributes) {
+	t.Helper()
+	for _, a := range attrs {
+		what := strings.Join(slices.DeleteFunc([]string{user, a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name}, func(s string) bool { return s == "" }), " ")
+		testkit.Eventually(t, 30*time.Second, "RBAC allowing "+what, func() error {
+			sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: groups, ResourceAttributes: &a,
+			}}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if !sar.Status.Allowed {
+				return testkit.ErrNotYet
+			}
+			return nil
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
+	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 )
 
 // denyByRole denies ConfigMaps written by holders of the cluster role
@@ -84,6 +86,9 @@ func TestE2ERoles(t *testing.T) {
 	}
 	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, denyByRole), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "bob", "carol"} {
+		controlplane.WaitAuthorized(t, e.kube, user, []string{"system:authenticated"}, authorizationv1.ResourceAttributes{Namespace: "team", Verb: "create", Resource: "configmaps"})
 	}
 	e.startReplica(t, "replica-a", "", nil)
 	waitEnforced(t, e.kube)

@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 )
 
 const ttlLabel = "cleanup.kyverno.io/ttl"
@@ -45,6 +48,7 @@ func TestE2ETTLLabelNeedsDelete(t *testing.T) {
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		controlplane.WaitAuthorized(t, e.kube, user, []string{"system:authenticated"}, authorizationv1.ResourceAttributes{Namespace: "team", Verb: "create", Resource: "configmaps"})
 		cfg := rest.CopyConfig(e.cp.RESTConfig())
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 		as[user] = kubernetes.NewForConfigOrDie(cfg)

@@ -37,7 +37,6 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
-	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -165,19 +164,7 @@ func (e *Env) As(rules ...rbacv1.PolicyRule) *rest.Config {
 	if len(rules) > 0 && len(rules[0].APIGroups) > 0 && len(rules[0].Resources) > 0 && len(rules[0].Verbs) > 0 {
 		// The authorizer learns of the binding through a watch: wait.
 		r := rules[0]
-		testkit.Eventually(e.T, 10*time.Second, "the test's ClusterRoleBinding in force", func() error {
-			sar, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: user, Groups: groups,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]},
-			}}, metav1.CreateOptions{})
-			if err != nil {
-				return err
-			}
-			if !sar.Status.Allowed {
-				return testkit.ErrNotYet
-			}
-			return nil
-		})
+		controlplane.WaitAuthorized(e.T, e.Kube, user, groups, authorizationv1.ResourceAttributes{Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]})
 	}
 	rc := rest.CopyConfig(e.rc)
 	rc.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
