@@ -65,6 +65,7 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "the garbage collector's target percentage when the GOGC environment variable is not set (the memory limit, GOMEMLIMIT, still bounds the heap)")
 	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
 	fs.DurationVar(&cfg.ResultLinger, "result-linger", cfg.ResultLinger, "how long admissions' results are gathered before they are sent to NATS together (0 to 1s; 0 sends each at once)")
+	fs.BoolVar(&cfg.Decisions, "decisions", cfg.Decisions, "record every answered admission request (allowed, warned, denied, patched) in VERDICT_DECISIONS, the admission log")
 	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindKubeFlags(fs, &cfg.Kube)
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)

@@ -3,6 +3,7 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
@@ -21,15 +22,21 @@ type StreamLimits struct {
 	// WithWorkMaxBytes).
 	WorkMaxMsgs  int64
 	WorkMaxBytes int64
+	// DecisionsMaxAge and DecisionsMaxBytes bound VERDICT_DECISIONS, the
+	// admission log (WithDecisionsMaxAge, WithDecisionsMaxBytes).
+	DecisionsMaxAge   time.Duration
+	DecisionsMaxBytes int64
 }
 
 // DefaultStreamLimits returns the defaults of the provisioning options.
 func DefaultStreamLimits() StreamLimits {
 	return StreamLimits{
-		ResultHistory:   DefaultResultHistory,
-		ResultsMaxBytes: DefaultResultsMaxBytes,
-		WorkMaxMsgs:     DefaultWorkMaxMsgs,
-		WorkMaxBytes:    DefaultWorkMaxBytes,
+		ResultHistory:     DefaultResultHistory,
+		ResultsMaxBytes:   DefaultResultsMaxBytes,
+		WorkMaxMsgs:       DefaultWorkMaxMsgs,
+		WorkMaxBytes:      DefaultWorkMaxBytes,
+		DecisionsMaxAge:   DefaultDecisionsMaxAge,
+		DecisionsMaxBytes: DefaultDecisionsMaxBytes,
 	}
 }
 
@@ -51,6 +58,12 @@ func (l StreamLimits) Validate() error {
 	if l.WorkMaxBytes < minStreamBytes {
 		errs = append(errs, fmt.Errorf("%w: work max bytes %d: at least 1Mi", queue.ErrInvalidOption, l.WorkMaxBytes))
 	}
+	if l.DecisionsMaxAge < time.Minute {
+		errs = append(errs, fmt.Errorf("%w: decisions max age %s: at least 1m", queue.ErrInvalidOption, l.DecisionsMaxAge))
+	}
+	if l.DecisionsMaxBytes < minStreamBytes {
+		errs = append(errs, fmt.Errorf("%w: decisions max bytes %d: at least 1Mi", queue.ErrInvalidOption, l.DecisionsMaxBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -61,5 +74,7 @@ func (l StreamLimits) ProvisionOptions() []ProvisionOption {
 		WithResultsMaxBytes(l.ResultsMaxBytes),
 		WithWorkMaxMsgs(l.WorkMaxMsgs),
 		WithWorkMaxBytes(l.WorkMaxBytes),
+		WithDecisionsMaxAge(l.DecisionsMaxAge),
+		WithDecisionsMaxBytes(l.DecisionsMaxBytes),
 	}
 }

@@ -35,16 +35,18 @@ func DefaultConsumer(durable string) (queue.ConsumerSpec, bool) {
 type ProvisionOption func(*provisionOptions) error
 
 type provisionOptions struct {
-	replicas        int
-	duplicates      time.Duration
-	deadMaxAge      time.Duration
-	schedules       bool
-	consumers       []queue.ConsumerSpec
-	retryBackoff    time.Duration
-	resultHistory   int
-	resultsMaxBytes int64
-	workMaxMsgs     int64
-	workMaxBytes    int64
+	replicas          int
+	duplicates        time.Duration
+	deadMaxAge        time.Duration
+	schedules         bool
+	consumers         []queue.ConsumerSpec
+	retryBackoff      time.Duration
+	resultHistory     int
+	resultsMaxBytes   int64
+	workMaxMsgs       int64
+	workMaxBytes      int64
+	decisionsMaxAge   time.Duration
+	decisionsMaxBytes int64
 }
 
 // Defaults of the stream limits (see WithResultHistory, WithResultsMaxBytes,
@@ -54,6 +56,10 @@ const (
 	DefaultResultsMaxBytes = 4 << 30 // 4 GiB
 	DefaultWorkMaxMsgs     = 1_000_000
 	DefaultWorkMaxBytes    = 1 << 30 // 1 GiB
+	// DefaultDecisionsMaxAge and DefaultDecisionsMaxBytes bound the
+	// admission log: a week, 1 GiB, whichever comes first.
+	DefaultDecisionsMaxAge   = 7 * 24 * time.Hour
+	DefaultDecisionsMaxBytes = 1 << 30 // 1 GiB
 	// MaxResultHistory bounds WithResultHistory.
 	MaxResultHistory = 64
 )
@@ -169,18 +175,45 @@ func WithWorkMaxBytes(n int64) ProvisionOption {
 	}
 }
 
+// WithDecisionsMaxAge sets how long VERDICT_DECISIONS keeps a decision.
+// Default 7 days.
+func WithDecisionsMaxAge(d time.Duration) ProvisionOption {
+	return func(o *provisionOptions) error {
+		if d < time.Minute {
+			return fmt.Errorf("%w: decisions max age %s (at least 1m)", queue.ErrInvalidOption, d)
+		}
+		o.decisionsMaxAge = d
+		return nil
+	}
+}
+
+// WithDecisionsMaxBytes bounds the size of VERDICT_DECISIONS: when full,
+// the oldest decisions go (DiscardOld), counted by the stream. Default
+// 1 GiB.
+func WithDecisionsMaxBytes(n int64) ProvisionOption {
+	return func(o *provisionOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: decisions max bytes %d", queue.ErrInvalidOption, n)
+		}
+		o.decisionsMaxBytes = n
+		return nil
+	}
+}
+
 func newProvisionOptions(opts []ProvisionOption) (provisionOptions, error) {
 	o := provisionOptions{
-		replicas:        1,
-		duplicates:      2 * time.Minute,
-		deadMaxAge:      14 * 24 * time.Hour,
-		schedules:       true,
-		consumers:       DefaultConsumers(),
-		retryBackoff:    200 * time.Millisecond,
-		resultHistory:   DefaultResultHistory,
-		resultsMaxBytes: DefaultResultsMaxBytes,
-		workMaxMsgs:     DefaultWorkMaxMsgs,
-		workMaxBytes:    DefaultWorkMaxBytes,
+		replicas:          1,
+		duplicates:        2 * time.Minute,
+		deadMaxAge:        14 * 24 * time.Hour,
+		schedules:         true,
+		consumers:         DefaultConsumers(),
+		retryBackoff:      200 * time.Millisecond,
+		resultHistory:     DefaultResultHistory,
+		resultsMaxBytes:   DefaultResultsMaxBytes,
+		workMaxMsgs:       DefaultWorkMaxMsgs,
+		workMaxBytes:      DefaultWorkMaxBytes,
+		decisionsMaxAge:   DefaultDecisionsMaxAge,
+		decisionsMaxBytes: DefaultDecisionsMaxBytes,
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -281,6 +314,21 @@ func (o provisionOptions) streams() []jetstream.StreamConfig {
 					{Source: tickPrefix + ">", Destination: workPrefix + ">"},
 				},
 			}},
+		},
+		{
+			// The admission log: bounded by age and size, the oldest
+			// going first; nothing else depends on it.
+			Name:        StreamDecisions,
+			Description: "The admission log: every admission decision a webhook answered (allowed, warned, denied, patched), by age and size.",
+			Subjects:    []string{decisionsPrefix + ">"},
+			Retention:   jetstream.LimitsPolicy,
+			Discard:     jetstream.DiscardOld,
+			MaxAge:      o.decisionsMaxAge,
+			MaxBytes:    o.decisionsMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    o.replicas,
+			Duplicates:  o.duplicates,
+			AllowDirect: true,
 		},
 		{
 			Name:        StreamDead,

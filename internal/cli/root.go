@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/verdict-dev/verdict/internal/cli/decisions"
 	"github.com/verdict-dev/verdict/internal/cli/work"
 )
 
@@ -89,7 +91,7 @@ func newRoot(ctx context.Context, d Dialect, stdin io.Reader, stdout io.Writer) 
 		refusedCommand("metrics-config", "it writes the Kyverno chart's metrics configuration: Verdict's metrics are its chart's values (docs/migrating-from-kyverno.md)"),
 		refusedCommand("cluster-role", "it writes RBAC for Kyverno's controllers: Verdict's chart grants its services what they read (reporter.rbac.readRules, generator.rbac)"),
 	)
-	root.AddCommand(newApply(ctx, d, stdin, stdout), newTest(ctx, stdout), newCompare(ctx, stdout), newJP(stdin, stdout), create, newVersion(stdout), work.New(ctx, stdin, stdout))
+	root.AddCommand(newApply(ctx, d, stdin, stdout), newTest(ctx, stdout), newCompare(ctx, stdout), newJP(stdin, stdout), create, newVersion(stdout), work.New(ctx, stdin, stdout), decisions.New(ctx, stdout, time.Now))
 	root.AddCommand(kyvernoOnly()...)
 	return root
 }

@@ -86,6 +86,8 @@ func BindNATSFlags(fs *flag.FlagSet, c *NATSConfig) {
 	BytesVar(fs, &c.Streams.ResultsMaxBytes, "results-max-bytes", "size limit of VERDICT_RESULTS (a quantity: 4Gi); when full it refuses new results, never deletes stored ones; the same on every service")
 	fs.Int64Var(&c.Streams.WorkMaxMsgs, "work-max-messages", c.Streams.WorkMaxMsgs, "message limit of VERDICT_WORK; when full it refuses new work; the same on every service")
 	BytesVar(fs, &c.Streams.WorkMaxBytes, "work-max-bytes", "size limit of VERDICT_WORK (a quantity: 1Gi); when full it refuses new work; the same on every service")
+	fs.DurationVar(&c.Streams.DecisionsMaxAge, "decisions-max-age", c.Streams.DecisionsMaxAge, "how long VERDICT_DECISIONS, the admission log, keeps a decision; the same on every service")
+	BytesVar(fs, &c.Streams.DecisionsMaxBytes, "decisions-max-bytes", "size limit of VERDICT_DECISIONS (a quantity: 1Gi); when full the oldest decisions go; the same on every service")
 }
 
 // BytesVar binds a size flag written as a Kubernetes quantity (4Gi, 512Mi,

@@ -62,6 +62,7 @@ func TestFlags(t *testing.T) {
 		"--nats-url=nats://a:4222,nats://b:4222", "--nats-url=nats://c:4222", "--nats-nkey-file=/n.nk",
 		"--nats-ca-file=/ca", "--nats-cert-file=/c", "--nats-key-file=/k",
 		"--stream-replicas=3", "--result-history=8", "--results-max-bytes=2Gi", "--work-max-messages=10", "--work-max-bytes=64Mi",
+		"--decisions-max-age=24h", "--decisions-max-bytes=256Mi",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,8 @@ func TestFlags(t *testing.T) {
 			CAFile: "/ca", CertFile: "/c", KeyFile: "/k",
 		},
 		StreamReplicas: 3,
-		Streams:        bus.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 2 << 30, WorkMaxMsgs: 10, WorkMaxBytes: 64 << 20},
+		Streams: bus.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 2 << 30, WorkMaxMsgs: 10, WorkMaxBytes: 64 << 20,
+			DecisionsMaxAge: 24 * time.Hour, DecisionsMaxBytes: 256 << 20},
 	}
 	if !reflect.DeepEqual(nats, want) {
 		t.Fatalf("nats\n%+v\nwant\n%+v", nats, want)

@@ -156,6 +156,7 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 		return decision{}, err
 	}
 	var warnings []string
+	found := s.newFindings()
 	cur := rv.object
 	for _, p := range ev.set.Policies {
 		if !ev.takesPart(p) || !p.HasRules(engine.TypeMutation) {
@@ -175,14 +176,17 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 		if len(failed) > 0 {
 			if failClosed(p) {
 				logFrom(ctx).Info().Str(logkey.Policy, p.Raw.Key()).Strs(logkey.Rules, failed).Strs(logkey.Messages, messages).Msg("mutation failed, request denied")
+				found.rules(p, resp, evt.ActionDeny)
 				// Kyverno's wording for a mutation that blocks.
-				return deny(fmt.Sprintf("mutation policy %s error: failed to apply policy %s rules %v", p.Name(), p.Name(), failed), nil), nil
+				return found.into(deny(fmt.Sprintf("mutation policy %s error: failed to apply policy %s rules %v", p.Name(), p.Name(), failed), nil)), nil
 			}
 			// failurePolicy Ignore: the policy is skipped as a whole.
+			found.rules(p, resp, evt.ActionWarn)
 			logFrom(ctx).Warn().Str(logkey.Policy, p.Raw.Key()).Strs(logkey.Rules, failed).Strs(logkey.Messages, messages).Msg("mutation failed, policy skipped")
 			continue
 		}
 		if resp.Patched != nil {
+			found.applied(p, resp)
 			cur = resp.Patched
 		}
 	}
@@ -198,6 +202,7 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 		s.recordResults(ev, resp)
 		if rules := blockingRules(p, resp); rules != nil {
 			blocked[p.Name()] = rules
+			found.rules(p, resp, evt.ActionDeny)
 			continue
 		}
 		for _, rr := range resp.Rules {
@@ -205,7 +210,9 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 				warnings = append(warnings, ruleWarning(p, rr))
 			}
 		}
+		found.rules(p, resp, evt.ActionWarn)
 		if resp.Patched != nil {
+			found.applied(p, resp)
 			cur = resp.Patched
 		}
 	}
@@ -214,11 +221,11 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 		if err != nil {
 			return decision{}, httpError(ErrInternal, err, "format denial")
 		}
-		return deny(msg, nil), nil
+		return found.into(deny(msg, nil)), nil
 	}
 	warnings = s.capWarnings(warnings)
 	if document.Equal(rv.object, cur) {
-		return allow(warnings), nil
+		return found.into(allow(warnings)), nil
 	}
 	patch, err := jsonPatch(rv.object, cur)
 	if err != nil {
@@ -229,7 +236,7 @@ func (s *Server) mutateIn(ctx context.Context, rv *review, scope policyScope) (d
 		pt := admissionv1.PatchTypeJSONPatch
 		d.resp.Patch, d.resp.PatchType, d.outcome = patch, &pt, OutcomePatched
 	}
-	return d, nil
+	return found.into(d), nil
 }
 
 // jsonPatch computes the RFC 6902 patch from one untyped object to
@@ -269,6 +276,8 @@ type validateStep func(ctx context.Context, ev *evaluation, st *validateState) (
 // once the request is admitted.
 type validateState struct {
 	results []ResultEvent
+	// found collects the findings for the admission log (nil: off).
+	found *findings
 }
 
 // validate is the validate endpoint of the policies of scope.
@@ -294,6 +303,7 @@ func (s *Server) validateIn(ctx context.Context, rv *review, scope policyScope) 
 	if s.cfg.Shadow {
 		return s.shadowValidate(ctx, ev, &st)
 	}
+	st.found = s.newFindings()
 	for _, step := range []validateStep{s.validateRules, s.triggerGenerate} {
 		v, err := step(ctx, ev, &st)
 		if err != nil {
@@ -301,14 +311,14 @@ func (s *Server) validateIn(ctx context.Context, rv *review, scope policyScope) 
 		}
 		if v.denial != "" {
 			// As Kyverno: a denial carries the blocking policies only.
-			return deny(v.denial, nil), nil
+			return st.found.into(deny(v.denial, nil)), nil
 		}
 		warnings = append(warnings, v.warnings...)
 	}
 	if publishResults(rv) && len(st.results) > 0 {
 		s.results.Publish(ctx, st.results)
 	}
-	return allow(s.capWarnings(warnings)), nil
+	return st.found.into(allow(s.capWarnings(warnings))), nil
 }
 
 // shadowValidate is validateIn in shadow mode: the validate rules run and
@@ -373,6 +383,12 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		s.recordResults(ev, resp)
 		if actions, ok := celActions(p); ok {
 			denials, warnings := vpolOutcome(p, actions, resp)
+			for _, m := range denials {
+				st.found.add(p, "", evt.ActionDeny, m)
+			}
+			for _, m := range warnings {
+				st.found.add(p, "", evt.ActionWarn, m)
+			}
 			if len(denials) > 0 {
 				vpolDenials = append(vpolDenials, denials...)
 				deniedBy = append(deniedBy, p.Raw.Key())
@@ -389,6 +405,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 		if rules := blockingRules(p, resp); rules != nil {
 			blocked[p.Name()] = rules
 			deniedBy = append(deniedBy, p.Raw.Key())
+			st.found.rules(p, resp, evt.ActionDeny)
 			if s.cfg.Shadow {
 				st.results = append(st.results, resultEvent(ev, p, resp))
 			}
@@ -399,6 +416,7 @@ func (s *Server) validateRules(ctx context.Context, ev *evaluation, st *validate
 				v.warnings = append(v.warnings, ruleWarning(p, rr))
 			}
 		}
+		st.found.rules(p, resp, evt.ActionWarn)
 		st.results = append(st.results, resultEvent(ev, p, resp))
 	}
 	if len(deniedBy) > 0 {

@@ -188,6 +188,9 @@ func decodeObject(raw []byte) (map[string]any, error) {
 type decision struct {
 	resp    *admissionv1.AdmissionResponse
 	outcome Outcome
+	// findings are the policies' rules that denied, warned or mutated,
+	// collected for the admission log only when it is on.
+	findings []Finding
 }
 
 // admissionFunc decides one decoded admission request.
@@ -196,7 +199,7 @@ type admissionFunc func(ctx context.Context, rv *review) (decision, error)
 // admissionHandler adapts an admissionFunc to a Handler: it reads and
 // decodes the AdmissionReview, adds the request's identity to the logger
 // and encodes the answer.
-func (s *Server) admissionHandler(fn admissionFunc) Handler {
+func (s *Server) admissionHandler(endpoint string, fn admissionFunc) Handler {
 	return func(ctx context.Context, r *http.Request) (*Reply, error) {
 		body, err := bodyFrom(ctx)
 		if err != nil {
@@ -239,6 +242,9 @@ func (s *Server) admissionHandler(fn admissionFunc) Handler {
 		out, err := encodeReview(d.resp)
 		if err != nil {
 			return nil, fmt.Errorf("encode AdmissionReview: %w", err)
+		}
+		if s.decisions != nil && d.outcome != OutcomeSkipped {
+			s.decisions.Record(s.decisionOf(endpoint, rv, d))
 		}
 		return &Reply{ContentType: contentTypeJSON, Body: out, Outcome: d.outcome}, nil
 	}

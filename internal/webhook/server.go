@@ -68,6 +68,8 @@ type Server struct {
 	cert       *certs.Reloader
 	results    ResultSink
 	work       WorkSink
+	// decisions, when set, is the admission log (WithDecisionSink).
+	decisions  DecisionSink
 	registry   Registry
 	metrics    *metrics
 	now        func() time.Time
@@ -151,6 +153,19 @@ func WithResultSink(r ResultSink) Option {
 			return fmt.Errorf("%w: nil result sink", ErrInvalidOption)
 		}
 		s.results = r
+		return nil
+	}
+}
+
+// WithDecisionSink records every answered admission request (allowed,
+// warned, denied or patched) in d, the admission log. Without it no
+// decision is recorded, and the endpoints collect no findings.
+func WithDecisionSink(d DecisionSink) Option {
+	return func(s *Server) error {
+		if d == nil {
+			return fmt.Errorf("%w: nil decision sink", ErrInvalidOption)
+		}
+		s.decisions = d
 		return nil
 	}
 }
@@ -392,10 +407,10 @@ func (s *Server) routes() (all, probes http.Handler) {
 		{PathMutateNamespaced, "mutate-namespaced", s.mutate(scopeNamespace)},
 		{PathValidateNamespaced, "validate-namespaced", s.validate(scopeNamespace)},
 	} {
-		mux.Handle(e.path, evaluating(e.name, s.admissionHandler(e.fn)))
+		mux.Handle(e.path, evaluating(e.name, s.admissionHandler(e.name, e.fn)))
 	}
-	mux.Handle(PathValidatePolicy, evaluating("validate-policy", s.admissionHandler(s.validatePolicy)))
-	mux.Handle(PathValidateTTL, evaluating("validate-ttl", s.admissionHandler(s.validateTTL)))
+	mux.Handle(PathValidatePolicy, evaluating("validate-policy", s.admissionHandler("validate-policy", s.validatePolicy)))
+	mux.Handle(PathValidateTTL, evaluating("validate-ttl", s.admissionHandler("validate-ttl", s.validateTTL)))
 	mux.Handle(PathHealthz, healthz)
 	mux.Handle(PathReadyz, readyz)
 	mux.Handle(PathMetrics, metricsHandler)
@@ -643,6 +658,11 @@ func (s *Server) shutdown(ctx context.Context, servers []*http.Server) error {
 	defer fcancel()
 	if err := s.results.Flush(fctx); err != nil {
 		errs = append(errs, fmt.Errorf("flush results: %w", err))
+	}
+	if s.decisions != nil {
+		if err := s.decisions.Flush(fctx); err != nil {
+			errs = append(errs, fmt.Errorf("flush decisions: %w", err))
+		}
 	}
 	s.log.Info().Dur(logkey.Duration, time.Since(start)).Msg("shutdown complete")
 	return errors.Join(errs...)

@@ -14,6 +14,8 @@ type (
 	RuleResult  = evt.RuleResult
 	ResultEvent = evt.ResultEvent
 	WorkItem    = evt.WorkItem
+	Decision    = evt.Decision
+	Finding     = evt.Finding
 )
 
 // ResultSink receives rule results. Publish must not block: an
@@ -30,6 +32,15 @@ type ResultSink interface {
 // ctx (which carries the publish deadline) ends.
 type WorkSink interface {
 	Publish(ctx context.Context, item WorkItem) error
+}
+
+// DecisionSink records admission decisions: the admission log
+// (VERDICT_DECISIONS). Record must not block, as ResultSink.Publish; the
+// answer never waits on it and is never changed by it. Flush waits until
+// everything recorded so far has left the process, or ctx ends.
+type DecisionSink interface {
+	Record(d Decision)
+	Flush(ctx context.Context) error
 }
 
 // NopResultSink discards results.

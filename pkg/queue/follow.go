@@ -14,8 +14,36 @@ type FollowOption func(*followOptions) error
 
 type followOptions struct {
 	after    uint64
+	since    time.Time
+	filters  []string
 	batch    int
 	caughtUp func(seq uint64)
+}
+
+// WithFollowFilter hands over only the messages of subjects (wildcards
+// allowed). It cannot be combined with WithFollowCaughtUp.
+func WithFollowFilter(subjects ...string) FollowOption {
+	return func(o *followOptions) error {
+		for _, s := range subjects {
+			if s == "" {
+				return fmt.Errorf("%w: empty follow filter", ErrInvalidOption)
+			}
+		}
+		o.filters = append(o.filters, subjects...)
+		return nil
+	}
+}
+
+// WithFollowSince starts with the first message stored at or after t. It
+// cannot be combined with WithFollowAfter or WithFollowCaughtUp.
+func WithFollowSince(t time.Time) FollowOption {
+	return func(o *followOptions) error {
+		if t.IsZero() {
+			return fmt.Errorf("%w: follow since a zero time", ErrInvalidOption)
+		}
+		o.since = t
+		return nil
+	}
 }
 
 // WithFollowAfter starts after the message of sequence seq (the last one
@@ -66,6 +94,14 @@ func (c *Conn) Follow(ctx context.Context, stream string, fn func(ReplayMsg) err
 			return err
 		}
 	}
+	switch {
+	case !o.since.IsZero() && o.after > 0:
+		return fmt.Errorf("%w: follow since a time and after a sequence", ErrInvalidOption)
+	case o.caughtUp != nil && (!o.since.IsZero() || len(o.filters) > 0):
+		// The stream's state says nothing of a filter's or a time's
+		// messages: when they are caught up with is not known at start.
+		return fmt.Errorf("%w: a follower's caught-up function with a filter or a start time", ErrInvalidOption)
+	}
 	var state *jetstream.StreamState
 	var cons jetstream.Consumer
 	err := retryTransient(ctx, 100*time.Millisecond, func() error {
@@ -78,9 +114,12 @@ func (c *Conn) Follow(ctx context.Context, stream string, fn func(ReplayMsg) err
 			return err
 		}
 		state = &info.State
-		cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-		if o.after > 0 {
+		cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, FilterSubjects: o.filters}
+		switch {
+		case o.after > 0:
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, o.after+1
+		case !o.since.IsZero():
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &o.since
 		}
 		cons, err = s.OrderedConsumer(ctx, cfg)
 		return err

@@ -37,6 +37,20 @@ type replayOptions struct {
 	progress func(ReplayProgress)
 	every    time.Duration
 	all      bool
+	since    time.Time
+}
+
+// WithReplaySince hands every stored message under the filters that was
+// stored at or after t, in stream order (it implies WithReplayAll): for a
+// log read over a time window.
+func WithReplaySince(t time.Time) ReplayOption {
+	return func(o *replayOptions) error {
+		if t.IsZero() {
+			return fmt.Errorf("%w: replay since a zero time", ErrInvalidOption)
+		}
+		o.since, o.all = t, true
+		return nil
+	}
 }
 
 // WithReplayAll hands every stored message under the filters to the
@@ -113,6 +127,9 @@ func (c *Conn) Replay(ctx context.Context, stream string, fn func(ReplayMsg) err
 		Replicas:          1,
 		InactiveThreshold: time.Minute,
 		Description:       "verdict replay",
+	}
+	if !o.since.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &o.since
 	}
 	if len(o.filters) == 0 {
 		// Last-per-subject delivery needs a filter: the stream's own subjects.

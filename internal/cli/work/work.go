@@ -343,16 +343,23 @@ be undone: it asks for confirmation on a terminal, and refuses without
 
 // connect reaches NATS within the timeout.
 func (o *workOptions) connect(ctx context.Context) (*queue.Conn, error) {
-	if err := o.NATS.Validate(); err != nil {
+	return Connect(ctx, o.NATS, o.Timeout)
+}
+
+// Connect connects a command of the CLI to NATS with the services' flags
+// (cfg), waiting at most timeout for it and for each JetStream request.
+// An unreachable server is a FailedError; bad flags are not.
+func Connect(ctx context.Context, cfg natsconn.Config, timeout time.Duration) (*queue.Conn, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Timeout <= 0 {
-		return nil, fmt.Errorf("--timeout %s: must be positive", o.Timeout)
+	if timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %s: must be positive", timeout)
 	}
-	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	opts := append(o.NATS.ConnOptions("verdict-cli", zerolog.Nop()),
-		queue.WithAPITimeout(o.Timeout), queue.WithReconnectBackoff(50*time.Millisecond, time.Second))
+	opts := append(cfg.ConnOptions("verdict-cli", zerolog.Nop()),
+		queue.WithAPITimeout(timeout), queue.WithReconnectBackoff(50*time.Millisecond, time.Second))
 	c, err := bus.Connect(cctx, opts...)
 	switch {
 	case err == nil:
@@ -362,8 +369,12 @@ func (o *workOptions) connect(ctx context.Context) (*queue.Conn, error) {
 	case ctx.Err() != nil:
 		return nil, failed(ctx.Err())
 	}
-	return nil, failed(fmt.Errorf("cannot reach NATS at %s within %s (--nats-url, --timeout): %w", o.NATS.Redacted(), o.Timeout, err))
+	return nil, failed(fmt.Errorf("cannot reach NATS at %s within %s (--nats-url, --timeout): %w", cfg.Redacted(), timeout, err))
 }
+
+// Explain is a FailedError that says which stream is missing, or that
+// JetStream is, on the server at.
+func Explain(err error, at string) error { return failed(explainStream(err, at)) }
 
 // explain turns the queue's errors into what an operator can act on; all
 // of them mean the command could not do its work.

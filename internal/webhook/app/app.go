@@ -72,6 +72,10 @@ type Config struct {
 	// results before it sends them (queue.WithLinger): one write to NATS,
 	// one store and one acknowledgement for many. 5ms by default.
 	ResultLinger time.Duration
+	// Decisions records every answered admission request in
+	// VERDICT_DECISIONS, the admission log (docs/decisions.md), through a
+	// publisher of its own (ResultBuffer and ResultLinger). On by default.
+	Decisions bool
 	// GCPercent is the garbage collector's target percentage (GOGC) the
 	// webhook binary sets when the GOGC environment variable is not set:
 	// 400 by default. Every admission allocates, and the live heap is
@@ -168,6 +172,7 @@ func DefaultConfig() Config {
 		ReconcileInterval: 30 * time.Second,
 		ResultBuffer:      10000,
 		ResultLinger:      5 * time.Millisecond,
+		Decisions:         true,
 		GCPercent:         400,
 		Limits:            platform.DefaultEvaluationLimits(),
 		Registries:        platform.DefaultRegistries(),
@@ -232,7 +237,7 @@ func (c *Config) Validate() error {
 
 // queueSettings are the JetStream settings of the config.
 func (c *Config) queueSettings() queueSettings {
-	return queueSettings{nats: c.NATS, identity: c.Identity, buffer: c.ResultBuffer, linger: c.ResultLinger}
+	return queueSettings{nats: c.NATS, identity: c.Identity, buffer: c.ResultBuffer, linger: c.ResultLinger, decisions: c.Decisions}
 }
 
 // engineConfig is what cluster mode's engine is made of.
@@ -337,6 +342,7 @@ func runCluster(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithWorkSink(js.work),
 		webhook.WithReadinessCheck("nats", js.ready),
 		webhook.WithEngineOptions(eng.Options()...),
+		js.decisionOption(),
 	)
 	if err != nil {
 		return err

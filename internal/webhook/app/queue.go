@@ -23,6 +23,8 @@ type queueSettings struct {
 	identity string
 	buffer   int
 	linger   time.Duration
+	// decisions: publish the admission log (Config.Decisions).
+	decisions bool
 	// replaceDelay is the first wait before a connection closed for good
 	// is replaced (doubling to maxReplaceDelay while replacements keep
 	// closing); 0 is defaultReplaceDelay.
@@ -53,8 +55,10 @@ type jetStream struct {
 	opts    []queue.ConnOption
 	popts   []bus.ProvisionOption
 	results *resultSink
-	work    *workSink
-	log     zerolog.Logger
+	// decisions is the admission log's sink; nil when it is off.
+	decisions *decisionSink
+	work      *workSink
+	log       zerolog.Logger
 	// down is why the replica cannot queue work now (its connection closed
 	// for good and not replaced yet); nil while it has a connection.
 	down     atomic.Pointer[error]
@@ -83,14 +87,23 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 	if err := reg.Register(replaced); err != nil {
 		return nil, err
 	}
-	conn, pub, err := dial(ctx, opts, qs)
+	conn, pubs, err := dial(ctx, opts, qs)
 	if err != nil {
 		return nil, err
 	}
-	results, err := newResultSink(pub, reg, log)
+	results, err := newResultSink(pubs.results, reg, log)
 	if err != nil {
+		pubs.close()
 		conn.Close()
 		return nil, err
+	}
+	var decisions *decisionSink
+	if pubs.decisions != nil {
+		if decisions, err = newDecisionSink(pubs.decisions, qs.identity, reg, log); err != nil {
+			pubs.close()
+			conn.Close()
+			return nil, err
+		}
 	}
 	if qs.replaceDelay <= 0 {
 		qs.replaceDelay = defaultReplaceDelay
@@ -98,25 +111,62 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 	kctx, stop := context.WithCancel(ctx)
 	js := &jetStream{
 		qs: qs, opts: opts, popts: append(qs.nats.ProvisionOptions(), bus.WithConsumers()),
-		results: results, work: &workSink{}, log: log, replaced: replaced, stop: stop, done: make(chan struct{}),
+		results: results, decisions: decisions, work: &workSink{}, log: log, replaced: replaced, stop: stop, done: make(chan struct{}),
 	}
 	js.work.conn.Store(conn)
 	go js.keep(kctx)
 	return js, nil
 }
 
-// dial makes a connection (in the background) and its result publisher.
-func dial(ctx context.Context, opts []queue.ConnOption, qs queueSettings) (*queue.Conn, *queue.AsyncPublisher, error) {
+// publishers are a connection's asynchronous publishers: results and,
+// when the admission log is on, decisions. Each has its own buffer: a
+// flood of one never crowds out the other.
+type publishers struct {
+	results, decisions *queue.AsyncPublisher
+}
+
+// close stops the publishers at once (what they hold is dropped and
+// counted).
+func (p publishers) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	for _, pub := range []*queue.AsyncPublisher{p.results, p.decisions} {
+		if pub != nil {
+			_ = pub.Close(ctx)
+		}
+	}
+}
+
+// dial makes a connection (in the background) and its publishers.
+func dial(ctx context.Context, opts []queue.ConnOption, qs queueSettings) (*queue.Conn, publishers, error) {
+	var pubs publishers
 	conn, err := bus.Connect(ctx, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nats client: %w", err)
+		return nil, pubs, fmt.Errorf("nats client: %w", err)
 	}
-	pub, err := conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(qs.buffer), queue.WithLinger(qs.linger))
-	if err != nil {
+	if pubs.results, err = conn.NewAsyncPublisher(queue.WithPublisherName("webhook-results"), queue.WithBufferSize(qs.buffer), queue.WithLinger(qs.linger)); err != nil {
 		conn.Close()
-		return nil, nil, err
+		return nil, pubs, err
 	}
-	return conn, pub, nil
+	if qs.decisions {
+		if pubs.decisions, err = conn.NewAsyncPublisher(queue.WithPublisherName("webhook-decisions"), queue.WithBufferSize(qs.buffer), queue.WithLinger(qs.linger)); err != nil {
+			pubs.close()
+			conn.Close()
+			return nil, pubs, err
+		}
+	}
+	return conn, pubs, nil
+}
+
+// decisionOption is the server's option for the admission log: its sink
+// when it is on, nothing otherwise.
+func (j *jetStream) decisionOption() webhook.Option {
+	return func(s *webhook.Server) error {
+		if j.decisions == nil {
+			return nil
+		}
+		return webhook.WithDecisionSink(j.decisions)(s)
+	}
 }
 
 // conn is the current connection.
@@ -192,18 +242,19 @@ func (j *jetStream) keep(ctx context.Context) {
 // sinks; the old publisher is stopped (what it still held is dropped and
 // counted).
 func (j *jetStream) replace(ctx context.Context) error {
-	conn, pub, err := dial(ctx, j.opts, j.qs)
+	conn, pubs, err := dial(ctx, j.opts, j.qs)
 	if err != nil {
 		return err
 	}
-	old := j.results.pub.Swap(pub)
+	old := publishers{results: j.results.pub.Swap(pubs.results)}
+	if j.decisions != nil {
+		old.decisions = j.decisions.pub.Swap(pubs.decisions)
+	}
 	j.work.conn.Store(conn)
 	j.down.Store(nil)
 	j.replaced.Inc()
 	j.log.Info().Msg("natsConnectionReplaced")
-	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	_ = old.Close(cctx)
+	old.close()
 	return nil
 }
 
@@ -238,6 +289,11 @@ func (j *jetStream) close(ctx context.Context) {
 	defer cancel()
 	if err := j.results.pub.Load().Close(cctx); err != nil {
 		j.log.Warn().Err(err).Msg("results not published before exit")
+	}
+	if j.decisions != nil {
+		if err := j.decisions.pub.Load().Close(cctx); err != nil {
+			j.log.Warn().Err(err).Msg("decisions not published before exit")
+		}
 	}
 	j.conn().Close()
 }

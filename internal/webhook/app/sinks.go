@@ -103,6 +103,51 @@ func (s *resultSink) skip(err error) {
 
 func (s *resultSink) Flush(ctx context.Context) error { return s.pub.Load().Flush(ctx) }
 
+// decisionSink publishes the admission log to VERDICT_DECISIONS through
+// its own asynchronous publisher: Record never blocks (a full buffer is
+// counted as dropped by the publisher's metrics, publisher
+// "webhook-decisions"), Flush waits for the buffer at shutdown.
+type decisionSink struct {
+	pub     atomic.Pointer[queue.AsyncPublisher]
+	replica string
+	log     zerolog.Logger
+	// unpublishable counts decisions that cannot become a message (a
+	// review without a uid, say).
+	unpublishable prometheus.Counter
+}
+
+// newDecisionSink returns the sink of replica and registers its counter
+// on reg.
+func newDecisionSink(pub *queue.AsyncPublisher, replica string, reg prometheus.Registerer, log zerolog.Logger) (*decisionSink, error) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "verdict", Subsystem: "webhook", Name: "decisions_unpublishable_total",
+		Help: "Admission decisions not recorded in the admission log because they make no valid message (no request uid, say)."})
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	s := &decisionSink{replica: replica, log: log, unpublishable: c}
+	s.pub.Store(pub)
+	return s, nil
+}
+
+var _ webhook.DecisionSink = (*decisionSink)(nil)
+
+// Record publishes d, named with the replica, through the buffer.
+func (s *decisionSink) Record(d bus.Decision) {
+	d.Replica = s.replica
+	m, err := bus.DecisionMessage(d)
+	if err == nil {
+		err = s.pub.Load().Publish(m)
+		// The publisher counts what it drops (a full buffer, closed).
+		if !errors.Is(err, queue.ErrInvalidSubject) && !errors.Is(err, queue.ErrMissingID) {
+			return
+		}
+	}
+	s.unpublishable.Inc()
+	s.log.Debug().Err(err).Msg("decision not recorded")
+}
+
+func (s *decisionSink) Flush(ctx context.Context) error { return s.pub.Load().Flush(ctx) }
+
 // workSink publishes generate work to VERDICT_WORK and returns only once
 // the stream acknowledged it (or ctx, carrying the deadline, ends).
 type workSink struct {

@@ -34,6 +34,7 @@ func runFiles(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		webhook.WithResultSink(js.results),
 		webhook.WithWorkSink(js.work),
 		webhook.WithReadinessCheck("nats", js.ready),
+		js.decisionOption(),
 		webhook.WithEngineOptions(append(cfg.Limits.Options(), engine.WithImageVerifier(verifier))...),
 	)
 }

@@ -282,6 +282,12 @@ one (empty: none): (dict "root" $ "svc" "webhook"). */}}
 {{- if .workMaxBytes }}
 - --work-max-bytes={{ .workMaxBytes }}
 {{- end }}
+{{- if .decisionsMaxAge }}
+- --decisions-max-age={{ .decisionsMaxAge }}
+{{- end }}
+{{- if .decisionsMaxBytes }}
+- --decisions-max-bytes={{ .decisionsMaxBytes }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
