@@ -232,8 +232,8 @@ func (d *Decision) check() error {
 	if !validOutcome(d.Outcome) {
 		errs = append(errs, fmt.Sprintf("outcome %q", d.Outcome))
 	}
-	if d.Resource.Kind == "" || d.Resource.Resource == "" {
-		errs = append(errs, "no kind or resource")
+	if d.Resource.Kind == "" {
+		errs = append(errs, "no kind")
 	}
 	if d.Time.IsZero() {
 		errs = append(errs, "no time")

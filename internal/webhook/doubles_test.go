@@ -87,3 +87,26 @@ func (s *MemoryWorkSink) Items() []WorkItem {
 	defer s.mu.Unlock()
 	return append([]WorkItem(nil), s.items...)
 }
+
+// memoryDecisionSink keeps every decision, for tests.
+type memoryDecisionSink struct {
+	mu        sync.Mutex
+	decisions []Decision
+}
+
+func (s *memoryDecisionSink) Record(d Decision) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.decisions = append(s.decisions, d)
+}
+
+func (s *memoryDecisionSink) Flush(context.Context) error { return nil }
+
+// take returns what was recorded since the last take.
+func (s *memoryDecisionSink) take() []Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.decisions
+	s.decisions = nil
+	return out
+}

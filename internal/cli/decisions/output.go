@@ -71,21 +71,22 @@ func (p *printer) print(d bus.Decision) error {
 	return nil
 }
 
-// policies names the findings' policies and rules, each once, in order.
+// policies names the findings' policies and rules, each once, in order:
+// "policy (rule)", a policy key holding a namespace and a kind already.
 func policies(fs []bus.Finding) string {
 	var out []string
 	seen := map[string]bool{}
 	for _, f := range fs {
 		name := f.Policy
 		if f.Rule != "" {
-			name += "/" + f.Rule
+			name += " (" + f.Rule + ")"
 		}
 		if !seen[name] {
 			seen[name] = true
 			out = append(out, name)
 		}
 	}
-	return strings.Join(out, ",")
+	return strings.Join(out, ", ")
 }
 
 // message is the first finding's message that denied or warned, on one
