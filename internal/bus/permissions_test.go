@@ -121,6 +121,14 @@ func TestServicePermissions(t *testing.T) {
 		t.Fatalf("the generator provisions the streams and its consumer: %v", err)
 	}
 	publishWork(t, webhook, WorkGenerate, "allowed")
+	// The webhook records its decisions in the admission log.
+	dm, err := DecisionMessage(testDecision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := webhook.PublishSync(ctx, dm); err != nil {
+		t.Fatalf("the webhook records a decision: %v", err)
+	}
 	got := make(chan string, 4)
 	startRunner(t, generator, ConsumerGenerator, func(_ context.Context, m *queue.Msg) queue.Outcome {
 		got <- string(m.Data)

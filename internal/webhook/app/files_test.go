@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/verdict-dev/verdict/internal/bus"
+	"github.com/verdict-dev/verdict/internal/cli/decisions"
 	"github.com/verdict-dev/verdict/internal/platform/certs"
 	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
@@ -178,5 +179,34 @@ func TestFilesMode(t *testing.T) {
 	})
 	if messages != 1 {
 		t.Errorf("the admission's results in %d messages, want 1 (a batch)", messages)
+	}
+	// Issue 34: the admission log holds the answer once, with the three
+	// policies' warnings, as `verdict decisions` reads it; the refused
+	// review (400, never decided) is not in it.
+	var logged []bus.Decision
+	testkit.EventuallyTrue(t, 15*time.Second, "the decision logged", func() bool {
+		logged = nil
+		err := decisions.Read(t.Context(), conn, decisions.Filter{Namespace: "team"}, time.Now().Add(-time.Hour), func(e decisions.Entry) error {
+			if e.Err != nil {
+				return e.Err
+			}
+			logged = append(logged, e.Decision)
+			return nil
+		})
+		return err == nil && len(logged) > 0
+	})
+	if len(logged) != 1 {
+		t.Fatalf("%d decisions logged, want 1: %+v", len(logged), logged)
+	}
+	d := logged[0]
+	warned := map[string]bool{}
+	for _, f := range d.Findings {
+		if f.Action == bus.ActionWarn {
+			warned[f.Policy] = true
+		}
+	}
+	if d.RequestUID != "r-1" || d.Outcome != bus.DecisionWarned || d.Replica != "files" || d.Webhook != "validate" ||
+		!warned["require-team-label"] || !warned["require-owner-label"] || !warned["require-app-label"] {
+		t.Fatalf("decision %+v", d)
 	}
 }
