@@ -50,7 +50,8 @@ func TestFlags(t *testing.T) {
 		NATS: platform.NATSConfig{
 			Config:         natsconn.Config{URLs: []string{"nats://a:4222", "nats://b:4222", "nats://c:4222"}, Credentials: "/n/creds"},
 			StreamReplicas: 3,
-			Streams:        bus.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20},
+			Streams: bus.StreamLimits{ResultHistory: 8, ResultsMaxBytes: 10 << 30, WorkMaxMsgs: 5000, WorkMaxBytes: 64 << 20,
+				DecisionsMaxAge: bus.DefaultDecisionsMaxAge, DecisionsMaxBytes: bus.DefaultDecisionsMaxBytes},
 		},
 		VerifyGrace:    time.Minute,
 		CoalesceWindow: time.Second, Concurrency: 32, FlushWorkers: 4, Attempts: 3, ShutdownTimeout: 5 * time.Second,
