@@ -211,7 +211,7 @@ func DecisionMessage(d Decision) (queue.Message, error) {
 	}
 	data, err := json.Marshal(d)
 	if err != nil {
-		return queue.Message{}, fmt.Errorf("%w: %v", ErrInvalidDecision, err)
+		return queue.Message{}, fmt.Errorf("%w: %w", ErrInvalidDecision, err)
 	}
 	parts := []string{"decision", d.RequestUID, d.Webhook, d.Outcome, d.Message, string(d.Patch)}
 	for _, f := range d.Findings {
@@ -264,7 +264,7 @@ func DecodeDecision(subject string, data []byte) (Decision, error) {
 		return d, fmt.Errorf("%w: %d bytes", ErrInvalidDecision, len(data))
 	}
 	if err := json.Unmarshal(data, &d); err != nil {
-		return Decision{}, fmt.Errorf("%w: %v", ErrInvalidDecision, err)
+		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidDecision, err)
 	}
 	if err := d.check(); err != nil {
 		return Decision{}, err

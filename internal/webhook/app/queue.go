@@ -93,14 +93,14 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 	}
 	results, err := newResultSink(pubs.results, reg, log)
 	if err != nil {
-		pubs.close()
+		pubs.close(ctx)
 		conn.Close()
 		return nil, err
 	}
 	var decisions *decisionSink
 	if pubs.decisions != nil {
 		if decisions, err = newDecisionSink(pubs.decisions, qs.identity, reg, log); err != nil {
-			pubs.close()
+			pubs.close(ctx)
 			conn.Close()
 			return nil, err
 		}
@@ -125,10 +125,10 @@ type publishers struct {
 	results, decisions *queue.AsyncPublisher
 }
 
-// close stops the publishers at once (what they hold is dropped and
-// counted).
-func (p publishers) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+// close stops the publishers within 100ms of ctx (what they hold then is
+// dropped and counted).
+func (p publishers) close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
 	defer cancel()
 	for _, pub := range []*queue.AsyncPublisher{p.results, p.decisions} {
 		if pub != nil {
@@ -150,7 +150,7 @@ func dial(ctx context.Context, opts []queue.ConnOption, qs queueSettings) (*queu
 	}
 	if qs.decisions {
 		if pubs.decisions, err = conn.NewAsyncPublisher(queue.WithPublisherName("webhook-decisions"), queue.WithBufferSize(qs.buffer), queue.WithLinger(qs.linger)); err != nil {
-			pubs.close()
+			pubs.close(ctx)
 			conn.Close()
 			return nil, pubs, err
 		}
@@ -254,7 +254,7 @@ func (j *jetStream) replace(ctx context.Context) error {
 	j.down.Store(nil)
 	j.replaced.Inc()
 	j.log.Info().Msg("natsConnectionReplaced")
-	old.close()
+	old.close(ctx)
 	return nil
 }
 
