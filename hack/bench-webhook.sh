@@ -32,7 +32,7 @@ go build -o bin/loadgen ./cmd/loadgen
 go build -o bin/nats-server github.com/nats-io/nats-server/v2
 
 bin/loadgen certs -dir "$work" >/dev/null
-bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" ${NATS_PROFILE:+--profile 16060} >"$work/nats.log" 2>&1 &
+bin/nats-server -a 127.0.0.1 -p 14222 -m 18222 -js -sd "$work/js" ${NATS_PROFILE:+--profile 16060} >"$work/nats.log" 2>&1 &
 nats_pid=$!
 pids+=($nats_pid)
 pprof=()
@@ -45,7 +45,7 @@ pprof=()
   --policies "$bench/pss-classic" \
   --tls-cert-file "$work/tls.crt" --tls-private-key-file "$work/tls.key" \
   --nats-url nats://127.0.0.1:14222 --log-level "${LOG_LEVEL:-warn}" \
-  --unverified-results-per-second 0 --unverified-work-per-second 0 >"$work/webhook.log" 2>&1 &
+  --unverified-results-per-second 0 --unverified-work-per-second 0 ${WEBHOOK_ARGS:-} >"$work/webhook.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
   curl -sf http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break
@@ -69,3 +69,12 @@ for rate in ${RATE:-1000}; do
   "${load[@]}" --concurrency 64 --rate "$rate"
   echo
 done
+echo "# streams"
+curl -sf "http://127.0.0.1:18222/jsz?streams=true" | python3 -c '
+import json, sys
+for acc in json.load(sys.stdin).get("account_details", []):
+    for s in acc.get("stream_detail", []):
+        st = s["state"]
+        if st["messages"]:
+            print("%-20s %9d messages %12d bytes %7.0f bytes/message" % (s["name"], st["messages"], st["bytes"], st["bytes"] / st["messages"]))
+' || true
