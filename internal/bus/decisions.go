@@ -52,6 +52,10 @@ const (
 	// MaxDecisionPatch is the largest patch a decision keeps whole; a
 	// larger one is left out (PatchBytes still gives its size).
 	MaxDecisionPatch = 64 << 10
+	// MaxDecisionObject is the largest admitted object a decision keeps
+	// (when the log records objects); a larger one is left out, and
+	// ObjectOmitted says so.
+	MaxDecisionObject = 256 << 10
 	// MaxDecisionGroups is the most groups of the requester kept.
 	MaxDecisionGroups = 64
 	// maxDecisionBytes bounds a decision message read back.
@@ -90,6 +94,12 @@ type Decision struct {
 	// past MaxDecisionPatch); PatchBytes is its size.
 	Patch      json.RawMessage `json:"patch,omitempty"`
 	PatchBytes int             `json:"patchBytes,omitempty"`
+	// Object is the admitted object, redacted, when the webhook records
+	// objects of its kind and namespace (off by default; never a
+	// Secret): what `verdict whatif` evaluates a candidate policy on.
+	// ObjectOmitted says why a selected object is not there (too large).
+	Object        json.RawMessage `json:"object,omitempty"`
+	ObjectOmitted string          `json:"objectOmitted,omitempty"`
 	// Truncated says that findings, messages, groups or the patch were
 	// cut to the bounds.
 	Truncated bool `json:"truncated,omitempty"`
@@ -192,7 +202,13 @@ func (d *Decision) Bound() {
 			d.Patch, d.Truncated = nil, true
 		}
 	}
+	if len(d.Object) > MaxDecisionObject {
+		d.Object, d.ObjectOmitted = nil, ObjectTooLarge
+	}
 }
+
+// ObjectTooLarge is ObjectOmitted for an object over MaxDecisionObject.
+const ObjectTooLarge = "tooLarge"
 
 // cutUTF8 cuts s to at most n bytes, on a rune boundary.
 func cutUTF8(s string, n int) string {
@@ -230,7 +246,7 @@ func EncodeDecision(d Decision) ([]byte, error) {
 		return json.Marshal(d) // encoding/json's error
 	}
 	// Room for what is written: the strings, and the keys around them.
-	size := 384 + len(d.RequestUID) + len(d.Webhook) + len(d.Resource.Name) + len(d.Resource.Namespace) + len(d.User.Username) + len(d.Message) + 2*len(d.Patch)
+	size := 384 + len(d.RequestUID) + len(d.Webhook) + len(d.Resource.Name) + len(d.Resource.Namespace) + len(d.User.Username) + len(d.Message) + 2*len(d.Patch) + 2*len(d.Object)
 	for _, g := range d.User.Groups {
 		size += len(g) + 3
 	}
@@ -309,6 +325,15 @@ func EncodeDecision(d Decision) ([]byte, error) {
 		b = append(b, `,"patchBytes":`...)
 		b = strconv.AppendInt(b, int64(d.PatchBytes), 10)
 	}
+	if len(d.Object) > 0 {
+		o, err := json.Marshal(d.Object)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"object":`...)
+		b = append(b, o...)
+	}
+	b = jsonwrite.OptionalString(b, `,"objectOmitted":`, d.ObjectOmitted)
 	if d.Truncated {
 		b = append(b, `,"truncated":true`...)
 	}

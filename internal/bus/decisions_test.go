@@ -231,6 +231,9 @@ func FuzzEncodeDecision(f *testing.F) {
 		if set&16 != 0 {
 			d.Resource.SubResource, d.Resource.UID = msg, uid
 		}
+		if set&32 != 0 {
+			d.Object, d.ObjectOmitted = json.RawMessage(patch), msg
+		}
 		got, err := EncodeDecision(d)
 		want, werr := json.Marshal(d)
 		if (err == nil) != (werr == nil) || (err == nil && string(got) != string(want)) {

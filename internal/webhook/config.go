@@ -76,6 +76,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// MaxWarnings caps the warnings of one admission response.
 	MaxWarnings int
+	// DecisionObjects selects the admitted objects the admission log
+	// records with their decisions (docs/decisions.md): none by default.
+	DecisionObjects DecisionObjects
 	// MaxConcurrentEvaluations bounds the admission and policy-validation
 	// requests evaluated at once; EvaluationQueueTimeout is how long one
 	// more waits for a slot before it is answered 429 (and the API server
@@ -221,6 +224,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxWarnings < 0 {
 		bad("max-warnings must not be negative, not %d", c.MaxWarnings)
+	}
+	if err := c.DecisionObjects.validate(); err != nil {
+		bad("%v", err)
 	}
 	if c.WorkPublishTimeout <= 0 {
 		bad("work-publish-timeout must be positive, not %s", c.WorkPublishTimeout)

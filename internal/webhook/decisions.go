@@ -1,6 +1,11 @@
 package webhook
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
 	evt "github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/pkg/engine"
 )
@@ -36,7 +41,21 @@ func (s *Server) decisionOf(endpoint string, rv *review, d decision) Decision {
 	if len(d.resp.Patch) > 0 {
 		rec.Patch = d.resp.Patch
 	}
+	if s.objects != nil && d.resp.Allowed && recordsObjects(endpoint) {
+		rec.Object, rec.ObjectOmitted = s.objects.record(rv)
+	}
 	return rec
+}
+
+// recordsObjects reports whether endpoint's admitted objects may be
+// recorded: the validating webhooks', which see the object as it is
+// stored (after every mutation), not the policies' own validation.
+func recordsObjects(endpoint string) bool {
+	switch endpoint {
+	case "validate", "validate-cluster", "validate-namespaced":
+		return true
+	}
+	return false
 }
 
 // decisionOutcome is the admission log's word for an answer's outcome.
@@ -103,4 +122,171 @@ func (f *findings) into(d decision) decision {
 		d.findings = f.list
 	}
 	return d
+}
+
+// DecisionObjects selects the admitted objects the admission log records
+// with their decisions, for `verdict whatif`. A Secret is never recorded,
+// whatever the selection.
+type DecisionObjects struct {
+	// Kinds are the kinds recorded (Pod; * for every kind); none: no
+	// object is recorded.
+	Kinds []string
+	// Namespaces limits them to these namespaces; none: every namespace,
+	// and cluster-scoped resources.
+	Namespaces []string
+	// Redact are the fields removed from an object before it is
+	// recorded: dotted paths, [*] for every element of a list
+	// (spec.containers[*].env, metadata.annotations).
+	Redact []string
+}
+
+// validate checks the selection and the paths.
+func (o DecisionObjects) validate() error {
+	for _, k := range o.Kinds {
+		if strings.EqualFold(k, "Secret") {
+			return errors.New("decision-object-kinds: a Secret is never recorded")
+		}
+		if k == "" {
+			return errors.New("decision-object-kinds: an empty kind")
+		}
+	}
+	if len(o.Kinds) == 0 && (len(o.Namespaces) > 0 || len(o.Redact) > 0) {
+		return errors.New("decision-object-namespaces and decision-object-redact need decision-object-kinds")
+	}
+	for _, p := range o.Redact {
+		if _, err := parseRedaction(p); err != nil {
+			return fmt.Errorf("decision-object-redact %q: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// objectRecorder records the selected admitted objects, redacted.
+type objectRecorder struct {
+	all        bool
+	kinds      map[string]bool // lower case
+	namespaces map[string]bool
+	redact     [][]redactStep
+}
+
+// newObjectRecorder returns the recorder of o, or nil when o records
+// nothing.
+func newObjectRecorder(o DecisionObjects) (*objectRecorder, error) {
+	if len(o.Kinds) == 0 {
+		return nil, nil
+	}
+	r := &objectRecorder{kinds: map[string]bool{}}
+	for _, k := range o.Kinds {
+		if k == "*" {
+			r.all = true
+		}
+		r.kinds[strings.ToLower(k)] = true
+	}
+	if len(o.Namespaces) > 0 {
+		r.namespaces = map[string]bool{}
+		for _, ns := range o.Namespaces {
+			r.namespaces[ns] = true
+		}
+	}
+	for _, p := range o.Redact {
+		steps, err := parseRedaction(p)
+		if err != nil {
+			return nil, err
+		}
+		r.redact = append(r.redact, steps)
+	}
+	return r, nil
+}
+
+// record returns the object of rv to record, redacted and encoded, or
+// nil when it is not selected; omitted says why a selected one is not
+// there.
+func (r *objectRecorder) record(rv *review) (obj []byte, omitted string) {
+	req := rv.req
+	if rv.object == nil || (req.Kind.Group == "" && req.Kind.Kind == "Secret") || (req.Resource.Group == "" && req.Resource.Resource == "secrets") {
+		return nil, ""
+	}
+	if !r.all && !r.kinds[strings.ToLower(req.Kind.Kind)] {
+		return nil, ""
+	}
+	if r.namespaces != nil && !r.namespaces[req.Namespace] {
+		return nil, ""
+	}
+	var v any = rv.object
+	for _, steps := range r.redact {
+		v = redacted(v, steps)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, "unencodable"
+	}
+	if len(b) > evt.MaxDecisionObject {
+		return nil, evt.ObjectTooLarge
+	}
+	return b, ""
+}
+
+// redactStep is one step of a redacted path: a key, and whether the
+// value there is a list whose every element the rest applies to.
+type redactStep struct {
+	key  string
+	each bool
+}
+
+// parseRedaction parses a dotted path with [*] after a key for every
+// element of a list.
+func parseRedaction(p string) ([]redactStep, error) {
+	if p == "" {
+		return nil, errors.New("empty path")
+	}
+	var steps []redactStep
+	for _, part := range strings.Split(p, ".") {
+		st := redactStep{key: part}
+		if k, ok := strings.CutSuffix(part, "[*]"); ok {
+			st = redactStep{key: k, each: true}
+		}
+		if st.key == "" || strings.ContainsAny(st.key, "[]*") {
+			return nil, fmt.Errorf("step %q: a key, or a key followed by [*]", part)
+		}
+		steps = append(steps, st)
+	}
+	if steps[len(steps)-1].each {
+		return nil, errors.New("a path ends with a key (remove the list itself by its key)")
+	}
+	return steps, nil
+}
+
+// redacted returns v without the field at steps, copying only what
+// leads to it: v, shared with the request, is never changed.
+func redacted(v any, steps []redactStep) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	st := steps[0]
+	child, found := m[st.key]
+	if !found {
+		return v
+	}
+	out := make(map[string]any, len(m))
+	for k, x := range m {
+		out[k] = x
+	}
+	switch {
+	case len(steps) == 1:
+		delete(out, st.key)
+	case st.each:
+		list, ok := child.([]any)
+		if !ok {
+			return v
+		}
+		copied := make([]any, len(list))
+		for i, el := range list {
+			copied[i] = redacted(el, steps[1:])
+		}
+		out[st.key] = copied
+	default:
+		out[st.key] = redacted(child, steps[1:])
+	}
+	return out
 }

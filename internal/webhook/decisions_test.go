@@ -90,3 +90,62 @@ func TestDecisionsRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestDecisionObjects: with objects recorded, an admitted object of a
+// selected kind and namespace is in its decision, redacted by path (the
+// request's own object untouched); a denied one, another namespace's, a
+// policy's validation and a Secret (even under "*") are not.
+func TestDecisionObjects(t *testing.T) {
+	sink := &memoryDecisionSink{}
+	cfg := testConfig(func(c *Config) {
+		c.DecisionObjects = DecisionObjects{Kinds: []string{"*"}, Namespaces: []string{"default"},
+			Redact: []string{"spec.containers[*].env", "metadata.annotations", "spec.missing.field"}}
+	})
+	h := newHarness(t, staticSource(t, enforcePrivileged), cfg, WithDecisionSink(sink))
+	withEnv := func(p map[string]any) {
+		p["metadata"].(map[string]any)["annotations"] = map[string]any{"token": "t0p-s3cret"}
+		p["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["env"] = []any{map[string]any{"name": "PASSWORD", "value": "hunter2"}}
+	}
+	ar := reviewOf(t, admissionv1.Create, pod("recorded", withEnv))
+	if resp := h.admit(PathValidate, ar); !resp.Allowed {
+		t.Fatal("denied")
+	}
+	d := sink.take()[0]
+	var obj map[string]any
+	if err := json.Unmarshal(d.Object, &obj); err != nil {
+		t.Fatalf("object %s: %v", d.Object, err)
+	}
+	c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	if _, ok := c["env"]; ok || c["image"] != "registry.example.com/app:v1" || obj["metadata"].(map[string]any)["name"] != "recorded" {
+		t.Fatalf("recorded object %s", d.Object)
+	}
+	if _, ok := obj["metadata"].(map[string]any)["annotations"]; ok || strings.Contains(string(d.Object), "hunter2") {
+		t.Fatalf("redacted fields recorded: %s", d.Object)
+	}
+
+	secret := map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s", "namespace": "default"}, "data": map[string]any{"k": "c2VjcmV0"}}
+	for name, ar := range map[string]*admissionv1.AdmissionReview{
+		"denied":          reviewOf(t, admissionv1.Create, pod("bad", privileged)),
+		"other namespace": reviewOf(t, admissionv1.Create, pod("elsewhere", inNamespace("team"))),
+		"a Secret": reviewOf(t, admissionv1.Create, secret, func(r *admissionv1.AdmissionRequest) {
+			r.Resource.Resource = "secrets"
+		}),
+	} {
+		h.admit(PathValidate, ar)
+		got := sink.take()
+		if len(got) != 1 || got[0].Object != nil {
+			t.Errorf("%s: %d decisions, object %s", name, len(got), got[0].Object)
+		}
+	}
+
+	for _, bad := range []DecisionObjects{
+		{Kinds: []string{"Secret"}},
+		{Namespaces: []string{"a"}},
+		{Kinds: []string{"Pod"}, Redact: []string{"spec..x"}},
+		{Kinds: []string{"Pod"}, Redact: []string{"spec.containers[*]"}},
+	} {
+		if _, err := New(testConfig(func(c *Config) { c.DecisionObjects = bad })); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

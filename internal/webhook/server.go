@@ -69,7 +69,9 @@ type Server struct {
 	results    ResultSink
 	work       WorkSink
 	// decisions, when set, is the admission log (WithDecisionSink).
-	decisions  DecisionSink
+	decisions DecisionSink
+	// objects records the selected admitted objects with the decisions.
+	objects    *objectRecorder
 	registry   Registry
 	metrics    *metrics
 	now        func() time.Time
@@ -282,7 +284,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, now: time.Now, log: zerolog.Nop(), filter: filter}
+	objects, err := newObjectRecorder(cfg.DecisionObjects)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	s := &Server{cfg: cfg, now: time.Now, log: zerolog.Nop(), filter: filter, objects: objects}
 	for _, o := range opts {
 		if o == nil {
 			continue
