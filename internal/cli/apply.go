@@ -299,16 +299,10 @@ func Apply(ctx context.Context, opts ApplyOptions, stdin io.Reader, stdout io.Wr
 	if err != nil {
 		return counts, err
 	}
-	set := &engine.Set{Exceptions: pdocs.Exceptions}
-	if set.Policies, err = mapInOrder(pdocs.Policies, eng.Compile); err != nil {
+	set, err := compileSet(eng, pdocs)
+	if err != nil {
 		return counts, err
 	}
-	for i, cp := range set.Policies {
-		if set.Policies[i], err = eng.WithCELExceptions(cp, pdocs.CELExceptions); err != nil {
-			return counts, fmt.Errorf("exceptions: %w", err)
-		}
-	}
-	engine.OrderForImageEvidence(set.Policies)
 	deleting, err := mapInOrder(pdocs.DeletingPolicies, eng.CompileCleanup)
 	if err != nil {
 		return counts, err
@@ -643,6 +637,23 @@ func decideDeletions(ctx context.Context, eng *engine.Engine, deleting []*engine
 
 // loadPolicies reads the policies and exceptions of every --policy path;
 // a path that holds none is an error, as is a run without any policy.
+// compileSet compiles the policies of pdocs, with their exceptions, into
+// the set the engine evaluates, in the order image evidence needs.
+func compileSet(eng *engine.Engine, pdocs *policy.Documents) (*engine.Set, error) {
+	var err error
+	set := &engine.Set{Exceptions: pdocs.Exceptions}
+	if set.Policies, err = mapInOrder(pdocs.Policies, eng.Compile); err != nil {
+		return nil, err
+	}
+	for i, cp := range set.Policies {
+		if set.Policies[i], err = eng.WithCELExceptions(cp, pdocs.CELExceptions); err != nil {
+			return nil, fmt.Errorf("exceptions: %w", err)
+		}
+	}
+	engine.OrderForImageEvidence(set.Policies)
+	return set, nil
+}
+
 func loadPolicies(paths []string, stdin io.Reader) (*policy.Documents, error) {
 	all := &policy.Documents{}
 	for _, p := range paths {

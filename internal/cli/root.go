@@ -91,7 +91,7 @@ func newRoot(ctx context.Context, d Dialect, stdin io.Reader, stdout io.Writer) 
 		refusedCommand("metrics-config", "it writes the Kyverno chart's metrics configuration: Verdict's metrics are its chart's values (docs/migrating-from-kyverno.md)"),
 		refusedCommand("cluster-role", "it writes RBAC for Kyverno's controllers: Verdict's chart grants its services what they read (reporter.rbac.readRules, generator.rbac)"),
 	)
-	root.AddCommand(newApply(ctx, d, stdin, stdout), newTest(ctx, stdout), newCompare(ctx, stdout), newJP(stdin, stdout), create, newVersion(stdout), work.New(ctx, stdin, stdout), decisions.New(ctx, stdout, time.Now))
+	root.AddCommand(newApply(ctx, d, stdin, stdout), newTest(ctx, stdout), newCompare(ctx, stdout), newJP(stdin, stdout), create, newVersion(stdout), work.New(ctx, stdin, stdout), decisions.New(ctx, stdout, time.Now), newWhatIf(ctx, stdin, stdout))
 	root.AddCommand(kyvernoOnly()...)
 	return root
 }
