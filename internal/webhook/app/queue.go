@@ -114,6 +114,14 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 		results: results, decisions: decisions, work: &workSink{}, log: log, replaced: replaced, stop: stop, done: make(chan struct{}),
 	}
 	js.work.conn.Store(conn)
+	if decisions != nil {
+		if err := registerLogMetrics(reg, js); err != nil {
+			stop()
+			pubs.close(ctx)
+			conn.Close()
+			return nil, err
+		}
+	}
 	go js.keep(kctx)
 	return js, nil
 }

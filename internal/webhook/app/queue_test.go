@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +112,54 @@ func TestClosedConnectionIsReplaced(t *testing.T) {
 	if replaced != 1 {
 		t.Fatalf("verdict_webhook_nats_connections_replaced_total %v, want 1", replaced)
 	}
+}
+
+// TestLogMetrics (issue 34): a flood of decisions past the admission
+// log's size limit keeps being recorded, the oldest go, and the
+// replica's metrics say what the stream holds and what its limits
+// removed.
+func TestLogMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	e := natstest.Server(t)
+	nc := platform.DefaultNATSConfig()
+	nc.URLs = []string{e.ClientURL()}
+	nc.Streams.DecisionsMaxBytes = 1 << 20
+	reg := prometheus.NewRegistry()
+	js, err := startJetStream(ctx, queueSettings{nats: nc, identity: "log", buffer: 10000, decisions: true}, reg, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.close(ctx)
+	d := bus.Decision{Webhook: "validate", Operation: "CREATE", Outcome: bus.DecisionDenied, Message: strings.Repeat("m", 1000),
+		Resource: bus.DecisionResource{Version: "v1", Kind: "Pod", Resource: "pods", Namespace: "team", Name: "p"}, Time: time.Now()}
+	const n = 3000 // about 3.5 MiB
+	for i := range n {
+		d.RequestUID = "req-" + strconv.Itoa(i)
+		js.decisions.Record(d)
+		if i%500 == 499 {
+			if err := js.decisions.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := js.decisions.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "verdict_decisions_") {
+			m := mf.GetMetric()[0]
+			got[mf.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	held, removed := got["verdict_decisions_stored_messages"], got["verdict_decisions_removed_total"]
+	if held == 0 || removed == 0 || held+removed != n || got["verdict_decisions_stored_bytes"] > 1<<20 || got["verdict_decisions_oldest_age_seconds"] <= 0 {
+		t.Fatalf("metrics %v, want %d decisions held or removed, at most 1 MiB held", got, n)
+	}
+	t.Logf("%d decisions recorded: %.0f held (%.0f bytes), %.0f removed by the size limit", n, held, got["verdict_decisions_stored_bytes"], removed)
 }
