@@ -102,11 +102,18 @@ func (s *memoryDecisionSink) Record(d Decision) {
 
 func (s *memoryDecisionSink) Flush(context.Context) error { return nil }
 
-// take returns what was recorded since the last take.
+// take returns what was recorded since the last take, once there is
+// something (a decision is recorded after its answer went out, so the
+// client may see the answer first), waiting at most 5 s.
 func (s *memoryDecisionSink) take() []Decision {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.decisions
-	s.decisions = nil
-	return out
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		out := s.decisions
+		s.decisions = nil
+		s.mu.Unlock()
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return nil
 }

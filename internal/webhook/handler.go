@@ -54,6 +54,10 @@ type Reply struct {
 	Body        []byte
 	// Outcome labels the request in metrics and logs.
 	Outcome Outcome
+	// sent, when set, runs once this reply went out as the answer (not
+	// when an early answer, the deadline's, took its place): what is
+	// recorded of an answer is what the caller got, after it got it.
+	sent func()
 }
 
 // Handler serves one request of one endpoint. Every endpoint has this
@@ -86,7 +90,9 @@ func httpHandler(h Handler) http.Handler {
 		case reply == nil:
 			reply = errorReply(httpError(ErrInternal, nil, "handler returned no reply"))
 		}
-		a.send(reply, false)
+		if a.send(reply, false) && reply.sent != nil {
+			reply.sent()
+		}
 	})
 }
 

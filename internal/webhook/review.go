@@ -243,10 +243,12 @@ func (s *Server) admissionHandler(endpoint string, fn admissionFunc) Handler {
 		if err != nil {
 			return nil, fmt.Errorf("encode AdmissionReview: %w", err)
 		}
+		reply := &Reply{ContentType: contentTypeJSON, Body: out, Outcome: d.outcome}
 		if s.decisions != nil && d.outcome != OutcomeSkipped {
-			s.decisions.Record(s.decisionOf(endpoint, rv, d))
+			// Recorded once the answer went out, and only if it did.
+			reply.sent = func() { s.decisions.Record(s.decisionOf(endpoint, rv, d)) }
 		}
-		return &Reply{ContentType: contentTypeJSON, Body: out, Outcome: d.outcome}, nil
+		return reply, nil
 	}
 }
 
