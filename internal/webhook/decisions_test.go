@@ -133,8 +133,11 @@ func TestDecisionObjects(t *testing.T) {
 	} {
 		h.admit(PathValidate, ar)
 		got := sink.take()
-		if len(got) != 1 || got[0].Object != nil {
-			t.Errorf("%s: %d decisions, object %s", name, len(got), got[0].Object)
+		switch {
+		case len(got) != 1:
+			t.Errorf("%s: %d decisions, want 1", name, len(got))
+		case got[0].Object != nil:
+			t.Errorf("%s: object recorded: %s", name, got[0].Object)
 		}
 	}
 
