@@ -90,5 +90,32 @@ func served(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 			"properties": {SchemaProps: spec.SchemaProps{Type: []string{"object"}, AdditionalProperties: &spec.SchemaOrBool{Allows: true, Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"string"}}}}}},
 		}, timestamp),
 		objectRef: free("the resource the report is about"),
+		pkg + "AdmissionDenial": object("a denied admission request, from the admission log", map[string]spec.Schema{
+			"apiVersion": str(Decisions.String()),
+			"kind":       str("the kind"),
+			"metadata":   refTo(objectMeta),
+			"requestUid": str("the AdmissionRequest's uid"),
+			"webhook":    str("the endpoint that answered"),
+			"operation":  str("CREATE, UPDATE, DELETE or CONNECT"),
+			"dryRun":     {SchemaProps: spec.SchemaProps{Type: []string{"boolean"}}},
+			"message":    str("the denial's message, as the requester got it"),
+			"replica":    str("the webhook replica that answered"),
+			"time":       str("when it was answered"),
+			"resource":   freeSchema("the resource: group, version, kind, resource, subResource, namespace, name, uid"),
+			"user":       freeSchema("the requester: username, uid, groups"),
+			"findings": {SchemaProps: spec.SchemaProps{Type: []string{"array"}, Items: &spec.SchemaOrArray{Schema: ptr(freeSchema("a policy and rule that denied or warned, with its message"))}},
+				VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{"x-kubernetes-list-type": "atomic"}}},
+		}, objectMeta),
+		pkg + "AdmissionDenialList": list("AdmissionDenials", "AdmissionDenial", Decisions.String()),
 	}
 }
+
+// freeSchema is an object schema whose fields are not described.
+func freeSchema(desc string) spec.Schema {
+	return spec.Schema{
+		SchemaProps:      spec.SchemaProps{Type: []string{"object"}, Description: desc},
+		VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{"x-kubernetes-preserve-unknown-fields": true}},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

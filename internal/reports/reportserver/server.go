@@ -41,6 +41,9 @@ type Config struct {
 	// Delete deletes a report (reportindex.Feed.RetractReport): false
 	// when there is none. Nil: deletes are refused.
 	Delete func(ctx context.Context, uid string) (bool, error)
+	// Denials, when set, are served as decisions.verdict.dev
+	// AdmissionDenials: the admission log's recent denials.
+	Denials *Denials
 }
 
 // Server is the aggregated API server.
@@ -123,6 +126,13 @@ func New(cfg Config, x *reportindex.Index, ready <-chan struct{}) (*Server, erro
 		info.VersionedResourcesStorageMap[gv.Version] = storage
 		if err := srv.InstallAPIGroup(&info); err != nil {
 			return nil, fmt.Errorf("install %s: %w", gv, err)
+		}
+	}
+	if cfg.Denials != nil {
+		info := genericapiserver.NewDefaultAPIGroupInfo(Decisions.Group, scheme, runtime.NewParameterCodec(scheme), codecs)
+		info.VersionedResourcesStorageMap[Decisions.Version] = map[string]rest.Storage{"admissiondenials": denials{s: cfg.Denials}}
+		if err := srv.InstallAPIGroup(&info); err != nil {
+			return nil, fmt.Errorf("install %s: %w", Decisions, err)
 		}
 	}
 	if err := srv.AddReadyzChecks(healthz.NamedCheck("report-index", func(*http.Request) error {

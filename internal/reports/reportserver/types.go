@@ -210,6 +210,10 @@ func addToScheme(s *runtime.Scheme) {
 	for _, gv := range []schema.GroupVersion{OpenReports, {Group: OpenReports.Group, Version: runtime.APIVersionInternal}} {
 		s.AddKnownTypes(gv, &Report{}, &ReportList{}, &ClusterReport{}, &ClusterReportList{})
 	}
+	for _, gv := range []schema.GroupVersion{Decisions, {Group: Decisions.Group, Version: runtime.APIVersionInternal}} {
+		s.AddKnownTypes(gv, &AdmissionDenial{}, &AdmissionDenialList{})
+	}
 	metav1.AddToGroupVersion(s, GroupVersion)
 	metav1.AddToGroupVersion(s, OpenReports)
+	metav1.AddToGroupVersion(s, Decisions)
 }
