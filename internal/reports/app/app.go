@@ -190,7 +190,7 @@ func DefaultConfig() Config {
 		ServeSnapshotInterval: 5 * time.Minute,
 		ServeServiceName:      "verdict-reporter",
 		ServeLeaseName:        "verdict-reporter-serving",
-		ServeAPIServices:      []string{"v1alpha2.wgpolicyk8s.io", "v1alpha1.openreports.io"},
+		ServeAPIServices:      []string{"v1alpha2.wgpolicyk8s.io", "v1alpha1.openreports.io", "v1alpha1.decisions.verdict.dev"},
 		Namespace:             "verdict",
 		Identity:              host,
 	}
@@ -426,11 +426,14 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		}
 		cert = src
 	}
+	// The admission log's recent denials, served beside the reports.
+	denials := reportserver.NewDenials(0, 0)
 	srv, err := reportserver.New(reportserver.Config{
 		BindAddress: net.ParseIP(cfg.ServeAddress), Port: cfg.ServePort,
 		Cert: cert, CertFile: cfg.ServeCertFile, KeyFile: cfg.ServeKeyFile, CertDir: cfg.ServeCertDir,
 		Kubeconfig: cfg.Kube.Kubeconfig,
 		Delete:     feed.RetractReport,
+		Denials:    denials,
 	}, x, feed.Ready())
 	if err != nil {
 		return fmt.Errorf("%w: serving mode: %w", ErrInvalidConfig, err)
@@ -453,7 +456,8 @@ func runServe(ctx context.Context, cfg Config, d *deps, log zerolog.Logger) erro
 		}
 		defer stop()
 	}
-	parts := []func(context.Context) error{feed.Run, srv.Run}
+	parts := []func(context.Context) error{feed.Run, srv.Run,
+		followDenials(func() *queue.Conn { return d.conn }, denials, log.With().Str(logkey.Component, "admissionDenials").Logger())}
 	if cfg.Scan {
 		sc, err := newScanner(ctx, cfg, d, log, true)
 		if err != nil {
