@@ -35,6 +35,7 @@ import (
 	reporterapp "github.com/verdict-dev/verdict/internal/reports/app"
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/reports/reportserver"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/pkg/engine"
 	"github.com/verdict-dev/verdict/pkg/queue"
@@ -301,6 +302,32 @@ func TestE2EServeTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d resources created and their results published: %v", n, time.Since(begin).Round(time.Millisecond))
+
+	// Issue 34: a denial in the admission log is served, through the API
+	// server, as the namespace's AdmissionDenial by the surviving
+	// replicas (each follows the log).
+	denial := bus.Decision{RequestUID: "denied-1", Webhook: "validate-cluster", Operation: "CREATE", Outcome: bus.DecisionDenied,
+		Resource: bus.DecisionResource{Version: "v1", Kind: "Pod", Resource: "pods", Namespace: topoNamespace, Name: "blocked"},
+		User:     bus.DecisionUser{Username: "alice"}, Message: "blocked", Time: time.Now(),
+		Findings: []bus.Finding{{Policy: "disallow-privileged", Rule: "privileged", Action: bus.ActionDeny, Message: "no"}}}
+	dm, err := bus.DecisionMessage(denial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.PublishSync(ctx, dm); err != nil {
+		t.Fatal(err)
+	}
+	denials := dyn.Resource(reportserver.Decisions.WithResource("admissiondenials")).Namespace(topoNamespace)
+	topoEventually(t, 60*time.Second, "the denial served through the API server", func() error {
+		l, err := denials.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) != 1 || l.Items[0].Object["requestUid"] != "denied-1" {
+			return fmt.Errorf("%d denials served", len(l.Items))
+		}
+		return nil
+	})
 
 	// Every report, through the API server, and on the watch.
 	topoEventually(t, 120*time.Second, "every report listed through the API server", func() error {
