@@ -74,6 +74,10 @@ type WhatIfChange struct {
 	Policy         string          `json:"policy"`
 	NewlyDenied    int             `json:"newlyDenied"`
 	NoLongerDenied int             `json:"noLongerDenied"`
+	// DeniedUnrecorded are the installed version's denials whose object
+	// the log does not hold (objects are recorded for admitted requests
+	// only): what the candidate would do with them is not known.
+	DeniedUnrecorded int `json:"deniedUnrecorded"`
 	Newly          []WhatIfExample `json:"newlyDeniedExamples,omitempty"`
 	NoLonger       []WhatIfExample `json:"noLongerDeniedExamples,omitempty"`
 }
@@ -172,6 +176,7 @@ func WhatIf(ctx context.Context, o WhatIfOptions, stdin io.Reader, now func() ti
 		d := e.Decision
 		if len(d.Object) == 0 {
 			rep.WithoutObject++
+			w.unrecorded(d)
 			return nil
 		}
 		var obj map[string]any
@@ -278,6 +283,16 @@ func (w *whatIfTally) add(d bus.Decision, obj map[string]any, resps []engine.Res
 	}
 }
 
+// unrecorded counts the installed versions' denials of a request whose
+// object the log does not hold.
+func (w *whatIfTally) unrecorded(d bus.Decision) {
+	for _, key := range w.keys {
+		if slices.ContainsFunc(d.Findings, func(f bus.Finding) bool { return f.Policy == key && f.Action == bus.ActionDeny }) {
+			w.changes[key].DeniedUnrecorded++
+		}
+	}
+}
+
 // whatIfOutcome is what rr would have done at admission: a failed
 // Enforce rule denies, another failure warns; an error is an error (it
 // denies under failurePolicy Fail); a mutate or generate rule that
@@ -348,7 +363,11 @@ func writeWhatIf(out io.Writer, output string, rep WhatIfReport) error {
 		}
 	}
 	for _, c := range rep.Changes {
-		fmt.Fprintf(out, "\nagainst the installed %s: %d newly denied, %d no longer denied\n", c.Policy, c.NewlyDenied, c.NoLongerDenied)
+		fmt.Fprintf(out, "\nagainst the installed %s: %d newly denied, %d no longer denied", c.Policy, c.NewlyDenied, c.NoLongerDenied)
+		if c.DeniedUnrecorded > 0 {
+			fmt.Fprintf(out, " (and %d it denied whose object is not recorded)", c.DeniedUnrecorded)
+		}
+		fmt.Fprintln(out)
 		for _, ex := range c.Newly {
 			fmt.Fprintf(out, "  + %s\n", exampleLine(ex, false))
 		}

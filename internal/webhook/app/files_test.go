@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	webhookapp "github.com/verdict-dev/verdict/internal/webhook/app"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 const auditLabelsKyverno = `apiVersion: kyverno.io/v1
@@ -72,45 +74,8 @@ spec:
 // review is answered, and its result reaches VERDICT_RESULTS through the
 // credentials (after a review with a 5,000-byte uid, which is refused).
 func TestFilesMode(t *testing.T) {
-	dir := t.TempDir()
-	ca, err := certs.NewCA("files-mode-ca", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := certs.NewServing(ca, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM, "policy.yaml": []byte(auditLabelsKyverno), "more.yaml": []byte(auditMoreKyverno)} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seedFile, public := natstest.NKeyUser(t)
-	nats := natstest.Server(t, natstest.WithNKeyUsers(public))
-
-	port := testkit.FreePort(t)
-	cfg := webhookapp.DefaultConfig()
-	cfg.Mode = webhookapp.ModeFiles
-	cfg.Identity = "files"
-	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", port)
-	cfg.Webhook.CertFile, cfg.Webhook.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	cfg.Webhook.PolicyPaths = []string{filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "more.yaml")}
-	cfg.Webhook.ShutdownDelay = 0
-	cfg.NATS.URLs, cfg.NATS.NKeyFile = []string{nats.ClientURL()}, seedFile
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- webhookapp.Run(ctx, cfg, zerolog.Nop()) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("service: %v", err)
-		}
-	})
-
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert())
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	fw := startFilesWebhook(t, map[string]string{"policy.yaml": auditLabelsKyverno, "more.yaml": auditMoreKyverno}, nil)
+	port, client, nats, seedFile := fw.port, fw.client, fw.nats, fw.seed
 	review := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"r-1","operation":"CREATE",
 	  "kind":{"version":"v1","kind":"Pod"},"resource":{"version":"v1","resource":"pods"},"namespace":"team","name":"p",
 	  "object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"team","uid":"pod-uid-1"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}}}`)
@@ -209,4 +174,70 @@ func TestFilesMode(t *testing.T) {
 		!warned["require-team-label"] || !warned["require-owner-label"] || !warned["require-app-label"] {
 		t.Fatalf("decision %+v", d)
 	}
+}
+
+// filesWebhook is a webhook service in files mode, its client (trusting
+// its CA), and its JetStream (which lets in only the service's NKey,
+// seed).
+type filesWebhook struct {
+	port   int
+	client *http.Client
+	nats   *embedded.Server
+	seed   string
+}
+
+// startFilesWebhook starts the service in files mode with the policies
+// (file name to YAML) and a certificate from files, mod changing its
+// configuration; it stops at the end of the test.
+func startFilesWebhook(t *testing.T, policies map[string]string, mod func(*webhookapp.Config)) filesWebhook {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := certs.NewCA("files-mode-ca", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := certs.NewServing(ca, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM}
+	var paths []string
+	for name, y := range policies {
+		files[name] = []byte(y)
+		paths = append(paths, filepath.Join(dir, name))
+	}
+	slices.Sort(paths)
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seedFile, public := natstest.NKeyUser(t)
+	nats := natstest.Server(t, natstest.WithNKeyUsers(public))
+
+	port := testkit.FreePort(t)
+	cfg := webhookapp.DefaultConfig()
+	cfg.Mode = webhookapp.ModeFiles
+	cfg.Identity = "files"
+	cfg.Webhook.Address = fmt.Sprintf("127.0.0.1:%d", port)
+	cfg.Webhook.CertFile, cfg.Webhook.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	cfg.Webhook.PolicyPaths = paths
+	cfg.Webhook.ShutdownDelay = 0
+	cfg.NATS.URLs, cfg.NATS.NKeyFile = []string{nats.ClientURL()}, seedFile
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- webhookapp.Run(ctx, cfg, zerolog.Nop()) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("service: %v", err)
+		}
+	})
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert())
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return filesWebhook{port: port, client: client, nats: nats, seed: seedFile}
 }
