@@ -71,15 +71,15 @@ type WhatIfRule struct {
 // the candidate denies that the installed version let through, and the
 // other way round.
 type WhatIfChange struct {
-	Policy         string          `json:"policy"`
-	NewlyDenied    int             `json:"newlyDenied"`
-	NoLongerDenied int             `json:"noLongerDenied"`
+	Policy         string `json:"policy"`
+	NewlyDenied    int    `json:"newlyDenied"`
+	NoLongerDenied int    `json:"noLongerDenied"`
 	// DeniedUnrecorded are the installed version's denials whose object
 	// the log does not hold (objects are recorded for admitted requests
 	// only): what the candidate would do with them is not known.
-	DeniedUnrecorded int `json:"deniedUnrecorded"`
-	Newly          []WhatIfExample `json:"newlyDeniedExamples,omitempty"`
-	NoLonger       []WhatIfExample `json:"noLongerDeniedExamples,omitempty"`
+	DeniedUnrecorded int             `json:"deniedUnrecorded"`
+	Newly            []WhatIfExample `json:"newlyDeniedExamples,omitempty"`
+	NoLonger         []WhatIfExample `json:"noLongerDeniedExamples,omitempty"`
 }
 
 // WhatIfReport is `verdict whatif`'s answer.

@@ -57,7 +57,7 @@ func (d *AdmissionDenial) DeepCopyObject() runtime.Object { return d.deepCopy() 
 
 func (d *AdmissionDenial) deepCopy() *AdmissionDenial {
 	out := *d
-	d.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	d.DeepCopyInto(&out.ObjectMeta)
 	out.User.Groups = slices.Clone(d.User.Groups)
 	out.Findings = slices.Clone(d.Findings)
 	return &out
@@ -66,7 +66,7 @@ func (d *AdmissionDenial) deepCopy() *AdmissionDenial {
 // DeepCopyObject copies the list.
 func (l *AdmissionDenialList) DeepCopyObject() runtime.Object {
 	out := &AdmissionDenialList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	out.Items = make([]AdmissionDenial, len(l.Items))
 	for i := range l.Items {
 		out.Items[i] = *l.Items[i].deepCopy()

@@ -33,19 +33,19 @@ type logState struct {
 // metrics: what VERDICT_DECISIONS holds (messages, bytes, the age of the
 // oldest) and how many decisions its limits (age, size) removed. Every
 // replica exports the same values: aggregate them with max, not sum.
-func registerLogMetrics(reg prometheus.Registerer, js *jetStream) error {
+func registerLogMetrics(ctx context.Context, reg prometheus.Registerer, js *jetStream) error {
 	l := &logState{js: js}
 	opts := func(name, help string) prometheus.GaugeOpts {
 		return prometheus.GaugeOpts{Namespace: "verdict", Subsystem: "decisions", Name: name, Help: help}
 	}
 	cs := []prometheus.Collector{
 		prometheus.NewGaugeFunc(opts("stored_messages", "Decisions VERDICT_DECISIONS, the admission log, holds (read from the stream at most every 10s)."),
-			func() float64 { return float64(l.state().Msgs) }),
+			func() float64 { return float64(l.state(ctx).Msgs) }),
 		prometheus.NewGaugeFunc(opts("stored_bytes", "Bytes VERDICT_DECISIONS holds, against its --decisions-max-bytes."),
-			func() float64 { return float64(l.state().Bytes) }),
+			func() float64 { return float64(l.state(ctx).Bytes) }),
 		prometheus.NewGaugeFunc(opts("oldest_age_seconds", "Age of the oldest decision VERDICT_DECISIONS holds: how far back the log goes."),
 			func() float64 {
-				st := l.state()
+				st := l.state(ctx)
 				if st.Msgs == 0 || st.FirstTime.IsZero() {
 					return 0
 				}
@@ -54,7 +54,7 @@ func registerLogMetrics(reg prometheus.Registerer, js *jetStream) error {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "verdict", Subsystem: "decisions", Name: "removed_total",
 			Help: "Decisions VERDICT_DECISIONS' limits (--decisions-max-age, --decisions-max-bytes) removed, the oldest first: all it ever stored less what it holds."},
 			func() float64 {
-				st := l.state()
+				st := l.state(ctx)
 				return float64(st.LastSeq - min(st.Msgs, st.LastSeq))
 			}),
 	}
@@ -66,16 +66,16 @@ func registerLogMetrics(reg prometheus.Registerer, js *jetStream) error {
 	return nil
 }
 
-// state returns the stream's state, read again when the last read is
-// older than logStateEvery.
-func (l *logState) state() jetstream.StreamState {
+// state returns the stream's state, read again (within ctx, the
+// service's) when the last read is older than logStateEvery.
+func (l *logState) state(ctx context.Context) jetstream.StreamState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if time.Since(l.at) < logStateEvery {
 		return l.st
 	}
 	l.at = time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), logStateTimeout)
+	ctx, cancel := context.WithTimeout(ctx, logStateTimeout)
 	defer cancel()
 	s, err := l.js.conn().JetStream().Stream(ctx, bus.StreamDecisions)
 	if err != nil {

@@ -115,7 +115,7 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 	}
 	js.work.conn.Store(conn)
 	if decisions != nil {
-		if err := registerLogMetrics(reg, js); err != nil {
+		if err := registerLogMetrics(ctx, reg, js); err != nil {
 			stop()
 			pubs.close(ctx)
 			conn.Close()
