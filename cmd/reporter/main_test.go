@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,9 @@ func TestFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--serve-reports", "--serve-tls-secret=tls", "--serve-ca-secret=ca"}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ServeTLSSecret != "tls" || cfg.ServeCASecret != "ca" || len(cfg.ServeAPIServices) != 2 {
+	// The default APIServices: the reports' two and the admission log's denials.
+	if cfg.ServeTLSSecret != "tls" || cfg.ServeCASecret != "ca" ||
+		!slices.Equal(cfg.ServeAPIServices, []string{"v1alpha2.wgpolicyk8s.io", "v1alpha1.openreports.io", "v1alpha1.decisions.verdict.dev"}) {
 		t.Fatalf("config %+v", cfg)
 	}
 	if err := cfg.Validate(); err != nil {
