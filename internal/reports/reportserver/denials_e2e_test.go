@@ -1,7 +1,6 @@
 package reportserver_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -36,43 +35,12 @@ func TestE2EServeDenials(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
 
 	denials := reportserver.NewDenials(0, 0)
-	ready := make(chan struct{})
-	close(ready)
-	srv, err := reportserver.New(reportserver.Config{CertDir: t.TempDir(), Kubeconfig: cp.KubeconfigPath(), Denials: denials}, reportindex.New(), ready)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(sctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("the server: %v", err)
-		}
-	})
-	for _, ns := range []string{"verdict", "team-a", "team-b"} {
+	gv := reportserver.Decisions
+	serveThroughAggregator(t, cp, reportserver.Config{Denials: denials}, reportindex.New(), gv)
+	for _, ns := range []string{"team-a", "team-b"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := kube.CoreV1().Services("verdict").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "verdict-reports"},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost", Ports: []corev1.ServicePort{{Port: int32(srv.Port())}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	gv := reportserver.Decisions
-	if _, err := dyn.Resource(apiServices).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": gv.Version + "." + gv.Group},
-		"spec": map[string]any{
-			"group": gv.Group, "version": gv.Version, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"insecureSkipTLSVerify": true,
-			"service":               map[string]any{"namespace": "verdict", "name": "verdict-reports", "port": int64(srv.Port())},
-		},
-	}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
 	}
 
 	now := time.Now().UTC()
@@ -92,6 +60,7 @@ func TestE2EServeDenials(t *testing.T) {
 	res := gv.WithResource("admissiondenials")
 	var all *unstructured.UnstructuredList
 	testkit.Eventually(t, 60*time.Second, "the denials served", func() error {
+		var err error
 		all, err = dyn.Resource(res).List(ctx, metav1.ListOptions{})
 		return err
 	})

@@ -62,47 +62,7 @@ func TestE2EServeReports(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
 
 	x := reportindex.New()
-	ready := make(chan struct{})
-	close(ready)
-	srv, err := reportserver.New(reportserver.Config{CertDir: t.TempDir(), Kubeconfig: cp.KubeconfigPath()}, x, ready)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(sctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("the server: %v", err)
-		}
-	})
-
-	// The aggregator reaches the server through an ExternalName Service
-	// naming localhost (no kube-proxy here).
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "verdict"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.CoreV1().Services("verdict").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "verdict-reports"},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost", Ports: []corev1.ServicePort{{Port: int32(srv.Port())}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, gv := range []schema.GroupVersion{reportserver.GroupVersion, reportserver.OpenReports} {
-		apiService := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-			"metadata": map[string]any{"name": gv.Version + "." + gv.Group},
-			"spec": map[string]any{
-				"group": gv.Group, "version": gv.Version, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-				"insecureSkipTLSVerify": true,
-				"service":               map[string]any{"namespace": "verdict", "name": "verdict-reports", "port": int64(srv.Port())},
-			},
-		}}
-		if _, err := dyn.Resource(apiServices).Create(ctx, apiService, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	serveThroughAggregator(t, cp, reportserver.Config{}, x, reportserver.GroupVersion, reportserver.OpenReports)
 
 	ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -349,5 +309,56 @@ func TestE2EServeReports(t *testing.T) {
 			t.Fatalf("a granted user: %v", err)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// serveThroughAggregator runs the server (cfg with a self-signed
+// certificate, delegating to cp) on x, caught up from the start, and
+// registers it as the APIService of each of gvs, reached through an
+// ExternalName Service naming localhost in the namespace verdict (no
+// kube-proxy here); it stops at the end of the test.
+func serveThroughAggregator(t *testing.T, cp *controlplane.ControlPlane, cfg reportserver.Config, x *reportindex.Index, gvs ...schema.GroupVersion) {
+	t.Helper()
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
+	ready := make(chan struct{})
+	close(ready)
+	cfg.CertDir, cfg.Kubeconfig = t.TempDir(), cp.KubeconfigPath()
+	srv, err := reportserver.New(cfg, x, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(sctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("the server: %v", err)
+		}
+	})
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "verdict"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Services("verdict").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "verdict-reports"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost", Ports: []corev1.ServicePort{{Port: int32(srv.Port())}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, gv := range gvs {
+		apiService := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+			"metadata": map[string]any{"name": gv.Version + "." + gv.Group},
+			"spec": map[string]any{
+				"group": gv.Group, "version": gv.Version, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+				"insecureSkipTLSVerify": true,
+				"service":               map[string]any{"namespace": "verdict", "name": "verdict-reports", "port": int64(srv.Port())},
+			},
+		}}
+		if _, err := dyn.Resource(apiServices).Create(ctx, apiService, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

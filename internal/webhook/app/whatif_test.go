@@ -22,10 +22,8 @@ import (
 	"github.com/verdict-dev/verdict/pkg/queue"
 )
 
-// The installed disallow-latest-tag audits; its candidate version
-// enforces.
-const (
-	installedLatest = `apiVersion: kyverno.io/v1
+// installedLatest is the installed disallow-latest-tag: it audits.
+const installedLatest = `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata: {name: disallow-latest-tag}
 spec:
@@ -37,19 +35,9 @@ spec:
       message: "An image tag other than latest is required."
       pattern: {spec: {containers: [{image: "!*:latest"}]}}
 `
-	candidateLatest = `apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata: {name: disallow-latest-tag}
-spec:
-  validationFailureAction: Enforce
-  rules:
-  - name: validate-image-tag
-    match: {any: [{resources: {kinds: [Pod]}}]}
-    validate:
-      message: "An image tag other than latest is required."
-      pattern: {spec: {containers: [{image: "!*:latest"}]}}
-`
-)
+
+// candidateLatest is the installed policy's Enforce version.
+var candidateLatest = strings.Replace(installedLatest, "validationFailureAction: Audit", "validationFailureAction: Enforce", 1)
 
 // TestWhatIfOfRecordedAdmissions (issue 34): 200 Pod admissions answered
 // by the webhook, which records their objects (and a Secret's decision,
