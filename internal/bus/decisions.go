@@ -103,6 +103,11 @@ type Decision struct {
 	// Truncated says that findings, messages, groups or the patch were
 	// cut to the bounds.
 	Truncated bool `json:"truncated,omitempty"`
+	// Verified: the caller proved with its client certificate (mutual
+	// TLS, the webhook's --client-ca-file) to be the API server. Without
+	// it, whoever reached the webhook may have written the request, and
+	// the decision records their word.
+	Verified bool `json:"verified,omitempty"`
 	// Replica is the webhook replica (its pod) that answered.
 	Replica string    `json:"replica,omitempty"`
 	Time    time.Time `json:"time"`
@@ -336,6 +341,9 @@ func EncodeDecision(d Decision) ([]byte, error) {
 	b = jsonwrite.OptionalString(b, `,"objectOmitted":`, d.ObjectOmitted)
 	if d.Truncated {
 		b = append(b, `,"truncated":true`...)
+	}
+	if d.Verified {
+		b = append(b, `,"verified":true`...)
 	}
 	b = jsonwrite.OptionalString(b, `,"replica":`, d.Replica)
 	b = append(b, `,"time":"`...)

@@ -220,7 +220,7 @@ func FuzzEncodeDecision(f *testing.F) {
 			d.User.UID, d.User.Groups = uid, []string{user, msg}
 		}
 		if set&2 != 0 {
-			d.Message, d.DryRun, d.Truncated, d.Replica = msg, true, true, name
+			d.Message, d.DryRun, d.Truncated, d.Replica, d.Verified = msg, true, true, name, true
 		}
 		if set&4 != 0 {
 			d.Findings = []Finding{{Policy: name, Rule: user, Action: ActionDeny, Message: msg}, {Policy: ns, Action: ActionWarn}}

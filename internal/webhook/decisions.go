@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +57,22 @@ func recordsObjects(endpoint string) bool {
 		return true
 	}
 	return false
+}
+
+// recordDecision records the answer d to rv, given to the caller of ctx:
+// whether it proved to be the API server, and, when it did not, within
+// its publish rate (--unverified-results-per-second: a caller forging
+// reviews cannot flood the log).
+func (s *Server) recordDecision(ctx context.Context, endpoint string, rv *review, d decision) {
+	if c, ok := limited(ctx); ok && s.decisionLimit != nil && !s.decisionLimit.allow(c.addr, 1) {
+		s.decisionsLimited.Inc()
+		return
+	}
+	rec := s.decisionOf(endpoint, rv, d)
+	if c, ok := ctx.Value(callerKey{}).(caller); ok {
+		rec.Verified = c.verified
+	}
+	s.decisions.Record(rec)
 }
 
 // decisionOutcome is the admission log's word for an answer's outcome.

@@ -102,6 +102,15 @@ func (s *memoryDecisionSink) Record(d Decision) {
 
 func (s *memoryDecisionSink) Flush(context.Context) error { return nil }
 
+// drain returns what was recorded since the last drain or take, at once.
+func (s *memoryDecisionSink) drain() []Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.decisions
+	s.decisions = nil
+	return out
+}
+
 // take returns what was recorded since the last take, once there is
 // something (a decision is recorded after its answer went out, so the
 // client may see the answer first), waiting at most 5 s.

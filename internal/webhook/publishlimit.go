@@ -123,8 +123,9 @@ func (l *callerLimiter) forgetIdle(now time.Time) {
 
 // Labels of verdict_webhook_unverified_publish_limited_total.
 const (
-	limitedResults = "results"
-	limitedWork    = "work"
+	limitedResults   = "results"
+	limitedWork      = "work"
+	limitedDecisions = "decisions"
 )
 
 // limitUnverified wraps the server's sinks with the configured limits
@@ -133,16 +134,19 @@ const (
 func (s *Server) limitUnverified() error {
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "verdict_webhook_unverified_publish_limited_total",
-		Help: "Results dropped and work items refused because a caller without a verified client certificate passed its publish rate (--unverified-results-per-second, --unverified-work-per-second).",
+		Help: "Results and decisions dropped, and work items refused, because a caller without a verified client certificate passed its publish rate (--unverified-results-per-second, which bounds decisions too, --unverified-work-per-second).",
 	}, []string{"what"})
 	if err := s.registry.Register(refused); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	for _, w := range []string{limitedResults, limitedWork} {
+	for _, w := range []string{limitedResults, limitedWork, limitedDecisions} {
 		refused.WithLabelValues(w)
 	}
 	if n := s.cfg.UnverifiedResultsPerSecond; n > 0 {
 		s.results = &limitedResultSink{next: s.results, lim: newCallerLimiter(n, time.Now), refused: refused.WithLabelValues(limitedResults)}
+		if s.decisions != nil {
+			s.decisionLimit, s.decisionsLimited = newCallerLimiter(n, time.Now), refused.WithLabelValues(limitedDecisions)
+		}
 	}
 	if n := s.cfg.UnverifiedWorkPerSecond; n > 0 {
 		s.work = &limitedWorkSink{next: s.work, lim: newCallerLimiter(n, time.Now), refused: refused.WithLabelValues(limitedWork)}

@@ -25,10 +25,11 @@ import (
 // the request denied (OnWorkPublishFailure deny) with the reason.
 func TestUnverifiedCallersPublishAtTheirRate(t *testing.T) {
 	const rate = 10 // results a second; the burst is 20
+	decisions := &memoryDecisionSink{}
 	h := newHarness(t, staticSource(t, auditLatest, generateNetpol), testConfig(func(c *Config) {
 		c.UnverifiedResultsPerSecond = rate
 		c.UnverifiedWorkPerSecond = 1
-	}))
+	}), WithDecisionSink(decisions))
 	start := time.Now()
 	const flood = 200
 	for i := range flood {
@@ -44,6 +45,22 @@ func TestUnverifiedCallersPublishAtTheirRate(t *testing.T) {
 	}
 	if n := counter(t, h.reg, "verdict_webhook_unverified_publish_limited_total", map[string]string{"what": limitedResults}); int(n) != flood-got {
 		t.Errorf("limited results counted %v, want %d", n, flood-got)
+	}
+	// The admission log takes the forged reviews' decisions at the same
+	// rate, each marked unverified (issue 34).
+	var logged []Decision
+	testkit.EventuallyTrue(t, 5*time.Second, "every decision logged or limited", func() bool {
+		logged = append(logged, decisions.drain()...)
+		n := counter(t, h.reg, "verdict_webhook_unverified_publish_limited_total", map[string]string{"what": limitedDecisions})
+		return len(logged)+int(n) == flood
+	})
+	if len(logged) > allowed || len(logged) < 2*rate {
+		t.Errorf("%d decisions logged from %d forged reviews, want %d to %d", len(logged), flood, 2*rate, allowed)
+	}
+	for _, d := range logged {
+		if d.Verified {
+			t.Fatalf("a forged review's decision says verified: %+v", d)
+		}
 	}
 
 	// Work: two items per Namespace; the burst of 2 takes the first.
@@ -69,12 +86,13 @@ func TestVerifiedCallerUnlimited(t *testing.T) {
 	}
 	cert, _, _ := selfSigned(t, "webhook.test")
 	results := &MemoryResultSink{}
+	decisions := &memoryDecisionSink{}
 	reg := prometheus.NewRegistry()
 	s, err := New(testConfig(func(c *Config) {
 		c.ClientCAFile = caFile
 		c.UnverifiedResultsPerSecond = 1
 	}), WithPolicySource(staticSource(t, auditLatest)), WithCertSource(certs.Static(cert)),
-		WithResultSink(results), WithRegistry(reg), WithLogger(testLogger(t)))
+		WithResultSink(results), WithRegistry(reg), WithLogger(testLogger(t)), WithDecisionSink(decisions))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +122,16 @@ func TestVerifiedCallerUnlimited(t *testing.T) {
 	}
 	if n := counter(t, reg, "verdict_webhook_unverified_publish_limited_total", map[string]string{"what": limitedResults}); n != 0 {
 		t.Errorf("limited results counted %v for a verified caller", n)
+	}
+	var logged []Decision
+	testkit.EventuallyTrue(t, 5*time.Second, "every decision logged", func() bool {
+		logged = append(logged, decisions.drain()...)
+		return len(logged) >= reviews
+	})
+	for _, d := range logged {
+		if !d.Verified {
+			t.Fatalf("the verified API server's decision says unverified: %+v", d)
+		}
 	}
 }
 

@@ -246,7 +246,7 @@ func (s *Server) admissionHandler(endpoint string, fn admissionFunc) Handler {
 		reply := &Reply{ContentType: contentTypeJSON, Body: out, Outcome: d.outcome}
 		if s.decisions != nil && d.outcome != OutcomeSkipped {
 			// Recorded once the answer went out, and only if it did.
-			reply.sent = func() { s.decisions.Record(s.decisionOf(endpoint, rv, d)) }
+			reply.sent = func() { s.recordDecision(ctx, endpoint, rv, d) }
 		}
 		return reply, nil
 	}

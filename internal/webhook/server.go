@@ -70,17 +70,20 @@ type Server struct {
 	work       WorkSink
 	// decisions, when set, is the admission log (WithDecisionSink).
 	decisions DecisionSink
-	// objects records the selected admitted objects with the decisions.
-	objects    *objectRecorder
-	registry   Registry
-	metrics    *metrics
-	now        func() time.Time
-	checks     []readinessCheck
-	engineOpts []engine.Option
-	filter     admissionfilter.Filter
-	clientCAs  *certs.CABundle
-	bodies     *bodies
-	ttlAuth    DeleteAuthorizer
+	// objects records the selected admitted objects with the decisions;
+	// decisionLimit bounds an unverified caller's (limitUnverified).
+	objects          *objectRecorder
+	decisionLimit    *callerLimiter
+	decisionsLimited prometheus.Counter
+	registry         Registry
+	metrics          *metrics
+	now              func() time.Time
+	checks           []readinessCheck
+	engineOpts       []engine.Option
+	filter           admissionfilter.Filter
+	clientCAs        *certs.CABundle
+	bodies           *bodies
+	ttlAuth          DeleteAuthorizer
 	// admitException says how far the exceptions of Config.PolicyPaths
 	// reach (WithExceptionAdmission).
 	admitException ExceptionAdmission

@@ -41,8 +41,11 @@ type AdmissionDenial struct {
 	DryRun            bool                 `json:"dryRun,omitempty"`
 	Message           string               `json:"message,omitempty"`
 	Findings          []bus.Finding        `json:"findings,omitempty"`
-	Replica           string               `json:"replica,omitempty"`
-	Time              metav1.Time          `json:"time"`
+	// Verified: the webhook's caller proved to be the API server
+	// (mutual TLS); without it, the request is its caller's word.
+	Verified bool        `json:"verified,omitempty"`
+	Replica  string      `json:"replica,omitempty"`
+	Time     metav1.Time `json:"time"`
 }
 
 // AdmissionDenialList is a list of them.
@@ -125,7 +128,7 @@ func (s *Denials) Add(d bus.Decision, seq uint64) {
 			ResourceVersion:   strconv.FormatUint(seq, 10),
 		},
 		RequestUID: d.RequestUID, Webhook: d.Webhook, Operation: d.Operation, Resource: d.Resource,
-		User: d.User, DryRun: d.DryRun, Message: d.Message, Findings: d.Findings, Replica: d.Replica,
+		User: d.User, DryRun: d.DryRun, Message: d.Message, Findings: d.Findings, Verified: d.Verified, Replica: d.Replica,
 		Time: metav1.NewTime(d.Time),
 	}
 	key := o.Namespace + "/" + o.Name

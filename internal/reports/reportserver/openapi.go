@@ -98,6 +98,7 @@ func served(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 			"webhook":    str("the endpoint that answered"),
 			"operation":  str("CREATE, UPDATE, DELETE or CONNECT"),
 			"dryRun":     {SchemaProps: spec.SchemaProps{Type: []string{"boolean"}}},
+			"verified":   {SchemaProps: spec.SchemaProps{Type: []string{"boolean"}, Description: "the webhook's caller proved to be the API server (mutual TLS)"}},
 			"message":    str("the denial's message, as the requester got it"),
 			"replica":    str("the webhook replica that answered"),
 			"time":       str("when it was answered"),

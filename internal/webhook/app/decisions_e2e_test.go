@@ -82,7 +82,9 @@ func TestE2EDecisions(t *testing.T) {
 		t.Fatalf("the admission: %+v", admitted)
 	}
 	for _, d := range []bus.Decision{bad, admitted} {
-		if d.User.Username != "alice" || strings.Join(d.User.Groups, ",") != "devs,system:authenticated" || d.Replica != "replica-a" || d.Webhook != "validate-cluster" {
+		// The API server presents its client certificate (mutual TLS):
+		// the decision is its word.
+		if d.User.Username != "alice" || strings.Join(d.User.Groups, ",") != "devs,system:authenticated" || d.Replica != "replica-a" || d.Webhook != "validate-cluster" || !d.Verified {
 			t.Fatalf("decision %+v", d)
 		}
 	}
