@@ -42,6 +42,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/reports/model"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 	"github.com/verdict-dev/verdict/internal/reports/reporter/reportertest"
+	"github.com/verdict-dev/verdict/internal/testkit"
 	"github.com/verdict-dev/verdict/internal/testkit/controlplane"
 	"github.com/verdict-dev/verdict/internal/testkit/helmbin"
 	"github.com/verdict-dev/verdict/internal/testkit/testproc"
@@ -565,13 +566,13 @@ func (tp *topology) startDeployment(d *appsv1.Deployment) {
 				a = strings.ReplaceAll(a, m.MountPath+"/", filepath.Join(root, m.MountPath)+"/")
 			}
 			if strings.HasPrefix(a, "--serve-port=") {
-				addr := freeLoopback(t)
+				addr := testkit.FreeAddr(t)
 				_, port, _ := net.SplitHostPort(addr)
 				a, r.serve = "--serve-port="+port, addr
 			}
 			for _, f := range topoPortFlags {
 				if strings.HasPrefix(a, f+":") {
-					addr := freeLoopback(t)
+					addr := testkit.FreeAddr(t)
 					a = f + addr
 					if f == "--probe-address=" {
 						probe = addr
@@ -782,16 +783,6 @@ func probeOK(url string) bool {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // topoBalancer stands in for the webhook's Service as kube-proxy does: it

@@ -51,14 +51,24 @@ func EventuallyTrue(t testing.TB, timeout time.Duration, what string, cond func(
 var ErrNotYet = errors.New("not yet")
 
 // FreeAddr returns a loopback address with a port nothing listened on a
-// moment ago, for a process the test starts to listen on. The port is
-// drawn below the kernel's ephemeral range (ip_local_port_range): a port
-// the kernel hands out itself (":0") is also what it gives the next
-// outgoing connection of any process, so under `make test`, with
-// packages running side by side, another connection often took it before
-// the started process listened ("address already in use").
+// moment ago, for a process the test starts to listen on (FreeLoopback).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	addr, err := FreeLoopback()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// FreeLoopback returns a loopback address with a port nothing listened on
+// a moment ago. The port is drawn below the kernel's ephemeral range
+// (ip_local_port_range): a port the kernel hands out itself (":0") is
+// also what it gives the next outgoing connection of any process, so
+// under `make test`, with packages running side by side, another
+// connection often took it before the started process listened
+// ("address already in use").
+func FreeLoopback() (string, error) {
 	lo, hi := portsBelowEphemeral()
 	for range 200 {
 		if hi <= lo {
@@ -70,14 +80,14 @@ func FreeAddr(t testing.TB) string {
 			continue // taken: draw again
 		}
 		_ = l.Close()
-		return addr
+		return addr, nil
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 // portsBelowEphemeral is the range [lo, hi) FreeAddr draws from: from

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/verdict-dev/verdict/internal/testkit"
 )
 
 // logTailLines is how many lines of a component's log an error carries.
@@ -147,12 +149,16 @@ func FreePort() (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		// Below the ephemeral range: see testkit.FreeLoopback.
+		addr, err := testkit.FreeLoopback()
 		if err != nil {
 			return 0, fmt.Errorf("controlplane: free port: %w", err)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+		_, p, _ := net.SplitHostPort(addr)
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			return 0, fmt.Errorf("controlplane: free port: %w", err)
+		}
 		if !ports[port] {
 			ports[port] = true
 			return port, nil
