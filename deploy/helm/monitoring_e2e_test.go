@@ -127,8 +127,17 @@ func TestE2EMonitoringMetricsExist(t *testing.T) {
 		return cleaned(ctx, kube, "tmp-metrics")
 	})
 
+	// The Audit ValidatingPolicy is watched apart from the ClusterPolicies:
+	// the replica that admitted the compliant Pod may not have loaded it
+	// yet (its report failure then came from the background scan). A
+	// dry-run Pod each round is admitted once some replica has it.
 	var last scraped
+	round := 0
 	topoEventually(t, 90*time.Second, "every metric of the dashboard and the alerts, and Kyverno's names, scraped", func() error {
+		round++
+		if _, err := kube.CoreV1().Pods(topoNamespace).Create(ctx, topoPod(fmt.Sprintf("late-%d", round), false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			return fmt.Errorf("dry-run Pod: %w", err)
+		}
 		s, err := scrape(env.topo)
 		if err != nil {
 			return err

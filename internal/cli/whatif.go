@@ -6,30 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/verdict-dev/verdict/internal/bus"
 	"github.com/verdict-dev/verdict/internal/cli/decisions"
 	"github.com/verdict-dev/verdict/internal/cli/work"
 	"github.com/verdict-dev/verdict/internal/platform/natsconn"
+	"github.com/verdict-dev/verdict/internal/platform/whatif"
 	"github.com/verdict-dev/verdict/pkg/engine"
-	"github.com/verdict-dev/verdict/pkg/engine/document"
-)
-
-// What a candidate's rule would have done to a recorded request.
-const (
-	whatifDeny     = "deny"
-	whatifWarn     = "warn"
-	whatifMutate   = "mutate"
-	whatifGenerate = "generate"
-	whatifError    = "error"
-	whatifPass     = "pass"
-	whatifSkip     = "skip"
 )
 
 // WhatIfOptions are `verdict whatif`'s inputs.
@@ -45,53 +32,8 @@ type WhatIfOptions struct {
 	Output   string
 }
 
-// WhatIfExample is one recorded request and what a rule would have done.
-type WhatIfExample struct {
-	Time      time.Time `json:"time"`
-	Operation string    `json:"operation"`
-	Kind      string    `json:"kind"`
-	Namespace string    `json:"namespace,omitempty"`
-	Name      string    `json:"name"`
-	User      string    `json:"user"`
-	Message   string    `json:"message,omitempty"`
-}
-
-// WhatIfRule is what one rule of the candidate would have done to the
-// recorded requests: counts by outcome, and examples of each outcome but
-// pass and skip.
-type WhatIfRule struct {
-	Policy   string                     `json:"policy"`
-	Rule     string                     `json:"rule"`
-	Counts   map[string]int             `json:"counts"`
-	Examples map[string][]WhatIfExample `json:"examples,omitempty"`
-}
-
-// WhatIfChange compares the candidate with the installed policy of the
-// same key on the requests it decided, by the log's findings: requests
-// the candidate denies that the installed version let through, and the
-// other way round.
-type WhatIfChange struct {
-	Policy         string `json:"policy"`
-	NewlyDenied    int    `json:"newlyDenied"`
-	NoLongerDenied int    `json:"noLongerDenied"`
-	// DeniedUnrecorded are the installed version's denials whose object
-	// the log does not hold (objects are recorded for admitted requests
-	// only): what the candidate would do with them is not known.
-	DeniedUnrecorded int             `json:"deniedUnrecorded"`
-	Newly            []WhatIfExample `json:"newlyDeniedExamples,omitempty"`
-	NoLonger         []WhatIfExample `json:"noLongerDeniedExamples,omitempty"`
-}
-
 // WhatIfReport is `verdict whatif`'s answer.
-type WhatIfReport struct {
-	Since time.Time `json:"since"`
-	// Requests are the recorded requests evaluated (those with their
-	// object); WithoutObject the decisions of the window that carry none.
-	Requests      int            `json:"requests"`
-	WithoutObject int            `json:"withoutObject"`
-	Rules         []WhatIfRule   `json:"rules"`
-	Changes       []WhatIfChange `json:"changes"`
-}
+type WhatIfReport = whatif.Report
 
 func newWhatIf(ctx context.Context, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	o := WhatIfOptions{NATS: natsconn.Default(), Timeout: work.DefaultWorkTimeout, Since: 24 * time.Hour, Examples: 5, Output: "table"}
@@ -167,169 +109,19 @@ func WhatIf(ctx context.Context, o WhatIfOptions, stdin io.Reader, now func() ti
 		return rep, err
 	}
 	defer conn.Close()
-	rep.Since = now().Add(-o.Since).UTC()
-	w := newWhatIfTally(set, o.Examples)
-	err = decisions.Read(ctx, conn, decisions.Filter{Namespace: o.Namespace}, rep.Since, func(e decisions.Entry) error {
+	since := now().Add(-o.Since).UTC()
+	w := whatif.NewTally(eng, set, since, o.Examples, nil)
+	err = decisions.Read(ctx, conn, decisions.Filter{Namespace: o.Namespace}, since, func(e decisions.Entry) error {
 		if e.Err != nil {
 			return nil // not a decision: `verdict decisions` reports it
 		}
-		d := e.Decision
-		if len(d.Object) == 0 {
-			rep.WithoutObject++
-			w.unrecorded(d)
-			return nil
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(d.Object, &obj); err != nil || obj == nil {
-			rep.WithoutObject++
-			return nil
-		}
-		rep.Requests++
-		req := &engine.Request{
-			Operation: d.Operation, Object: obj, Namespace: d.Resource.Namespace, Name: d.Resource.Name, DryRun: d.DryRun,
-			UserInfo: engine.UserInfo{Username: d.User.Username, UID: d.User.UID, Groups: d.User.Groups},
-		}
-		resps, _ := eng.Apply(ctx, req, set)
-		w.add(d, obj, resps)
+		w.Decision(ctx, e.Decision, nil)
 		return ctx.Err()
 	})
 	if err != nil {
 		return rep, work.Explain(err, o.NATS.Redacted())
 	}
-	rep.Rules, rep.Changes = w.report()
-	return rep, nil
-}
-
-// whatIfTally gathers the outcomes.
-type whatIfTally struct {
-	examples int
-	rules    map[[2]string]*WhatIfRule
-	order    [][2]string
-	changes  map[string]*WhatIfChange
-	keys     []string
-}
-
-func newWhatIfTally(set *engine.Set, examples int) *whatIfTally {
-	w := &whatIfTally{examples: examples, rules: map[[2]string]*WhatIfRule{}, changes: map[string]*WhatIfChange{}}
-	for _, p := range set.Policies {
-		key := bus.PolicyRefOf(p).ResultKey()
-		w.changes[key] = &WhatIfChange{Policy: key}
-		w.keys = append(w.keys, key)
-	}
-	return w
-}
-
-func (w *whatIfTally) example(list []WhatIfExample, ex WhatIfExample) []WhatIfExample {
-	if w.examples > 0 && len(list) >= w.examples {
-		return list
-	}
-	return append(list, ex)
-}
-
-// add counts what the candidate's responses say of one recorded request.
-func (w *whatIfTally) add(d bus.Decision, obj map[string]any, resps []engine.Response) {
-	ex := WhatIfExample{Time: d.Time, Operation: d.Operation, Kind: document.String(obj, "kind"),
-		Namespace: document.String(obj, "metadata", "namespace"), Name: document.String(obj, "metadata", "name"), User: d.User.Username}
-	for _, resp := range resps {
-		key := bus.PolicyRefOf(resp.Policy).ResultKey()
-		denies := false
-		for _, rr := range resp.Rules {
-			outcome := whatIfOutcome(rr)
-			if outcome == whatifDeny || (outcome == whatifError && resp.Policy.Raw.Spec.FailurePolicy != "Ignore") {
-				denies = true // as the webhook decides (blockingRules)
-			}
-			id := [2]string{key, rr.Name}
-			r, ok := w.rules[id]
-			if !ok {
-				r = &WhatIfRule{Policy: key, Rule: rr.Name, Counts: map[string]int{}}
-				w.rules[id] = r
-				w.order = append(w.order, id)
-			}
-			r.Counts[outcome]++
-			if outcome != whatifPass && outcome != whatifSkip {
-				if r.Examples == nil {
-					r.Examples = map[string][]WhatIfExample{}
-				}
-				e := ex
-				e.Message = rr.Message
-				r.Examples[outcome] = w.example(r.Examples[outcome], e)
-			}
-		}
-		c := w.changes[key]
-		if c == nil {
-			continue
-		}
-		installed := slices.ContainsFunc(d.Findings, func(f bus.Finding) bool { return f.Policy == key && f.Action == bus.ActionDeny })
-		switch {
-		case denies && !installed:
-			c.NewlyDenied++
-			c.Newly = w.example(c.Newly, ex)
-		case !denies && installed:
-			c.NoLongerDenied++
-			c.NoLonger = w.example(c.NoLonger, ex)
-		}
-	}
-	// A candidate that selected nothing of the request may still be
-	// no longer denying what its installed version denied.
-	for _, key := range w.keys {
-		if slices.ContainsFunc(resps, func(r engine.Response) bool { return bus.PolicyRefOf(r.Policy).ResultKey() == key }) {
-			continue
-		}
-		if slices.ContainsFunc(d.Findings, func(f bus.Finding) bool { return f.Policy == key && f.Action == bus.ActionDeny }) {
-			c := w.changes[key]
-			c.NoLongerDenied++
-			c.NoLonger = w.example(c.NoLonger, ex)
-		}
-	}
-}
-
-// unrecorded counts the installed versions' denials of a request whose
-// object the log does not hold.
-func (w *whatIfTally) unrecorded(d bus.Decision) {
-	for _, key := range w.keys {
-		if slices.ContainsFunc(d.Findings, func(f bus.Finding) bool { return f.Policy == key && f.Action == bus.ActionDeny }) {
-			w.changes[key].DeniedUnrecorded++
-		}
-	}
-}
-
-// whatIfOutcome is what rr would have done at admission: a failed
-// Enforce rule denies, another failure warns; an error is an error (it
-// denies under failurePolicy Fail); a mutate or generate rule that
-// applied mutates or generates.
-func whatIfOutcome(rr engine.RuleResponse) string {
-	switch rr.Status {
-	case engine.StatusFail:
-		if rr.Enforce {
-			return whatifDeny
-		}
-		return whatifWarn
-	case engine.StatusError:
-		return whatifError
-	case engine.StatusWarn:
-		return whatifWarn
-	case engine.StatusPass:
-		switch rr.Type {
-		case engine.TypeMutation:
-			return whatifMutate
-		case engine.TypeGeneration:
-			return whatifGenerate
-		}
-		return whatifPass
-	}
-	return whatifSkip
-}
-
-func (w *whatIfTally) report() ([]WhatIfRule, []WhatIfChange) {
-	rules := make([]WhatIfRule, 0, len(w.order))
-	for _, id := range w.order {
-		rules = append(rules, *w.rules[id])
-	}
-	changes := make([]WhatIfChange, 0, len(w.keys))
-	for _, k := range w.keys {
-		changes = append(changes, *w.changes[k])
-	}
-	return rules, changes
+	return w.Report(), nil
 }
 
 // writeWhatIf writes the report as a table or as JSON.
@@ -345,13 +137,13 @@ func writeWhatIf(out io.Writer, output string, rep WhatIfReport) error {
 	for _, r := range rep.Rules {
 		c := r.Counts
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Policy, r.Rule,
-			c[whatifDeny], c[whatifWarn], c[whatifMutate], c[whatifGenerate], c[whatifError], c[whatifPass], c[whatifSkip])
+			c[whatif.Deny], c[whatif.Warn], c[whatif.Mutate], c[whatif.Generate], c[whatif.Error], c[whatif.Pass], c[whatif.Skip])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, r := range rep.Rules {
-		for _, outcome := range []string{whatifDeny, whatifWarn, whatifError, whatifMutate, whatifGenerate} {
+		for _, outcome := range []string{whatif.Deny, whatif.Warn, whatif.Error, whatif.Mutate, whatif.Generate} {
 			exs := r.Examples[outcome]
 			if len(exs) == 0 {
 				continue
@@ -378,7 +170,7 @@ func writeWhatIf(out io.Writer, output string, rep WhatIfReport) error {
 	return nil
 }
 
-func exampleLine(ex WhatIfExample, message bool) string {
+func exampleLine(ex whatif.Example, message bool) string {
 	name := ex.Kind + "/" + ex.Name
 	if ex.Namespace != "" {
 		name = ex.Namespace + "/" + name

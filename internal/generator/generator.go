@@ -456,6 +456,11 @@ func (g *Generator) policy(ctx context.Context, ref bus.PolicyRef, fresh bool) (
 	if err != nil {
 		return nil, queue.Poison(fmt.Sprintf("policy %s: %v", ref.Key, err)).For(ReasonPolicyInvalid), false
 	}
+	if raw.Candidate() {
+		// Queued before it became a candidate: a candidate generates
+		// and mutates nothing.
+		return nil, queue.Skip(ReasonPolicyCandidate, fmt.Sprintf("policy %s is a candidate", ref.Key)), false
+	}
 	p, err := g.eng.Compile(raw)
 	if err != nil {
 		return nil, queue.Poison(err.Error()).For(ReasonPolicyInvalid), false

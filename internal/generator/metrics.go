@@ -18,6 +18,7 @@ const (
 	ReasonTriggerPending     = "triggerPending"
 	ReasonPolicyGone         = "policyGone"
 	ReasonPolicyReplaced     = "policyReplaced"
+	ReasonPolicyCandidate    = "policyCandidate"
 	ReasonRuleNotTriggered   = "ruleNotTriggered"
 	ReasonAPIError           = "apiError"
 	ReasonEvaluationError    = "evaluationError"

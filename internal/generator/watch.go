@@ -92,7 +92,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 // policyEvent handles a policy created (old nil) or updated.
 func (w *Watcher) policyEvent(oldObj, newObj any) {
 	p, _ := w.parse(newObj)
-	if p == nil {
+	if p == nil || p.Candidate() {
+		// A candidate generates nothing (the reporter evaluates it).
 		return
 	}
 	w.watchDownstream(p)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -69,6 +70,10 @@ type snapshot struct {
 	byKey map[string]*engine.Policy
 	// byKind indexes the policies of the CEL kinds by kind/key (PolicyOf).
 	byKind map[string]*engine.Policy
+	// candidates are the compiled candidate policies
+	// (policy.AnnotationCandidate): in no set, so nothing that admits,
+	// configures webhooks, generates or scans sees them.
+	candidates []*engine.Policy
 }
 
 // Cache is the informer-backed policy set.
@@ -359,6 +364,16 @@ func (c *Cache) rebuild() {
 			}
 		}
 	}
+	// Candidates never take part in admission: they are kept apart from
+	// the set, for the reporter (Candidates).
+	var candidates []*engine.Policy
+	pols = slices.DeleteFunc(pols, func(p *engine.Policy) bool {
+		if p.Raw.Candidate() {
+			candidates = append(candidates, p)
+			return true
+		}
+		return false
+	})
 	// A stable order: the evaluation order of mutations depends on it.
 	sort.Slice(pols, func(i, j int) bool {
 		if ki, kj := pols[i].Raw.Key(), pols[j].Raw.Key(); ki != kj {
@@ -379,7 +394,10 @@ func (c *Cache) rebuild() {
 			byKind[p.Raw.Kind+"/"+p.Raw.Key()] = p
 		}
 	}
-	c.snap.Store(&snapshot{set: &engine.Set{Policies: pols, Exceptions: excs}, problems: problems, byKey: byKey, byKind: byKind})
+	sort.Slice(candidates, func(i, j int) bool {
+		return candidates[i].Raw.Kind+"/"+candidates[i].Raw.Key() < candidates[j].Raw.Kind+"/"+candidates[j].Raw.Key()
+	})
+	c.snap.Store(&snapshot{set: &engine.Set{Policies: pols, Exceptions: excs}, problems: problems, byKey: byKey, byKind: byKind, candidates: candidates})
 	select {
 	case c.changed <- struct{}{}:
 	default:
@@ -410,6 +428,16 @@ func (c *Cache) Policies() []*engine.Policy {
 		return nil
 	}
 	return s.set.Policies
+}
+
+// Candidates returns the compiled candidate policies
+// (policy.AnnotationCandidate), which Set and Policies leave out.
+func (c *Cache) Candidates() []*engine.Policy {
+	s := c.snap.Load()
+	if s == nil || !c.synced.Load() {
+		return nil
+	}
+	return s.candidates
 }
 
 // Policy is the compiled policy of key ("name" for a ClusterPolicy,

@@ -141,7 +141,7 @@ var Kinds = []Kind{
 		Description: "NamespacedValidatingPolicy validates the requests it selects in its own\n" +
 			"namespace with CEL expressions.",
 		Spec: reflect.TypeOf(policy.ValidatingPolicySpec{}), SpecDescription: vpolSpecDescription,
-		Columns: vpolColumns,
+		Status: reflect.TypeOf(policy.CandidateOnlyStatus{}), Columns: vpolColumns,
 	},
 	{
 		File: "mutatingpolicies.yaml", Kind: policy.KindMutatingPolicy, ListKind: "MutatingPolicyList",
@@ -149,7 +149,7 @@ var Kinds = []Kind{
 		Description: "MutatingPolicy mutates the requests it selects with CEL JSON patches and\n" +
 			"apply configurations, in every namespace (Kyverno's policies.kyverno.io kind, in Verdict's group).",
 		Spec: reflect.TypeOf(policy.MutatingPolicySpec{}), SpecDescription: mpolSpecDescription,
-		Columns: mpolColumns,
+		Status: reflect.TypeOf(policy.CandidateOnlyStatus{}), Columns: mpolColumns,
 	},
 	{
 		File: "namespacedmutatingpolicies.yaml", Kind: policy.KindNamespacedMutatingPolicy, ListKind: "NamespacedMutatingPolicyList",
@@ -157,7 +157,7 @@ var Kinds = []Kind{
 		Description: "NamespacedMutatingPolicy mutates the requests it selects in its own\n" +
 			"namespace with CEL JSON patches and apply configurations.",
 		Spec: reflect.TypeOf(policy.MutatingPolicySpec{}), SpecDescription: mpolSpecDescription,
-		Columns: mpolColumns,
+		Status: reflect.TypeOf(policy.CandidateOnlyStatus{}), Columns: mpolColumns,
 	},
 	{
 		File: "generatingpolicies.yaml", Kind: policy.KindGeneratingPolicy, ListKind: "GeneratingPolicyList",
@@ -181,7 +181,7 @@ var Kinds = []Kind{
 		Description: "ImageValidatingPolicy verifies the images of the requests it selects (signatures,\n" +
 			"attestations, digests) with CEL, in every namespace (Kyverno's policies.kyverno.io kind, in Verdict's group).",
 		Spec: reflect.TypeOf(policy.ImageValidatingPolicySpec{}), SpecDescription: ivpolSpecDescription,
-		Columns: vpolColumns,
+		Status: reflect.TypeOf(policy.CandidateOnlyStatus{}), Columns: vpolColumns,
 	},
 	{
 		File: "namespacedimagevalidatingpolicies.yaml", Kind: policy.KindNamespacedImageValidatingPolicy, ListKind: "NamespacedImageValidatingPolicyList",
@@ -189,7 +189,7 @@ var Kinds = []Kind{
 		Description: "NamespacedImageValidatingPolicy verifies the images of the requests it selects\n" +
 			"in its own namespace with CEL.",
 		Spec: reflect.TypeOf(policy.ImageValidatingPolicySpec{}), SpecDescription: ivpolSpecDescription,
-		Columns: vpolColumns,
+		Status: reflect.TypeOf(policy.CandidateOnlyStatus{}), Columns: vpolColumns,
 	},
 	{
 		File: "deletingpolicies.yaml", Kind: policy.KindDeletingPolicy, ListKind: "DeletingPolicyList",

@@ -40,7 +40,11 @@ const (
 	ConditionReady  = "Ready"
 	ReasonSucceeded = "Succeeded"
 	ReasonFailed    = "Failed"
-	messageReady    = "Ready"
+	// ReasonCandidate: the policy is a candidate
+	// (policy.AnnotationCandidate), which no webhook enforces.
+	ReasonCandidate  = "Candidate"
+	messageReady     = "Ready"
+	messageCandidate = "candidate: never enforced; the reporter evaluates it in the background (status.candidate)"
 )
 
 // Source is what the writer needs of the policy cache: the compiled
@@ -50,6 +54,9 @@ type Source interface {
 	// Problems returns kind, key ("name" or "namespace/name") and error
 	// of each policy left out of the set.
 	Problems() []policycache.Problem
+	// Candidates returns the compiled candidate policies, which are in
+	// no set.
+	Candidates() []*engine.Policy
 }
 
 // Writer keeps policy statuses current.
@@ -78,6 +85,10 @@ func (w *Writer) Sync(ctx context.Context, reconcileErr error) error {
 	for _, p := range w.source.Policies() {
 		compiled[p.Raw.Kind+"/"+p.Raw.Key()] = p
 	}
+	candidates := map[string]*engine.Policy{}
+	for _, p := range w.source.Candidates() {
+		candidates[p.Raw.Kind+"/"+p.Raw.Key()] = p
+	}
 	problems := map[string]error{}
 	for _, pr := range w.source.Problems() {
 		problems[pr.Kind+"/"+pr.Key] = pr.Err
@@ -96,7 +107,11 @@ func (w *Writer) Sync(ctx context.Context, reconcileErr error) error {
 				key = ns + "/" + key
 			}
 			id := u.GetKind() + "/" + key
-			want, ok := w.desired(u, compiled[id], problems[id], reconcileErr)
+			p, candidate := compiled[id], false
+			if c := candidates[id]; c != nil {
+				p, candidate = c, true
+			}
+			want, ok := w.desired(u, p, candidate, problems[id], reconcileErr)
 			if !ok {
 				continue
 			}
@@ -110,10 +125,14 @@ func (w *Writer) Sync(ctx context.Context, reconcileErr error) error {
 
 // desired computes a policy's status; ok is false when the cache has not
 // seen the policy yet (its status is left as it is).
-func (w *Writer) desired(u *unstructured.Unstructured, p *engine.Policy, compileErr, reconcileErr error) (policy.Status, bool) {
+func (w *Writer) desired(u *unstructured.Unstructured, p *engine.Policy, candidate bool, compileErr, reconcileErr error) (policy.Status, bool) {
 	var st policy.Status
-	ready, message := true, messageReady
+	ready, message, reason := true, messageReady, ReasonSucceeded
 	switch {
+	case p != nil && candidate:
+		// Compiled, and never enforced: not Ready, said why.
+		st.RuleCount, st.Autogen = counts(p)
+		ready, message, reason = false, messageCandidate, ReasonCandidate
 	case p != nil:
 		st.RuleCount, st.Autogen = counts(p)
 		unresolved, err := registrar.Unresolved(p, w.resolver)
@@ -135,11 +154,14 @@ func (w *Writer) desired(u *unstructured.Unstructured, p *engine.Policy, compile
 		Type:               ConditionReady,
 		Status:             string(metav1.ConditionTrue),
 		ObservedGeneration: u.GetGeneration(),
-		Reason:             ReasonSucceeded,
+		Reason:             reason,
 		Message:            message,
 	}
 	if !ready {
-		cond.Status, cond.Reason = string(metav1.ConditionFalse), ReasonFailed
+		cond.Status = string(metav1.ConditionFalse)
+		if reason == ReasonSucceeded {
+			cond.Reason = ReasonFailed
+		}
 	}
 	cond.LastTransitionTime = w.now().UTC().Format(time.RFC3339)
 	if old := currentReady(u); old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {

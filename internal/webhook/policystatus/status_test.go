@@ -75,7 +75,7 @@ func TestDesired(t *testing.T) {
 		return u
 	}
 
-	st, ok := w.desired(obj(nil), compiled(t, pods), nil, nil)
+	st, ok := w.desired(obj(nil), compiled(t, pods), false, nil, nil)
 	if !ok || !st.Ready || len(st.Conditions) != 1 {
 		t.Fatalf("pods: %+v", st)
 	}
@@ -88,33 +88,40 @@ func TestDesired(t *testing.T) {
 		t.Errorf("counts %+v, autogen %d", st.RuleCount, len(st.Autogen.Rules))
 	}
 
-	st, _ = w.desired(obj(nil), compiled(t, widgets), nil, nil)
+	st, _ = w.desired(obj(nil), compiled(t, widgets), false, nil, nil)
 	if c := st.Conditions[0]; st.Ready || c.Status != "False" || c.Reason != "Failed" || !strings.Contains(c.Message, "Widget") || strings.Contains(c.Message, "Pod") {
 		t.Errorf("widgets: %+v", st)
 	}
 
-	st, _ = w.desired(obj(nil), compiled(t, pods), nil, errors.New("forbidden"))
+	st, _ = w.desired(obj(nil), compiled(t, pods), false, nil, errors.New("forbidden"))
 	if c := st.Conditions[0]; st.Ready || !strings.Contains(c.Message, "forbidden") {
 		t.Errorf("reconcile failed: %+v", st)
 	}
 
-	st, ok = w.desired(obj(nil), nil, errors.New("spec.rules[0]: bad anchor"), nil)
+	st, ok = w.desired(obj(nil), nil, false, errors.New("spec.rules[0]: bad anchor"), nil)
 	if c := st.Conditions[0]; !ok || st.Ready || !strings.Contains(c.Message, "bad anchor") {
 		t.Errorf("not compiled: %+v", st)
 	}
-	if _, ok := w.desired(obj(nil), nil, nil, nil); ok {
+	if _, ok := w.desired(obj(nil), nil, false, nil, nil); ok {
 		t.Error("a policy the cache has not seen got a status")
+	}
+	// A candidate compiles and is not enforced: not Ready, said why,
+	// its rules counted.
+	st, ok = w.desired(obj(nil), compiled(t, pods), true, nil, nil)
+	if c := st.Conditions[0]; !ok || st.Ready || c.Status != "False" || c.Reason != "Candidate" || !strings.Contains(c.Message, "never enforced") ||
+		st.RuleCount.Validate != 3 {
+		t.Errorf("candidate: %+v", st)
 	}
 
 	// A condition that holds keeps its transition time.
 	earlier := map[string]any{"conditions": []any{map[string]any{
 		"type": "Ready", "status": "True", "reason": "Succeeded", "message": "Ready", "lastTransitionTime": "2026-01-01T00:00:00Z",
 	}}}
-	st, _ = w.desired(obj(earlier), compiled(t, pods), nil, nil)
+	st, _ = w.desired(obj(earlier), compiled(t, pods), false, nil, nil)
 	if got := st.Conditions[0].LastTransitionTime; got != "2026-01-01T00:00:00Z" {
 		t.Errorf("transition time %s, want the earlier one kept", got)
 	}
-	st, _ = w.desired(obj(earlier), compiled(t, widgets), nil, nil)
+	st, _ = w.desired(obj(earlier), compiled(t, widgets), false, nil, nil)
 	if got := st.Conditions[0].LastTransitionTime; got != "2026-11-22T12:00:00Z" {
 		t.Errorf("transition time %s after a change, want now", got)
 	}

@@ -79,6 +79,9 @@ type GeneratingPolicyStatus struct {
 	// through when a trigger or the policy goes. Only the generator
 	// writes it.
 	DownstreamKinds []KindRef `json:"downstreamKinds,omitempty"`
+	// Candidate is what the policy would have done, while it is a
+	// candidate (AnnotationCandidate); only the reporter writes it.
+	Candidate *CandidateStatus `json:"candidate,omitempty"`
 }
 
 // AnnotationDownstreamKinds holds what GeneratingPolicyStatus's

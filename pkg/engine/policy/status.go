@@ -16,6 +16,9 @@ type Status struct {
 	RuleCount RuleCount `json:"rulecount"`
 	// Autogen lists the rules autogen added for Pod controllers.
 	Autogen AutogenStatus `json:"autogen"`
+	// Candidate is what the policy would have done, while it is a
+	// candidate (AnnotationCandidate); only the reporter writes it.
+	Candidate *CandidateStatus `json:"candidate,omitempty"`
 }
 
 // StatusCondition is one condition of a policy's status, in the shape of the
@@ -60,4 +63,7 @@ type ValidatingPolicyStatus struct {
 	// Conditions holds the ValidatingAdmissionPolicyGenerated condition
 	// of a policy that asks for one (autogen.validatingAdmissionPolicy).
 	Conditions []StatusCondition `json:"conditions,omitempty"`
+	// Candidate is what the policy would have done, while it is a
+	// candidate (AnnotationCandidate); only the reporter writes it.
+	Candidate *CandidateStatus `json:"candidate,omitempty"`
 }
