@@ -33,6 +33,7 @@ func bindFlags(fs *flag.FlagSet, cfg *reporterapp.Config) {
 	fs.IntVar(&cfg.PendingRechecks, "pending-rechecks", cfg.PendingRechecks, "pending results beyond --pending-results one replica remembers to check again (about 40 bytes each; their messages acknowledged, a recheck a second later and one when the grace ends); 0: given up at once")
 	fs.BoolVar(&cfg.Scan, "scan", cfg.Scan, "run the background scan (policy changes, the periodic scan, purging deleted resources' results)")
 	fs.DurationVar(&cfg.ScanInterval, "scan-interval", cfg.ScanInterval, "period of the full background scan (0: only on policy changes)")
+	fs.DurationVar(&cfg.CandidateWindow, "candidate-window", cfg.CandidateWindow, "how far back the admission log's recorded requests go when a candidate policy (verdict.dev/candidate) is evaluated (0: its objects only)")
 	fs.IntVar(&cfg.ScanConcurrency, "scan-concurrency", cfg.ScanConcurrency, "scan items one replica works on at once")
 	fs.BoolVar(&cfg.KyvernoMetrics, "kyverno-metrics", cfg.KyvernoMetrics, "also record the background scans' rule results under Kyverno's metric names and labels (kyverno_policy_results_total with rule_execution_cause=background_scan, ...), for dashboards built for Kyverno; times each rule")
 	fs.StringVar(&cfg.ProbeAddress, "probe-address", cfg.ProbeAddress, "address serving /metrics, /healthz and /readyz (empty: none)")

@@ -155,6 +155,14 @@ const (
 	// resource is gone too, the resource's results are purged; otherwise
 	// its report is written again.
 	ScanResourceGone ScanAction = "resourceGone"
+	// ScanCandidate evaluates a candidate policy
+	// (policy.AnnotationCandidate) on the admission log's recorded
+	// requests and the cluster's objects, and writes what it would have
+	// done to its status.candidate.
+	ScanCandidate ScanAction = "candidate"
+	// ScanCandidateGone clears status.candidate of a policy that is no
+	// longer a candidate.
+	ScanCandidateGone ScanAction = "candidateGone"
 )
 
 // ScanItem is one unit of background-scan work (VERDICT_WORK, kind scan).
@@ -172,6 +180,8 @@ type ScanItem struct {
 	// bindings (policy.NativePolicy.BindingsVersion): a binding changed
 	// changes what the policy selects, at the same policy version.
 	Bindings string `json:"bindings,omitempty"`
+	// Generation is a candidate's metadata.generation (ScanCandidate).
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // BindingsOf is the version of p's bindings for a ScanItem: empty but
@@ -189,7 +199,7 @@ func BindingsOf(p *engine.Policy) string {
 func ScanMessage(item ScanItem, id ...string) (queue.Message, error) {
 	var key string
 	switch item.Action {
-	case ScanPolicy, ScanPolicyDeleted:
+	case ScanPolicy, ScanPolicyDeleted, ScanCandidate, ScanCandidateGone:
 		if item.Policy.Key == "" || item.Policy.UID == "" {
 			return queue.Message{}, fmt.Errorf("%w: scan item %s needs a policy key and uid", ErrIncomplete, item.Action)
 		}

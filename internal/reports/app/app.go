@@ -108,6 +108,10 @@ type Config struct {
 	ScanInterval time.Duration
 	// ScanConcurrency is how many scan items a replica works on at once.
 	ScanConcurrency int
+	// CandidateWindow is how far back the admission log's recorded
+	// requests go when a candidate policy is evaluated (0: the log is not
+	// read, the cluster's objects only).
+	CandidateWindow time.Duration
 	// KyvernoMetrics also records the scans' rule results under Kyverno's
 	// metric names (kyverno_policy_results_total with
 	// rule_execution_cause background_scan, ...:
@@ -180,6 +184,7 @@ func DefaultConfig() Config {
 		Scan:                  true,
 		ScanInterval:          time.Hour,
 		ScanConcurrency:       2,
+		CandidateWindow:       24 * time.Hour,
 		Limits:                platform.DefaultEvaluationLimits(),
 		Registries:            platform.DefaultRegistries(),
 		ProbeAddress:          ":8080",
@@ -238,6 +243,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Attempts < 1 {
 		errs = append(errs, fmt.Errorf("attempts %d must be positive", c.Attempts))
+	}
+	if c.CandidateWindow < 0 {
+		errs = append(errs, fmt.Errorf("candidate window %s: 0 (the log not read) or more", c.CandidateWindow))
 	}
 	if c.ScanInterval < 0 || (c.ScanInterval > 0 && c.ScanInterval < time.Second) {
 		errs = append(errs, fmt.Errorf("scan interval %s: 0 (none) or at least 1s", c.ScanInterval))
@@ -526,6 +534,7 @@ func newScanner(ctx context.Context, cfg Config, d *deps, log zerolog.Logger, se
 		scanner.WithChecker(d.check),
 		scanner.WithRegisterer(d.reg),
 		scanner.WithLogger(log),
+		scanner.WithCandidates(pc.API(), cfg.CandidateWindow),
 	}
 	if cfg.KyvernoMetrics {
 		km, err := kyvernometrics.New(d.reg)

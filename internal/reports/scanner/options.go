@@ -11,6 +11,7 @@ import (
 
 	"github.com/verdict-dev/verdict/internal/platform/apicheck"
 	"github.com/verdict-dev/verdict/internal/platform/kyvernometrics"
+	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/reports/reporter"
 )
 
@@ -39,6 +40,31 @@ type options struct {
 	// kyverno records the scans' rule results under Kyverno's metric
 	// names (WithKyvernoMetrics); nil: not recorded.
 	kyverno *kyvernometrics.Metrics
+	// candidates: candidate policies are evaluated (WithCandidates).
+	candidates candidateOptions
+}
+
+// candidateOptions are WithCandidates'.
+type candidateOptions struct {
+	enabled bool
+	api     policycache.API
+	window  time.Duration
+}
+
+// WithCandidates evaluates the candidate policies (the policy source's
+// Candidates) in the background: each on the admission log's recorded
+// requests of the last window (0: the log is not read) and on the
+// cluster's objects, when it is created or changed and on each tick of
+// the periodic scan, writing what it would have done to its
+// status.candidate through api's resources.
+func WithCandidates(api policycache.API, window time.Duration) Option {
+	return func(o *options) error {
+		if window < 0 {
+			return fmt.Errorf("%w: candidate window %s is negative", ErrInvalidOption, window)
+		}
+		o.candidates = candidateOptions{enabled: true, api: api, window: window}
+		return nil
+	}
 }
 
 // WithServedReports says that reports are served from the stream (the

@@ -35,6 +35,9 @@ import (
 // namespace labels for namespaceSelector.
 type PolicySource interface {
 	Set(ctx context.Context) (*engine.Set, error)
+	// Candidates are the candidate policies (policy.AnnotationCandidate),
+	// which Set leaves out.
+	Candidates() []*engine.Policy
 	Changed() <-chan struct{}
 	NamespaceLabels(ctx context.Context, name string) (map[string]string, error)
 }
@@ -193,12 +196,18 @@ func scanned(p *engine.Policy) bool {
 // of them at start) and a retraction item per deleted one.
 func (s *Scanner) watchPolicies(ctx context.Context) {
 	var prev map[string]policyVersion
+	var prevCandidates map[string]candidateVersion
 	for {
 		set, err := s.policies.Set(ctx)
 		if err == nil {
 			cur := versions(set)
 			s.publishChanges(ctx, prev, cur)
 			prev = cur
+			if s.o.candidates.enabled {
+				cur := candidateVersions(s.policies.Candidates())
+				s.publishCandidateChanges(ctx, prevCandidates, cur)
+				prevCandidates = cur
+			}
 		} else {
 			s.log.Warn().Err(err).Msg("policiesUnavailable")
 		}
@@ -334,6 +343,10 @@ func (s *Scanner) handle(ctx context.Context, m *queue.Msg) queue.Outcome {
 		out = s.retractPolicy(ctx, item)
 	case bus.ScanResourceGone:
 		out = s.resourceGone(ctx, item.Resource)
+	case bus.ScanCandidate:
+		out = s.evaluateCandidate(ctx, m, item)
+	case bus.ScanCandidateGone:
+		out = s.clearCandidate(ctx, item)
 	default:
 		s.m.items.WithLabelValues("unknown", "poison").Inc()
 		return queue.Poison(fmt.Sprintf("unknown scan action %q", item.Action))
@@ -384,6 +397,23 @@ func (s *Scanner) fanOut(ctx context.Context, m *queue.Msg) queue.Outcome {
 			return s.retry(ctx, "scanItemNotPublished", err)
 		}
 		s.m.published.WithLabelValues(string(bus.ScanPolicy)).Inc()
+	}
+	if !s.o.candidates.enabled {
+		return queue.Done()
+	}
+	// Candidates are evaluated again on each tick: the log has grown.
+	for _, p := range s.policies.Candidates() {
+		ref := bus.PolicyRefOf(p)
+		ref.ResourceVersion = ""
+		msg, err := bus.ScanMessage(bus.ScanItem{Action: bus.ScanCandidate, Policy: ref, Generation: p.Raw.Metadata.Generation, Reason: ReasonInterval, Timestamp: now},
+			ref.UID, "tick", tick)
+		if err != nil {
+			return queue.Poison(err.Error())
+		}
+		if _, err := s.conn.PublishSync(ctx, msg); err != nil {
+			return s.retry(ctx, "scanItemNotPublished", err)
+		}
+		s.m.published.WithLabelValues(string(bus.ScanCandidate)).Inc()
 	}
 	return queue.Done()
 }
