@@ -2,11 +2,14 @@ package app_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/verdict-dev/verdict/internal/platform/policycache"
 	"github.com/verdict-dev/verdict/internal/testkit"
@@ -104,4 +107,59 @@ func TestE2EPolicyStatus(t *testing.T) {
 	if u, err = e.dyn.Resource(policycache.ClusterPolicies).Get(ctx, "disallow-privileged", metav1.GetOptions{}); err != nil || u.GetResourceVersion() != rv {
 		t.Fatalf("status rewritten without a change: %v %s -> %s", err, rv, u.GetResourceVersion())
 	}
+}
+
+// candidateDenyLabelled is an Enforce policy denying Pods labelled
+// verdict-test=deny, as a candidate.
+const candidateDenyLabelled = `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata:
+  name: deny-labelled
+  annotations: {verdict.dev/candidate: "true"}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: no-deny-label
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate:
+      message: "the label verdict-test=deny is refused"
+      pattern: {metadata: {=(labels): {=(verdict-test): "!deny"}}}
+`
+
+// TestE2ECandidateNeverEnforced (issue 34): an Enforce policy annotated
+// as a candidate is compiled (READY False, reason Candidate, its rules
+// counted) and denies nothing through the real API server; the
+// annotation removed, the same policy denies.
+func TestE2ECandidateNeverEnforced(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.startReplica(t, "replica-a", "", nil)
+	waitEnforced(t, e.kube)
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Create(ctx, testkit.Unstructured(t, candidateDenyLabelled), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyTrue(t, 30*time.Second, "the candidate's condition", func() bool {
+		_, rows := table(t, e, "/apis/verdict.dev/v1/clusterpolicies", false)
+		msg, _ := rows["deny-labelled"][5].(string)
+		return len(rows["deny-labelled"]) > 5 && rows["deny-labelled"][3] == "False" && strings.Contains(msg, "candidate")
+	})
+	labelled := func(name string) *corev1.Pod {
+		p := pod(name, false)
+		p.Labels = map[string]string{"verdict-test": "deny"}
+		return p
+	}
+	if _, err := e.kube.CoreV1().Pods("team").Create(ctx, labelled("candidate-admitted"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a candidate denied a Pod: %v", err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"verdict.dev/candidate":null}}}`)
+	if _, err := e.dyn.Resource(policycache.ClusterPolicies).Patch(ctx, "deny-labelled", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the policy enforced once no longer a candidate", func() error {
+		_, err := e.kube.CoreV1().Pods("team").Create(ctx, labelled("enforced"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || !strings.Contains(err.Error(), "verdict-test=deny is refused") {
+			return fmt.Errorf("labelled Pod: %v", err)
+		}
+		return nil
+	})
 }
