@@ -31,25 +31,29 @@ const (
 // Outcomes are the outcomes in the order reports list them.
 var Outcomes = []string{Deny, Warn, Mutate, Generate, Error, Pass, Skip}
 
-// Example is one recorded request and what a rule would have done.
+// Example is one recorded request, or one of the cluster's objects (no
+// time, operation or user), and what a rule would have done.
 type Example struct {
-	Time      time.Time `json:"time"`
-	Operation string    `json:"operation"`
+	Time      time.Time `json:"time,omitzero"`
+	Operation string    `json:"operation,omitempty"`
 	Kind      string    `json:"kind"`
 	Namespace string    `json:"namespace,omitempty"`
 	Name      string    `json:"name"`
-	User      string    `json:"user"`
+	User      string    `json:"user,omitempty"`
 	Message   string    `json:"message,omitempty"`
 }
 
 // Rule is what one rule of a candidate would have done to the recorded
-// requests: counts by outcome, and examples of each outcome but pass and
-// skip.
+// requests (Counts, Examples) and to the cluster's objects (Resources,
+// ResourceExamples: what it would do to their next update): counts by
+// outcome, and examples of each outcome but pass and skip.
 type Rule struct {
-	Policy   string               `json:"policy"`
-	Rule     string               `json:"rule"`
-	Counts   map[string]int       `json:"counts"`
-	Examples map[string][]Example `json:"examples,omitempty"`
+	Policy           string               `json:"policy"`
+	Rule             string               `json:"rule"`
+	Counts           map[string]int       `json:"counts"`
+	Examples         map[string][]Example `json:"examples,omitempty"`
+	Resources        map[string]int       `json:"resources,omitempty"`
+	ResourceExamples map[string][]Example `json:"resourceExamples,omitempty"`
 }
 
 // Change compares a candidate with the installed policy it would replace
@@ -75,10 +79,12 @@ type Report struct {
 	Since time.Time `json:"since"`
 	// Requests are the recorded requests evaluated (those with their
 	// object); WithoutObject the decisions of the window that carry none.
-	Requests      int      `json:"requests"`
-	WithoutObject int      `json:"withoutObject"`
-	Rules         []Rule   `json:"rules"`
-	Changes       []Change `json:"changes"`
+	Requests      int `json:"requests"`
+	WithoutObject int `json:"withoutObject"`
+	// Objects are the cluster's objects the candidates selected (Object).
+	Objects int      `json:"objects,omitempty"`
+	Rules   []Rule   `json:"rules"`
+	Changes []Change `json:"changes"`
 }
 
 // Tally evaluates candidates on recorded requests and counts.
@@ -169,13 +175,7 @@ func (t *Tally) add(d bus.Decision, obj map[string]any, resps []engine.Response)
 			if outcome == Deny || (outcome == Error && resp.Policy.Raw.Spec.FailurePolicy != "Ignore") {
 				denies = true // as the webhook decides (blockingRules)
 			}
-			id := [2]string{key, rr.Name}
-			r, ok := t.rules[id]
-			if !ok {
-				r = &Rule{Policy: key, Rule: rr.Name, Counts: map[string]int{}}
-				t.rules[id] = r
-				t.order = append(t.order, id)
-			}
+			r := t.rule(key, rr.Name)
 			r.Counts[outcome]++
 			if outcome != Pass && outcome != Skip {
 				if r.Examples == nil {
@@ -207,6 +207,55 @@ func (t *Tally) add(d bus.Decision, obj map[string]any, resps []engine.Response)
 			c.NoLongerDenied++
 			c.NoLonger = t.example(c.NoLonger, ex)
 		}
+	}
+}
+
+// rule is the tally of one rule of the candidate of result key.
+func (t *Tally) rule(key, name string) *Rule {
+	id := [2]string{key, name}
+	r, ok := t.rules[id]
+	if !ok {
+		r = &Rule{Policy: key, Rule: name, Counts: map[string]int{}}
+		t.rules[id] = r
+		t.order = append(t.order, id)
+	}
+	return r
+}
+
+// Object evaluates the candidates' checks (validate and image rules) on
+// one of the cluster's objects, as a background scan does: what they
+// would do to its next update. nsLabels and nsObject are its
+// namespace's labels and object (nil when not known).
+func (t *Tally) Object(ctx context.Context, obj map[string]any, nsLabels map[string]string, nsObject map[string]any) {
+	req := &engine.Request{Object: obj, NamespaceLabels: nsLabels, NamespaceObject: nsObject}
+	ex := Example{Kind: document.String(obj, "kind"), Namespace: document.String(obj, "metadata", "namespace"), Name: document.String(obj, "metadata", "name")}
+	selected := false
+	for _, p := range t.set.Policies {
+		resp := t.eng.Check(ctx, req, p, t.set.Exceptions)
+		if len(resp.Rules) == 0 {
+			continue
+		}
+		selected = true
+		key := bus.PolicyRefOf(p).ResultKey()
+		for _, rr := range resp.Rules {
+			outcome := Outcome(rr)
+			r := t.rule(key, rr.Name)
+			if r.Resources == nil {
+				r.Resources = map[string]int{}
+			}
+			r.Resources[outcome]++
+			if outcome != Pass && outcome != Skip {
+				if r.ResourceExamples == nil {
+					r.ResourceExamples = map[string][]Example{}
+				}
+				e := ex
+				e.Message = rr.Message
+				r.ResourceExamples[outcome] = t.example(r.ResourceExamples[outcome], e)
+			}
+		}
+	}
+	if selected {
+		t.rep.Objects++
 	}
 }
 

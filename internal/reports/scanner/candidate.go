@@ -117,14 +117,17 @@ func (s *Scanner) evaluateCandidate(ctx context.Context, m *queue.Msg, item bus.
 	}
 	now := s.o.now().UTC()
 	cset := &engine.Set{Policies: []*engine.Policy{p}, Exceptions: set.Exceptions}
-	ev := &candidateEval{s: s, p: p, set: cset, rules: map[string]*policy.CandidateRule{}, nsLabels: map[string]map[string]string{}}
+	var since time.Time
+	if s.o.candidates.window > 0 {
+		since = now.Add(-s.o.candidates.window)
+	}
+	ev := &candidateEval{s: s, p: p, nsLabels: map[string]map[string]string{}, seen: map[string]struct{}{},
+		tally: whatif.NewTally(s.eng, cset, since, candidateExamples, against)}
 	log := logFrom(ctx).With().Str(logkey.Policy, item.Policy.ResultKey()).Logger()
 
 	var notes []string
-	var rep whatif.Report
 	if s.o.candidates.window > 0 {
-		var err error
-		rep, err = ev.requests(ctx, m, now.Add(-s.o.candidates.window))
+		err := ev.requests(ctx, m, since)
 		switch {
 		case errors.Is(err, queue.ErrNoStream):
 			notes = append(notes, "the admission log holds nothing: the webhooks record no decisions (webhook.decisions.enabled)")
@@ -158,7 +161,8 @@ func (s *Scanner) evaluateCandidate(ctx context.Context, m *queue.Msg, item bus.
 			return s.retry(ctx, "candidateListFailed", err)
 		}
 	}
-	st := ev.status(rep, now)
+	rep := ev.tally.Report()
+	st := candidateStatus(p, rep, now)
 	if len(notes) > 0 {
 		st.Message = strings.Join(notes, "; ")
 	}
@@ -170,8 +174,8 @@ func (s *Scanner) evaluateCandidate(ctx context.Context, m *queue.Msg, item bus.
 		return s.retry(ctx, "candidateStatusNotWritten", err)
 	}
 	s.m.candidates.WithLabelValues(sourceRequest).Add(float64(rep.Requests))
-	s.m.candidates.WithLabelValues(sourceResource).Add(float64(ev.resources))
-	log.Info().Int(logkey.Examined, ev.resources).Int("requests", rep.Requests).Str(logkey.Reason, item.Reason).Msg("candidateEvaluated")
+	s.m.candidates.WithLabelValues(sourceResource).Add(float64(rep.Objects))
+	log.Info().Int(logkey.Examined, rep.Objects).Int("requests", rep.Requests).Str(logkey.Reason, item.Reason).Msg("candidateEvaluated")
 	return queue.Done()
 }
 
@@ -236,13 +240,21 @@ func (s *Scanner) writeCandidate(ctx context.Context, ref bus.PolicyRef, st *pol
 type candidateEval struct {
 	s        *Scanner
 	p        *engine.Policy
-	set      *engine.Set
-	rules    map[string]*policy.CandidateRule
-	order    []string
+	tally    *whatif.Tally
 	nsLabels map[string]map[string]string
 	seen     map[string]struct{}
+}
 
-	resources int
+// against is the result key of the installed policy a candidate is
+// compared with (policy.AnnotationCandidateFor), or "".
+func against(p *engine.Policy) string {
+	key := p.Raw.CandidateFor()
+	if key == "" {
+		return ""
+	}
+	ref := bus.PolicyRefOf(p)
+	ref.Key = key
+	return ref.ResultKey()
 }
 
 func (ev *candidateEval) labels(ctx context.Context, ns string) (map[string]string, error) {
@@ -259,21 +271,11 @@ func (ev *candidateEval) labels(ctx context.Context, ns string) (map[string]stri
 
 // requests evaluates the candidate on the recorded requests since: a
 // namespaced candidate reads its own namespace's subjects only.
-func (ev *candidateEval) requests(ctx context.Context, m *queue.Msg, since time.Time) (whatif.Report, error) {
+func (ev *candidateEval) requests(ctx context.Context, m *queue.Msg, since time.Time) error {
 	ns := ""
 	if ev.p.Raw.Namespaced() {
 		ns = ev.p.Raw.Metadata.Namespace
 	}
-	against := func(p *engine.Policy) string {
-		key := p.Raw.CandidateFor()
-		if key == "" {
-			return ""
-		}
-		ref := bus.PolicyRefOf(p)
-		ref.Key = key
-		return ref.ResultKey()
-	}
-	tally := whatif.NewTally(ev.s.eng, ev.set, since, candidateExamples, against)
 	n := 0
 	_, err := ev.s.conn.Replay(ctx, bus.StreamDecisions, func(rm queue.ReplayMsg) error {
 		d, err := bus.DecodeDecision(rm.Subject, rm.Data)
@@ -287,13 +289,13 @@ func (ev *candidateEval) requests(ctx context.Context, m *queue.Msg, since time.
 		if err != nil {
 			return err
 		}
-		tally.Decision(ctx, d, labels)
+		ev.tally.Decision(ctx, d, labels)
 		if n++; n%1000 == 0 {
 			_ = m.InProgress()
 		}
 		return ctx.Err()
 	}, queue.WithReplaySince(since), queue.WithReplayFilter(bus.DecisionsFilter(ns, "")))
-	return tally.Report(), err
+	return err
 }
 
 // list evaluates the candidate on every object of one kind, page by page.
@@ -328,9 +330,6 @@ func (ev *candidateEval) list(ctx context.Context, m *queue.Msg, gvr schema.Grou
 
 // object evaluates the candidate's checks on one object, as a scan does.
 func (ev *candidateEval) object(ctx context.Context, obj *unstructured.Unstructured) error {
-	if ev.seen == nil {
-		ev.seen = map[string]struct{}{}
-	}
 	uid := string(obj.GetUID())
 	if _, dup := ev.seen[uid]; dup || uid == "" {
 		return nil // served by two groups: evaluated once
@@ -340,89 +339,52 @@ func (ev *candidateEval) object(ctx context.Context, obj *unstructured.Unstructu
 	if err != nil {
 		return err
 	}
-	resp := ev.s.eng.Check(ctx, &engine.Request{Object: obj.Object, NamespaceLabels: labels}, ev.p, ev.set.Exceptions)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if len(resp.Rules) == 0 {
-		return nil
-	}
-	ev.resources++
-	for _, rr := range resp.Rules {
-		r := ev.rule(rr.Name)
-		outcome := whatif.Outcome(rr)
-		count(&r.Resources, outcome, 1)
-		if outcome != whatif.Pass && outcome != whatif.Skip {
-			r.Examples = addExample(r.Examples, policy.CandidateExample{Outcome: outcome, Source: sourceResource,
-				Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Message: clip(rr.Message)})
-		}
-	}
-	return nil
+	ev.tally.Object(ctx, obj.Object, labels, nil)
+	return ctx.Err()
 }
 
-func (ev *candidateEval) rule(name string) *policy.CandidateRule {
-	r, ok := ev.rules[name]
-	if !ok {
-		r = &policy.CandidateRule{Name: name}
-		ev.rules[name] = r
-		ev.order = append(ev.order, name)
-	}
-	return r
-}
-
-// status is status.candidate of the evaluation: the log's tally and the
-// objects' counts, rule by rule.
-func (ev *candidateEval) status(rep whatif.Report, now time.Time) policy.CandidateStatus {
+// candidateStatus is status.candidate of a report: rule by rule, the
+// recorded requests' counts and the objects', with examples.
+func candidateStatus(p *engine.Policy, rep whatif.Report, now time.Time) policy.CandidateStatus {
 	st := policy.CandidateStatus{
-		Evaluated: now.Format(time.RFC3339), ObservedGeneration: ev.p.Raw.Metadata.Generation,
-		Requests: rep.Requests, WithoutObject: rep.WithoutObject, Resources: ev.resources,
+		Evaluated: now.Format(time.RFC3339), ObservedGeneration: p.Raw.Metadata.Generation,
+		Requests: rep.Requests, WithoutObject: rep.WithoutObject, Resources: rep.Objects,
 	}
 	if !rep.Since.IsZero() {
 		st.Since = rep.Since.Format(time.RFC3339)
 	}
-	// The log's rules first (in the order met), then the objects'.
-	var order []string
-	seen := map[string]bool{}
 	for _, r := range rep.Rules {
-		rule := ev.rule(r.Rule)
-		for outcome, n := range r.Counts {
-			count(&rule.Requests, outcome, n)
-		}
+		rule := policy.CandidateRule{Name: r.Rule, Requests: counts(r.Counts), Resources: counts(r.Resources)}
 		for _, outcome := range whatif.Outcomes {
 			for _, ex := range r.Examples[outcome] {
-				rule.Examples = addExample(rule.Examples, requestExample(outcome, ex))
+				rule.Examples = addExample(rule.Examples, example(outcome, sourceRequest, ex))
+			}
+			for _, ex := range r.ResourceExamples[outcome] {
+				rule.Examples = addExample(rule.Examples, example(outcome, sourceResource, ex))
 			}
 		}
-		if !seen[r.Rule] {
-			seen[r.Rule] = true
-			order = append(order, r.Rule)
-		}
-	}
-	for _, name := range ev.order {
-		if !seen[name] {
-			seen[name] = true
-			order = append(order, name)
-		}
-	}
-	for _, name := range order {
-		st.Rules = append(st.Rules, *ev.rules[name])
+		st.Rules = append(st.Rules, rule)
 	}
 	for _, c := range rep.Changes {
 		ch := &policy.CandidateChange{Policy: c.Policy, NewlyDenied: c.NewlyDenied, NoLongerDenied: c.NoLongerDenied, DeniedUnrecorded: c.DeniedUnrecorded}
 		for _, ex := range c.Newly {
-			ch.Examples = addExample(ch.Examples, requestExample("newlyDenied", ex))
+			ch.Examples = addExample(ch.Examples, example("newlyDenied", sourceRequest, ex))
 		}
 		for _, ex := range c.NoLonger {
-			ch.Examples = addExample(ch.Examples, requestExample("noLongerDenied", ex))
+			ch.Examples = addExample(ch.Examples, example("noLongerDenied", sourceRequest, ex))
 		}
 		st.Change = ch
 	}
 	return st
 }
 
-func requestExample(outcome string, ex whatif.Example) policy.CandidateExample {
-	return policy.CandidateExample{Outcome: outcome, Source: sourceRequest, Time: ex.Time.UTC().Format(time.RFC3339),
-		Operation: ex.Operation, Kind: ex.Kind, Namespace: ex.Namespace, Name: ex.Name, User: ex.User, Message: clip(ex.Message)}
+func example(outcome, source string, ex whatif.Example) policy.CandidateExample {
+	out := policy.CandidateExample{Outcome: outcome, Source: source, Operation: ex.Operation, Kind: ex.Kind,
+		Namespace: ex.Namespace, Name: ex.Name, User: ex.User, Message: clip(ex.Message)}
+	if !ex.Time.IsZero() {
+		out.Time = ex.Time.UTC().Format(time.RFC3339)
+	}
+	return out
 }
 
 // addExample appends ex unless its outcome and source have their
@@ -440,24 +402,10 @@ func addExample(list []policy.CandidateExample, ex policy.CandidateExample) []po
 	return append(list, ex)
 }
 
-// count adds n outcomes to c.
-func count(c *policy.CandidateCounts, outcome string, n int) {
-	switch outcome {
-	case whatif.Deny:
-		c.Deny += n
-	case whatif.Warn:
-		c.Warn += n
-	case whatif.Mutate:
-		c.Mutate += n
-	case whatif.Generate:
-		c.Generate += n
-	case whatif.Error:
-		c.Error += n
-	case whatif.Pass:
-		c.Pass += n
-	default:
-		c.Skip += n
-	}
+// counts are the outcomes of m (by whatif outcome).
+func counts(m map[string]int) policy.CandidateCounts {
+	return policy.CandidateCounts{Deny: m[whatif.Deny], Warn: m[whatif.Warn], Mutate: m[whatif.Mutate], Generate: m[whatif.Generate],
+		Error: m[whatif.Error], Pass: m[whatif.Pass], Skip: m[whatif.Skip]}
 }
 
 // clip bounds a message to candidateMessageLen bytes (on a rune boundary).
