@@ -48,6 +48,7 @@ func TestCluster(t *testing.T) {
 	t.Run("apply", func(t *testing.T) { testApplyCluster(t, kubeconfig) })
 	t.Run("kubeconfig", func(t *testing.T) { testKubeconfig(t, kubeconfig) })
 	t.Run("compare", func(t *testing.T) { testCompare(t, kubeconfig) })
+	t.Run("whatif", func(t *testing.T) { testWhatIfCluster(t, kubeconfig) })
 	// The documentation's lines with --cluster, as they are written: the
 	// kubeconfig is $KUBECONFIG's.
 	t.Run("kyverno docs", func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/platform/natsconn"
 	"github.com/verdict-dev/verdict/internal/platform/whatif"
 	"github.com/verdict-dev/verdict/pkg/engine"
+	"github.com/verdict-dev/verdict/pkg/engine/document"
 )
 
 // WhatIfOptions are `verdict whatif`'s inputs.
@@ -30,6 +31,12 @@ type WhatIfOptions struct {
 	// Examples is how many requests each rule's outcome lists (0 all).
 	Examples int
 	Output   string
+	// Cluster also evaluates the candidates on the cluster's objects of
+	// the kinds they select (in Namespace when set; Kube says which
+	// cluster): what they would do to each one's next update. Context
+	// entries that read the cluster are then answered by it.
+	Cluster bool
+	Kube    KubeOptions
 }
 
 // WhatIfReport is `verdict whatif`'s answer.
@@ -52,7 +59,13 @@ those it would no longer deny. Nothing is enforced or written.
 The requests are evaluated as they came (operation, requester, object as
 stored); the namespace's labels and objects are not in the log, so a
 namespaceSelector sees none, and context entries that read the cluster
-are not served.`,
+are not served, unless --cluster gives a cluster: then the requests see
+their namespace's labels and context entries read the cluster, and the
+candidates are also evaluated on its objects of the kinds they select
+(what they would do to each one's next update).
+
+A policy in the cluster annotated verdict.dev/candidate: "true" is
+evaluated the same way by the reporter, into its status.candidate.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rep, err := WhatIf(ctx, o, stdin, time.Now)
@@ -75,6 +88,9 @@ are not served.`,
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only this namespace's requests")
 	fl.IntVar(&o.Examples, "examples", o.Examples, "requests listed per rule and outcome (0: all)")
 	fl.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
+	fl.BoolVarP(&o.Cluster, "cluster", "c", false, "also evaluate the candidates on the cluster's objects (the kubeconfig's cluster)")
+	fl.StringVar(&o.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (--cluster; default $KUBECONFIG, then ~/.kube/config)")
+	fl.StringVar(&o.Kube.Context, "context", "", "kubeconfig context (--cluster; default its current one)")
 	return cmd
 }
 
@@ -91,12 +107,25 @@ func WhatIf(ctx context.Context, o WhatIfOptions, stdin io.Reader, now func() ti
 		return rep, fmt.Errorf("--examples %d: 0 (all) or more", o.Examples)
 	case o.Output != "table" && o.Output != "json":
 		return rep, fmt.Errorf("--output %q: table or json", o.Output)
+	case !o.Cluster && (o.Kube.Kubeconfig != "" || o.Kube.Context != ""):
+		return rep, fmt.Errorf("--kubeconfig and --context say which cluster --cluster reads: give --cluster too")
 	}
 	pdocs, err := loadPolicies(o.Policies, stdin)
 	if err != nil {
 		return rep, fmt.Errorf("policies: %w", err)
 	}
-	eng, err := engine.New()
+	var engOpts []engine.Option
+	var kc *kubeClients
+	var nsCache *namespaceCache
+	if o.Cluster {
+		if kc, err = o.Kube.clients(); err != nil {
+			return rep, err
+		}
+		nsCache = &namespaceCache{kc: kc}
+		cs := &clusterSource{c: kc, page: defaultBatchSize}
+		engOpts = append(engOpts, engine.WithContextLoader(cs), engine.WithContextResources(cs), engine.WithResourceLister(cs))
+	}
+	eng, err := engine.New(engOpts...)
 	if err != nil {
 		return rep, err
 	}
@@ -115,11 +144,29 @@ func WhatIf(ctx context.Context, o WhatIfOptions, stdin io.Reader, now func() ti
 		if e.Err != nil {
 			return nil // not a decision: `verdict decisions` reports it
 		}
-		w.Decision(ctx, e.Decision, nil)
+		var labels map[string]string
+		if nsCache != nil {
+			// With a cluster, the namespace's labels are known.
+			labels = document.StringMap(nsCache.get(ctx, e.Decision.Resource.Namespace), "metadata", "labels")
+		}
+		w.Decision(ctx, e.Decision, labels)
 		return ctx.Err()
 	})
 	if err != nil {
 		return rep, work.Explain(err, o.NATS.Redacted())
+	}
+	if o.Cluster {
+		objs, err := clusterResources(ctx, kc, clusterScope{Namespace: o.Namespace}, set, nil)
+		if err != nil {
+			return rep, err
+		}
+		for _, obj := range objs {
+			nsObj := nsCache.get(ctx, document.String(obj, "metadata", "namespace"))
+			w.Object(ctx, obj, document.StringMap(nsObj, "metadata", "labels"), nsObj)
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+		}
 	}
 	return w.Report(), nil
 }
@@ -136,6 +183,9 @@ func writeWhatIf(out io.Writer, output string, rep WhatIfReport) error {
 	fmt.Fprintln(tw, "POLICY\tRULE\tDENY\tWARN\tMUTATE\tGENERATE\tERROR\tPASS\tSKIP")
 	for _, r := range rep.Rules {
 		c := r.Counts
+		if len(c) == 0 {
+			continue // met on the cluster's objects only
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Policy, r.Rule,
 			c[whatif.Deny], c[whatif.Warn], c[whatif.Mutate], c[whatif.Generate], c[whatif.Error], c[whatif.Pass], c[whatif.Skip])
 	}
@@ -154,6 +204,9 @@ func writeWhatIf(out io.Writer, output string, rep WhatIfReport) error {
 			}
 		}
 	}
+	if err := writeWhatIfObjects(out, rep); err != nil {
+		return err
+	}
 	for _, c := range rep.Changes {
 		fmt.Fprintf(out, "\nagainst the installed %s: %d newly denied, %d no longer denied", c.Policy, c.NewlyDenied, c.NoLongerDenied)
 		if c.DeniedUnrecorded > 0 {
@@ -168,6 +221,56 @@ func writeWhatIf(out io.Writer, output string, rep WhatIfReport) error {
 		}
 	}
 	return nil
+}
+
+// writeWhatIfObjects writes what the candidates would do to the
+// cluster's objects, when they were evaluated (--cluster).
+func writeWhatIfObjects(out io.Writer, rep WhatIfReport) error {
+	evaluated := rep.Objects > 0
+	for _, r := range rep.Rules {
+		evaluated = evaluated || len(r.Resources) > 0
+	}
+	if !evaluated {
+		return nil
+	}
+	fmt.Fprintf(out, "\n%d cluster objects\n\n", rep.Objects)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY\tRULE\tDENY\tWARN\tERROR\tPASS\tSKIP")
+	for _, r := range rep.Rules {
+		if len(r.Resources) == 0 {
+			continue
+		}
+		c := r.Resources
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", r.Policy, r.Rule, c[whatif.Deny], c[whatif.Warn], c[whatif.Error], c[whatif.Pass], c[whatif.Skip])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rep.Rules {
+		for _, outcome := range []string{whatif.Deny, whatif.Warn, whatif.Error} {
+			exs := r.ResourceExamples[outcome]
+			if len(exs) == 0 {
+				continue
+			}
+			fmt.Fprintf(out, "\n%s %s would %s %d of the cluster's objects on their next update:\n", r.Policy, r.Rule, outcome, r.Resources[outcome])
+			for _, ex := range exs {
+				fmt.Fprintf(out, "  %s\n", objectLine(ex))
+			}
+		}
+	}
+	return nil
+}
+
+// objectLine is one of the cluster's objects in an example list.
+func objectLine(ex whatif.Example) string {
+	name := ex.Kind + "/" + ex.Name
+	if ex.Namespace != "" {
+		name = ex.Namespace + "/" + name
+	}
+	if ex.Message != "" {
+		name += ": " + strings.Join(strings.Fields(ex.Message), " ")
+	}
+	return name
 }
 
 func exampleLine(ex whatif.Example, message bool) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,4 +183,80 @@ func publishDecision(t *testing.T, conn *queue.Conn, d bus.Decision) {
 	if _, err := conn.PublishSync(t.Context(), m); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testWhatIfCluster (TestCluster): `verdict whatif --cluster` evaluates
+// the candidates on the cluster's objects as well as on the log's
+// requests: a namespaceSelector and a configMap entry answered by the
+// cluster, and the objects it would deny or warn on are those `verdict
+// apply --cluster` of the same policies fails. The table is pinned by a
+// golden file.
+func testWhatIfCluster(t *testing.T, kubeconfig string) {
+	srv := natstest.Server(t)
+	ctx := t.Context()
+	conn, err := bus.Connect(ctx, queue.WithURL(srv.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := bus.Provision(ctx, conn, bus.WithConsumers()); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	obj := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"recorded","namespace":"team"},"spec":{"containers":[{"name":"c","image":"docker.io/x:1"}]}}`)
+	publishDecision(t, conn, bus.Decision{RequestUID: "r1", Webhook: "validate", Operation: "CREATE",
+		Resource: bus.DecisionResource{Version: "v1", Kind: "Pod", Resource: "pods", Namespace: "team", Name: "recorded"},
+		User:     bus.DecisionUser{Username: "alice"}, Outcome: bus.DecisionAllowed, Object: obj, Time: at})
+	policies := []string{"testdata/cluster/policies/require-team.yaml", "testdata/cluster/policies/prod-registry.yaml"}
+	nc := natsconn.Default()
+	nc.URLs = []string{srv.ClientURL()}
+	opts := WhatIfOptions{Policies: policies, NATS: nc, Timeout: 5 * time.Second, Since: 24 * time.Hour, Examples: 0, Output: "table",
+		Cluster: true, Kube: KubeOptions{Kubeconfig: kubeconfig}}
+	rep, err := WhatIf(ctx, opts, nil, func() time.Time { return at.Add(time.Hour) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The recorded Pod of team (env=prod, a label the log does not
+	// hold) pulls from elsewhere and has no team label.
+	counts := map[string]map[string]int{}
+	for _, r := range rep.Rules {
+		counts[r.Rule] = r.Counts
+	}
+	if rep.Requests != 1 || counts["approved-registry"]["deny"] != 1 || counts["check-team"]["warn"] != 1 {
+		t.Fatalf("%d requests, counts %v", rep.Requests, counts)
+	}
+	flagged := map[string]bool{}
+	for _, r := range rep.Rules {
+		for _, outcome := range []string{"deny", "warn", "error"} {
+			for _, ex := range r.ResourceExamples[outcome] {
+				flagged[r.Policy+" "+ex.Namespace+"/"+ex.Name] = true
+			}
+		}
+	}
+	var out bytes.Buffer
+	if _, err := Apply(ctx, ApplyOptions{Policies: policies, Cluster: true, Kube: KubeOptions{Kubeconfig: kubeconfig}, Output: "json"}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	var applied struct {
+		Results []struct{ Policy, Namespace, Name, Result string }
+	}
+	if err := json.Unmarshal(out.Bytes(), &applied); err != nil {
+		t.Fatalf("%v\n%s", err, out.Bytes())
+	}
+	failed := map[string]bool{}
+	for _, r := range applied.Results {
+		if r.Result == "fail" || r.Result == "error" {
+			failed[r.Policy+" "+r.Namespace+"/"+r.Name] = true
+		}
+	}
+	if len(failed) == 0 || !maps.Equal(flagged, failed) {
+		t.Fatalf("whatif --cluster flags %v, apply --cluster fails %v", slices.Sorted(maps.Keys(flagged)), slices.Sorted(maps.Keys(failed)))
+	}
+	var table bytes.Buffer
+	if err := writeWhatIf(&table, "table", rep); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(table.String(), at.Format(time.RFC3339), "T")
+	text = strings.ReplaceAll(text, rep.Since.Format(time.RFC3339), "SINCE")
+	golden.Assert(t, "testdata/golden/whatif-cluster.txt", []byte(text))
 }
