@@ -107,6 +107,12 @@ type Options struct {
 	// (internal/webhook/nativegen): no webhook of Verdict's is
 	// registered for them.
 	Generated func(p *engine.Policy) bool
+	// Candidates are the candidate policies: never enforced, but the
+	// requests they select reach the validating webhook, with
+	// failurePolicy Ignore, so that the admission log records them for
+	// the reporter's evaluation of the candidates (none in a shadow's
+	// configurations).
+	Candidates []*engine.Policy
 }
 
 func (o *Options) defaults() {
@@ -211,6 +217,9 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 			}
 		}
 	}
+	if err := addCandidates(hooks, tenants, excluded, r, o); err != nil {
+		return nil, nil, err
+	}
 	mut := &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.MutatingName, Labels: managedLabels()},
@@ -244,6 +253,47 @@ func Build(policies []*engine.Policy, r Resolver, o Options) (*admissionregistra
 		val.Webhooks = append(val.Webhooks, ttlWebhook(o))
 	}
 	return mut, val, nil
+}
+
+// addCandidates sends what the candidate policies' rules select, of
+// every type, to the validating webhooks that fail open (their
+// namespace's, for a namespaced kind): the webhook evaluates nothing of
+// theirs and records the requests in the admission log. A candidate's
+// kind that does not resolve is left out: it must never stop the
+// configurations of the policies in force.
+func addCandidates(hooks map[webhookKey]*accum, tenants map[tenantKey]*accum, excluded []string, r Resolver, o Options) error {
+	if o.Shadow {
+		return nil
+	}
+	for _, p := range o.Candidates {
+		if !p.Raw.Spec.AdmissionEnabled() || p.Raw.Native != nil {
+			continue
+		}
+		ns := ""
+		if p.Raw.Namespaced() {
+			ns = p.Raw.Metadata.Namespace
+			if ns == "" || slices.Contains(excluded, ns) {
+				continue
+			}
+		}
+		if o.LegacyPaths {
+			ns = "" // the shared webhooks, as the earlier release has them
+		}
+		for _, rule := range p.Rules {
+			if len(webhooksOf(rule)) == 0 {
+				continue
+			}
+			// Resolved first into a scratch accumulator: a kind the API
+			// server does not serve leaves the rule out.
+			if err := addPolicyRule(map[webhookKey]*accum{}, map[tenantKey]*accum{}, webhookKey{}, ns, nil, false, rule, r); err != nil {
+				continue
+			}
+			if err := addPolicyRule(hooks, tenants, webhookKey{mutate: false, fail: false}, ns, nil, false, rule, r); err != nil {
+				return fmt.Errorf("candidate %s rule %s: %w", p.Raw.Key(), rule.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // webhooksOf says which webhooks a rule needs, each as whether it is the

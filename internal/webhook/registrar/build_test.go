@@ -811,3 +811,58 @@ func TestBuildPolicyWebhookOfKyvernoAPI(t *testing.T) {
 		t.Errorf("policy webhook rules\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestBuildCandidates (issue 34): a candidate's rules (here Enforce, on
+// ConfigMaps, with failurePolicy Fail; a namespaced one on Pods) reach
+// the validating webhooks that fail open only, its namespace's for the
+// namespaced one, so the admission log records the requests they select
+// and nothing of theirs can refuse one; a kind the API server does not
+// serve leaves that rule out, not the configurations; a shadow registers
+// none of them.
+func TestBuildCandidates(t *testing.T) {
+	cands := compileAll(t, `apiVersion: verdict.dev/v1
+kind: ClusterPolicy
+metadata: {name: candidate, annotations: {verdict.dev/candidate: "true"}}
+spec:
+  failurePolicy: Fail
+  validationFailureAction: Enforce
+  rules:
+  - name: cm
+    match: {any: [{resources: {kinds: [ConfigMap]}}]}
+    validate: {message: no, deny: {}}
+  - name: widgets
+    match: {any: [{resources: {kinds: [Widget]}}]}
+    validate: {message: no, deny: {}}
+`, tenantPolicy("team", "tenant-candidate", "[Pod]", "Fail", 10))
+	mut, val, err := Build(nil, table, Options{URL: "https://x", Candidates: cands})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mut.Webhooks) != 0 {
+		t.Fatalf("mutating webhooks for candidates: %v", mut.Webhooks)
+	}
+	var shared *admissionregistrationv1.ValidatingWebhook
+	for i, w := range val.Webhooks {
+		if *w.FailurePolicy == admissionregistrationv1.Fail && strings.HasPrefix(w.Name, "validate-") && w.Name != "validate-policy.verdict.dev" {
+			for _, r := range w.Rules {
+				if slices.Contains(r.Resources, "configmaps") || slices.Contains(r.Resources, "pods") {
+					t.Errorf("webhook %s fails closed on a candidate's kinds: %v", w.Name, r.Resources)
+				}
+			}
+		}
+		if w.Name == "validate-ignore.verdict.dev" {
+			shared = &val.Webhooks[i]
+		}
+	}
+	if shared == nil || len(shared.Rules) != 1 || !slices.Equal(shared.Rules[0].Resources, []string{"configmaps"}) {
+		t.Fatalf("the shared webhook failing open: %+v (webhooks %v)", shared, vnames(val.Webhooks))
+	}
+	tenant, ok := tenantHooks(t, val.Webhooks)["team"]
+	if !ok || *tenant.FailurePolicy != admissionregistrationv1.Ignore || !slices.Contains(tenant.Rules[0].Resources, "pods") {
+		t.Fatalf("team's webhook: %+v", tenant)
+	}
+	_, val, err = Build(nil, table, Options{URL: "https://x", Candidates: cands, Shadow: true})
+	if err != nil || len(val.Webhooks) != 0 {
+		t.Fatalf("a shadow's webhooks for candidates: %v, %v", vnames(val.Webhooks), err)
+	}
+}

@@ -25,6 +25,14 @@ type PolicySource interface {
 	Changed() <-chan struct{}
 }
 
+// CandidateSource is a PolicySource that also gives the candidate
+// policies (policy.AnnotationCandidate): the registrar then sends the
+// requests they select to the validating webhook, failing open, so that
+// the admission log records them (Options.Candidates).
+type CandidateSource interface {
+	Candidates() []*engine.Policy
+}
+
 // Registrar writes the webhook configurations.
 type Registrar struct {
 	client   kubernetes.Interface
@@ -113,6 +121,9 @@ func (r *Registrar) Reconcile(ctx context.Context) (Result, error) {
 			opts.LegacyPaths = true
 			res.Legacy = pod
 		}
+	}
+	if cs, ok := r.source.(CandidateSource); ok {
+		opts.Candidates = cs.Candidates()
 	}
 	mut, val, err := Build(r.source.Policies(), r.resolver, opts)
 	if err != nil {
