@@ -147,10 +147,10 @@ func TestE2ECandidatePolicy(t *testing.T) {
 	testkit.Eventually(t, 60*time.Second, "both candidates evaluated", func() error {
 		var err error
 		if cst, err = candidateStatus(e, cluster); err != nil || cst == nil {
-			return fmt.Errorf("ClusterPolicy: %v, %v", cst, err)
+			return fmt.Errorf("ClusterPolicy: %v, %w", cst, err)
 		}
 		if nst, err = candidateStatus(e, ns); err != nil || nst == nil {
-			return fmt.Errorf("Policy: %v, %v", nst, err)
+			return fmt.Errorf("Policy: %v, %w", nst, err)
 		}
 		return nil
 	})
@@ -196,7 +196,7 @@ func TestE2ECandidatePolicy(t *testing.T) {
 	testkit.Eventually(t, 60*time.Second, "the promoted policy's status.candidate cleared and its results published", func() error {
 		st, err := candidateStatus(e, ns)
 		if err != nil || st != nil {
-			return fmt.Errorf("status.candidate %+v, %v", st, err)
+			return fmt.Errorf("status.candidate %+v, %w", st, err)
 		}
 		if n := len(policyResults(e, a+"/require-app")); n != 3 {
 			return fmt.Errorf("%d results, want one per Pod of %s", n, a)

@@ -158,7 +158,7 @@ func TestE2ECandidateNeverEnforced(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, "the policy enforced once no longer a candidate", func() error {
 		_, err := e.kube.CoreV1().Pods("team").Create(ctx, labelled("enforced"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err == nil || !strings.Contains(err.Error(), "verdict-test=deny is refused") {
-			return fmt.Errorf("labelled Pod: %v", err)
+			return fmt.Errorf("labelled Pod: %w", err)
 		}
 		return nil
 	})
