@@ -69,6 +69,8 @@ func bindServiceFlags(fs *flag.FlagSet, cfg *webhookapp.Config) {
 	fs.IntVar(&cfg.ResultBuffer, "result-buffer", cfg.ResultBuffer, "results waiting to be published before new ones are dropped (and counted)")
 	fs.DurationVar(&cfg.ResultLinger, "result-linger", cfg.ResultLinger, "how long admissions' results are gathered before they are sent to NATS together (0 to 1s; 0 sends each at once)")
 	fs.BoolVar(&cfg.Decisions, "decisions", cfg.Decisions, "record every answered admission request (allowed, warned, denied, patched) in VERDICT_DECISIONS, the admission log")
+	fs.StringVar(&cfg.DecisionSpool, "decision-spool", cfg.DecisionSpool, "folder keeping each decision until the stream acknowledges it, so that a replica killed with decisions in its buffer, or NATS away past their deadline, loses none (none: not kept)")
+	platform.BytesVar(fs, &cfg.DecisionSpoolBytes, "decision-spool-bytes", "bound of --decision-spool on disk (a quantity: 64Mi)")
 	platform.BindEvaluationLimitFlags(fs, &cfg.Limits)
 	platform.BindKubeFlags(fs, &cfg.Kube)
 	platform.BindPolicyHTTPFlags(fs, &cfg.PolicyHTTP)

@@ -518,7 +518,8 @@ type topoReplica struct {
 //   - --client-ca-file=/etc/verdict/client-ca/ca.crt (webhook) →
 //     <replica dir>/etc/verdict/client-ca/ca.crt, the mounted ConfigMap
 //     written there (any mounted file's path: mountPath → <replica
-//     dir>/mountPath);
+//     dir>/mountPath; an emptyDir, --decision-spool's, is a folder
+//     there, kept across the replica's restarts);
 //   - $(POD_NAME) → the env's POD_NAME, <deployment>-<i>, and GOMEMLIMIT
 //     the container's memory limit in bytes, as the kubelet fills them;
 //   - --kubeconfig=<the ServiceAccount's kubeconfig> added (see
@@ -564,6 +565,9 @@ func (tp *topology) startDeployment(d *appsv1.Deployment) {
 			a = expand(a, vars)
 			for _, m := range c.VolumeMounts {
 				a = strings.ReplaceAll(a, m.MountPath+"/", filepath.Join(root, m.MountPath)+"/")
+				if strings.HasSuffix(a, "="+m.MountPath) {
+					a = strings.TrimSuffix(a, m.MountPath) + filepath.Join(root, m.MountPath)
+				}
 			}
 			if strings.HasPrefix(a, "--serve-port=") {
 				addr := testkit.FreeAddr(t)
@@ -652,11 +656,19 @@ func (tp *topology) writeVolumes(spec corev1.PodSpec, c corev1.Container, root s
 	for _, m := range c.VolumeMounts {
 		var data map[string][]byte
 		var items []corev1.KeyToPath
+		empty := false
 		for _, v := range spec.Volumes {
 			if v.Name != m.Name {
 				continue
 			}
 			switch {
+			case v.EmptyDir != nil:
+				// A folder of the replica's, kept across its restarts as
+				// a pod's emptyDir is across its container's.
+				if err := os.MkdirAll(filepath.Join(root, m.MountPath), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				empty = true
 			case v.ConfigMap != nil:
 				cm, err := tp.kube.CoreV1().ConfigMaps(namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
 				if err != nil {
@@ -676,6 +688,9 @@ func (tp *topology) writeVolumes(spec corev1.PodSpec, c corev1.Container, root s
 			default:
 				t.Fatalf("volume %s: a kind the harness does not know", v.Name)
 			}
+		}
+		if empty {
+			continue
 		}
 		if data == nil {
 			t.Fatalf("mount %s: no volume", m.Name)

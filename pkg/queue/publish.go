@@ -192,6 +192,7 @@ type publisherOptions struct {
 	boMax       time.Duration
 	linger      time.Duration
 	onDrop      func(Message, error)
+	onAck       func(Message)
 }
 
 // WithPublisherName names the publisher in metrics and logs. Default "async".
@@ -294,6 +295,13 @@ const lingerMax = 256
 // itself are reported by Publish's error, not here.
 func WithDropHandler(fn func(Message, error)) PublisherOption {
 	return func(o *publisherOptions) error { o.onDrop = fn; return nil }
+}
+
+// WithAckHandler is called for every message the stream acknowledged
+// (stored, or a duplicate of one stored), on the publisher's goroutines:
+// it must not block. A Spool forgets a message there.
+func WithAckHandler(fn func(Message)) PublisherOption {
+	return func(o *publisherOptions) error { o.onAck = fn; return nil }
 }
 
 // AsyncPublisher publishes without making the caller wait: Publish puts the
@@ -842,6 +850,9 @@ func (p *AsyncPublisher) onReply(m *nats.Msg) {
 	} else {
 		p.published.Add(1)
 		p.mPublished.Inc()
+	}
+	if p.opts.onAck != nil {
+		p.opts.onAck(e.msg)
 	}
 	p.settle()
 }

@@ -1,6 +1,7 @@
 package scanner_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -109,6 +110,11 @@ func createCandidate(e *reportertest.Env, y string) *unstructured.Unstructured {
 	if err != nil {
 		e.T.Fatal(err)
 	}
+	// The control plane is the package's: the other tests' scans must
+	// not find it.
+	e.T.Cleanup(func() {
+		_ = e.Dyn.Resource(gvr).Namespace(p.GetNamespace()).Delete(context.WithoutCancel(e.T.Context()), p.GetName(), metav1.DeleteOptions{})
+	})
 	return p
 }
 

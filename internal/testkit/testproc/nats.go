@@ -106,6 +106,27 @@ func (s *NATSServer) Restart(ctx context.Context) {
 	}
 }
 
+// RestartAll starts every server of a cluster that lost them all again
+// (each must be gone), with its ports and store, and waits until
+// JetStream answers through each: one alone could not, with no quorum to
+// elect a leader.
+func RestartAll(ctx context.Context, servers []*NATSServer) {
+	for _, s := range servers {
+		s.restarts++
+		spec := s.spec
+		spec.Name = fmt.Sprintf("%s-restart-%d", s.spec.Name, s.restarts)
+		s.Proc = StartForTest(s.t, spec, false)
+	}
+	for _, s := range servers {
+		s.waitReady()
+	}
+	for _, s := range servers {
+		if err := s.waitJetStream(ctx); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
 func (s *NATSServer) waitReady() {
 	s.t.Helper()
 	select {

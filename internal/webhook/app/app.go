@@ -76,6 +76,18 @@ type Config struct {
 	// VERDICT_DECISIONS, the admission log (docs/decisions.md), through a
 	// publisher of its own (ResultBuffer and ResultLinger). On by default.
 	Decisions bool
+	// DecisionSpool is a folder where each decision is kept from the
+	// moment it is recorded until the stream acknowledges it
+	// (queue.Spool): a replica killed with decisions in its buffer
+	// publishes them when it starts again, and decisions its publisher
+	// gave up on (NATS away past their deadline) are published once NATS
+	// is back. Empty: none (what the buffer holds dies with the process).
+	// The chart gives it an emptyDir, which outlives a container's
+	// restart.
+	DecisionSpool string
+	// DecisionSpoolBytes bounds the spool on disk (64 MiB by default);
+	// past it decisions are published without being kept.
+	DecisionSpoolBytes int64
 	// GCPercent is the garbage collector's target percentage (GOGC) the
 	// webhook binary sets when the GOGC environment variable is not set:
 	// 400 by default. Every admission allocates, and the live heap is
@@ -152,30 +164,31 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Mode:              ModeCluster,
-		Webhook:           webhook.DefaultConfig(),
-		NATS:              platform.DefaultNATSConfig(),
-		Kube:              platform.DefaultKubeConfig(),
-		Namespace:         "verdict",
-		Identity:          host,
-		ServiceName:       "verdict-webhook",
-		ServicePort:       443,
-		Register:          true,
-		RenewCerts:        true,
-		CASecret:          "verdict-webhook-ca",
-		TLSSecret:         "verdict-webhook-tls",
-		LeaseName:         "verdict-webhook",
-		LeaseDuration:     15 * time.Second,
-		RenewDeadline:     10 * time.Second,
-		RetryPeriod:       2 * time.Second,
-		RenewInterval:     time.Minute,
-		ReconcileInterval: 30 * time.Second,
-		ResultBuffer:      10000,
-		ResultLinger:      5 * time.Millisecond,
-		Decisions:         true,
-		GCPercent:         400,
-		Limits:            platform.DefaultEvaluationLimits(),
-		Registries:        platform.DefaultRegistries(),
+		Mode:               ModeCluster,
+		Webhook:            webhook.DefaultConfig(),
+		NATS:               platform.DefaultNATSConfig(),
+		Kube:               platform.DefaultKubeConfig(),
+		Namespace:          "verdict",
+		Identity:           host,
+		ServiceName:        "verdict-webhook",
+		ServicePort:        443,
+		Register:           true,
+		RenewCerts:         true,
+		CASecret:           "verdict-webhook-ca",
+		TLSSecret:          "verdict-webhook-tls",
+		LeaseName:          "verdict-webhook",
+		LeaseDuration:      15 * time.Second,
+		RenewDeadline:      10 * time.Second,
+		RetryPeriod:        2 * time.Second,
+		RenewInterval:      time.Minute,
+		ReconcileInterval:  30 * time.Second,
+		ResultBuffer:       10000,
+		ResultLinger:       5 * time.Millisecond,
+		Decisions:          true,
+		DecisionSpoolBytes: 64 << 20,
+		GCPercent:          400,
+		Limits:             platform.DefaultEvaluationLimits(),
+		Registries:         platform.DefaultRegistries(),
 	}
 }
 
@@ -197,6 +210,9 @@ func (c *Config) Validate() error {
 	wrap(c.Limits.Validate())
 	if c.GCPercent < 25 || c.GCPercent > 10000 {
 		bad("gc-percent %d: 25 to 10000", c.GCPercent)
+	}
+	if c.DecisionSpool != "" && c.DecisionSpoolBytes < 1<<20 {
+		bad("decision-spool-bytes %d: at least 1Mi", c.DecisionSpoolBytes)
 	}
 	if c.ResultBuffer < 1 {
 		bad("result-buffer %d must be positive", c.ResultBuffer)
@@ -237,7 +253,8 @@ func (c *Config) Validate() error {
 
 // queueSettings are the JetStream settings of the config.
 func (c *Config) queueSettings() queueSettings {
-	return queueSettings{nats: c.NATS, identity: c.Identity, buffer: c.ResultBuffer, linger: c.ResultLinger, decisions: c.Decisions}
+	return queueSettings{nats: c.NATS, identity: c.Identity, buffer: c.ResultBuffer, linger: c.ResultLinger, decisions: c.Decisions,
+		spoolDir: c.DecisionSpool, spoolBytes: c.DecisionSpoolBytes}
 }
 
 // engineConfig is what cluster mode's engine is made of.

@@ -25,6 +25,12 @@ type queueSettings struct {
 	linger   time.Duration
 	// decisions: publish the admission log (Config.Decisions).
 	decisions bool
+	// spoolDir and spoolBytes: keep the decisions on disk until
+	// acknowledged (Config.DecisionSpool).
+	spoolDir   string
+	spoolBytes int64
+	// spool is opened by startJetStream from spoolDir.
+	spool *queue.Spool
 	// replaceDelay is the first wait before a connection closed for good
 	// is replaced (doubling to maxReplaceDelay while replacements keep
 	// closing); 0 is defaultReplaceDelay.
@@ -87,6 +93,11 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 	if err := reg.Register(replaced); err != nil {
 		return nil, err
 	}
+	if qs.decisions && qs.spoolDir != "" {
+		if qs.spool, err = queue.OpenSpool(qs.spoolDir, qs.spoolBytes); err != nil {
+			return nil, fmt.Errorf("decision spool: %w", err)
+		}
+	}
 	conn, pubs, err := dial(ctx, opts, qs)
 	if err != nil {
 		return nil, err
@@ -99,7 +110,7 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 	}
 	var decisions *decisionSink
 	if pubs.decisions != nil {
-		if decisions, err = newDecisionSink(pubs.decisions, qs.identity, reg, log); err != nil {
+		if decisions, err = newDecisionSink(pubs.decisions, qs.spool, qs.identity, reg, log); err != nil {
 			pubs.close(ctx)
 			conn.Close()
 			return nil, err
@@ -123,7 +134,43 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 		}
 	}
 	go js.keep(kctx)
+	if qs.spool != nil {
+		go js.keepSpool(kctx)
+	}
 	return js, nil
+}
+
+// spoolResendInterval is how often decisions the publisher gave up on are
+// published again from the spool while connected.
+const spoolResendInterval = 30 * time.Second
+
+// keepSpool publishes what a previous process left in the spool, then,
+// every spoolResendInterval while connected, what the publisher gave up
+// on since.
+func (j *jetStream) keepSpool(ctx context.Context) {
+	publish := func(m queue.Message) error { return j.decisions.pub.Load().Publish(m) }
+	if n, err := j.qs.spool.Recover(publish); err != nil {
+		j.log.Error().Err(err).Int(logkey.Count, n).Msg("decisionSpoolNotRecovered")
+	} else if n > 0 {
+		j.log.Info().Int(logkey.Count, n).Msg("decisionSpoolRecovered")
+	}
+	t := time.NewTicker(spoolResendInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !j.conn().Connected() {
+			continue
+		}
+		if n, err := j.qs.spool.Resend(publish); err != nil {
+			j.log.Error().Err(err).Msg("decisionSpoolNotResent")
+		} else if n > 0 {
+			j.log.Info().Int(logkey.Count, n).Msg("decisionSpoolResent")
+		}
+	}
 }
 
 // publishers are a connection's asynchronous publishers: results and,
@@ -157,7 +204,12 @@ func dial(ctx context.Context, opts []queue.ConnOption, qs queueSettings) (*queu
 		return nil, pubs, err
 	}
 	if qs.decisions {
-		if pubs.decisions, err = conn.NewAsyncPublisher(queue.WithPublisherName("webhook-decisions"), queue.WithBufferSize(qs.buffer), queue.WithLinger(qs.linger)); err != nil {
+		popts := []queue.PublisherOption{queue.WithPublisherName("webhook-decisions"), queue.WithBufferSize(qs.buffer), queue.WithLinger(qs.linger)}
+		if sp := qs.spool; sp != nil {
+			popts = append(popts, queue.WithAckHandler(func(m queue.Message) { sp.Acked(m.ID) }),
+				queue.WithDropHandler(func(m queue.Message, _ error) { sp.GivenUp(m.ID) }))
+		}
+		if pubs.decisions, err = conn.NewAsyncPublisher(popts...); err != nil {
 			pubs.close(ctx)
 			conn.Close()
 			return nil, pubs, err
@@ -302,6 +354,13 @@ func (j *jetStream) close(ctx context.Context) {
 		if err := j.decisions.pub.Load().Close(cctx); err != nil {
 			j.log.Warn().Err(err).Msg("decisions not published before exit")
 		}
+	}
+	if sp := j.qs.spool; sp != nil {
+		// What is not acknowledged stays for the next start.
+		if pending, _ := sp.Stats(); pending > 0 {
+			j.log.Warn().Int(logkey.Count, pending).Msg("decisionsKeptInSpool")
+		}
+		_ = sp.Close()
 	}
 	j.conn().Close()
 }

@@ -108,35 +108,66 @@ func (s *resultSink) Flush(ctx context.Context) error { return s.pub.Load().Flus
 // counted as dropped by the publisher's metrics, publisher
 // "webhook-decisions"), Flush waits for the buffer at shutdown.
 type decisionSink struct {
-	pub     atomic.Pointer[queue.AsyncPublisher]
+	pub atomic.Pointer[queue.AsyncPublisher]
+	// spool keeps each decision until acknowledged; nil: none.
+	spool   *queue.Spool
 	replica string
 	log     zerolog.Logger
 	// unpublishable counts decisions that cannot become a message (a
 	// review without a uid, say).
 	unpublishable prometheus.Counter
+	// unspooled counts decisions the spool could not keep.
+	unspooled prometheus.Counter
 }
 
 // newDecisionSink returns the sink of replica and registers its counter
 // on reg.
-func newDecisionSink(pub *queue.AsyncPublisher, replica string, reg prometheus.Registerer, log zerolog.Logger) (*decisionSink, error) {
+func newDecisionSink(pub *queue.AsyncPublisher, spool *queue.Spool, replica string, reg prometheus.Registerer, log zerolog.Logger) (*decisionSink, error) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "verdict", Subsystem: "webhook", Name: "decisions_unpublishable_total",
 		Help: "Admission decisions not recorded in the admission log because they make no valid message (no request uid, say)."})
 	if err := reg.Register(c); err != nil {
 		return nil, err
 	}
-	s := &decisionSink{replica: replica, log: log, unpublishable: c}
+	s := &decisionSink{spool: spool, replica: replica, log: log, unpublishable: c}
+	if spool != nil {
+		s.unspooled = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "verdict", Subsystem: "webhook", Name: "decisions_unspooled_total",
+			Help: "Admission decisions published without being kept in the spool (--decision-spool): the spool was full or could not be written."})
+		held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "verdict", Subsystem: "webhook", Name: "decision_spool_messages",
+			Help: "Admission decisions kept in the spool and not yet acknowledged by the stream."}, func() float64 { n, _ := spool.Stats(); return float64(n) })
+		size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "verdict", Subsystem: "webhook", Name: "decision_spool_bytes",
+			Help: "Bytes of the spool's files on disk."}, func() float64 { _, b := spool.Stats(); return float64(b) })
+		for _, col := range []prometheus.Collector{s.unspooled, held, size} {
+			if err := reg.Register(col); err != nil {
+				return nil, err
+			}
+		}
+	}
 	s.pub.Store(pub)
 	return s, nil
 }
 
 var _ webhook.DecisionSink = (*decisionSink)(nil)
 
-// Record publishes d, named with the replica, through the buffer.
+// Record publishes d, named with the replica, through the buffer, kept
+// in the spool first when there is one.
 func (s *decisionSink) Record(d bus.Decision) {
 	d.Replica = s.replica
 	m, err := bus.DecisionMessage(d)
 	if err == nil {
+		spooled := false
+		if s.spool != nil {
+			if serr := s.spool.Append(m); serr != nil {
+				s.unspooled.Inc()
+				s.log.Debug().Err(serr).Msg("decision not kept in the spool")
+			} else {
+				spooled = true
+			}
+		}
 		err = s.pub.Load().Publish(m)
+		if spooled && err != nil {
+			// Not taken (a full buffer): published again from the spool.
+			s.spool.GivenUp(m.ID)
+		}
 		// The publisher counts what it drops (a full buffer, closed).
 		if !errors.Is(err, queue.ErrInvalidSubject) && !errors.Is(err, queue.ErrMissingID) {
 			return
