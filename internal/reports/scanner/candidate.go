@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -150,7 +149,7 @@ func (s *Scanner) evaluateCandidate(ctx context.Context, m *queue.Msg, item bus.
 		notes = append(notes, "kinds selected by a wildcard alone are not listed")
 	}
 	for _, k := range kinds {
-		err := ev.list(ctx, m, k.GVR)
+		err := s.listKind(ctx, m, p, k.GVR, func(obj *unstructured.Unstructured) error { return ev.object(ctx, obj) })
 		switch {
 		case errors.Is(err, errKindForbidden):
 			s.m.skipped.WithLabelValues(skippedForbidden).Inc()
@@ -296,36 +295,6 @@ func (ev *candidateEval) requests(ctx context.Context, m *queue.Msg, since time.
 		return ctx.Err()
 	}, queue.WithReplaySince(since), queue.WithReplayFilter(bus.DecisionsFilter(ns, "")))
 	return err
-}
-
-// list evaluates the candidate on every object of one kind, page by page.
-func (ev *candidateEval) list(ctx context.Context, m *queue.Msg, gvr schema.GroupVersionResource) error {
-	ri := ev.s.dyn.Resource(gvr)
-	var client dynamic.ResourceInterface = ri
-	if ev.p.Raw.Namespaced() {
-		client = ri.Namespace(ev.p.Raw.Metadata.Namespace)
-	}
-	opts := metav1.ListOptions{Limit: ev.s.o.pageSize}
-	for {
-		page, err := client.List(ctx, opts)
-		switch {
-		case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
-			return nil
-		case apierrors.IsForbidden(err):
-			return fmt.Errorf("%w: list %s: %w", errKindForbidden, gvr, err)
-		case err != nil:
-			return fmt.Errorf("list %s: %w", gvr, err)
-		}
-		for i := range page.Items {
-			if err := ev.object(ctx, &page.Items[i]); err != nil {
-				return err
-			}
-		}
-		_ = m.InProgress()
-		if opts.Continue = page.GetContinue(); opts.Continue == "" {
-			return nil
-		}
-	}
 }
 
 // object evaluates the candidate's checks on one object, as a scan does.

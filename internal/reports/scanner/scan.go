@@ -139,34 +139,46 @@ type scan struct {
 
 // list evaluates every resource of one kind, page by page.
 func (sc *scan) list(ctx context.Context, k kubeutil.Kind) error {
-	ri := sc.s.dyn.Resource(k.GVR)
-	var client dynamic.ResourceInterface = ri
-	if sc.p.Raw.Namespaced() {
-		client = ri.Namespace(sc.p.Raw.Metadata.Namespace)
+	err := sc.s.listKind(ctx, sc.msg, sc.p, k.GVR, func(obj *unstructured.Unstructured) error { return sc.evaluate(ctx, obj) })
+	if err != nil {
+		return err
 	}
-	opts := metav1.ListOptions{Limit: sc.s.o.pageSize}
+	sc.listed[k.GVK.GroupKind()] = true
+	return nil
+}
+
+// listKind hands every object of one kind p selects (in p's namespace
+// for a namespaced policy) to fn, page by page, telling the item's
+// consumer after each page that the work goes on. A kind no longer
+// served lists nothing; one the reporter may not list is
+// errKindForbidden.
+func (s *Scanner) listKind(ctx context.Context, m *queue.Msg, p *engine.Policy, gvr schema.GroupVersionResource, fn func(*unstructured.Unstructured) error) error {
+	ri := s.dyn.Resource(gvr)
+	var client dynamic.ResourceInterface = ri
+	if p.Raw.Namespaced() {
+		client = ri.Namespace(p.Raw.Metadata.Namespace)
+	}
+	opts := metav1.ListOptions{Limit: s.o.pageSize}
 	for {
 		page, err := client.List(ctx, opts)
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
 			return nil // no longer served
 		case apierrors.IsForbidden(err):
-			return fmt.Errorf("%w: list %s: %w", errKindForbidden, k.GVR, err)
+			return fmt.Errorf("%w: list %s: %w", errKindForbidden, gvr, err)
 		case err != nil:
-			return fmt.Errorf("list %s: %w", k.GVR, err)
+			return fmt.Errorf("list %s: %w", gvr, err)
 		}
 		for i := range page.Items {
-			if err := sc.evaluate(ctx, &page.Items[i]); err != nil {
+			if err := fn(&page.Items[i]); err != nil {
 				return err
 			}
 		}
-		_ = sc.msg.InProgress()
+		_ = m.InProgress()
 		if opts.Continue = page.GetContinue(); opts.Continue == "" {
-			break
+			return nil
 		}
 	}
-	sc.listed[k.GVK.GroupKind()] = true
-	return nil
 }
 
 // evaluate runs the policy on one resource and publishes what changed.

@@ -94,8 +94,11 @@ func startJetStream(ctx context.Context, qs queueSettings, reg webhook.Registry,
 		return nil, err
 	}
 	if qs.decisions && qs.spoolDir != "" {
+		// A spool that cannot be opened (a folder not writable) is no
+		// reason not to serve: decisions are then published unkept.
 		if qs.spool, err = queue.OpenSpool(qs.spoolDir, qs.spoolBytes); err != nil {
-			return nil, fmt.Errorf("decision spool: %w", err)
+			log.Error().Err(err).Msg("decisionSpoolUnavailable")
+			qs.spool = nil
 		}
 	}
 	conn, pubs, err := dial(ctx, opts, qs)

@@ -177,6 +177,12 @@ spec:
 	t.Run("a synchronized GeneratingPolicy", func(t *testing.T) {
 		checkExcludes(t, compileAll(t, everythingGPol), Options{URL: "https://x", Filter: filter}, 3)
 	})
+	// Candidates on every resource: the validating webhook failing open
+	// that records their requests (and the policy webhook) skip the same.
+	t.Run("candidates", func(t *testing.T) {
+		checkExcludes(t, nil, Options{URL: "https://x", Filter: filter,
+			Candidates: compileAll(t, everything, everythingVPol, everythingMPol, everythingIVPol, everythingGPol)}, 2)
+	})
 	// A shadow's one validating webhook (Ignore, no policy webhook) skips
 	// the same.
 	t.Run("shadow", func(t *testing.T) {
