@@ -188,8 +188,9 @@ func (s *Scanner) clearCandidate(ctx context.Context, item bus.ScanItem) queue.O
 	}
 	err := s.writeCandidate(ctx, item.Policy, nil)
 	switch {
-	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		// Written, gone, or replaced (another uid: not ours to clear).
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err):
+		// Written, gone, or replaced (another uid: a conflict or an
+		// invalid change of uid, not ours to clear).
 		return queue.Done()
 	default:
 		return s.retry(ctx, "candidateStatusNotCleared", err)
