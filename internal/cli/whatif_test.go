@@ -17,6 +17,7 @@ import (
 	"github.com/verdict-dev/verdict/internal/testkit/golden"
 	"github.com/verdict-dev/verdict/internal/testkit/natstest"
 	"github.com/verdict-dev/verdict/pkg/queue"
+	"github.com/verdict-dev/verdict/pkg/queue/embedded"
 )
 
 // candidateLatest is the candidate: an Enforce policy refusing the
@@ -58,16 +59,8 @@ func whatifPod(i int) map[string]any {
 // object are counted, not evaluated. The table is pinned by a golden
 // file.
 func TestWhatIf(t *testing.T) {
-	srv := natstest.Server(t)
+	srv, conn := decisionLog(t)
 	ctx := t.Context()
-	conn, err := bus.Connect(ctx, queue.WithURL(srv.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := bus.Provision(ctx, conn, bus.WithConsumers()); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	var resources bytes.Buffer
 	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
@@ -174,6 +167,22 @@ func TestWhatIf(t *testing.T) {
 	golden.Assert(t, "testdata/golden/whatif.txt", []byte(text))
 }
 
+// decisionLog starts a NATS server with Verdict's streams and connects
+// to it (closed when the test ends): where the tests record decisions.
+func decisionLog(t *testing.T) (*embedded.Server, *queue.Conn) {
+	t.Helper()
+	srv := natstest.Server(t)
+	conn, err := bus.Connect(t.Context(), queue.WithURL(srv.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if err := bus.Provision(t.Context(), conn, bus.WithConsumers()); err != nil {
+		t.Fatal(err)
+	}
+	return srv, conn
+}
+
 func publishDecision(t *testing.T, conn *queue.Conn, d bus.Decision) {
 	t.Helper()
 	m, err := bus.DecisionMessage(d)
@@ -192,16 +201,8 @@ func publishDecision(t *testing.T, conn *queue.Conn, d bus.Decision) {
 // apply --cluster` of the same policies fails. The table is pinned by a
 // golden file.
 func testWhatIfCluster(t *testing.T, kubeconfig string) {
-	srv := natstest.Server(t)
+	srv, conn := decisionLog(t)
 	ctx := t.Context()
-	conn, err := bus.Connect(ctx, queue.WithURL(srv.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := bus.Provision(ctx, conn, bus.WithConsumers()); err != nil {
-		t.Fatal(err)
-	}
 	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	obj := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"recorded","namespace":"team"},"spec":{"containers":[{"name":"c","image":"docker.io/x:1"}]}}`)
 	publishDecision(t, conn, bus.Decision{RequestUID: "r1", Webhook: "validate", Operation: "CREATE",
